@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Start or stop a moto server on :4566 (the AWS emulator used by CI and `make test`).
+#   scripts/moto.sh start   # no-op when something already answers on the port
+#   scripts/moto.sh stop    # stops only a server this script started
+set -euo pipefail
+PORT="${MOTO_PORT:-4566}"
+STATE_DIR="${TMPDIR:-/tmp}/agentgate-moto-$PORT"
+PIDFILE="$STATE_DIR/pid"
+LOG="$STATE_DIR/moto.log"
+
+up() { curl -fsS -o /dev/null "http://localhost:$PORT/moto-api/" 2>/dev/null || curl -fsS -o /dev/null "http://localhost:$PORT/_localstack/health" 2>/dev/null; }
+
+case "${1:-}" in
+start)
+  if up; then echo "moto.sh: an emulator already answers on :$PORT"; exit 0; fi
+  command -v moto_server >/dev/null || { echo "moto.sh: moto_server not found (pip install 'moto[server]==5.2.1')" >&2; exit 1; }
+  mkdir -p "$STATE_DIR"
+  nohup moto_server -H 127.0.0.1 -p "$PORT" >"$LOG" 2>&1 &
+  echo $! >"$PIDFILE"
+  for _ in $(seq 1 100); do up && { echo "moto.sh: moto server up on :$PORT (pid $(cat "$PIDFILE"))"; exit 0; }; sleep 0.2; done
+  echo "moto.sh: moto server did not start; log:" >&2; cat "$LOG" >&2; exit 1 ;;
+stop)
+  if [ -f "$PIDFILE" ]; then kill "$(cat "$PIDFILE")" 2>/dev/null || true; rm -f "$PIDFILE"; echo "moto.sh: stopped"; fi ;;
+*) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The project's test command (`make test`, called by .ci/run):
+#   1. unit tests (no services);
+#   2. the integration suite (//go:build integration) against AWS_ENDPOINT_URL,
+#      starting a moto server on :4566 when nothing answers there, and creating
+#      the table and bucket with `agentgate init`.
+# `scripts/test.sh integration` runs step 2 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL:-http://localhost:4566}"
+export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+
+if [ "${1:-}" != "integration" ]; then
+  echo "== unit tests"
+  go test -count=1 ./...
+fi
+
+if ! grep -rlq --include='*_test.go' '^//go:build integration' . 2>/dev/null; then
+  echo "== no integration tests yet"; exit 0
+fi
+
+echo "== integration tests against $AWS_ENDPOINT_URL"
+scripts/moto.sh start
+trap 'scripts/moto.sh stop' EXIT
+if [ -f cmd/agentgate/init.go ]; then go run ./cmd/agentgate init --endpoint "$AWS_ENDPOINT_URL"; fi
+go test -count=1 -p 1 -tags integration ./...
