@@ -1,0 +1,247 @@
+package loop
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// SchemaVersion is the version of the SuspendedState layout this package
+// writes and the only one Resume accepts.
+const SchemaVersion = 1
+
+// Counters are the running totals of a run; a resumed run folds the counters
+// of its earlier segments into them.
+type Counters struct {
+	Iterations   int   `json:"iterations"`
+	ModelCalls   int   `json:"model_calls"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	ToolCalls    int   `json:"tool_calls"`
+}
+
+// Tokens returns input plus output tokens.
+func (c Counters) Tokens() int64 { return c.InputTokens + c.OutputTokens }
+
+// Options are a run's settings; they travel in the SuspendedState so a resumed
+// run keeps them.
+type Options struct {
+	// Model is the provider's model identifier passed to the Model.
+	Model string `json:"model,omitempty"`
+	// MaxIterations caps the model calls of the run (0: DefaultMaxIterations).
+	MaxIterations int `json:"max_iterations,omitempty"`
+	// MaxTokens caps input plus output tokens over the run (0: no cap).
+	MaxTokens int64 `json:"max_tokens,omitempty"`
+	// MaxOutputTokens caps one model answer (0: provider default).
+	MaxOutputTokens int `json:"max_output_tokens,omitempty"`
+	// Deadline ends the run with ReasonBudgetExhausted when passed (zero: none).
+	Deadline time.Time `json:"deadline,omitzero"`
+	// AllowedTools restricts the toolbox offered to the model (empty: all).
+	AllowedTools []string `json:"allowed_tools,omitempty"`
+	// DenialEndsRun makes any denied call end the run with ReasonApprovalDenied
+	// once the denial results are in the transcript.
+	DenialEndsRun bool `json:"denial_ends_run,omitempty"`
+}
+
+// DefaultMaxIterations is the iteration cap when Options.MaxIterations is 0.
+const DefaultMaxIterations = 25
+
+// PendingCall is one tool call of a held turn.
+type PendingCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+	// NeedsApproval says the call may only run after an approving decision.
+	NeedsApproval bool   `json:"needs_approval"`
+	Effect        Effect `json:"effect,omitempty"`
+	// Rejected holds why the call cannot run at all (unknown tool, invalid
+	// input); such a call gets an error result whatever the decision.
+	Rejected string `json:"rejected,omitempty"`
+}
+
+// SuspendedState is everything needed to resume a run in another process.
+type SuspendedState struct {
+	SchemaVersion int    `json:"schema_version"`
+	RunID         string `json:"run_id"`
+	SuspensionID  string `json:"suspension_id"`
+	// Transcript runs through the assistant turn whose calls are held.
+	Transcript   Transcript    `json:"transcript"`
+	PendingCalls []PendingCall `json:"pending_calls"`
+	Counters     Counters      `json:"counters"`
+	Options      Options       `json:"options"`
+	// ToolHashes maps each tool of the held turn to its DefinitionHash at suspension.
+	ToolHashes map[string]string `json:"tool_hashes"`
+	// Previews maps call ids to what the call would change, for approvers.
+	Previews map[string]string `json:"previews,omitempty"`
+	// TurnDigest is the SHA-256 over the canonical pending calls; a decision
+	// must name it.
+	TurnDigest  string    `json:"turn_digest"`
+	SuspendedAt time.Time `json:"suspended_at"`
+}
+
+// Encode returns the state as JSON.
+func (s *SuspendedState) Encode() ([]byte, error) { return json.Marshal(s) }
+
+// EncodeGzip returns the state as gzip'd JSON.
+func (s *SuspendedState) EncodeGzip() ([]byte, error) {
+	raw, err := s.Encode()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// DecodeState parses a state encoded by Encode, refusing unknown schema versions.
+func DecodeState(raw []byte) (*SuspendedState, error) {
+	var probe struct {
+		SchemaVersion int `json:"schema_version"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, fmt.Errorf("decode suspended state: %w", err)
+	}
+	if probe.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("%w: state has schema_version %d, this build reads %d", ErrSchemaVersion, probe.SchemaVersion, SchemaVersion)
+	}
+	var s SuspendedState
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("decode suspended state: %w", err)
+	}
+	return &s, nil
+}
+
+// DecodeStateGzip parses a state encoded by EncodeGzip.
+func DecodeStateGzip(raw []byte) (*SuspendedState, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("decode suspended state: %w", err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("decode suspended state: %w", err)
+	}
+	return DecodeState(plain)
+}
+
+// TurnDigest is the SHA-256 (hex) over the canonical form of the pending
+// calls: their ids, tool names and canonical inputs, in turn order. It binds
+// a decision to exactly the calls that were reviewed.
+func TurnDigest(calls []PendingCall) (string, error) {
+	type canonCall struct {
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	canon := make([]canonCall, 0, len(calls))
+	for _, c := range calls {
+		in, err := CanonicalJSON(c.Input)
+		if err != nil {
+			return "", fmt.Errorf("call %s: input: %w", c.ID, err)
+		}
+		canon = append(canon, canonCall{c.ID, c.Name, in})
+	}
+	b, err := json.Marshal(canon)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Action is what a decision does with a turn or a call.
+type Action string
+
+// The decision actions. Edit applies to single calls only.
+const (
+	ActionApprove Action = "approve"
+	ActionDeny    Action = "deny"
+	ActionEdit    Action = "edit"
+)
+
+// CallDecision decides one pending call.
+type CallDecision struct {
+	CallID string `json:"call_id"`
+	Action Action `json:"action"`
+	// Message is the reason given with a denial (shown to the model).
+	Message string `json:"message,omitempty"`
+	// Input holds the edited arguments when Action is edit.
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Decision is a human's answer to a suspension: either one Action for the
+// whole turn (approve or deny, with an optional Message), or one CallDecision
+// per call that needs approval (calls that need none may be listed too; left
+// out, they run). TurnDigest must equal the suspension's digest.
+type Decision struct {
+	TurnDigest string         `json:"turn_digest"`
+	Action     Action         `json:"action,omitempty"`
+	Message    string         `json:"message,omitempty"`
+	Calls      []CallDecision `json:"calls,omitempty"`
+}
+
+// Errors returned by Resume and ValidateDecision; test with errors.Is.
+var (
+	// ErrDigestMismatch: the decision names another turn than the one held.
+	ErrDigestMismatch = errors.New("decision was made on a different turn (turn digest mismatch)")
+	// ErrSchemaVersion: the suspended state was written by an unknown layout.
+	ErrSchemaVersion = errors.New("unknown suspended state schema version")
+	// ErrToolChanged: a held call's tool changed or vanished since suspension.
+	ErrToolChanged = errors.New("tool definition changed since suspension")
+	// ErrInvalidDecision: the decision is malformed, incomplete, or an edit
+	// fails the tool's schema.
+	ErrInvalidDecision = errors.New("invalid decision")
+)
+
+// TerminationReason says why a run ended.
+type TerminationReason string
+
+// The termination reasons.
+const (
+	ReasonCompleted        TerminationReason = "completed"
+	ReasonMaxIterations    TerminationReason = "max_iterations"
+	ReasonBudgetExhausted  TerminationReason = "budget_exhausted"
+	ReasonApprovalDenied   TerminationReason = "approval_denied"
+	ReasonApprovalExpired  TerminationReason = "approval_expired"
+	ReasonProviderFailed   TerminationReason = "provider_failed"
+	ReasonCancelled        TerminationReason = "cancelled"
+	ReasonInterruptedWrite TerminationReason = "interrupted_write"
+)
+
+// OutcomeKind says whether a run finished or is waiting for a decision.
+type OutcomeKind string
+
+// The outcome kinds.
+const (
+	OutcomeFinished  OutcomeKind = "finished"
+	OutcomeSuspended OutcomeKind = "suspended"
+)
+
+// Outcome is what Run and Resume return.
+type Outcome struct {
+	Kind OutcomeKind
+	// Reason is set when Kind is OutcomeFinished.
+	Reason TerminationReason
+	// Detail explains a non-completed reason (for example the provider's error message).
+	Detail string
+	// FinalText is the model's last text when the run completed.
+	FinalText  string
+	Transcript Transcript
+	Counters   Counters
+	// Suspended is set when Kind is OutcomeSuspended.
+	Suspended *SuspendedState
+	// Trace lists the steps of this segment (from Run or Resume to this outcome).
+	Trace []Step
+}

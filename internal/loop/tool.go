@@ -1,0 +1,301 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Effect is what a tool declares it does to the world.
+type Effect string
+
+// The effects a tool can declare. A write effect implies approval.
+const (
+	EffectRead  Effect = "read"
+	EffectWrite Effect = "write"
+)
+
+// Definition describes a tool: what the model sees (name, description, input
+// schema) and what the loop needs to gate it (effect, idempotency, approval).
+type Definition struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Effect      Effect          `json:"effect"`
+	// Idempotent says a repeated call with the same idempotency key has no
+	// further effect, so an interrupted call may be retried.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// RequiresApproval is the explicit approval marker, for read tools that
+	// still need a human (writes need approval regardless).
+	RequiresApproval bool `json:"requires_approval,omitempty"`
+}
+
+// Spec returns what the model is told about the tool.
+func (d Definition) Spec() ToolSpec {
+	return ToolSpec{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema}
+}
+
+// Result is the outcome of a tool call as the model sees it. A tool failure is
+// a Result with IsError set, not a Go error.
+type Result struct {
+	Content string `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// ErrorResult returns an error result with the formatted message.
+func ErrorResult(format string, args ...any) Result {
+	return Result{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// Tool is a capability the model may call. Call returns a Go error only for
+// infrastructure failures and cancellation; the loop then stops the run.
+type Tool interface {
+	Definition() Definition
+	Call(ctx context.Context, input json.RawMessage) (Result, error)
+}
+
+// Previewer is implemented by tools that can show what a call would change
+// (for writes: a diff) without changing anything. Previews are captured at
+// suspension and shown to approvers.
+type Previewer interface {
+	Preview(ctx context.Context, input json.RawMessage) (string, error)
+}
+
+// ArgumentPolicy is implemented by tools whose need for approval depends on the
+// arguments of a call (for example a read tool that needs approval for some paths).
+type ArgumentPolicy interface {
+	NeedsApproval(input json.RawMessage) bool
+}
+
+// FuncTool is a Tool built from functions; the optional PreviewFunc and
+// NeedsApprovalFunc make it a Previewer and an ArgumentPolicy.
+type FuncTool struct {
+	Def               Definition
+	CallFunc          func(ctx context.Context, input json.RawMessage) (Result, error)
+	PreviewFunc       func(ctx context.Context, input json.RawMessage) (string, error)
+	NeedsApprovalFunc func(input json.RawMessage) bool
+}
+
+var (
+	_ Tool           = (*FuncTool)(nil)
+	_ Previewer      = (*FuncTool)(nil)
+	_ ArgumentPolicy = (*FuncTool)(nil)
+)
+
+// Definition returns the tool's definition.
+func (t *FuncTool) Definition() Definition { return t.Def }
+
+// Call runs CallFunc.
+func (t *FuncTool) Call(ctx context.Context, input json.RawMessage) (Result, error) {
+	return t.CallFunc(ctx, input)
+}
+
+// Preview runs PreviewFunc, or returns "" when there is none.
+func (t *FuncTool) Preview(ctx context.Context, input json.RawMessage) (string, error) {
+	if t.PreviewFunc == nil {
+		return "", nil
+	}
+	return t.PreviewFunc(ctx, input)
+}
+
+// NeedsApproval runs NeedsApprovalFunc, or returns false when there is none.
+func (t *FuncTool) NeedsApproval(input json.RawMessage) bool {
+	return t.NeedsApprovalFunc != nil && t.NeedsApprovalFunc(input)
+}
+
+// Toolbox holds the tools a runner may offer, each with its compiled input schema.
+type Toolbox struct {
+	tools   map[string]Tool
+	schemas map[string]*jsonschema.Schema
+	hashes  map[string]string
+	order   []string
+}
+
+// NewToolbox builds a toolbox; tool names must be unique and non-empty, the
+// effect must be read or write, and every input schema must compile.
+func NewToolbox(tools ...Tool) (*Toolbox, error) {
+	tb := &Toolbox{tools: map[string]Tool{}, schemas: map[string]*jsonschema.Schema{}, hashes: map[string]string{}}
+	for _, t := range tools {
+		def := t.Definition()
+		if def.Name == "" {
+			return nil, fmt.Errorf("tool with empty name")
+		}
+		if _, dup := tb.tools[def.Name]; dup {
+			return nil, fmt.Errorf("tool %q defined twice", def.Name)
+		}
+		if def.Effect != EffectRead && def.Effect != EffectWrite {
+			return nil, fmt.Errorf("tool %q: effect must be %q or %q, got %q", def.Name, EffectRead, EffectWrite, def.Effect)
+		}
+		schema, err := compileSchema(def)
+		if err != nil {
+			return nil, err
+		}
+		hash, err := DefinitionHash(def)
+		if err != nil {
+			return nil, err
+		}
+		tb.tools[def.Name] = t
+		tb.schemas[def.Name] = schema
+		tb.hashes[def.Name] = hash
+		tb.order = append(tb.order, def.Name)
+	}
+	return tb, nil
+}
+
+func compileSchema(def Definition) (*jsonschema.Schema, error) {
+	raw := def.InputSchema
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{"type":"object"}`)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: input schema is not JSON: %w", def.Name, err)
+	}
+	c := jsonschema.NewCompiler()
+	url := "mem://tools/" + def.Name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("tool %q: input schema: %w", def.Name, err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: input schema does not compile: %w", def.Name, err)
+	}
+	return s, nil
+}
+
+// Lookup returns the named tool.
+func (tb *Toolbox) Lookup(name string) (Tool, bool) {
+	t, ok := tb.tools[name]
+	return t, ok
+}
+
+// Names returns the tool names in the order they were added.
+func (tb *Toolbox) Names() []string { return append([]string(nil), tb.order...) }
+
+// Hash returns the definition hash of the named tool.
+func (tb *Toolbox) Hash(name string) (string, bool) {
+	h, ok := tb.hashes[name]
+	return h, ok
+}
+
+// ValidateInput checks a call's input against the named tool's schema.
+func (tb *Toolbox) ValidateInput(name string, input json.RawMessage) error {
+	s, ok := tb.schemas[name]
+	if !ok {
+		return fmt.Errorf("unknown tool %q", name)
+	}
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
+	if err != nil {
+		return fmt.Errorf("input is not valid JSON: %w", err)
+	}
+	if err := s.Validate(v); err != nil {
+		return fmt.Errorf("input does not match the schema of %q: %s", name, oneLine(err.Error()))
+	}
+	return nil
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", "; ")
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// DefinitionHash is the SHA-256 (hex) over a tool's canonical name, input
+// schema, effect and approval flags. The description is left out, so a
+// redeploy that rewords a tool does not strand waiting runs.
+func DefinitionHash(def Definition) (string, error) {
+	schema := def.InputSchema
+	if len(schema) == 0 {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	canon, err := CanonicalJSON(schema)
+	if err != nil {
+		return "", fmt.Errorf("tool %q: input schema: %w", def.Name, err)
+	}
+	doc := struct {
+		Name             string          `json:"name"`
+		InputSchema      json.RawMessage `json:"input_schema"`
+		Effect           Effect          `json:"effect"`
+		Idempotent       bool            `json:"idempotent"`
+		RequiresApproval bool            `json:"requires_approval"`
+	}{def.Name, canon, def.Effect, def.Idempotent, def.RequiresApproval}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// CanonicalJSON re-encodes JSON with object keys sorted and no insignificant
+// white space, keeping numbers exactly as written.
+func CanonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after JSON value")
+	}
+	var buf bytes.Buffer
+	if err := writeCanonical(&buf, v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func writeCanonical(buf *bytes.Buffer, v any) error {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			buf.Write(kb)
+			buf.WriteByte(':')
+			if err := writeCanonical(buf, x[k]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	case []any:
+		buf.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeCanonical(buf, e); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return err
+		}
+		buf.Write(b)
+	}
+	return nil
+}

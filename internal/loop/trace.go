@@ -1,0 +1,76 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// StepKind names a step of the trace; persistence turns steps into events.
+type StepKind string
+
+// The step kinds.
+const (
+	StepModelTurn    StepKind = "model_turn"
+	StepToolExecuted StepKind = "tool_executed"
+	StepSuspended    StepKind = "suspended"
+	StepResumed      StepKind = "resumed"
+	StepFinished     StepKind = "finished"
+)
+
+// Step is one thing the loop did. Fields are set per kind; none holds prompt
+// text or tool arguments except Edited inputs, which the audit needs.
+type Step struct {
+	Kind      StepKind  `json:"kind"`
+	At        time.Time `json:"at"`
+	Iteration int       `json:"iteration,omitempty"`
+	// Model turn.
+	Usage      *Usage     `json:"usage,omitempty"`
+	StopReason StopReason `json:"stop_reason,omitempty"`
+	ToolCalls  int        `json:"tool_calls,omitempty"`
+	// Tool execution.
+	CallID   string        `json:"call_id,omitempty"`
+	Tool     string        `json:"tool,omitempty"`
+	Effect   Effect        `json:"effect,omitempty"`
+	Duration time.Duration `json:"duration_ns,omitempty"`
+	IsError  bool          `json:"is_error,omitempty"`
+	// Action is what the decision did with this call (approve, deny, edit) on resume.
+	Action Action `json:"action,omitempty"`
+	// OriginalInput and EditedInput are both kept when an approver edited a call.
+	OriginalInput json.RawMessage `json:"original_input,omitempty"`
+	EditedInput   json.RawMessage `json:"edited_input,omitempty"`
+	// Suspension and resume.
+	SuspensionID string `json:"suspension_id,omitempty"`
+	TurnDigest   string `json:"turn_digest,omitempty"`
+	// Finish.
+	Reason TerminationReason `json:"reason,omitempty"`
+	Detail string            `json:"detail,omitempty"`
+}
+
+// Hooks let the caller observe and fence the loop. Every field is optional. A
+// hook error stops the loop: Run or Resume return it (wrapped) with the
+// outcome so far, and nothing further executes.
+type Hooks struct {
+	// OnStep is called after each step (persist it as an event, renew a lease).
+	OnStep func(ctx context.Context, step Step) error
+	// BeforeEffect is called before a write tool call executes (stamp the
+	// pending-effect fence). If it fails, the call does not run.
+	BeforeEffect func(ctx context.Context, call PendingCall) error
+	// AfterEffect is called once a write call's result is known (clear the fence).
+	AfterEffect func(ctx context.Context, call PendingCall, result Result) error
+}
+
+type idempotencyKeyCtx struct{}
+
+// WithIdempotencyKey returns ctx carrying a tool call's idempotency key.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKeyCtx{}, key)
+}
+
+// IdempotencyKey returns the key of the tool call being executed,
+// "runID/suspensionID/callID" ("-" for the suspension id before the first
+// suspension), or "" outside a tool call.
+func IdempotencyKey(ctx context.Context) string {
+	k, _ := ctx.Value(idempotencyKeyCtx{}).(string)
+	return k
+}
