@@ -130,3 +130,44 @@ func (t Transcript) Validate() error {
 	}
 	return nil
 }
+
+// CheckToolPairing reports whether every tool_use of an assistant turn has
+// exactly one tool_result in the user message right after it, and every
+// tool_result answers a tool_use of the turn right before it. A transcript
+// that passes is valid for every provider.
+func CheckToolPairing(t Transcript) error {
+	for i, m := range t.Messages {
+		uses := m.ToolUses()
+		if m.Role == RoleAssistant && len(uses) > 0 {
+			if i+1 >= len(t.Messages) {
+				return fmt.Errorf("message %d: %d tool_use blocks have no results", i, len(uses))
+			}
+			seen := map[string]int{}
+			for _, b := range t.Messages[i+1].Content {
+				if b.Type == BlockToolResult {
+					seen[b.ToolUseID]++
+				}
+			}
+			for _, u := range uses {
+				if seen[u.ID] != 1 {
+					return fmt.Errorf("message %d: tool_use %s has %d results", i, u.ID, seen[u.ID])
+				}
+				delete(seen, u.ID)
+			}
+			for id := range seen {
+				return fmt.Errorf("message %d: tool_result %s answers no tool_use of the turn", i+1, id)
+			}
+		}
+		if m.Role == RoleUser {
+			for _, b := range m.Content {
+				if b.Type != BlockToolResult {
+					continue
+				}
+				if i == 0 || t.Messages[i-1].Role != RoleAssistant {
+					return fmt.Errorf("message %d: tool_result %s follows no assistant turn", i, b.ToolUseID)
+				}
+			}
+		}
+	}
+	return nil
+}

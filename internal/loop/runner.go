@@ -1,0 +1,272 @@
+package loop
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidRequest is returned by Run for a request it cannot start.
+var ErrInvalidRequest = errors.New("invalid run request")
+
+// maxPreviewBytes caps one call's preview kept in the suspended state.
+const maxPreviewBytes = 64 << 10
+
+// Runner runs the tool loop. Its fields are read-only once it is in use, so one
+// Runner may serve many runs at once.
+type Runner struct {
+	// Model answers each turn.
+	Model Model
+	// Tools are the tools the model may call (further limited per run by Options.AllowedTools).
+	Tools *Toolbox
+	// Policy is an optional approval predicate over any call; it can only add
+	// approval, never remove it.
+	Policy func(call PendingCall, def Definition) bool
+	// Hooks observe and fence the loop.
+	Hooks Hooks
+	// Now returns the current time (nil: time.Now).
+	Now func() time.Time
+	// NewID returns a fresh suspension id (nil: 128 random bits, hex).
+	NewID func() string
+}
+
+// Request starts a run.
+type Request struct {
+	// RunID names the run; it is part of every idempotency key.
+	RunID string
+	// Transcript holds the system text and the opening messages; the last
+	// message must be from the user.
+	Transcript Transcript
+	Options    Options
+}
+
+// Run runs the loop from the request's transcript until the model answers
+// without tool calls, a budget stops it, or a turn holds a call that needs
+// approval (then the Outcome is OutcomeSuspended and nothing of that turn ran).
+// The error is non-nil only for a request it cannot start, a hook failure, or
+// a tool's infrastructure failure; the Outcome then holds what happened so far.
+func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
+	if err := r.check(); err != nil {
+		return Outcome{}, err
+	}
+	if req.RunID == "" {
+		return Outcome{}, fmt.Errorf("%w: run id is empty", ErrInvalidRequest)
+	}
+	if err := req.Transcript.Validate(); err != nil {
+		return Outcome{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	msgs := req.Transcript.Messages
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != RoleUser {
+		return Outcome{}, fmt.Errorf("%w: the transcript must end with a user message", ErrInvalidRequest)
+	}
+	for _, name := range req.Options.AllowedTools {
+		if _, ok := r.Tools.Lookup(name); !ok {
+			return Outcome{}, fmt.Errorf("%w: allowed tool %q does not exist", ErrInvalidRequest, name)
+		}
+	}
+	s := r.newSegment(req.RunID, "-", cloneTranscript(req.Transcript), Counters{}, req.Options)
+	return s.loop(ctx)
+}
+
+// Resume continues a suspended run with a human's decision. It refuses (and
+// runs nothing) when the state's schema version is unknown (ErrSchemaVersion),
+// the decision names another turn (ErrDigestMismatch), a held call's tool
+// changed since suspension (ErrToolChanged), or the decision is malformed or
+// an edit fails the tool's schema (ErrInvalidDecision). Otherwise every call
+// of the held turn gets exactly one result: approved and edited calls run
+// (read-only siblings too), denied calls get a denial naming the reason; then
+// the loop continues, and may suspend again.
+func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) (Outcome, error) {
+	if err := r.check(); err != nil {
+		return Outcome{}, err
+	}
+	if state == nil {
+		return Outcome{}, fmt.Errorf("%w: no suspended state", ErrInvalidDecision)
+	}
+	if state.SchemaVersion != SchemaVersion {
+		return Outcome{}, fmt.Errorf("%w: state has schema_version %d, this build reads %d", ErrSchemaVersion, state.SchemaVersion, SchemaVersion)
+	}
+	digest, err := TurnDigest(state.PendingCalls)
+	if err != nil || digest != state.TurnDigest {
+		return Outcome{}, fmt.Errorf("%w: the suspended state's pending calls do not match its digest", ErrInvalidDecision)
+	}
+	if err := heldTurnMatches(state); err != nil {
+		return Outcome{}, err
+	}
+	for _, c := range state.PendingCalls {
+		want, recorded := state.ToolHashes[c.Name]
+		if !recorded {
+			continue // rejected at suspension (unknown tool): it gets an error result
+		}
+		got, ok := r.Tools.Hash(c.Name)
+		if !ok {
+			return Outcome{}, fmt.Errorf("%w: tool %q no longer exists", ErrToolChanged, c.Name)
+		}
+		if got != want {
+			return Outcome{}, fmt.Errorf("%w: tool %q (call %s)", ErrToolChanged, c.Name, c.ID)
+		}
+	}
+	actions, err := resolveDecision(r.Tools, state.PendingCalls, state.TurnDigest, d)
+	if err != nil {
+		return Outcome{}, err
+	}
+	s := r.newSegment(state.RunID, state.SuspensionID, cloneTranscript(state.Transcript), state.Counters, state.Options)
+	if err := s.record(ctx, Step{Kind: StepResumed, SuspensionID: state.SuspensionID, TurnDigest: state.TurnDigest}); err != nil {
+		return s.outcome(), err
+	}
+	denied, stop, err := s.execute(ctx, state.PendingCalls, actions)
+	if err != nil {
+		return s.outcome(), err
+	}
+	if stop != "" {
+		return s.finish(ctx, stop, "")
+	}
+	if denied && s.opts.DenialEndsRun {
+		return s.finish(ctx, ReasonApprovalDenied, "a call was denied and the run's policy ends it on denial")
+	}
+	return s.loop(ctx)
+}
+
+// ValidateDecision checks a decision against a held turn without running
+// anything: the digest, the shape, that every call needing approval is
+// decided, and that edits match the tool's schema. It returns an error
+// wrapping ErrDigestMismatch or ErrInvalidDecision.
+func ValidateDecision(tools *Toolbox, calls []PendingCall, digest string, d Decision) error {
+	_, err := resolveDecision(tools, calls, digest, d)
+	return err
+}
+
+func (r *Runner) check() error {
+	if r.Model == nil || r.Tools == nil {
+		return errors.New("loop: runner needs a Model and Tools")
+	}
+	return nil
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) newID() string {
+	if r.NewID != nil {
+		return r.NewID()
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// heldTurnMatches checks that the transcript ends with the assistant turn
+// whose tool_use blocks are exactly the pending calls.
+func heldTurnMatches(state *SuspendedState) error {
+	msgs := state.Transcript.Messages
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != RoleAssistant {
+		return fmt.Errorf("%w: the suspended transcript does not end with the held assistant turn", ErrInvalidDecision)
+	}
+	uses := msgs[len(msgs)-1].ToolUses()
+	if len(uses) != len(state.PendingCalls) {
+		return fmt.Errorf("%w: the held turn has %d calls, the state lists %d", ErrInvalidDecision, len(uses), len(state.PendingCalls))
+	}
+	for i, u := range uses {
+		if u.ID != state.PendingCalls[i].ID {
+			return fmt.Errorf("%w: the held turn's call %d is %s, the state lists %s", ErrInvalidDecision, i, u.ID, state.PendingCalls[i].ID)
+		}
+	}
+	return nil
+}
+
+// resolveDecision turns a decision into one CallDecision per pending call.
+func resolveDecision(tools *Toolbox, calls []PendingCall, digest string, d Decision) (map[string]CallDecision, error) {
+	if d.TurnDigest != digest {
+		return nil, fmt.Errorf("%w: decision names %q, the held turn is %q", ErrDigestMismatch, d.TurnDigest, digest)
+	}
+	byID := make(map[string]PendingCall, len(calls))
+	for _, c := range calls {
+		byID[c.ID] = c
+	}
+	out := make(map[string]CallDecision, len(calls))
+	switch {
+	case d.Action != "" && len(d.Calls) > 0:
+		return nil, fmt.Errorf("%w: give either a turn action or per-call decisions, not both", ErrInvalidDecision)
+	case d.Action == "" && len(d.Calls) == 0:
+		return nil, fmt.Errorf("%w: the decision has neither a turn action nor per-call decisions", ErrInvalidDecision)
+	case d.Action != "":
+		if d.Action != ActionApprove && d.Action != ActionDeny {
+			return nil, fmt.Errorf("%w: turn action must be %q or %q, got %q", ErrInvalidDecision, ActionApprove, ActionDeny, d.Action)
+		}
+		for _, c := range calls {
+			out[c.ID] = CallDecision{CallID: c.ID, Action: d.Action, Message: d.Message}
+		}
+		return out, nil
+	}
+	if d.Message != "" {
+		return nil, fmt.Errorf("%w: a message goes with a turn action or inside a per-call decision", ErrInvalidDecision)
+	}
+	for i, cd := range d.Calls {
+		c, ok := byID[cd.CallID]
+		if !ok {
+			return nil, fmt.Errorf("%w: calls[%d]: call %q is not pending in this turn", ErrInvalidDecision, i, cd.CallID)
+		}
+		if _, dup := out[cd.CallID]; dup {
+			return nil, fmt.Errorf("%w: calls[%d]: call %q is decided twice", ErrInvalidDecision, i, cd.CallID)
+		}
+		switch cd.Action {
+		case ActionApprove, ActionDeny:
+			if len(cd.Input) > 0 {
+				return nil, fmt.Errorf("%w: calls[%d]: input is only allowed with action %q", ErrInvalidDecision, i, ActionEdit)
+			}
+		case ActionEdit:
+			if len(cd.Input) == 0 {
+				return nil, fmt.Errorf("%w: calls[%d]: action edit needs the edited input", ErrInvalidDecision, i)
+			}
+			if _, ok := tools.Lookup(c.Name); !ok {
+				return nil, fmt.Errorf("%w: calls[%d]: tool %q does not exist, its call cannot be edited", ErrInvalidDecision, i, c.Name)
+			}
+			if err := tools.ValidateInput(c.Name, cd.Input); err != nil {
+				return nil, fmt.Errorf("%w: calls[%d]: edited input: %v", ErrInvalidDecision, i, err)
+			}
+			canon, err := CanonicalJSON(cd.Input)
+			if err != nil {
+				return nil, fmt.Errorf("%w: calls[%d]: edited input: %v", ErrInvalidDecision, i, err)
+			}
+			cd.Input = canon
+		default:
+			return nil, fmt.Errorf("%w: calls[%d]: action must be approve, deny or edit, got %q", ErrInvalidDecision, i, cd.Action)
+		}
+		out[cd.CallID] = cd
+	}
+	for _, c := range calls {
+		if _, ok := out[c.ID]; ok {
+			continue
+		}
+		if c.NeedsApproval {
+			return nil, fmt.Errorf("%w: call %q (%s) needs a decision", ErrInvalidDecision, c.ID, c.Name)
+		}
+		out[c.ID] = CallDecision{CallID: c.ID, Action: ActionApprove}
+	}
+	return out, nil
+}
+
+func cloneTranscript(t Transcript) Transcript {
+	out := Transcript{System: t.System, Messages: make([]Message, len(t.Messages))}
+	for i, m := range t.Messages {
+		out.Messages[i] = Message{Role: m.Role, Content: append([]Block(nil), m.Content...)}
+	}
+	return out
+}
+
+// mustJSON marshals values that cannot fail to marshal.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

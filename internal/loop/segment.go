@@ -1,0 +1,393 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// segment is one stretch of a run: from Run or Resume to the next outcome.
+type segment struct {
+	r            *Runner
+	runID        string
+	suspensionID string
+	tr           Transcript
+	counters     Counters
+	opts         Options
+	specs        []ToolSpec
+	allowed      map[string]bool
+	trace        []Step
+}
+
+func (r *Runner) newSegment(runID, suspensionID string, tr Transcript, c Counters, opts Options) *segment {
+	s := &segment{r: r, runID: runID, suspensionID: suspensionID, tr: tr, counters: c, opts: opts}
+	names := opts.AllowedTools
+	if len(names) == 0 {
+		names = r.Tools.Names()
+	}
+	s.allowed = make(map[string]bool, len(names))
+	for _, name := range names {
+		if t, ok := r.Tools.Lookup(name); ok && !s.allowed[name] {
+			s.allowed[name] = true
+			s.specs = append(s.specs, t.Definition().Spec())
+		}
+	}
+	return s
+}
+
+func (s *segment) outcome() Outcome {
+	return Outcome{Transcript: s.tr, Counters: s.counters, Trace: s.trace}
+}
+
+func (s *segment) record(ctx context.Context, st Step) error {
+	st.At = s.r.now()
+	if st.Iteration == 0 {
+		st.Iteration = s.counters.Iterations
+	}
+	s.trace = append(s.trace, st)
+	if s.r.Hooks.OnStep != nil {
+		if err := s.r.Hooks.OnStep(ctx, st); err != nil {
+			return fmt.Errorf("record %s step: %w", st.Kind, err)
+		}
+	}
+	return nil
+}
+
+// stopReason says whether the run must stop before the next model call.
+func (s *segment) stopReason(ctx context.Context) (TerminationReason, string) {
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return ReasonBudgetExhausted, "deadline exceeded"
+		}
+		return ReasonCancelled, "cancelled"
+	}
+	if !s.opts.Deadline.IsZero() && !s.r.now().Before(s.opts.Deadline) {
+		return ReasonBudgetExhausted, "deadline exceeded"
+	}
+	if s.opts.MaxTokens > 0 && s.counters.Tokens() >= s.opts.MaxTokens {
+		return ReasonBudgetExhausted, fmt.Sprintf("token budget of %d used", s.opts.MaxTokens)
+	}
+	maxIt := s.opts.MaxIterations
+	if maxIt <= 0 {
+		maxIt = DefaultMaxIterations
+	}
+	if s.counters.Iterations >= maxIt {
+		return ReasonMaxIterations, fmt.Sprintf("%d iterations", maxIt)
+	}
+	return "", ""
+}
+
+func (s *segment) loop(ctx context.Context) (Outcome, error) {
+	for {
+		if reason, detail := s.stopReason(ctx); reason != "" {
+			return s.finish(ctx, reason, detail)
+		}
+		resp, err := s.generate(ctx)
+		if err != nil {
+			if reason, detail := s.stopReason(ctx); reason == ReasonCancelled || reason == ReasonBudgetExhausted {
+				return s.finish(ctx, reason, detail)
+			}
+			return s.finish(ctx, ReasonProviderFailed, err.Error())
+		}
+		s.counters.Iterations++
+		s.counters.ModelCalls++
+		s.counters.InputTokens += resp.Usage.InputTokens
+		s.counters.OutputTokens += resp.Usage.OutputTokens
+		msg := resp.Message
+		msg.Role = RoleAssistant
+		if err := validateTurn(msg); err != nil {
+			return s.finish(ctx, ReasonProviderFailed, "the model returned an invalid turn: "+err.Error())
+		}
+		s.tr.Messages = append(s.tr.Messages, msg)
+		uses := msg.ToolUses()
+		usage := resp.Usage
+		if err := s.record(ctx, Step{Kind: StepModelTurn, Usage: &usage, StopReason: resp.StopReason, ToolCalls: len(uses)}); err != nil {
+			return s.outcome(), err
+		}
+		if len(uses) == 0 {
+			out, err := s.finish(ctx, ReasonCompleted, "")
+			out.FinalText = msg.Text()
+			return out, err
+		}
+		if s.opts.MaxTokens > 0 && s.counters.Tokens() > s.opts.MaxTokens {
+			return s.finish(ctx, ReasonBudgetExhausted, fmt.Sprintf("token budget of %d used", s.opts.MaxTokens))
+		}
+		calls := s.plan(uses)
+		for _, c := range calls {
+			if c.NeedsApproval {
+				return s.suspend(ctx, calls)
+			}
+		}
+		_, stop, err := s.execute(ctx, calls, nil)
+		if err != nil {
+			return s.outcome(), err
+		}
+		if stop != "" {
+			return s.finish(ctx, stop, "")
+		}
+	}
+}
+
+// generate makes one model call, bounded by the run's deadline.
+func (s *segment) generate(ctx context.Context) (ModelResponse, error) {
+	if !s.opts.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, s.opts.Deadline)
+		defer cancel()
+	}
+	return s.r.Model.Generate(ctx, ModelRequest{
+		Model:           s.opts.Model,
+		System:          s.tr.System,
+		Messages:        s.tr.Messages,
+		Tools:           s.specs,
+		MaxOutputTokens: s.opts.MaxOutputTokens,
+	})
+}
+
+// validateTurn checks an assistant turn: valid blocks, only text and
+// tool_use, unique tool_use ids.
+func validateTurn(m Message) error {
+	seen := map[string]bool{}
+	for _, b := range m.Content {
+		if err := b.Validate(); err != nil {
+			return err
+		}
+		switch b.Type {
+		case BlockToolResult:
+			return fmt.Errorf("an assistant turn cannot hold tool results")
+		case BlockToolUse:
+			if seen[b.ID] {
+				return fmt.Errorf("tool_use id %q appears twice", b.ID)
+			}
+			seen[b.ID] = true
+		}
+	}
+	return nil
+}
+
+// plan checks every call of a turn before any runs: unknown or disallowed
+// tools and invalid inputs are rejected, the rest are marked by whether they
+// need approval.
+func (s *segment) plan(uses []Block) []PendingCall {
+	calls := make([]PendingCall, 0, len(uses))
+	for _, u := range uses {
+		in := u.Input
+		if len(in) == 0 {
+			in = mustJSON(map[string]any{})
+		}
+		c := PendingCall{ID: u.ID, Name: u.Name, Input: in}
+		tool, ok := s.r.Tools.Lookup(u.Name)
+		if !ok || !s.allowed[u.Name] {
+			c.Rejected = fmt.Sprintf("unknown tool %q", u.Name)
+			calls = append(calls, c)
+			continue
+		}
+		def := tool.Definition()
+		c.Effect = def.Effect
+		if err := s.r.Tools.ValidateInput(u.Name, in); err != nil {
+			c.Rejected = err.Error()
+		}
+		c.NeedsApproval = needsApproval(s.r, tool, def, c)
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// needsApproval is the approval trigger: the explicit marker, a write effect,
+// the tool's argument policy, or the runner's policy.
+func needsApproval(r *Runner, tool Tool, def Definition, c PendingCall) bool {
+	if def.RequiresApproval || def.Effect == EffectWrite {
+		return true
+	}
+	if p, ok := tool.(ArgumentPolicy); ok && p.NeedsApproval(c.Input) {
+		return true
+	}
+	return r.Policy != nil && r.Policy(c, def)
+}
+
+func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, error) {
+	hashes := map[string]string{}
+	previews := map[string]string{}
+	for _, c := range calls {
+		tool, ok := s.r.Tools.Lookup(c.Name)
+		if !ok || !s.allowed[c.Name] {
+			continue
+		}
+		hashes[c.Name], _ = s.r.Tools.Hash(c.Name)
+		if !c.NeedsApproval || c.Rejected != "" {
+			continue
+		}
+		if p, ok := tool.(Previewer); ok {
+			text, err := p.Preview(ctx, c.Input)
+			if err != nil {
+				text = "preview unavailable: " + err.Error()
+			}
+			if len(text) > maxPreviewBytes {
+				text = text[:maxPreviewBytes] + "\n… (preview truncated)"
+			}
+			if text != "" {
+				previews[c.ID] = text
+			}
+		}
+	}
+	digest, err := TurnDigest(calls)
+	if err != nil {
+		return s.outcome(), fmt.Errorf("turn digest: %w", err)
+	}
+	if len(previews) == 0 {
+		previews = nil
+	}
+	id := s.r.newID()
+	state := &SuspendedState{
+		SchemaVersion: SchemaVersion,
+		RunID:         s.runID,
+		SuspensionID:  id,
+		Transcript:    s.tr,
+		PendingCalls:  calls,
+		Counters:      s.counters,
+		Options:       s.opts,
+		ToolHashes:    hashes,
+		Previews:      previews,
+		TurnDigest:    digest,
+		SuspendedAt:   s.r.now().UTC(),
+	}
+	if err := s.record(ctx, Step{Kind: StepSuspended, SuspensionID: id, TurnDigest: digest, ToolCalls: len(calls)}); err != nil {
+		return s.outcome(), err
+	}
+	out := s.outcome()
+	out.Kind = OutcomeSuspended
+	out.Suspended = state
+	return out, nil
+}
+
+// execute gives every call exactly one result, in turn order, and appends them
+// as one user message. actions is nil for a turn that needed no approval.
+// It reports whether any call was denied, and a reason to stop when the
+// context ended between calls.
+func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[string]CallDecision) (denied bool, stop TerminationReason, err error) {
+	results := make([]Block, 0, len(calls))
+	defer func() {
+		if len(results) > 0 {
+			s.tr.Messages = append(s.tr.Messages, Message{Role: RoleUser, Content: results})
+		}
+	}()
+	for i, c := range calls {
+		if stop == "" && ctx.Err() != nil {
+			stop, _ = s.stopReason(ctx)
+		}
+		if stop != "" {
+			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: the run ended (%s)", stop)))
+			continue
+		}
+		act := CallDecision{CallID: c.ID, Action: ActionApprove}
+		if actions != nil {
+			act = actions[c.ID]
+		} else if c.NeedsApproval {
+			// Defence in depth: plan routes such turns to suspend, never here.
+			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: call needs approval")))
+			for _, rest := range calls[i+1:] {
+				results = append(results, ToolResultBlock(rest.ID, ErrorResult("not executed: call needs approval")))
+			}
+			return false, "", fmt.Errorf("call %s needs approval but reached execution without a decision", c.ID)
+		}
+		if act.Action == ActionDeny {
+			denied = true
+			res := denialResult(c.Name, act.Message)
+			results = append(results, ToolResultBlock(c.ID, res))
+			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true}); err != nil {
+				return denied, "", err
+			}
+			continue
+		}
+		input := c.Input
+		if act.Action == ActionEdit {
+			input = act.Input
+		} else if c.Rejected != "" {
+			results = append(results, ToolResultBlock(c.ID, ErrorResult("Error: %s", c.Rejected)))
+			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Action: act.Action, IsError: true}); err != nil {
+				return denied, "", err
+			}
+			continue
+		}
+		res, err := s.call(ctx, c, input, act)
+		if err != nil {
+			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: %v", err)))
+			for _, rest := range calls[i+1:] {
+				results = append(results, ToolResultBlock(rest.ID, ErrorResult("not executed: the run stopped")))
+			}
+			if ctx.Err() != nil {
+				return denied, ReasonCancelled, nil
+			}
+			return denied, "", err
+		}
+		if act.Action == ActionEdit {
+			res.Content = fmt.Sprintf("Note: the approver edited the arguments of this call before it ran; it ran with %s\n\n%s", input, res.Content)
+		}
+		results = append(results, ToolResultBlock(c.ID, res))
+	}
+	return denied, stop, nil
+}
+
+// StepToolDenied marks a call an approver denied; it never ran.
+const StepToolDenied StepKind = "tool_denied"
+
+func denialResult(tool, reason string) Result {
+	if reason == "" {
+		return ErrorResult("Error: tool %q was denied by the approver.", tool)
+	}
+	return ErrorResult("Error: tool %q was denied by the approver: %s", tool, reason)
+}
+
+// call executes one tool call with its idempotency key, fencing writes.
+func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act CallDecision) (Result, error) {
+	tool, _ := s.r.Tools.Lookup(c.Name)
+	def := tool.Definition()
+	pc := c
+	pc.Input = input
+	if def.Effect == EffectWrite && s.r.Hooks.BeforeEffect != nil {
+		if err := s.r.Hooks.BeforeEffect(ctx, pc); err != nil {
+			return Result{}, fmt.Errorf("fence before %s: %w", c.ID, err)
+		}
+	}
+	key := s.runID + "/" + s.suspensionID + "/" + c.ID
+	start := s.r.now()
+	res, err := tool.Call(WithIdempotencyKey(ctx, key), input)
+	dur := s.r.now().Sub(start)
+	if err != nil {
+		return Result{}, fmt.Errorf("tool %s (call %s): %w", c.Name, c.ID, err)
+	}
+	s.counters.ToolCalls++
+	if def.Effect == EffectWrite && s.r.Hooks.AfterEffect != nil {
+		if err := s.r.Hooks.AfterEffect(ctx, pc, res); err != nil {
+			return Result{}, fmt.Errorf("fence after %s: %w", c.ID, err)
+		}
+	}
+	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, Action: act.Action}
+	if act.Action == ActionEdit {
+		st.OriginalInput, st.EditedInput = c.Input, input
+	}
+	if err := s.record(ctx, st); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// finish ends the segment with a reason, first closing any tool_use of the
+// last assistant turn that has no result, so the transcript stays valid.
+func (s *segment) finish(ctx context.Context, reason TerminationReason, detail string) (Outcome, error) {
+	if n := len(s.tr.Messages); n > 0 && s.tr.Messages[n-1].Role == RoleAssistant {
+		if uses := s.tr.Messages[n-1].ToolUses(); len(uses) > 0 {
+			results := make([]Block, 0, len(uses))
+			for _, u := range uses {
+				results = append(results, ToolResultBlock(u.ID, ErrorResult("not executed: the run ended (%s)", reason)))
+			}
+			s.tr.Messages = append(s.tr.Messages, Message{Role: RoleUser, Content: results})
+		}
+	}
+	err := s.record(ctx, Step{Kind: StepFinished, Reason: reason, Detail: detail})
+	out := s.outcome()
+	out.Kind = OutcomeFinished
+	out.Reason = reason
+	out.Detail = detail
+	return out, err
+}
