@@ -1,0 +1,73 @@
+package runs
+
+import (
+	"context"
+	"time"
+)
+
+// RowStore persists run rows, their events and approval tokens, and keeps the
+// due index. It is the contract Store needs from a database adapter
+// (runs/dynamo, runs/embedded); adapters hold no domain rules beyond the
+// conditions spelled out in Write.
+type RowStore interface {
+	// GetRun returns the run row. Codes: ENotFound.
+	GetRun(ctx context.Context, id string) (*Run, error)
+	// Write applies w atomically: all of it or, if any condition fails,
+	// none of it. Codes: EConflict when a condition fails.
+	Write(ctx context.Context, w Write) error
+	// Events returns up to limit events of the run with Seq > after, in
+	// Seq order (none for an unknown run).
+	Events(ctx context.Context, runID string, after int64, limit int) ([]Event, error)
+	// Token returns the approval token with the given hash. Codes: ENotFound.
+	Token(ctx context.Context, hash string) (*ApprovalToken, error)
+	// Due returns up to limit runs whose DueAt is at or before now, and a
+	// cursor for the next page ("" when there is none). Its cost grows with
+	// the number of due runs, never with the number of runs.
+	Due(ctx context.Context, now time.Time, limit int, cursor string) ([]*Run, string, error)
+	// DeleteRun deletes the run row, all its events and the given tokens.
+	// Deleting what does not exist is not an error.
+	DeleteRun(ctx context.Context, runID string, tokenHashes []string) error
+}
+
+// Write is one atomic change: the new run row, the events appended with it,
+// tokens issued and a token consumed.
+type Write struct {
+	// Run is the complete new row.
+	Run *Run
+	// Create requires that no row with Run.ID exists. Otherwise the stored
+	// row must have ExpectStatus and ExpectVersion.
+	Create        bool
+	ExpectStatus  Status
+	ExpectVersion int64
+	// Events are appended; their (RunID, Seq) must not exist yet.
+	Events []Event
+	// NewTokens are stored; their hashes must not exist yet.
+	NewTokens []ApprovalToken
+	// UseToken, when set, marks a token used; it must exist, be bound to the
+	// same run and suspension, be unused and expire after UseToken.At.
+	UseToken *TokenUse
+}
+
+// TokenUse consumes one approval token inside a Write.
+type TokenUse struct {
+	Hash         string
+	RunID        string
+	SuspensionID string
+	At           time.Time
+}
+
+// StateStore keeps suspended-state blobs, content-addressed under the run's
+// prefix. It is the contract Store needs from a blob adapter (runs/s3state,
+// runs/embedded); adapters encode with EncodeState and decode with
+// DecodeState so every adapter compresses, hashes and verifies alike.
+type StateStore interface {
+	// PutState stores the state JSON of a run and returns where it went.
+	// Codes: EInvalid when the compressed state exceeds MaxStateSize.
+	PutState(ctx context.Context, runID string, state []byte) (StateRef, error)
+	// LoadState returns the state JSON ref points at, verified against
+	// ref.SHA256. Codes: EGone when the blob is missing, EInternal when it
+	// is corrupted.
+	LoadState(ctx context.Context, ref StateRef) ([]byte, error)
+	// DeleteRunStates deletes every blob under the run's prefix.
+	DeleteRunStates(ctx context.Context, runID string) error
+}

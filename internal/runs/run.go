@@ -1,0 +1,288 @@
+package runs
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where a run stands in its life cycle.
+type Status string
+
+// The statuses of a run. COMPLETED, FAILED, CANCELLED and EXPIRED are
+// terminal: no transition leaves them.
+const (
+	StatusQueued    Status = "QUEUED"
+	StatusRunning   Status = "RUNNING"
+	StatusWaiting   Status = "WAITING_FOR_APPROVAL"
+	StatusResuming  Status = "RESUMING"
+	StatusCompleted Status = "COMPLETED"
+	StatusFailed    Status = "FAILED"
+	StatusCancelled Status = "CANCELLED"
+	StatusExpired   Status = "EXPIRED"
+)
+
+// transitions lists, for each status, the statuses a run may move to.
+var transitions = map[Status][]Status{
+	StatusQueued:   {StatusRunning, StatusCancelled},
+	StatusRunning:  {StatusWaiting, StatusCompleted, StatusFailed, StatusCancelled},
+	StatusWaiting:  {StatusResuming, StatusExpired, StatusCancelled},
+	StatusResuming: {StatusRunning, StatusCancelled},
+}
+
+// Valid reports whether s is one of the eight statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusQueued, StatusRunning, StatusWaiting, StatusResuming,
+		StatusCompleted, StatusFailed, StatusCancelled, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether s ends the run.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// CanTransition reports whether a run in status from may move to status to.
+func CanTransition(from, to Status) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Termination reasons recorded with a terminal status. The loop may record
+// others (its own reasons are passed through Settle unchanged).
+const (
+	ReasonCompleted       = "completed"
+	ReasonApprovalDenied  = "approval_denied"
+	ReasonApprovalExpired = "approval_expired"
+	ReasonCancelled       = "cancelled"
+	ReasonInterrupted     = "interrupted_write"
+	ReasonLeaseExpired    = "lease_expired"
+)
+
+// Ways a decision can arrive, recorded in Run.DecidedVia.
+const (
+	ViaAPI  = "api"  // POST /runs/{id}/decision by an authenticated caller
+	ViaLink = "link" // POST /approvals/{token} from an approval e-mail
+)
+
+// NotificationState tells whether approvers were told about the current
+// suspension.
+type NotificationState string
+
+// The notification states of a waiting run.
+const (
+	NotificationPending NotificationState = "pending" // suspended, nobody told yet
+	NotificationSent    NotificationState = "sent"    // approvers were told
+	NotificationFailed  NotificationState = "failed"  // telling them failed; the API still works
+)
+
+// Counters are the running totals of a run, folded across suspensions.
+type Counters struct {
+	Iterations   int64 `json:"iterations"`
+	ModelCalls   int64 `json:"model_calls"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	ToolCalls    int64 `json:"tool_calls"`
+}
+
+// PendingCall summarizes one tool call of the held turn, enough for the API
+// to show it and to validate a per-call decision without loading the state.
+type PendingCall struct {
+	// ID is the tool_use id of the call.
+	ID string `json:"id"`
+	// Tool is the tool name.
+	Tool string `json:"tool"`
+	// Input is the call's JSON arguments.
+	Input json.RawMessage `json:"input,omitempty"`
+	// NeedsApproval is false for read-only siblings that run on resume.
+	NeedsApproval bool `json:"needs_approval"`
+	// Effect is the tool's declared effect, "read" or "write".
+	Effect string `json:"effect,omitempty"`
+	// Preview is a human-readable preview of a write, if the tool gives one.
+	Preview string `json:"preview,omitempty"`
+}
+
+// StateRef points at a suspended-state blob: its key in the StateStore, the
+// SHA-256 (hex) of the uncompressed JSON, and its stored (compressed) size.
+type StateRef struct {
+	Key    string `json:"key"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// IsZero reports whether r points at nothing.
+func (r StateRef) IsZero() bool { return r.Key == "" }
+
+// Run is one AgentRun row. Store returns copies; changing one changes nothing
+// until it is passed back to a Store method, which only reads its identity,
+// status and version (and guards such as lease owner and suspension id).
+type Run struct {
+	ID string `json:"id"`
+	// Status is the life-cycle status; Reason is set when Status is terminal.
+	Status Status `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// Version increases by one with every write; each transition is
+	// conditional on it.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+
+	Counters Counters `json:"counters"`
+	// Initiator is the authenticated caller who started the run.
+	Initiator string `json:"initiator"`
+	// Approvers may decide the run's suspensions (and get approval links).
+	Approvers []string `json:"approvers,omitempty"`
+	// Request is the opaque start request the worker needs (prompt or
+	// messages, model, options), as JSON.
+	Request json.RawMessage `json:"request,omitempty"`
+
+	// SuspensionID, TurnDigest and PendingCalls describe the current (or
+	// last) suspension.
+	SuspensionID string        `json:"suspension_id,omitempty"`
+	TurnDigest   string        `json:"turn_digest,omitempty"`
+	PendingCalls []PendingCall `json:"pending_calls,omitempty"`
+	// State points at the suspended state blob; zero when there is none.
+	State StateRef `json:"state,omitzero"`
+
+	// LeaseOwner holds the run while it executes, until LeaseUntil.
+	LeaseOwner string    `json:"lease_owner,omitempty"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	// PendingEffect is the id of a write call that may have started and
+	// whose result is not recorded yet (the fence).
+	PendingEffect string `json:"pending_effect,omitempty"`
+
+	// ApprovalDeadline is when a waiting run expires; RemindAt when approvers
+	// get a reminder (zero: none).
+	ApprovalDeadline time.Time         `json:"approval_deadline,omitzero"`
+	RemindAt         time.Time         `json:"remind_at,omitzero"`
+	ReminderSent     bool              `json:"reminder_sent,omitempty"`
+	Notification     NotificationState `json:"notification,omitempty"`
+
+	// Decision is the opaque decision document of the current suspension,
+	// with who made it, how (ViaAPI or ViaLink) and when.
+	Decision   json.RawMessage `json:"decision,omitempty"`
+	DecidedBy  string          `json:"decided_by,omitempty"`
+	DecidedVia string          `json:"decided_via,omitempty"`
+	DecidedAt  time.Time       `json:"decided_at,omitzero"`
+
+	// Output is the final output (JSON) of a settled run.
+	Output json.RawMessage `json:"output,omitempty"`
+	// RetainUntil is when a terminal run gets purged.
+	RetainUntil time.Time `json:"retain_until,omitzero"`
+
+	// DueAt is the run's next deadline (approval expiry or reminder when
+	// waiting, lease expiry when running, dispatch grace when queued or
+	// resuming, retention when terminal); the due index is ordered by it.
+	DueAt time.Time `json:"due_at,omitzero"`
+	// LastSeq is the sequence number of the run's last event.
+	LastSeq int64 `json:"last_seq"`
+	// TokenHashes lists every approval token issued for the run, so that
+	// purge can delete them.
+	TokenHashes []string `json:"token_hashes,omitempty"`
+}
+
+// Clone returns a deep copy of r.
+func (r *Run) Clone() *Run {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Approvers = append([]string(nil), r.Approvers...)
+	c.TokenHashes = append([]string(nil), r.TokenHashes...)
+	c.Request = cloneRaw(r.Request)
+	c.Decision = cloneRaw(r.Decision)
+	c.Output = cloneRaw(r.Output)
+	if r.PendingCalls != nil {
+		c.PendingCalls = make([]PendingCall, len(r.PendingCalls))
+		for i, p := range r.PendingCalls {
+			p.Input = cloneRaw(p.Input)
+			c.PendingCalls[i] = p
+		}
+	}
+	return &c
+}
+
+// LeaseExpired reports whether the run's lease has run out at now.
+func (r *Run) LeaseExpired(now time.Time) bool {
+	return !now.Before(r.LeaseUntil)
+}
+
+// PendingCall returns the pending call with the given id.
+func (r *Run) PendingCall(id string) (PendingCall, bool) {
+	for _, p := range r.PendingCalls {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return PendingCall{}, false
+}
+
+func cloneRaw(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+// Event types of the audit stream. RecordStep accepts any other non-empty
+// type too.
+const (
+	EventRunStarted   = "run_started"
+	EventClaimed      = "claimed"
+	EventModelTurn    = "model_turn"
+	EventToolExecuted = "tool_executed"
+	EventSuspended    = "suspended"
+	EventNotified     = "notified"
+	EventReminded     = "reminded"
+	EventDecision     = "decision"
+	EventResumed      = "resumed"
+	EventSettled      = "settled"
+	EventCancelled    = "cancelled"
+	EventExpired      = "expired"
+)
+
+// Event is one entry of a run's audit stream. Seq runs 1, 2, 3... in the
+// order the events were written.
+type Event struct {
+	RunID string          `json:"run_id"`
+	Seq   int64           `json:"seq"`
+	Type  string          `json:"type"`
+	At    time.Time       `json:"at"`
+	Actor string          `json:"actor,omitempty"`
+	Data  json.RawMessage `json:"data,omitempty"`
+}
+
+// ApprovalToken is the stored form of an approval link token: only its
+// SHA-256 hash is kept, bound to one run, suspension and approver; it
+// expires with the approval deadline and can be used once.
+type ApprovalToken struct {
+	// Hash is the lowercase hex SHA-256 of the raw token.
+	Hash         string    `json:"hash"`
+	RunID        string    `json:"run_id"`
+	SuspensionID string    `json:"suspension_id"`
+	Approver     string    `json:"approver"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	UsedAt       time.Time `json:"used_at,omitzero"`
+}
+
+// Usable returns nil if the token can still decide at now, an EConflict
+// error if it was used, and an EGone error if it expired.
+func (t *ApprovalToken) Usable(now time.Time) error {
+	if !t.UsedAt.IsZero() {
+		return Errorf(EConflict, "approval link was already used")
+	}
+	if !now.Before(t.ExpiresAt) {
+		return Errorf(EGone, "approval link expired")
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package runs_test
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+func TestCanTransition(t *testing.T) {
+	all := []runs.Status{runs.StatusQueued, runs.StatusRunning, runs.StatusWaiting, runs.StatusResuming,
+		runs.StatusCompleted, runs.StatusFailed, runs.StatusCancelled, runs.StatusExpired}
+	allowed := map[[2]runs.Status]bool{
+		{runs.StatusQueued, runs.StatusRunning}:     true,
+		{runs.StatusQueued, runs.StatusCancelled}:   true,
+		{runs.StatusRunning, runs.StatusWaiting}:    true,
+		{runs.StatusRunning, runs.StatusCompleted}:  true,
+		{runs.StatusRunning, runs.StatusFailed}:     true,
+		{runs.StatusRunning, runs.StatusCancelled}:  true,
+		{runs.StatusWaiting, runs.StatusResuming}:   true,
+		{runs.StatusWaiting, runs.StatusExpired}:    true,
+		{runs.StatusWaiting, runs.StatusCancelled}:  true,
+		{runs.StatusResuming, runs.StatusRunning}:   true,
+		{runs.StatusResuming, runs.StatusCancelled}: true,
+	}
+	for _, from := range all {
+		assert.True(t, from.Valid(), "%s valid", from)
+		for _, to := range all {
+			want := allowed[[2]runs.Status{from, to}]
+			assert.Equal(t, want, runs.CanTransition(from, to), "%s -> %s", from, to)
+			if from.Terminal() {
+				assert.False(t, runs.CanTransition(from, to), "terminal %s must not move to %s", from, to)
+			}
+		}
+	}
+	assert.False(t, runs.Status("DONE").Valid())
+}
+
+func TestErrorCode(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		wantCode string
+		wantMsg  string
+	}{
+		{"nil", nil, "", ""},
+		{"plain error is internal", errors.New("boom"), runs.EInternal, "internal error"},
+		{"domain error", runs.Errorf(runs.EConflict, "run %s moved", "r1"), runs.EConflict, "run r1 moved"},
+		{"wrapped domain error", fmt.Errorf("load: %w", runs.Errorf(runs.EGone, "blob gone")), runs.EGone, "blob gone"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.wantCode, runs.ErrorCode(tt.err))
+			assert.Equal(t, tt.wantMsg, runs.ErrorMessage(tt.err))
+		})
+	}
+}
+
+func TestStateCodec(t *testing.T) {
+	state := []byte(`{"schema_version":1,"transcript":[` + strings.Repeat(`{"role":"user","text":"hello"},`, 1000) + `{}]}`)
+	ref, blob, err := runs.EncodeState("r1", state)
+	require.NoError(t, err)
+	assert.Equal(t, "runs/r1/state/"+ref.SHA256+".json.gz", ref.Key)
+	assert.Equal(t, int64(len(blob)), ref.Size)
+	assert.Less(t, len(blob), len(state), "state is compressed")
+
+	got, err := runs.DecodeState(ref, blob)
+	require.NoError(t, err)
+	assert.Equal(t, state, got)
+
+	t.Run("corrupted blob", func(t *testing.T) {
+		bad := append([]byte(nil), blob...)
+		bad[len(bad)/2] ^= 0xff
+		_, err := runs.DecodeState(ref, bad)
+		assert.Equal(t, runs.EInternal, runs.ErrorCode(err), "got %v", err)
+	})
+	t.Run("not gzip", func(t *testing.T) {
+		_, err := runs.DecodeState(ref, []byte("{}"))
+		assert.Equal(t, runs.EInternal, runs.ErrorCode(err), "got %v", err)
+	})
+	t.Run("other content", func(t *testing.T) {
+		_, other, err := runs.EncodeState("r1", []byte(`{"x":1}`))
+		require.NoError(t, err)
+		_, err = runs.DecodeState(ref, other)
+		assert.Equal(t, runs.EInternal, runs.ErrorCode(err), "got %v", err)
+	})
+	t.Run("empty", func(t *testing.T) {
+		_, _, err := runs.EncodeState("r1", nil)
+		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "got %v", err)
+	})
+	t.Run("oversized", func(t *testing.T) {
+		raw := make([]byte, 6<<20)
+		_, _ = rand.Read(raw)
+		big := []byte(`"` + base64.StdEncoding.EncodeToString(raw) + `"`) // 8 MB of base64, about 6 MB gzip'd
+		_, _, err := runs.EncodeState("r1", big)
+		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "got %v", err)
+		assert.Contains(t, runs.ErrorMessage(err), "5 MB")
+	})
+}
+
+func TestValidRunID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"abc": true, "A-b_9": true, "": false, "a/b": false, "a#b": false, strings.Repeat("a", 65): false,
+	} {
+		assert.Equal(t, want, runs.ValidRunID(id), "ValidRunID(%q)", id)
+	}
+	assert.True(t, runs.ValidRunID(runs.NewRunID()))
+}

@@ -1,0 +1,83 @@
+package runs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// Size limits that keep a run row well under DynamoDB's 400 KB item limit.
+// Inputs above them are refused with EInvalid.
+const (
+	MaxRequestSize      = 128 << 10 // Run.Request
+	MaxPendingCallsSize = 96 << 10  // Run.PendingCalls, as JSON
+	MaxOutputSize       = 96 << 10  // Run.Output
+	MaxDecisionSize     = 32 << 10  // Run.Decision
+	MaxEventDataSize    = 128 << 10 // Event.Data
+	MaxApprovers        = 20
+	MaxPendingCalls     = 64
+)
+
+// NewRunID returns a random run id (32 hex digits).
+func NewRunID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ValidRunID reports whether id may name a run: 1 to 64 characters out of
+// letters, digits, '-' and '_' (ids appear in keys and S3 paths).
+func ValidRunID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidTokenHash reports whether h is a lowercase hex SHA-256.
+func ValidTokenHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	for _, c := range h {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkJSON refuses b unless it is empty (when optional) or valid JSON of at
+// most max bytes.
+func checkJSON(what string, b []byte, max int, optional bool) error {
+	if len(b) == 0 {
+		if optional {
+			return nil
+		}
+		return Errorf(EInvalid, "%s is required", what)
+	}
+	if len(b) > max {
+		return Errorf(EInvalid, "%s is %d bytes, over the %d-byte limit", what, len(b), max)
+	}
+	if !json.Valid(b) {
+		return Errorf(EInvalid, "%s is not valid JSON", what)
+	}
+	return nil
+}
+
+// mustJSON marshals v, which is always one of the package's own event
+// payload structs.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("runs: marshal event data: " + err.Error())
+	}
+	return b
+}
