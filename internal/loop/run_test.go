@@ -160,14 +160,16 @@ func TestResumeDecisions(t *testing.T) {
 		wantError  map[string]bool
 	}{
 		{
-			name:     "approve all",
-			decision: func(d string) loop.Decision { return loop.Decision{TurnDigest: d, Action: loop.ActionApprove} },
-			wantExec: []string{`read_doc({"path":"a"})`, `write_doc({"path":"a","text":"one"})`, `delete_doc({"path":"b"})`},
+			name:       "approve all",
+			decision:   func(d string) loop.Decision { return loop.Decision{TurnDigest: d, Action: loop.ActionApprove} },
+			wantExec:   []string{`read_doc({"path":"a"})`, `write_doc({"path":"a","text":"one"})`, `delete_doc({"path":"b"})`},
 			wantResult: map[string]string{"r1": "read_doc ok", "w1": "write_doc ok", "w2": "delete_doc ok"},
 		},
 		{
-			name:       "deny all with message runs nothing of the turn",
-			decision:   func(d string) loop.Decision { return loop.Decision{TurnDigest: d, Action: loop.ActionDeny, Message: "not today"} },
+			name: "deny all with message runs nothing of the turn",
+			decision: func(d string) loop.Decision {
+				return loop.Decision{TurnDigest: d, Action: loop.ActionDeny, Message: "not today"}
+			},
 			wantExec:   nil,
 			wantResult: map[string]string{"r1": "not today", "w1": `tool "write_doc" was denied by the approver: not today`, "w2": "not today"},
 			wantError:  map[string]bool{"r1": true, "w1": true, "w2": true},
@@ -275,7 +277,9 @@ func TestResumeRefusals(t *testing.T) {
 		}, want: loop.ErrDigestMismatch},
 		{name: "unknown schema version", mutate: func(st *loop.SuspendedState) { st.SchemaVersion = 99 }, want: loop.ErrSchemaVersion},
 		{name: "tool schema changed", tools: map[string]string{"write_doc": `{"type":"object"}`}, want: loop.ErrToolChanged},
-		{name: "tampered pending calls", mutate: func(st *loop.SuspendedState) { st.PendingCalls[1].Input = json.RawMessage(`{"path":"z","text":"evil"}`) }, want: loop.ErrInvalidDecision},
+		{name: "tampered pending calls", mutate: func(st *loop.SuspendedState) {
+			st.PendingCalls[1].Input = json.RawMessage(`{"path":"z","text":"evil"}`)
+		}, want: loop.ErrInvalidDecision},
 		{name: "invalid edit", decision: func(d string) loop.Decision {
 			return loop.Decision{TurnDigest: d, Calls: []loop.CallDecision{editW1(`{"path":"a"}`), approveW2}}
 		}, want: loop.ErrInvalidDecision},

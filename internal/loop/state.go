@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -85,8 +86,21 @@ type SuspendedState struct {
 	SuspendedAt time.Time `json:"suspended_at"`
 }
 
-// Encode returns the state as JSON.
-func (s *SuspendedState) Encode() ([]byte, error) { return json.Marshal(s) }
+// Encode returns the state as JSON (see MarshalJSON for the encoding).
+func (s *SuspendedState) Encode() ([]byte, error) { return MarshalJSON(s) }
+
+// MarshalJSON encodes v as compact JSON without HTML escaping, so text and
+// tool inputs keep their characters exactly (<, > and & stay as they are).
+// Encoding, decoding and encoding again yields the same bytes.
+func MarshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
 
 // EncodeGzip returns the state as gzip'd JSON.
 func (s *SuspendedState) EncodeGzip() ([]byte, error) {
@@ -95,7 +109,10 @@ func (s *SuspendedState) EncodeGzip() ([]byte, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	buf.Grow(len(raw)/4 + 512)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&buf)
 	if _, err := zw.Write(raw); err != nil {
 		return nil, err
 	}
@@ -104,6 +121,14 @@ func (s *SuspendedState) EncodeGzip() ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// gzipWriters reuses compressors (each holds ~800 KB of tables). BestSpeed:
+// state blobs are written on every suspension and read once; the ratio on
+// transcripts is close to the default level's at a fraction of the time.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	return zw
+}}
 
 // DecodeState parses a state encoded by Encode, refusing unknown schema versions.
 func DecodeState(raw []byte) (*SuspendedState, error) {
