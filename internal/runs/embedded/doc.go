@@ -1,0 +1,5 @@
+// Package embedded implements runs.RowStore and runs.StateStore on one bbolt
+// file: the local default of agentgate, with no AWS and no emulator. Rows,
+// events, approval tokens, the due index and the state blobs live in one
+// database, and every runs.Write is one bbolt transaction.
+package embedded

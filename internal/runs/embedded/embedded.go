@@ -1,0 +1,358 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Bucket names.
+var (
+	bucketRuns   = []byte("runs")   // run id -> Run JSON
+	bucketEvents = []byte("events") // run id -> nested bucket: big-endian seq -> Event JSON
+	bucketTokens = []byte("tokens") // token hash -> ApprovalToken JSON
+	bucketDue    = []byte("due")    // big-endian unix ms + run id -> run id
+	bucketBlobs  = []byte("blobs")  // blob key -> gzip'd state
+)
+
+// DB is a bbolt file holding every run, event, token and state blob. It
+// implements runs.RowStore and runs.StateStore.
+type DB struct {
+	bolt *bolt.DB
+}
+
+var (
+	_ runs.RowStore   = (*DB)(nil)
+	_ runs.StateStore = (*DB)(nil)
+)
+
+// Open opens (creating if needed) the database file at path. It waits at
+// most a second for another process holding the file.
+func Open(path string) (*DB, error) {
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	err = b.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("init %s: %w", path, err)
+	}
+	return &DB{bolt: b}, nil
+}
+
+// OpenStore opens the database at path and returns a runs.Store over it; close
+// the returned DB when done.
+func OpenStore(path string, opts runs.Options) (*runs.Store, *DB, error) {
+	db, err := Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return runs.NewStore(db, db, opts), db, nil
+}
+
+// Close closes the database file.
+func (db *DB) Close() error { return db.bolt.Close() }
+
+// GetRun implements runs.RowStore.
+func (db *DB) GetRun(_ context.Context, id string) (*runs.Run, error) {
+	var r *runs.Run
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		r, err = getRun(tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, runs.Errorf(runs.ENotFound, "run %s not found", id)
+	}
+	return r, nil
+}
+
+func getRun(tx *bolt.Tx, id string) (*runs.Run, error) {
+	v := tx.Bucket(bucketRuns).Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	var r runs.Run
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+func getToken(tx *bolt.Tx, hash string) (*runs.ApprovalToken, error) {
+	v := tx.Bucket(bucketTokens).Get([]byte(hash))
+	if v == nil {
+		return nil, nil
+	}
+	var t runs.ApprovalToken
+	if err := json.Unmarshal(v, &t); err != nil {
+		return nil, fmt.Errorf("decode token: %w", err)
+	}
+	return &t, nil
+}
+
+func put(b *bolt.Bucket, key []byte, v any) error {
+	buf, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, buf)
+}
+
+func seqKey(seq int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(seq))
+}
+
+func dueKey(at time.Time, id string) []byte {
+	return append(binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), id...)
+}
+
+// Write implements runs.RowStore in one bbolt transaction.
+func (db *DB) Write(_ context.Context, w runs.Write) error {
+	id := w.Run.ID
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		old, err := getRun(tx, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case w.Create && old != nil:
+			return runs.Errorf(runs.EConflict, "run %s exists", id)
+		case !w.Create && old == nil:
+			return runs.Errorf(runs.EConflict, "run %s does not exist", id)
+		case !w.Create && (old.Status != w.ExpectStatus || old.Version != w.ExpectVersion):
+			return runs.Errorf(runs.EConflict, "run %s is %s at version %d", id, old.Status, old.Version)
+		}
+		if len(w.Events) > 0 {
+			evb, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists([]byte(id))
+			if err != nil {
+				return err
+			}
+			for _, ev := range w.Events {
+				k := seqKey(ev.Seq)
+				if evb.Get(k) != nil {
+					return runs.Errorf(runs.EConflict, "event %d of run %s exists", ev.Seq, id)
+				}
+				if err := put(evb, k, ev); err != nil {
+					return err
+				}
+			}
+		}
+		tokens := tx.Bucket(bucketTokens)
+		for _, t := range w.NewTokens {
+			if tokens.Get([]byte(t.Hash)) != nil {
+				return runs.Errorf(runs.EConflict, "token exists")
+			}
+			if err := put(tokens, []byte(t.Hash), t); err != nil {
+				return err
+			}
+		}
+		if u := w.UseToken; u != nil {
+			t, err := getToken(tx, u.Hash)
+			if err != nil {
+				return err
+			}
+			if t == nil || t.RunID != u.RunID || t.SuspensionID != u.SuspensionID || !t.UsedAt.IsZero() || !u.At.Before(t.ExpiresAt) {
+				return runs.Errorf(runs.EConflict, "approval token is not usable")
+			}
+			t.UsedAt = u.At
+			if err := put(tokens, []byte(u.Hash), t); err != nil {
+				return err
+			}
+		}
+		due := tx.Bucket(bucketDue)
+		if old != nil && !old.DueAt.IsZero() {
+			if err := due.Delete(dueKey(old.DueAt, id)); err != nil {
+				return err
+			}
+		}
+		if !w.Run.DueAt.IsZero() {
+			if err := due.Put(dueKey(w.Run.DueAt, id), []byte(id)); err != nil {
+				return err
+			}
+		}
+		return put(tx.Bucket(bucketRuns), []byte(id), w.Run)
+	})
+}
+
+// Events implements runs.RowStore.
+func (db *DB) Events(_ context.Context, runID string, after int64, limit int) ([]runs.Event, error) {
+	var evs []runs.Event
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents).Bucket([]byte(runID))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(seqKey(after + 1)); k != nil && len(evs) < limit; k, v = c.Next() {
+			var ev runs.Event
+			if err := json.Unmarshal(v, &ev); err != nil {
+				return fmt.Errorf("decode event of run %s: %w", runID, err)
+			}
+			evs = append(evs, ev)
+		}
+		return nil
+	})
+	return evs, err
+}
+
+// Token implements runs.RowStore.
+func (db *DB) Token(_ context.Context, hash string) (*runs.ApprovalToken, error) {
+	var t *runs.ApprovalToken
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		t, err = getToken(tx, hash)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, runs.Errorf(runs.ENotFound, "approval link not found")
+	}
+	return t, nil
+}
+
+// Due implements runs.RowStore; the cursor is the hex of the last due key
+// returned.
+func (db *DB) Due(_ context.Context, now time.Time, limit int, cursor string) ([]*runs.Run, string, error) {
+	var start []byte
+	if cursor != "" {
+		k, err := hex.DecodeString(cursor)
+		if err != nil || len(k) < 8 {
+			return nil, "", runs.Errorf(runs.EInvalid, "due cursor is malformed")
+		}
+		start = append(k, 0) // the smallest key after the cursor
+	}
+	type dueRun struct {
+		*runs.Run
+		dueKey []byte
+	}
+	var out []*dueRun
+	var next string
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDue).Cursor()
+		k, v := c.First()
+		if start != nil {
+			k, v = c.Seek(start)
+		}
+		end := binary.BigEndian.AppendUint64(nil, uint64(now.UnixMilli()))
+		for ; k != nil && bytes.Compare(k[:8], end) <= 0; k, v = c.Next() {
+			if len(out) == limit {
+				next = hex.EncodeToString(out[len(out)-1].dueKey)
+				return nil
+			}
+			r, err := getRun(tx, string(v))
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				out = append(out, &dueRun{r, append([]byte(nil), k...)})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	rs := make([]*runs.Run, len(out))
+	for i, d := range out {
+		rs[i] = d.Run
+	}
+	return rs, next, nil
+}
+
+// DeleteRun implements runs.RowStore.
+func (db *DB) DeleteRun(_ context.Context, runID string, tokenHashes []string) error {
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		r, err := getRun(tx, runID)
+		if err != nil {
+			return err
+		}
+		if r != nil && !r.DueAt.IsZero() {
+			if err := tx.Bucket(bucketDue).Delete(dueKey(r.DueAt, runID)); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bucketRuns).Delete([]byte(runID)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketEvents).DeleteBucket([]byte(runID)); err != nil && err != bolt.ErrBucketNotFound {
+			return err
+		}
+		for _, h := range tokenHashes {
+			if err := tx.Bucket(bucketTokens).Delete([]byte(h)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PutState implements runs.StateStore.
+func (db *DB) PutState(_ context.Context, runID string, state []byte) (runs.StateRef, error) {
+	ref, blob, err := runs.EncodeState(runID, state)
+	if err != nil {
+		return runs.StateRef{}, err
+	}
+	err = db.bolt.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBlobs).Put([]byte(ref.Key), blob)
+	})
+	if err != nil {
+		return runs.StateRef{}, fmt.Errorf("put state %s: %w", ref.Key, err)
+	}
+	return ref, nil
+}
+
+// LoadState implements runs.StateStore.
+func (db *DB) LoadState(_ context.Context, ref runs.StateRef) ([]byte, error) {
+	var blob []byte
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		blob = bytes.Clone(tx.Bucket(bucketBlobs).Get([]byte(ref.Key)))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load state %s: %w", ref.Key, err)
+	}
+	if blob == nil {
+		return nil, runs.Errorf(runs.EGone, "state blob %s is missing", ref.Key)
+	}
+	return runs.DecodeState(ref, blob)
+}
+
+// DeleteRunStates implements runs.StateStore.
+func (db *DB) DeleteRunStates(_ context.Context, runID string) error {
+	return db.deletePrefix(runs.RunPrefix(runID))
+}
+
+func (db *DB) deletePrefix(prefix string) error {
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketBlobs).Cursor()
+		p := []byte(prefix)
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Seek(p) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,1053 @@
+package runstest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Harness is one adapter pair under test, with the raw blob access the suite
+// needs to fault it behind the store's back.
+type Harness struct {
+	Rows   runs.RowStore
+	States runs.StateStore
+	// PutBlob stores body under key as is (to plant corrupted or orphan blobs).
+	PutBlob func(t *testing.T, key string, body []byte)
+	// DeleteBlob deletes the blob at key.
+	DeleteBlob func(t *testing.T, key string)
+	// BlobKeys lists the keys under prefix.
+	BlobKeys func(t *testing.T, prefix string) []string
+}
+
+// Options the suite builds its stores with.
+const (
+	LeaseTTL      = time.Minute
+	DispatchGrace = 2 * time.Minute
+	Retention     = 24 * time.Hour
+)
+
+// Epoch is where every suite clock starts.
+var Epoch = time.Date(2030, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+
+// Run runs the conformance suite; newHarness must return a fresh, isolated
+// adapter pair for each call (a new file, table, bucket or key namespace).
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, e *Env)
+	}{
+		{"Lifecycle", testLifecycle},
+		{"CreateRefusals", testCreateRefusals},
+		{"NotFound", testNotFound},
+		{"ClaimRefusals", testClaimRefusals},
+		{"LeaseGuards", testLeaseGuards},
+		{"StaleLeaseSettledBySweeper", testStaleLease},
+		{"SuspendRefusals", testSuspendRefusals},
+		{"ResuspendAfterResume", testResuspend},
+		{"DecideRefusals", testDecideRefusals},
+		{"DecideThroughLink", testDecideThroughLink},
+		{"DecideRetriesVersionOnlyMoves", testDecideRetry},
+		{"LoadStateFaults", testLoadStateFaults},
+		{"TerminalIsTerminal", testTerminal},
+		{"Cancel", testCancel},
+		{"Expire", testExpire},
+		{"EventsOrderAndPaging", testEvents},
+		{"DueIndex", testDue},
+		{"Purge", testPurge},
+		{"ConcurrentDecide", testConcurrentDecide},
+		{"ConcurrentLinkDecide", testConcurrentLinkDecide},
+		{"ConcurrentClaim", testConcurrentClaim},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fn(t, NewEnv(t, newHarness(t)))
+		})
+	}
+}
+
+// Env is a Store over one Harness with a settable clock, plus helpers to
+// bring runs into each status.
+type Env struct {
+	H     Harness
+	Clock *Clock
+	Store *runs.Store
+	ctx   context.Context
+	n     atomic.Int64
+}
+
+// NewEnv builds a Store over h with the suite's options and a clock at Epoch.
+func NewEnv(t *testing.T, h Harness) *Env {
+	c := NewClock(Epoch)
+	return &Env{
+		H:     h,
+		Clock: c,
+		Store: runs.NewStore(h.Rows, h.States, runs.Options{Now: c.Now, LeaseTTL: LeaseTTL, DispatchGrace: DispatchGrace, Retention: Retention}),
+		ctx:   t.Context(),
+	}
+}
+
+// Queued creates a QUEUED run with approvers bob and carol.
+func (e *Env) Queued(t *testing.T) *runs.Run {
+	t.Helper()
+	r, err := e.Store.Create(e.ctx, runs.NewRun{
+		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), runs.NewRunID()[:8]),
+		Initiator: "alice",
+		Approvers: []string{"bob", "carol"},
+		Request:   json.RawMessage(`{"prompt":"file the report","model":"scripted:demo"}`),
+	})
+	require.NoError(t, err)
+	return r
+}
+
+// Running creates a run claimed by owner "w1".
+func (e *Env) Running(t *testing.T) *runs.Run {
+	t.Helper()
+	r := e.Queued(t)
+	r, err := e.Store.Claim(e.ctx, r.ID, "w1")
+	require.NoError(t, err)
+	return r
+}
+
+// Waiting creates a run suspended (by "w1") on suspension "s1" and returns it
+// with the raw approval tokens issued to bob and carol.
+func (e *Env) Waiting(t *testing.T) (*runs.Run, []string) {
+	t.Helper()
+	r := e.Running(t)
+	sp, raws := e.Suspension("s1")
+	r, err := e.Store.Suspend(e.ctx, r, "w1", sp)
+	require.NoError(t, err)
+	return r, raws
+}
+
+// Suspension returns a valid suspension with two calls, an hour-long window
+// and tokens for bob and carol (raw tokens returned).
+func (e *Env) Suspension(id string) (runs.Suspension, []string) {
+	rawBob, rawCarol := NewToken(), NewToken()
+	return runs.Suspension{
+		ID:         id,
+		TurnDigest: "digest-" + id,
+		PendingCalls: []runs.PendingCall{
+			{ID: "call-1", Tool: "send_email", Input: json.RawMessage(`{"to":"x@example.com"}`), NeedsApproval: true, Effect: "write", Preview: "Send mail to x@example.com"},
+			{ID: "call-2", Tool: "read_doc", Input: json.RawMessage(`{"path":"a.txt"}`), Effect: "read"},
+		},
+		State:    json.RawMessage(`{"schema_version":1,"suspension":"` + id + `","transcript":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`),
+		Deadline: e.Clock.Now().Add(time.Hour),
+		Tokens:   []runs.TokenGrant{{Hash: HashToken(rawBob), Approver: "bob"}, {Hash: HashToken(rawCarol), Approver: "carol"}},
+	}, []string{rawBob, rawCarol}
+}
+
+// NewToken returns a random raw approval token.
+func NewToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// HashToken returns the stored hash of a raw token.
+func HashToken(raw string) string {
+	sum := sha256.Sum256([]byte(raw))
+	return hex.EncodeToString(sum[:])
+}
+
+// Unchanged asserts that the stored run still equals before.
+func (e *Env) Unchanged(t *testing.T, before *runs.Run) {
+	t.Helper()
+	got, err := e.Store.Get(e.ctx, before.ID)
+	require.NoError(t, err)
+	require.Equal(t, before, got, "the run must be unchanged after a refusal")
+}
+
+// AssertCode asserts that err carries the wanted code.
+func AssertCode(t *testing.T, want string, err error) {
+	t.Helper()
+	require.Error(t, err, "want a %s error", want)
+	require.Equal(t, want, runs.ErrorCode(err), "want code %s, got error %v", want, err)
+}
+
+func (e *Env) eventTypes(t *testing.T, id string) []string {
+	t.Helper()
+	evs, err := e.Store.Events(e.ctx, id, 0, 1000)
+	require.NoError(t, err)
+	var types []string
+	for i, ev := range evs {
+		require.Equal(t, int64(i+1), ev.Seq, "events are numbered 1..n")
+		types = append(types, ev.Type)
+	}
+	return types
+}
+
+func testLifecycle(t *testing.T, e *Env) {
+	ctx := t.Context()
+	t0 := e.Clock.Now().UTC().Truncate(time.Millisecond)
+	r, err := e.Store.Create(ctx, runs.NewRun{Initiator: "alice", Approvers: []string{"bob", "carol"}, Request: json.RawMessage(`{"prompt":"hi"}`)})
+	require.NoError(t, err)
+	assert.True(t, runs.ValidRunID(r.ID))
+	assert.Equal(t, runs.StatusQueued, r.Status)
+	assert.Equal(t, int64(1), r.Version)
+	assert.Equal(t, t0, r.CreatedAt)
+	assert.Equal(t, t0.Add(DispatchGrace), r.DueAt)
+	e.Unchanged(t, r)
+
+	r, err = e.Store.Claim(ctx, r.ID, "w1")
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusRunning, r.Status)
+	assert.Equal(t, "w1", r.LeaseOwner)
+	assert.Equal(t, t0.Add(LeaseTTL), r.LeaseUntil)
+	assert.Equal(t, r.LeaseUntil, r.DueAt)
+	assert.Equal(t, int64(2), r.Version)
+
+	e.Clock.Advance(10 * time.Second)
+	counters := runs.Counters{Iterations: 1, ModelCalls: 1, InputTokens: 120, OutputTokens: 30}
+	r, err = e.Store.RecordStep(ctx, r, "w1", runs.Step{Type: runs.EventModelTurn, Data: json.RawMessage(`{"stop":"tool_use"}`), Counters: &counters})
+	require.NoError(t, err)
+	assert.Equal(t, counters, r.Counters)
+	assert.Equal(t, t0.Add(10*time.Second+LeaseTTL), r.LeaseUntil, "a step renews the lease")
+
+	r, err = e.Store.MarkPendingEffect(ctx, r, "w1", "call-0")
+	require.NoError(t, err)
+	assert.Equal(t, "call-0", r.PendingEffect)
+	e.Unchanged(t, r)
+	r, err = e.Store.RecordStep(ctx, r, "w1", runs.Step{Type: runs.EventToolExecuted, Data: json.RawMessage(`{"call":"call-0"}`), ClearsEffect: "call-0"})
+	require.NoError(t, err)
+	assert.Empty(t, r.PendingEffect)
+
+	r, err = e.Store.RenewLease(ctx, r, "w1")
+	require.NoError(t, err)
+
+	sp, raws := e.Suspension("s1")
+	r, err = e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusWaiting, r.Status)
+	assert.Equal(t, "s1", r.SuspensionID)
+	assert.Equal(t, "digest-s1", r.TurnDigest)
+	assert.Equal(t, sp.PendingCalls, r.PendingCalls)
+	sum := sha256.Sum256(sp.State)
+	assert.Equal(t, hex.EncodeToString(sum[:]), r.State.SHA256)
+	assert.Equal(t, runs.StateKey(r.ID, r.State.SHA256), r.State.Key)
+	assert.Positive(t, r.State.Size)
+	assert.Empty(t, r.LeaseOwner)
+	assert.True(t, r.LeaseUntil.IsZero())
+	assert.Equal(t, runs.NotificationPending, r.Notification)
+	assert.Equal(t, sp.Deadline.UTC().Truncate(time.Millisecond), r.ApprovalDeadline)
+	assert.Equal(t, r.ApprovalDeadline, r.DueAt)
+	assert.Equal(t, []string{HashToken(raws[0]), HashToken(raws[1])}, r.TokenHashes)
+	e.Unchanged(t, r)
+
+	state, err := e.Store.LoadState(ctx, r)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(sp.State), string(state))
+
+	tok, err := e.Store.LookupToken(ctx, HashToken(raws[0]))
+	require.NoError(t, err)
+	assert.Equal(t, &runs.ApprovalToken{Hash: HashToken(raws[0]), RunID: r.ID, SuspensionID: "s1", Approver: "bob", ExpiresAt: r.ApprovalDeadline}, tok)
+
+	r, err = e.Store.RecordNotification(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Data: json.RawMessage(`{"channels":["email"]}`)})
+	require.NoError(t, err)
+	assert.Equal(t, runs.NotificationSent, r.Notification)
+
+	e.Clock.Advance(time.Minute)
+	r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{"digest":"digest-s1","action":"approve"}`)})
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusResuming, r.Status)
+	assert.Equal(t, "bob", r.DecidedBy)
+	assert.Equal(t, runs.ViaLink, r.DecidedVia)
+	assert.Equal(t, e.Clock.Now().UTC().Truncate(time.Millisecond), r.DecidedAt)
+	assert.JSONEq(t, `{"digest":"digest-s1","action":"approve"}`, string(r.Decision))
+	e.Unchanged(t, r)
+	tok, err = e.Store.LookupToken(ctx, HashToken(raws[0]))
+	require.NoError(t, err)
+	assert.Equal(t, r.DecidedAt, tok.UsedAt, "a link decision uses its token")
+
+	r, err = e.Store.Claim(ctx, r.ID, "w2")
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusRunning, r.Status)
+	assert.Equal(t, "w2", r.LeaseOwner)
+	state, err = e.Store.LoadState(ctx, r)
+	require.NoError(t, err, "the resuming worker loads the state")
+	assert.JSONEq(t, string(sp.State), string(state))
+
+	final := runs.Counters{Iterations: 2, ModelCalls: 2, InputTokens: 300, OutputTokens: 80, ToolCalls: 3}
+	r, err = e.Store.Settle(ctx, r, "w2", runs.Outcome{Status: runs.StatusCompleted, Output: json.RawMessage(`{"text":"done"}`), Counters: &final})
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusCompleted, r.Status)
+	assert.Equal(t, runs.ReasonCompleted, r.Reason)
+	assert.Equal(t, final, r.Counters)
+	assert.True(t, r.State.IsZero())
+	assert.Empty(t, r.LeaseOwner)
+	assert.Equal(t, e.Clock.Now().UTC().Truncate(time.Millisecond).Add(Retention), r.RetainUntil)
+	assert.Equal(t, r.RetainUntil, r.DueAt)
+	e.Unchanged(t, r)
+	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "settle deletes the state blob")
+
+	assert.Equal(t, []string{
+		runs.EventRunStarted, runs.EventClaimed, runs.EventModelTurn, runs.EventToolExecuted,
+		runs.EventSuspended, runs.EventNotified, runs.EventDecision, runs.EventResumed, runs.EventSettled,
+	}, e.eventTypes(t, r.ID))
+	assert.Equal(t, int64(9), r.LastSeq)
+	evs, err := e.Store.Events(ctx, r.ID, 6, 1)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, runs.EventDecision, evs[0].Type)
+	assert.Equal(t, "bob", evs[0].Actor)
+	assert.Equal(t, r.ID, evs[0].RunID)
+	assert.JSONEq(t, `{"suspension_id":"s1","turn_digest":"digest-s1","via":"link","decision":{"digest":"digest-s1","action":"approve"}}`, string(evs[0].Data))
+}
+
+func testCreateRefusals(t *testing.T, e *Env) {
+	ctx := t.Context()
+	tests := []struct {
+		name string
+		in   runs.NewRun
+	}{
+		{"bad id", runs.NewRun{ID: "a/b", Initiator: "alice"}},
+		{"no initiator", runs.NewRun{}},
+		{"request not JSON", runs.NewRun{Initiator: "alice", Request: json.RawMessage(`{"prompt":`)}},
+		{"request too large", runs.NewRun{Initiator: "alice", Request: json.RawMessage(`"` + string(make([]byte, runs.MaxRequestSize)) + `"`)}},
+		{"empty approver", runs.NewRun{Initiator: "alice", Approvers: []string{""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.Store.Create(ctx, tt.in)
+			AssertCode(t, runs.EInvalid, err)
+		})
+	}
+	r := e.Queued(t)
+	_, err := e.Store.Create(ctx, runs.NewRun{ID: r.ID, Initiator: "mallory"})
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+	assert.Equal(t, []string{runs.EventRunStarted}, e.eventTypes(t, r.ID))
+}
+
+func testNotFound(t *testing.T, e *Env) {
+	ctx := t.Context()
+	_, err := e.Store.Get(ctx, "nope")
+	AssertCode(t, runs.ENotFound, err)
+	_, err = e.Store.Claim(ctx, "nope", "w1")
+	AssertCode(t, runs.ENotFound, err)
+	ghost := &runs.Run{ID: "ghost", Status: runs.StatusRunning, Version: 3, LeaseOwner: "w1", LastSeq: 2}
+	_, err = e.Store.RenewLease(ctx, ghost, "w1")
+	AssertCode(t, runs.ENotFound, err)
+	_, err = e.Store.RecordStep(ctx, ghost, "w1", runs.Step{Type: runs.EventModelTurn})
+	AssertCode(t, runs.ENotFound, err)
+	sp, _ := e.Suspension("s1")
+	_, err = e.Store.Suspend(ctx, ghost, "w1", sp)
+	AssertCode(t, runs.ENotFound, err)
+	_, err = e.Store.Settle(ctx, ghost, "w1", runs.Outcome{Status: runs.StatusCompleted})
+	AssertCode(t, runs.ENotFound, err)
+	waitingGhost := &runs.Run{ID: "ghost", Status: runs.StatusWaiting, Version: 4, SuspensionID: "s1", ApprovalDeadline: e.Clock.Now().Add(time.Hour)}
+	_, err = e.Store.Decide(ctx, waitingGhost, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{}`)})
+	AssertCode(t, runs.ENotFound, err)
+	_, err = e.Store.Cancel(ctx, waitingGhost, "alice")
+	AssertCode(t, runs.ENotFound, err)
+	_, err = e.Store.LookupToken(ctx, HashToken(NewToken()))
+	AssertCode(t, runs.ENotFound, err)
+	_, err = e.Store.LookupToken(ctx, "not-a-hash")
+	AssertCode(t, runs.ENotFound, err)
+	evs, err := e.Store.Events(ctx, "nope", 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, evs)
+	require.NoError(t, e.Store.Purge(ctx, "nope"), "purging what is gone is not an error")
+	_, err = e.Store.Get(ctx, "ghost")
+	AssertCode(t, runs.ENotFound, err)
+}
+
+func testClaimRefusals(t *testing.T, e *Env) {
+	ctx := t.Context()
+	running := e.Running(t)
+	waiting, _ := e.Waiting(t)
+	done := e.Running(t)
+	done, err := e.Store.Settle(ctx, done, "w1", runs.Outcome{Status: runs.StatusCompleted})
+	require.NoError(t, err)
+	for _, r := range []*runs.Run{running, waiting, done} {
+		t.Run(string(r.Status), func(t *testing.T) {
+			_, err := e.Store.Claim(ctx, r.ID, "w9")
+			AssertCode(t, runs.EConflict, err)
+			e.Unchanged(t, r)
+		})
+	}
+	q := e.Queued(t)
+	_, err = e.Store.Claim(ctx, q.ID, "")
+	AssertCode(t, runs.EInvalid, err)
+	e.Unchanged(t, q)
+}
+
+func testLeaseGuards(t *testing.T, e *Env) {
+	ctx := t.Context()
+	stale := e.Running(t)
+	cur, err := e.Store.RecordStep(ctx, stale, "w1", runs.Step{Type: runs.EventModelTurn})
+	require.NoError(t, err)
+	sp, _ := e.Suspension("s1")
+	ops := []struct {
+		name string
+		fn   func(r *runs.Run, owner string) (*runs.Run, error)
+	}{
+		{"RenewLease", func(r *runs.Run, o string) (*runs.Run, error) { return e.Store.RenewLease(ctx, r, o) }},
+		{"RecordStep", func(r *runs.Run, o string) (*runs.Run, error) {
+			return e.Store.RecordStep(ctx, r, o, runs.Step{Type: runs.EventModelTurn})
+		}},
+		{"MarkPendingEffect", func(r *runs.Run, o string) (*runs.Run, error) { return e.Store.MarkPendingEffect(ctx, r, o, "call-9") }},
+		{"Suspend", func(r *runs.Run, o string) (*runs.Run, error) { return e.Store.Suspend(ctx, r, o, sp) }},
+		{"Settle", func(r *runs.Run, o string) (*runs.Run, error) {
+			return e.Store.Settle(ctx, r, o, runs.Outcome{Status: runs.StatusCompleted})
+		}},
+	}
+	for _, op := range ops {
+		t.Run(op.name+"/other owner", func(t *testing.T) {
+			_, err := op.fn(cur, "w2")
+			AssertCode(t, runs.EConflict, err)
+			e.Unchanged(t, cur)
+		})
+		t.Run(op.name+"/stale version", func(t *testing.T) {
+			_, err := op.fn(stale, "w1")
+			AssertCode(t, runs.EConflict, err)
+			e.Unchanged(t, cur)
+		})
+	}
+	// A stale-version suspend is found out only by the row write, after the
+	// blob put: the orphan blob is swept with the run's prefix, and the row
+	// never points at it (checked by Unchanged above).
+
+	t.Run("fences", func(t *testing.T) {
+		r, err := e.Store.MarkPendingEffect(ctx, cur, "w1", "call-1")
+		require.NoError(t, err)
+		_, err = e.Store.MarkPendingEffect(ctx, r, "w1", "call-2")
+		AssertCode(t, runs.EConflict, err)
+		_, err = e.Store.ClearPendingEffect(ctx, r, "w1", "call-2")
+		AssertCode(t, runs.EConflict, err)
+		_, err = e.Store.RecordStep(ctx, r, "w1", runs.Step{Type: runs.EventToolExecuted, ClearsEffect: "call-2"})
+		AssertCode(t, runs.EConflict, err)
+		_, err = e.Store.Suspend(ctx, r, "w1", sp)
+		AssertCode(t, runs.EConflict, err)
+		_, err = e.Store.ClearPendingEffect(ctx, r, "w2", "call-1")
+		AssertCode(t, runs.EConflict, err)
+		e.Unchanged(t, r)
+		r, err = e.Store.ClearPendingEffect(ctx, r, "w1", "call-1")
+		require.NoError(t, err)
+		assert.Empty(t, r.PendingEffect)
+		e.Unchanged(t, r)
+	})
+	t.Run("missing owner", func(t *testing.T) {
+		_, err := e.Store.RenewLease(ctx, cur, "")
+		AssertCode(t, runs.EInvalid, err)
+	})
+}
+
+func testStaleLease(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.Running(t)
+	r, err := e.Store.MarkPendingEffect(ctx, r, "w1", "call-1")
+	require.NoError(t, err)
+	_, err = e.Store.Settle(ctx, r, "", runs.Outcome{Status: runs.StatusFailed, Reason: runs.ReasonInterrupted})
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+
+	e.Clock.Advance(LeaseTTL)
+	due, _, err := e.Store.Due(ctx, e.Clock.Now(), 10, "")
+	require.NoError(t, err)
+	require.Len(t, due, 1, "a stale lease is due")
+	assert.Equal(t, r.ID, due[0].ID)
+	_, err = e.Store.Settle(ctx, due[0], "", runs.Outcome{Status: runs.StatusFailed})
+	AssertCode(t, runs.EInvalid, err)
+	r, err = e.Store.Settle(ctx, due[0], "", runs.Outcome{Status: runs.StatusFailed, Reason: runs.ReasonInterrupted})
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusFailed, r.Status)
+	assert.Equal(t, runs.ReasonInterrupted, r.Reason)
+	assert.Equal(t, "call-1", r.PendingEffect, "the fence stays on the row for the audit")
+	evs, err := e.Store.Events(ctx, r.ID, r.LastSeq-1, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, "purge", evs[0].Actor)
+}
+
+func testSuspendRefusals(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.Running(t)
+	valid, _ := e.Suspension("s1")
+	tests := []struct {
+		name   string
+		change func(sp *runs.Suspension)
+	}{
+		{"no id", func(sp *runs.Suspension) { sp.ID = "" }},
+		{"no digest", func(sp *runs.Suspension) { sp.TurnDigest = "" }},
+		{"no pending calls", func(sp *runs.Suspension) { sp.PendingCalls = nil }},
+		{"duplicate call ids", func(sp *runs.Suspension) { sp.PendingCalls[1].ID = sp.PendingCalls[0].ID }},
+		{"call without tool", func(sp *runs.Suspension) { sp.PendingCalls[0].Tool = "" }},
+		{"empty state", func(sp *runs.Suspension) { sp.State = nil }},
+		{"state not JSON", func(sp *runs.Suspension) { sp.State = []byte(`{"transcript":`) }},
+		{"deadline passed", func(sp *runs.Suspension) { sp.Deadline = e.Clock.Now() }},
+		{"reminder after deadline", func(sp *runs.Suspension) { sp.RemindAt = sp.Deadline.Add(time.Second) }},
+		{"bad token hash", func(sp *runs.Suspension) { sp.Tokens[0].Hash = "abc" }},
+		{"token without approver", func(sp *runs.Suspension) { sp.Tokens[0].Approver = "" }},
+		{"same token twice", func(sp *runs.Suspension) { sp.Tokens[1].Hash = sp.Tokens[0].Hash }},
+		{"oversized state", func(sp *runs.Suspension) { sp.State = Incompressible(runs.MaxStateSize + 1<<20) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sp := valid
+			sp.PendingCalls = slices.Clone(valid.PendingCalls)
+			sp.Tokens = slices.Clone(valid.Tokens)
+			tt.change(&sp)
+			_, err := e.Store.Suspend(ctx, r, "w1", sp)
+			AssertCode(t, runs.EInvalid, err)
+			e.Unchanged(t, r)
+		})
+	}
+	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "refused suspensions store no blob")
+	_, err := e.Store.Suspend(ctx, r, "w1", valid)
+	require.NoError(t, err, "the run still suspends after the refusals")
+}
+
+// Incompressible returns a JSON string that gzip cannot shrink below n bytes.
+func Incompressible(n int) []byte {
+	raw := make([]byte, n)
+	_, _ = rand.Read(raw)
+	b, _ := json.Marshal(raw) // base64
+	return b
+}
+
+func testResuspend(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r, raws := e.Waiting(t)
+	tok, err := e.Store.LookupToken(ctx, HashToken(raws[1]))
+	require.NoError(t, err)
+	r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "carol", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"approve"}`)})
+	require.NoError(t, err)
+	r, err = e.Store.Claim(ctx, r.ID, "w2")
+	require.NoError(t, err)
+
+	sp, _ := e.Suspension("s1")
+	_, err = e.Store.Suspend(ctx, r, "w2", sp)
+	AssertCode(t, runs.EInvalid, err)
+	e.Unchanged(t, r)
+
+	sp, raws2 := e.Suspension("s2")
+	r, err = e.Store.Suspend(ctx, r, "w2", sp)
+	require.NoError(t, err)
+	assert.Equal(t, "s2", r.SuspensionID)
+	assert.Empty(t, r.Decision, "a new suspension clears the last decision")
+	assert.Empty(t, r.DecidedBy)
+	assert.Len(t, r.TokenHashes, 4, "the run remembers every token it issued")
+
+	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{}`)})
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+
+	tok2, err := e.Store.LookupToken(ctx, HashToken(raws2[1]))
+	require.NoError(t, err)
+	r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s2", Via: runs.ViaLink, Token: tok2, Body: json.RawMessage(`{"action":"deny"}`)})
+	require.NoError(t, err)
+	assert.Equal(t, "carol", r.DecidedBy)
+}
+
+func testDecideRefusals(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r, _ := e.Waiting(t)
+	body := json.RawMessage(`{"action":"approve"}`)
+	tests := []struct {
+		name string
+		d    runs.Decision
+		code string
+	}{
+		{"other suspension", runs.Decision{SuspensionID: "s0", Decider: "bob", Via: runs.ViaAPI, Body: body}, runs.EConflict},
+		{"no suspension", runs.Decision{Decider: "bob", Via: runs.ViaAPI, Body: body}, runs.EInvalid},
+		{"no decider", runs.Decision{SuspensionID: "s1", Via: runs.ViaAPI, Body: body}, runs.EInvalid},
+		{"unknown channel", runs.Decision{SuspensionID: "s1", Decider: "bob", Via: "fax", Body: body}, runs.EInvalid},
+		{"link without token", runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaLink, Body: body}, runs.EInvalid},
+		{"no body", runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI}, runs.EInvalid},
+		{"body not JSON", runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{`)}, runs.EInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.Store.Decide(ctx, r, tt.d)
+			AssertCode(t, tt.code, err)
+			e.Unchanged(t, r)
+		})
+	}
+
+	t.Run("decided twice", func(t *testing.T) {
+		w, _ := e.Waiting(t)
+		d := runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: body}
+		decided, err := e.Store.Decide(ctx, w, d)
+		require.NoError(t, err)
+		_, err = e.Store.Decide(ctx, w, d)
+		AssertCode(t, runs.EConflict, err)
+		e.Unchanged(t, decided)
+		_, err = e.Store.Decide(ctx, decided, d)
+		AssertCode(t, runs.EConflict, err)
+		e.Unchanged(t, decided)
+	})
+	t.Run("window closed", func(t *testing.T) {
+		w, _ := e.Waiting(t)
+		e.Clock.Advance(time.Hour)
+		_, err := e.Store.Decide(ctx, w, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: body})
+		AssertCode(t, runs.EGone, err)
+		e.Unchanged(t, w)
+	})
+}
+
+func testDecideThroughLink(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r, raws := e.Waiting(t)
+	other, otherRaws := e.Waiting(t)
+	tok, err := e.Store.LookupToken(ctx, HashToken(raws[0]))
+	require.NoError(t, err)
+	otherTok, err := e.Store.LookupToken(ctx, HashToken(otherRaws[0]))
+	require.NoError(t, err)
+	body := json.RawMessage(`{"action":"approve"}`)
+
+	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: otherTok, Body: body})
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "carol", Via: runs.ViaLink, Token: tok, Body: body})
+	AssertCode(t, runs.EInvalid, err)
+	e.Unchanged(t, r)
+
+	// A forged token the store never issued cannot decide.
+	forged := &runs.ApprovalToken{Hash: HashToken(NewToken()), RunID: r.ID, SuspensionID: "s1", Approver: "bob", ExpiresAt: r.ApprovalDeadline}
+	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: forged, Body: body})
+	AssertCode(t, runs.ENotFound, err)
+	e.Unchanged(t, r)
+
+	// A token whose use was recorded elsewhere meanwhile (stale copy) conflicts.
+	decided, err := e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: body})
+	require.NoError(t, err)
+	_, err = e.Store.Decide(ctx, other, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: otherTok, Body: body})
+	require.NoError(t, err)
+	used, err := e.Store.LookupToken(ctx, HashToken(raws[0]))
+	require.NoError(t, err)
+	AssertCode(t, runs.EConflict, used.Usable(e.Clock.Now()))
+	e.Unchanged(t, decided)
+}
+
+func testDecideRetry(t *testing.T, e *Env) {
+	ctx := t.Context()
+	read, _ := e.Waiting(t) // the API handler read the run ...
+	notified, err := e.Store.RecordNotification(ctx, read, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent})
+	require.NoError(t, err) // ... and the worker recorded the notification meanwhile
+	r, err := e.Store.Decide(ctx, read, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"approve"}`)})
+	require.NoError(t, err, "a version-only move must not refuse a decision on the same suspension")
+	assert.Equal(t, notified.Version+1, r.Version)
+	assert.Equal(t, runs.NotificationSent, r.Notification, "the retry builds on the fresh row")
+	e.Unchanged(t, r)
+}
+
+func testLoadStateFaults(t *testing.T, e *Env) {
+	ctx := t.Context()
+	t.Run("corrupted", func(t *testing.T) {
+		r, _ := e.Waiting(t)
+		e.H.PutBlob(t, r.State.Key, []byte("definitely not gzip"))
+		_, err := e.Store.LoadState(ctx, r)
+		AssertCode(t, runs.EInternal, err)
+		e.Unchanged(t, r)
+	})
+	t.Run("other content", func(t *testing.T) {
+		r, _ := e.Waiting(t)
+		_, blob, err := runs.EncodeState(r.ID, []byte(`{"tampered":true}`))
+		require.NoError(t, err)
+		e.H.PutBlob(t, r.State.Key, blob)
+		_, err = e.Store.LoadState(ctx, r)
+		AssertCode(t, runs.EInternal, err)
+		e.Unchanged(t, r)
+	})
+	t.Run("missing", func(t *testing.T) {
+		r, _ := e.Waiting(t)
+		e.H.DeleteBlob(t, r.State.Key)
+		_, err := e.Store.LoadState(ctx, r)
+		AssertCode(t, runs.EGone, err)
+		e.Unchanged(t, r)
+	})
+	t.Run("no state", func(t *testing.T) {
+		r := e.Queued(t)
+		_, err := e.Store.LoadState(ctx, r)
+		AssertCode(t, runs.ENotFound, err)
+		e.Unchanged(t, r)
+	})
+}
+
+func testTerminal(t *testing.T, e *Env) {
+	ctx := t.Context()
+	completed, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Outcome{Status: runs.StatusCompleted})
+	require.NoError(t, err)
+	failed, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Outcome{Status: runs.StatusFailed, Reason: "provider_failed"})
+	require.NoError(t, err)
+	cancelled, err := e.Store.Cancel(ctx, e.Queued(t), "alice")
+	require.NoError(t, err)
+	w, _ := e.Waiting(t)
+	e.Clock.Advance(time.Hour)
+	expired, err := e.Store.Expire(ctx, w)
+	require.NoError(t, err)
+
+	for _, r := range []*runs.Run{completed, failed, cancelled, expired} {
+		t.Run(string(r.Status), func(t *testing.T) {
+			assert.True(t, r.Status.Terminal())
+			asRunning, asWaiting := *r, *r
+			asRunning.Status, asRunning.LeaseOwner = runs.StatusRunning, "w1"
+			asWaiting.Status, asWaiting.SuspensionID, asWaiting.ApprovalDeadline = runs.StatusWaiting, "s1", e.Clock.Now().Add(time.Hour)
+			attempts := map[string]func() error{
+				"Claim":  func() error { _, err := e.Store.Claim(ctx, r.ID, "w9"); return err },
+				"Cancel": func() error { _, err := e.Store.Cancel(ctx, r, "alice"); return err },
+				"Expire": func() error { _, err := e.Store.Expire(ctx, r); return err },
+				"Settle": func() error {
+					_, err := e.Store.Settle(ctx, r, "w1", runs.Outcome{Status: runs.StatusCompleted})
+					return err
+				},
+				"Decide": func() error {
+					_, err := e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{}`)})
+					return err
+				},
+				"RecordNotification": func() error {
+					_, err := e.Store.RecordNotification(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent})
+					return err
+				},
+				"forged RUNNING copy": func() error {
+					_, err := e.Store.RecordStep(ctx, &asRunning, "w1", runs.Step{Type: runs.EventModelTurn})
+					return err
+				},
+				"forged WAITING copy": func() error {
+					_, err := e.Store.Decide(ctx, &asWaiting, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{}`)})
+					return err
+				},
+			}
+			for name, attempt := range attempts {
+				AssertCode(t, runs.EConflict, attempt())
+				e.Unchanged(t, r)
+				_ = name
+			}
+		})
+	}
+}
+
+func testCancel(t *testing.T, e *Env) {
+	ctx := t.Context()
+	t.Run("queued", func(t *testing.T) {
+		r, err := e.Store.Cancel(ctx, e.Queued(t), "alice")
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusCancelled, r.Status)
+		assert.Equal(t, runs.ReasonCancelled, r.Reason)
+		assert.Equal(t, r.RetainUntil, r.DueAt)
+		e.Unchanged(t, r)
+	})
+	t.Run("running: the worker's next write conflicts", func(t *testing.T) {
+		worker := e.Running(t)
+		r, err := e.Store.Cancel(ctx, worker, "alice")
+		require.NoError(t, err)
+		_, err = e.Store.RecordStep(ctx, worker, "w1", runs.Step{Type: runs.EventModelTurn})
+		AssertCode(t, runs.EConflict, err)
+		e.Unchanged(t, r)
+	})
+	t.Run("running with a stale copy retries", func(t *testing.T) {
+		stale := e.Running(t)
+		_, err := e.Store.RecordStep(ctx, stale, "w1", runs.Step{Type: runs.EventModelTurn})
+		require.NoError(t, err)
+		r, err := e.Store.Cancel(ctx, stale, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusCancelled, r.Status)
+		assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, runs.EventModelTurn, runs.EventCancelled}, e.eventTypes(t, r.ID))
+	})
+	t.Run("waiting: blob deleted, links dead", func(t *testing.T) {
+		w, raws := e.Waiting(t)
+		r, err := e.Store.Cancel(ctx, w, "alice")
+		require.NoError(t, err)
+		assert.True(t, r.State.IsZero())
+		assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)))
+		tok, err := e.Store.LookupToken(ctx, HashToken(raws[0]))
+		require.NoError(t, err)
+		_, err = e.Store.Decide(ctx, w, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{}`)})
+		AssertCode(t, runs.EConflict, err)
+		e.Unchanged(t, r)
+	})
+	t.Run("resuming", func(t *testing.T) {
+		w, _ := e.Waiting(t)
+		w, err := e.Store.Decide(ctx, w, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		r, err := e.Store.Cancel(ctx, w, "alice")
+		require.NoError(t, err)
+		_, err = e.Store.Claim(ctx, r.ID, "w2")
+		AssertCode(t, runs.EConflict, err)
+	})
+	t.Run("no actor", func(t *testing.T) {
+		q := e.Queued(t)
+		_, err := e.Store.Cancel(ctx, q, "")
+		AssertCode(t, runs.EInvalid, err)
+		e.Unchanged(t, q)
+	})
+}
+
+func testExpire(t *testing.T, e *Env) {
+	ctx := t.Context()
+	w, _ := e.Waiting(t)
+	e.Clock.Advance(time.Hour - time.Millisecond)
+	_, err := e.Store.Expire(ctx, w)
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, w)
+	_, err = e.Store.Expire(ctx, e.Running(t))
+	AssertCode(t, runs.EConflict, err)
+
+	e.Clock.Advance(time.Millisecond)
+	r, err := e.Store.Expire(ctx, w)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusExpired, r.Status)
+	assert.Equal(t, runs.ReasonApprovalExpired, r.Reason)
+	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "expiry deletes the state blob")
+	e.Unchanged(t, r)
+	assert.Equal(t, runs.EventExpired, e.eventTypes(t, r.ID)[r.LastSeq-1])
+}
+
+func testEvents(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.Running(t)
+	var err error
+	for i := range 25 {
+		r, err = e.Store.RecordStep(ctx, r, "w1", runs.Step{Type: runs.EventModelTurn, Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(27), r.LastSeq)
+	var all []runs.Event
+	after := int64(0)
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10)
+		page, err := e.Store.Events(ctx, r.ID, after, 10)
+		require.NoError(t, err)
+		all = append(all, page...)
+		if len(page) < 10 {
+			break
+		}
+		after = page[len(page)-1].Seq
+	}
+	require.Len(t, all, 27)
+	for i, ev := range all {
+		assert.Equal(t, int64(i+1), ev.Seq)
+		assert.Equal(t, r.ID, ev.RunID)
+		if i >= 2 {
+			assert.JSONEq(t, fmt.Sprintf(`{"i":%d}`, i-2), string(ev.Data), "events keep write order")
+		}
+	}
+	page, err := e.Store.Events(ctx, r.ID, 27, 10)
+	require.NoError(t, err)
+	assert.Empty(t, page)
+}
+
+func testDue(t *testing.T, e *Env) {
+	ctx := t.Context()
+	t0 := e.Clock.Now()
+	queued := e.Queued(t)   // due t0+2m (dispatch grace)
+	running := e.Running(t) // due t0+1m (lease)
+	waiting := e.Running(t)
+	sp, _ := e.Suspension("s1")
+	sp.RemindAt = t0.Add(30 * time.Minute)
+	waiting, err := e.Store.Suspend(ctx, waiting, "w1", sp) // due t0+30m (reminder), then t0+1h
+	require.NoError(t, err)
+	done, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Outcome{Status: runs.StatusCompleted}) // due t0+24h
+	require.NoError(t, err)
+
+	dueIDs := func(at time.Time, limit int) []string {
+		t.Helper()
+		var ids []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 20)
+			rs, next, err := e.Store.Due(ctx, at, limit, cursor)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(rs), limit)
+			for _, r := range rs {
+				require.False(t, r.DueAt.After(at), "run %s due at %s, after %s", r.ID, r.DueAt, at)
+				ids = append(ids, r.ID)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	sorted := func(ids ...string) []string { slices.Sort(ids); return ids }
+
+	tests := []struct {
+		name string
+		at   time.Duration
+		want []string
+	}{
+		{"nothing due yet", 30 * time.Second, nil},
+		{"lease expiry", time.Minute, sorted(running.ID)},
+		{"dispatch grace", 2 * time.Minute, sorted(running.ID, queued.ID)},
+		{"reminder", 30 * time.Minute, sorted(running.ID, queued.ID, waiting.ID)},
+		{"retention", 25 * time.Hour, sorted(running.ID, queued.ID, waiting.ID, done.ID)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, dueIDs(t0.Add(tt.at), 100))
+			assert.Equal(t, tt.want, dueIDs(t0.Add(tt.at), 1), "paging one by one")
+		})
+	}
+
+	_, err = e.Store.RecordNotification(ctx, waiting, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Reminder: true})
+	require.NoError(t, err)
+	assert.Equal(t, sorted(running.ID, queued.ID), dueIDs(t0.Add(30*time.Minute), 100), "after the reminder the run is due at its deadline")
+	assert.Equal(t, sorted(running.ID, queued.ID, waiting.ID), dueIDs(t0.Add(time.Hour), 100))
+
+	// Renewing the lease moves the run's deadline.
+	e.Clock.Advance(90 * time.Second)
+	_, err = e.Store.RenewLease(ctx, running, "w1")
+	require.NoError(t, err)
+	assert.Equal(t, sorted(queued.ID), dueIDs(t0.Add(2*time.Minute), 100))
+}
+
+func testPurge(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r, raws := e.Waiting(t)
+	keep, keepRaws := e.Waiting(t)
+	orphan := runs.RunPrefix(r.ID) + "state/orphan.json.gz"
+	e.H.PutBlob(t, orphan, []byte("left by a failed suspend"))
+
+	err := e.Store.Purge(ctx, r.ID)
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+
+	r, err = e.Store.Cancel(ctx, r, "alice")
+	require.NoError(t, err)
+	require.NoError(t, e.Store.Purge(ctx, r.ID))
+
+	_, err = e.Store.Get(ctx, r.ID)
+	AssertCode(t, runs.ENotFound, err)
+	evs, err := e.Store.Events(ctx, r.ID, 0, 100)
+	require.NoError(t, err)
+	assert.Empty(t, evs)
+	for _, raw := range raws {
+		_, err = e.Store.LookupToken(ctx, HashToken(raw))
+		AssertCode(t, runs.ENotFound, err)
+	}
+	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)))
+	due, _, err := e.Store.Due(ctx, e.Clock.Now().Add(100*Retention), 100, "")
+	require.NoError(t, err)
+	for _, d := range due {
+		assert.NotEqual(t, r.ID, d.ID, "a purged run leaves the due index")
+	}
+	require.NoError(t, e.Store.Purge(ctx, r.ID), "purge is idempotent")
+
+	// The other run is untouched.
+	e.Unchanged(t, keep)
+	assert.Len(t, e.eventTypes(t, keep.ID), 3)
+	_, err = e.Store.LookupToken(ctx, HashToken(keepRaws[0]))
+	require.NoError(t, err)
+	_, err = e.Store.LoadState(ctx, keep)
+	require.NoError(t, err)
+}
+
+func testConcurrentDecide(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r, _ := e.Waiting(t)
+	const n = 50
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, err := e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: fmt.Sprintf("approver-%d", i), Via: runs.ViaAPI, Body: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+			errs[i] = err
+			if err == nil {
+				wins.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(1), wins.Load(), "exactly one decider wins")
+	for _, err := range errs {
+		if err != nil {
+			AssertCode(t, runs.EConflict, err)
+		}
+	}
+	got, err := e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusResuming, got.Status)
+	assert.Equal(t, r.Version+1, got.Version)
+	types := e.eventTypes(t, r.ID)
+	assert.Equal(t, 1, count(types, runs.EventDecision), "one decision event")
+}
+
+func testConcurrentLinkDecide(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r, raws := e.Waiting(t)
+	toks := make([]*runs.ApprovalToken, len(raws))
+	for i, raw := range raws {
+		tok, err := e.Store.LookupToken(ctx, HashToken(raw))
+		require.NoError(t, err)
+		toks[i] = tok
+	}
+	const n = 50
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: toks[i%2], Body: json.RawMessage(`{"action":"approve"}`)})
+			if err == nil {
+				wins.Add(1)
+			} else if runs.ErrorCode(err) != runs.EConflict {
+				t.Errorf("decider %d: want conflict, got %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(1), wins.Load(), "exactly one link decision wins")
+	used := 0
+	for _, raw := range raws {
+		tok, err := e.Store.LookupToken(ctx, HashToken(raw))
+		require.NoError(t, err)
+		if !tok.UsedAt.IsZero() {
+			used++
+		}
+	}
+	assert.Equal(t, 1, used, "only the winner's token is used")
+}
+
+func testConcurrentClaim(t *testing.T, e *Env) {
+	ctx := t.Context()
+	q := e.Queued(t)
+	const n = 50
+	var mu sync.Mutex
+	var winners []string
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			owner := fmt.Sprintf("worker-%d", i)
+			_, err := e.Store.Claim(ctx, q.ID, owner)
+			if err == nil {
+				mu.Lock()
+				winners = append(winners, owner)
+				mu.Unlock()
+			} else if runs.ErrorCode(err) != runs.EConflict {
+				t.Errorf("claimer %d: want conflict, got %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, winners, 1, "exactly one claimer holds the lease")
+	got, err := e.Store.Get(ctx, q.ID)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusRunning, got.Status)
+	assert.Equal(t, winners[0], got.LeaseOwner)
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed}, e.eventTypes(t, q.ID))
+}
+
+func count(xs []string, x string) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
