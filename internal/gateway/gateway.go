@@ -1,0 +1,206 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Handler is an API Gateway proxy handler, the signature of the Lambdas' HTTP path.
+type Handler func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
+
+// Gateway routes like the deployed REST API: POST /runs to the startrun
+// function, /runs/{id}... and /approvals/{token} to the resume function.
+type Gateway struct {
+	StartRun Handler
+	Resume   Handler
+	// Tokens maps bearer tokens to the principal they authenticate.
+	Tokens map[string]string
+	// MaxBody caps request bodies (API Gateway's own limit is 10 MB).
+	MaxBody int64
+	Logger  *slog.Logger
+}
+
+// ServeHTTP adapts one request.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var h Handler
+	resource := ""
+	params := map[string]string{}
+	authenticated := true
+	switch {
+	case len(segs) == 1 && segs[0] == "runs":
+		h, resource = g.StartRun, "/runs"
+	case len(segs) >= 2 && segs[0] == "runs" && len(segs) <= 3:
+		h = g.Resume
+		params["id"] = segs[1]
+		resource = "/runs/{id}"
+		if len(segs) == 3 {
+			resource += "/" + segs[2]
+		}
+	case len(segs) == 2 && segs[0] == "approvals":
+		h, resource, authenticated = g.Resume, "/approvals/{token}", false
+		params["token"] = segs[1]
+	case path == "/healthz":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+		return
+	default:
+		writeJSON(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+path)
+		return
+	}
+	maxBody := g.MaxBody
+	if maxBody <= 0 {
+		maxBody = 10 << 20
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, "bad_request", "the body could not be read")
+		return
+	}
+	if int64(len(body)) > maxBody {
+		writeJSON(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the gateway's limit")
+		return
+	}
+	req := g.event(r, body, resource, params)
+	if authenticated {
+		principal, ok := g.authenticate(r)
+		if !ok {
+			writeJSON(w, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")
+			return
+		}
+		if principal != "" {
+			req.RequestContext.Authorizer = map[string]any{"principalId": principal}
+		}
+	}
+	resp, err := h(r.Context(), req)
+	if err != nil {
+		g.log().ErrorContext(r.Context(), "handler failed", "resource", resource, "err", err)
+		writeJSON(w, http.StatusInternalServerError, "internal", "internal error")
+		return
+	}
+	writeResponse(w, resp)
+}
+
+func (g *Gateway) log() *slog.Logger {
+	if g.Logger != nil {
+		return g.Logger
+	}
+	return slog.Default()
+}
+
+// authenticate returns the principal of a valid bearer token, "" when none
+// was sent, and ok=false for an unknown token.
+func (g *Gateway) authenticate(r *http.Request) (string, bool) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return "", true
+	}
+	token, found := strings.CutPrefix(auth, "Bearer ")
+	if !found {
+		return "", false
+	}
+	for t, p := range g.Tokens {
+		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func (g *Gateway) event(r *http.Request, body []byte, resource string, params map[string]string) events.APIGatewayProxyRequest {
+	headers := map[string]string{}
+	multi := map[string][]string{}
+	for k, v := range r.Header {
+		if strings.EqualFold(k, "Authorization") {
+			continue // consumed by the gateway, like API Gateway's IAM auth
+		}
+		headers[k] = v[0]
+		multi[k] = v
+	}
+	query := map[string]string{}
+	multiQuery := map[string][]string{}
+	for k, v := range r.URL.Query() {
+		query[k] = v[0]
+		multiQuery[k] = v
+	}
+	req := events.APIGatewayProxyRequest{
+		Resource:                        resource,
+		Path:                            r.URL.Path,
+		HTTPMethod:                      r.Method,
+		Headers:                         headers,
+		MultiValueHeaders:               multi,
+		QueryStringParameters:           query,
+		MultiValueQueryStringParameters: multiQuery,
+		PathParameters:                  params,
+		RequestContext: events.APIGatewayProxyRequestContext{
+			RequestID:    requestID(),
+			Stage:        "local",
+			ResourcePath: resource,
+			HTTPMethod:   r.Method,
+			Path:         r.URL.Path,
+			Identity:     events.APIGatewayRequestIdentity{SourceIP: strings.Split(r.RemoteAddr, ":")[0], UserAgent: r.UserAgent()},
+		},
+	}
+	if utf8.Valid(body) {
+		req.Body = string(body)
+	} else {
+		req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+	}
+	return req
+}
+
+func writeResponse(w http.ResponseWriter, resp events.APIGatewayProxyResponse) {
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	body := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if b, err := base64.StdEncoding.DecodeString(resp.Body); err == nil {
+			body = b
+		}
+	}
+	status := resp.StatusCode
+	if status == 0 {
+		status = http.StatusBadGateway // API Gateway answers 502 for a malformed proxy response
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	_, _ = w.Write(b)
+}
+
+func requestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// NewToken returns a random bearer token for local configs.
+func NewToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("agt_%s", base64.RawURLEncoding.EncodeToString(b[:]))
+}

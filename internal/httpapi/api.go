@@ -1,0 +1,268 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+// Body limits.
+const (
+	MaxStartBody    = 256 << 10
+	MaxDecisionBody = 64 << 10
+	MaxFormBody     = 16 << 10
+)
+
+// Routes says which routes a handler serves: the startrun function serves
+// POST /runs, the resume function the rest; the local server serves all.
+type Routes int
+
+// The route sets.
+const (
+	StartRoutes Routes = 1 << iota
+	ResumeRoutes
+	AllRoutes = StartRoutes | ResumeRoutes
+)
+
+// API holds what the handlers need. Build it once, outside the handler.
+type API struct {
+	Store    *runs.Store
+	Tools    *loop.Toolbox
+	Dispatch service.Dispatcher
+	// Pages renders the approval pages (GET/POST /approvals/{token}); nil:
+	// those routes answer 404.
+	Pages ApprovalPages
+	// HashToken hashes raw link tokens; required with Pages.
+	HashToken HashToken
+	Routes    Routes
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+func (a *API) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *API) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// Handle serves one API Gateway proxy request. It never returns a Go error:
+// every failure is an HTTP response.
+func (a *API) Handle(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	resp, err := a.route(ctx, req)
+	if err != nil {
+		code, status, msg := classify(err)
+		if status == http.StatusInternalServerError {
+			a.log().ErrorContext(ctx, "request failed", "method", req.HTTPMethod, "path", req.Path, "err", err)
+		}
+		resp = jsonResponse(status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+		if status == http.StatusMethodNotAllowed {
+			resp.Headers["Allow"] = allowOf(req.Path)
+		}
+	}
+	return resp, nil
+}
+
+func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	segs := strings.Split(strings.Trim(req.Path, "/"), "/")
+	m := req.HTTPMethod
+	switch {
+	case len(segs) == 1 && segs[0] == "runs" && a.Routes&StartRoutes != 0:
+		if m != http.MethodPost {
+			return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "use POST /runs")
+		}
+		return a.startRun(ctx, req)
+	case len(segs) >= 2 && segs[0] == "runs" && a.Routes&ResumeRoutes != 0:
+		id := pathParam(req, "id", segs[1])
+		switch {
+		case len(segs) == 2 && m == http.MethodGet:
+			return a.getRun(ctx, req, id)
+		case len(segs) == 3 && segs[2] == "events" && m == http.MethodGet:
+			return a.listEvents(ctx, req, id)
+		case len(segs) == 3 && segs[2] == "decision" && m == http.MethodPost:
+			return a.decide(ctx, req, id)
+		case len(segs) == 3 && segs[2] == "cancel" && m == http.MethodPost:
+			return a.cancel(ctx, req, id)
+		case len(segs) == 2 || len(segs) == 3 && (segs[2] == "events" || segs[2] == "decision" || segs[2] == "cancel"):
+			return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "method %s is not allowed on %s", m, req.Path)
+		}
+	case len(segs) == 2 && segs[0] == "approvals" && a.Routes&ResumeRoutes != 0 && a.Pages != nil && a.HashToken != nil:
+		token := pathParam(req, "token", segs[1])
+		switch m {
+		case http.MethodGet, http.MethodHead:
+			return a.approvalPage(ctx, req, token)
+		case http.MethodPost:
+			return a.approvalDecide(ctx, req, token)
+		}
+		return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "method %s is not allowed on an approval link", m)
+	}
+	return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", m, req.Path)
+}
+
+func allowOf(path string) string {
+	switch {
+	case path == "/runs":
+		return "POST"
+	case strings.HasSuffix(path, "/decision"), strings.HasSuffix(path, "/cancel"):
+		return "POST"
+	case strings.HasPrefix(path, "/approvals/"):
+		return "GET, HEAD, POST"
+	default:
+		return "GET"
+	}
+}
+
+func pathParam(req events.APIGatewayProxyRequest, name, fallback string) string {
+	if v := req.PathParameters[name]; v != "" {
+		return v
+	}
+	return fallback
+}
+
+// Identity returns the authenticated caller: the IAM user ARN (AWS_IAM
+// authorization), or the authorizer's principal (the local server's bearer
+// token check, or a custom authorizer).
+func Identity(req events.APIGatewayProxyRequest) string {
+	if arn := req.RequestContext.Identity.UserArn; arn != "" {
+		return arn
+	}
+	if p, ok := req.RequestContext.Authorizer["principalId"].(string); ok && p != "" {
+		return p
+	}
+	return ""
+}
+
+func requireIdentity(req events.APIGatewayProxyRequest) (string, error) {
+	id := Identity(req)
+	if id == "" {
+		return "", errorf(CodeUnauthorized, "authentication required: sign the request (AWS_IAM) or send a bearer token")
+	}
+	return id, nil
+}
+
+// body returns the request body, decoded from base64 when API Gateway says so,
+// refusing more than max bytes.
+func body(req events.APIGatewayProxyRequest, max int) ([]byte, error) {
+	b := []byte(req.Body)
+	if req.IsBase64Encoded {
+		var err error
+		if b, err = base64.StdEncoding.DecodeString(req.Body); err != nil {
+			return nil, errorf(CodeBadRequest, "body is not valid base64")
+		}
+	}
+	if len(b) > max {
+		return nil, errorf(CodeTooLarge, "body is %d bytes, the limit is %d", len(b), max)
+	}
+	return b, nil
+}
+
+func header(req events.APIGatewayProxyRequest, name string) string {
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	for k, v := range req.MultiValueHeaders {
+		if strings.EqualFold(k, name) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// decodeJSON strictly decodes a JSON body: content type JSON (or absent),
+// no unknown fields, one value.
+func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
+	if ct := header(req, "Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return errorf(CodeUnsupportedMedia, "Content-Type must be application/json")
+		}
+	}
+	b, err := body(req, max)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return errorf(CodeBadRequest, "body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errorf(CodeBadRequest, "body is not valid: %s", jsonProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errorf(CodeBadRequest, "body has data after the JSON object")
+	}
+	return nil
+}
+
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("expected %s, got %s", te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "JSON ends too early"
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return "malformed JSON"
+}
+
+func jsonResponse(status int, v any) events.APIGatewayProxyResponse {
+	b, err := loop.MarshalJSON(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	return events.APIGatewayProxyResponse{
+		StatusCode: status,
+		Headers: map[string]string{
+			"Content-Type":           "application/json",
+			"Cache-Control":          "no-store",
+			"X-Content-Type-Options": "nosniff",
+		},
+		Body: string(b),
+	}
+}
+
+func queryInt(req events.APIGatewayProxyRequest, name string, def, minV, maxV int64) (int64, error) {
+	s := req.QueryStringParameters[name]
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < minV || n > maxV {
+		return 0, errorf(CodeBadRequest, "query parameter %s must be an integer from %d to %d", name, minV, maxV)
+	}
+	return n, nil
+}

@@ -1,0 +1,159 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"net/url"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+// ApprovalPages renders the HTML of the approval-link routes and parses the
+// page's form. Each render returns the status and the HTML.
+type ApprovalPages interface {
+	// Confirm is the page behind GET /approvals/{token}: what waits, and the form.
+	Confirm(r *runs.Run, t *runs.ApprovalToken, purpose, action string) (int, string)
+	// Decided confirms a decision just recorded.
+	Decided(r *runs.Run, d loop.Decision) (int, string)
+	// AlreadyDecided says who decided the suspension, how and when.
+	AlreadyDecided(r *runs.Run) (int, string)
+	// NotFound (404) and Expired (410) answer unusable links.
+	NotFound() (int, string)
+	Expired() (int, string)
+	// Problem answers a bad form or request with a message.
+	Problem(status int, message string) (int, string)
+	// ParseDecision reads the page's form into a decision on the held turn.
+	ParseDecision(form url.Values, pending []runs.PendingCall) (loop.Decision, error)
+	// Headers are the security headers every page carries.
+	Headers() map[string]string
+}
+
+// HashToken turns a raw link token into the stored hash; ok is false for a
+// malformed token. Set by the wiring (approval.HashToken).
+type HashToken func(raw string) (hash string, ok bool)
+
+func (a *API) page(status int, html string) events.APIGatewayProxyResponse {
+	h := map[string]string{"Content-Type": "text/html; charset=utf-8"}
+	for k, v := range a.Pages.Headers() {
+		h[k] = v
+	}
+	return events.APIGatewayProxyResponse{StatusCode: status, Headers: h, Body: html}
+}
+
+// lookupLink resolves a link token to its token row and run. On failure it
+// returns the page to show instead.
+func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, *runs.Run, *events.APIGatewayProxyResponse, error) {
+	hash, ok := a.HashToken(raw)
+	if !ok {
+		p := a.page(a.Pages.NotFound())
+		return nil, nil, &p, nil
+	}
+	t, err := a.Store.LookupToken(ctx, hash)
+	if runs.ErrorCode(err) == runs.ENotFound {
+		p := a.page(a.Pages.NotFound())
+		return nil, nil, &p, nil
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := a.Store.Get(ctx, t.RunID)
+	if runs.ErrorCode(err) == runs.ENotFound {
+		p := a.page(a.Pages.NotFound())
+		return nil, nil, &p, nil
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	decided := !t.UsedAt.IsZero() || r.SuspensionID != t.SuspensionID ||
+		(r.Status != runs.StatusWaiting && len(r.Decision) > 0 && r.Status != runs.StatusExpired)
+	switch {
+	case decided || r.Status == runs.StatusCancelled:
+		p := a.page(a.Pages.AlreadyDecided(r))
+		return nil, nil, &p, nil
+	case !a.now().Before(t.ExpiresAt) || r.Status == runs.StatusExpired || r.Status != runs.StatusWaiting:
+		p := a.page(a.Pages.Expired())
+		return nil, nil, &p, nil
+	}
+	return t, r, nil, nil
+}
+
+// approvalPage serves GET (and HEAD) /approvals/{token}. It never changes
+// state: mail scanners pre-fetch every link.
+func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyRequest, raw string) (events.APIGatewayProxyResponse, error) {
+	head := req.HTTPMethod == http.MethodHead
+	t, r, p, err := a.lookupLink(ctx, raw)
+	if err != nil || p != nil {
+		if p != nil && head {
+			p.Body = ""
+		}
+		return deref(p), err
+	}
+	resp := a.page(a.Pages.Confirm(r, t, purposeOf(r), "/approvals/"+raw))
+	if head {
+		resp.Body = ""
+	}
+	return resp, nil
+}
+
+// approvalDecide serves POST /approvals/{token}: the same decision path as
+// the API, recorded as decided by the token's approver via link.
+func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequest, raw string) (events.APIGatewayProxyResponse, error) {
+	mt, _, err := mime.ParseMediaType(header(req, "Content-Type"))
+	if err != nil || mt != "application/x-www-form-urlencoded" {
+		return a.page(a.Pages.Problem(http.StatusUnsupportedMediaType, "Send the form as application/x-www-form-urlencoded.")), nil
+	}
+	b, err := body(req, MaxFormBody)
+	if err != nil {
+		return a.page(a.Pages.Problem(http.StatusRequestEntityTooLarge, "The form is too large.")), nil
+	}
+	t, r, p, err := a.lookupLink(ctx, raw)
+	if err != nil || p != nil {
+		return deref(p), err
+	}
+	form, err := url.ParseQuery(string(b))
+	if err != nil {
+		return a.page(a.Pages.Problem(http.StatusBadRequest, "The form could not be read.")), nil
+	}
+	d, err := a.Pages.ParseDecision(form, r.PendingCalls)
+	if err != nil {
+		return a.page(a.Pages.Problem(http.StatusUnprocessableEntity, err.Error())), nil
+	}
+	next, err := a.applyDecision(ctx, r, d, runs.Decision{Decider: t.Approver, Via: runs.ViaLink, Token: t})
+	if err != nil {
+		code, status, msg := classify(err)
+		switch code {
+		case runs.EConflict:
+			if fresh, gerr := a.Store.Get(ctx, r.ID); gerr == nil && len(fresh.Decision) > 0 {
+				return a.page(a.Pages.AlreadyDecided(fresh)), nil
+			}
+			return a.page(a.Pages.Problem(status, msg)), nil
+		case runs.EGone:
+			return a.page(a.Pages.Expired()), nil
+		case runs.EInternal:
+			return events.APIGatewayProxyResponse{}, err
+		}
+		return a.page(a.Pages.Problem(status, msg)), nil
+	}
+	return a.page(a.Pages.Decided(next, d)), nil
+}
+
+func deref(p *events.APIGatewayProxyResponse) events.APIGatewayProxyResponse {
+	if p == nil {
+		return events.APIGatewayProxyResponse{}
+	}
+	return *p
+}
+
+func purposeOf(r *runs.Run) string {
+	var sr service.StartRequest
+	if json.Unmarshal(r.Request, &sr) != nil {
+		return ""
+	}
+	return sr.Purpose()
+}

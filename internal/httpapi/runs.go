@@ -1,0 +1,252 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+// RunView is the JSON shape of a run in responses.
+type RunView struct {
+	ID        string            `json:"id"`
+	Status    runs.Status       `json:"status"`
+	Reason    string            `json:"termination_reason,omitempty"`
+	Version   int64             `json:"version"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+	Initiator string            `json:"initiator"`
+	Approvers []string          `json:"approvers"`
+	Counters  runs.Counters     `json:"counters"`
+	Pending   *PendingView      `json:"pending,omitempty"`
+	Decision  *DecisionView     `json:"decision,omitempty"`
+	Output    json.RawMessage   `json:"output,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	Links     map[string]string `json:"links"`
+}
+
+// PendingView is what waits for approval.
+type PendingView struct {
+	SuspensionID string             `json:"suspension_id"`
+	TurnDigest   string             `json:"turn_digest"`
+	Deadline     time.Time          `json:"deadline"`
+	Calls        []runs.PendingCall `json:"calls"`
+}
+
+// DecisionView is the decision of the current suspension and who made it.
+type DecisionView struct {
+	By       string          `json:"by"`
+	Via      string          `json:"via"`
+	At       time.Time       `json:"at"`
+	Decision json.RawMessage `json:"decision"`
+}
+
+func links(id string) map[string]string {
+	return map[string]string{
+		"self":     "/runs/" + id,
+		"events":   "/runs/" + id + "/events",
+		"decision": "/runs/" + id + "/decision",
+		"cancel":   "/runs/" + id + "/cancel",
+	}
+}
+
+func viewOf(r *runs.Run) RunView {
+	v := RunView{
+		ID: r.ID, Status: r.Status, Reason: r.Reason, Version: r.Version,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Initiator: r.Initiator,
+		Approvers: r.Approvers, Counters: r.Counters, Output: r.Output, Links: links(r.ID),
+	}
+	if v.Approvers == nil {
+		v.Approvers = []string{}
+	}
+	var req service.StartRequest
+	if json.Unmarshal(r.Request, &req) == nil {
+		v.Metadata = req.Metadata
+	}
+	if r.Status == runs.StatusWaiting {
+		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: r.PendingCalls}
+	}
+	if len(r.Decision) > 0 {
+		v.Decision = &DecisionView{By: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Decision: r.Decision}
+	}
+	return v
+}
+
+func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	who, err := requireIdentity(req)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	var sr service.StartRequest
+	if err := decodeJSON(req, MaxStartBody, &sr); err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	if err := sr.Validate(a.Tools); err != nil {
+		return events.APIGatewayProxyResponse{}, errorf(CodeUnprocessable, "%s", err.Error())
+	}
+	raw, err := json.Marshal(sr)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	r, err := a.Store.Create(ctx, runs.NewRun{Initiator: who, Approvers: sr.Approvers, Request: raw})
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	log := a.log().With("run_id", r.ID)
+	log.InfoContext(ctx, "run created", "approvers", len(r.Approvers))
+	if err := a.Dispatch.Dispatch(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}); err != nil {
+		// The run is durable; purge re-dispatches a run left QUEUED.
+		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
+	}
+	resp := jsonResponse(http.StatusAccepted, viewOf(r))
+	resp.Headers["Location"] = "/runs/" + r.ID
+	return resp, nil
+}
+
+// readable loads a run the caller may see: its initiator or an approver.
+func (a *API) readable(ctx context.Context, req events.APIGatewayProxyRequest, id string) (*runs.Run, string, error) {
+	who, err := requireIdentity(req)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := a.Store.Get(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	if r.Initiator != who && !slices.Contains(r.Approvers, who) {
+		return nil, "", errorf(CodeForbidden, "%s is neither the initiator nor an approver of run %s", who, id)
+	}
+	return r, who, nil
+}
+
+func (a *API) getRun(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
+	r, _, err := a.readable(ctx, req, id)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	return jsonResponse(http.StatusOK, viewOf(r)), nil
+}
+
+func (a *API) listEvents(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
+	after, err := queryInt(req, "after", 0, 0, 1<<62)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	limit, err := queryInt(req, "limit", 100, 1, 1000)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	if _, _, err := a.readable(ctx, req, id); err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	evs, err := a.Store.Events(ctx, id, after, int(limit))
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	out := map[string]any{"events": evs}
+	if evs == nil {
+		out["events"] = []runs.Event{}
+	}
+	if len(evs) == int(limit) {
+		out["next"] = "/runs/" + id + "/events?after=" + itoa(evs[len(evs)-1].Seq) + "&limit=" + itoa(limit)
+	}
+	return jsonResponse(http.StatusOK, out), nil
+}
+
+// DecisionBody is the body of POST /runs/{id}/decision: the loop's decision.
+type DecisionBody = loop.Decision
+
+func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
+	who, err := requireIdentity(req)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	var d DecisionBody
+	if err := decodeJSON(req, MaxDecisionBody, &d); err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	r, err := a.Store.Get(ctx, id)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	if !slices.Contains(r.Approvers, who) {
+		return events.APIGatewayProxyResponse{}, errorf(CodeForbidden, "%s is not an approver of run %s", who, id)
+	}
+	r, err = a.applyDecision(ctx, r, d, runs.Decision{Decider: who, Via: runs.ViaAPI})
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	return jsonResponse(http.StatusAccepted, viewOf(r)), nil
+}
+
+// applyDecision validates a decision against the run's held turn, records it
+// (one conditional write: of concurrent deciders exactly one wins) and
+// dispatches the resume worker. Shared by the API and the approval links.
+func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, how runs.Decision) (*runs.Run, error) {
+	if r.Status != runs.StatusWaiting {
+		if r.Status.Terminal() {
+			return nil, errorf(runs.EConflict, "run %s is %s; nothing waits for a decision", r.ID, r.Status)
+		}
+		return nil, errorf(runs.EConflict, "run %s is %s, not waiting for approval", r.ID, r.Status)
+	}
+	if !a.now().Before(r.ApprovalDeadline) {
+		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.Format(time.RFC3339))
+	}
+	err := loop.ValidateDecision(a.Tools, service.LoopPending(r.PendingCalls), r.TurnDigest, d)
+	switch {
+	case errors.Is(err, loop.ErrDigestMismatch):
+		return nil, errorf(runs.EConflict, "the decision names turn %q but run %s waits on turn %q (reload the run and decide again)", d.TurnDigest, r.ID, r.TurnDigest)
+	case err != nil:
+		return nil, errorf(CodeUnprocessable, "%s", err.Error())
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	how.SuspensionID = r.SuspensionID
+	how.Body = b
+	next, err := a.Store.Decide(ctx, r, how)
+	if err != nil {
+		return nil, err
+	}
+	log := a.log().With("run_id", r.ID)
+	log.InfoContext(ctx, "decision recorded", "via", how.Via, "suspension_id", r.SuspensionID)
+	if err := a.Dispatch.Dispatch(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}); err != nil {
+		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
+	}
+	return next, nil
+}
+
+func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
+	if b, err := body(req, 1024); err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	} else if len(b) > 0 && string(b) != "{}" {
+		return events.APIGatewayProxyResponse{}, errorf(CodeBadRequest, "cancel takes no body")
+	}
+	r, who, err := a.readable(ctx, req, id)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	if r.Status.Terminal() {
+		return events.APIGatewayProxyResponse{}, errorf(runs.EConflict, "run %s is already %s", id, r.Status)
+	}
+	r, err = a.Store.Cancel(ctx, r, who)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	a.log().InfoContext(ctx, "run cancelled", "run_id", id)
+	return jsonResponse(http.StatusOK, viewOf(r)), nil
+}
+
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,181 @@
+package service
+
+import (
+	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/loop"
+)
+
+// Limits on a start request.
+const (
+	MaxPromptBytes     = 64 << 10
+	MinApprovalTTL     = time.Minute
+	MaxApprovalTTL     = 7 * 24 * time.Hour
+	DefaultApprovalTTL = 24 * time.Hour
+	MaxMetadataEntries = 20
+)
+
+// StartRequest is the body of POST /runs, stored on the run for the worker.
+type StartRequest struct {
+	// Prompt is the user's request; give Prompt or Messages, not both.
+	Prompt string `json:"prompt,omitempty"`
+	// Messages is an opening conversation ending with a user message.
+	Messages []loop.Message `json:"messages,omitempty"`
+	// System is the system text.
+	System string `json:"system,omitempty"`
+	// Model overrides the configured model id of the provider (optional).
+	Model string `json:"model,omitempty"`
+	// AllowedTools limits the tools the model may call (default: all).
+	AllowedTools []string `json:"allowed_tools,omitempty"`
+	// Approvers may decide this run's approvals: e-mail addresses get
+	// approval links, other principals (IAM ARNs, local users) decide
+	// through the API.
+	Approvers []string `json:"approvers"`
+	// ApprovalTTLSeconds is the approval window (default 24 h, 60 s to 7 days).
+	ApprovalTTLSeconds int64 `json:"approval_ttl_seconds,omitempty"`
+	// MaxIterations, MaxTokens and MaxOutputTokens are the run's budgets.
+	MaxIterations   int   `json:"max_iterations,omitempty"`
+	MaxTokens       int64 `json:"max_tokens,omitempty"`
+	MaxOutputTokens int   `json:"max_output_tokens,omitempty"`
+	// DenialEndsRun ends the run (approval_denied) when any call is denied.
+	DenialEndsRun bool `json:"denial_ends_run,omitempty"`
+	// Metadata is the caller's own labels, returned as given.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Validate checks the request against the tools that exist; the error
+// message is meant for the API caller.
+func (r *StartRequest) Validate(tools *loop.Toolbox) error {
+	switch {
+	case r.Prompt == "" && len(r.Messages) == 0:
+		return fmt.Errorf("give prompt or messages")
+	case r.Prompt != "" && len(r.Messages) > 0:
+		return fmt.Errorf("give prompt or messages, not both")
+	case len(r.Prompt) > MaxPromptBytes || len(r.System) > MaxPromptBytes:
+		return fmt.Errorf("prompt and system are limited to %d bytes each", MaxPromptBytes)
+	}
+	if len(r.Messages) > 0 {
+		t := loop.Transcript{Messages: r.Messages}
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("messages: %v", err)
+		}
+		if r.Messages[len(r.Messages)-1].Role != loop.RoleUser {
+			return fmt.Errorf("messages must end with a user message")
+		}
+		if err := loop.CheckToolPairing(t); err != nil {
+			return fmt.Errorf("messages: %v", err)
+		}
+	}
+	if len(r.Approvers) == 0 {
+		return fmt.Errorf("approvers: at least one approver is required")
+	}
+	seen := map[string]bool{}
+	for i, a := range r.Approvers {
+		if err := validPrincipal(a); err != nil {
+			return fmt.Errorf("approvers[%d]: %v", i, err)
+		}
+		if seen[a] {
+			return fmt.Errorf("approvers[%d]: %q is listed twice", i, a)
+		}
+		seen[a] = true
+	}
+	if r.ApprovalTTLSeconds != 0 {
+		ttl := time.Duration(r.ApprovalTTLSeconds) * time.Second
+		if ttl < MinApprovalTTL || ttl > MaxApprovalTTL {
+			return fmt.Errorf("approval_ttl_seconds must be between %d and %d", int(MinApprovalTTL.Seconds()), int(MaxApprovalTTL.Seconds()))
+		}
+	}
+	for i, name := range r.AllowedTools {
+		if _, ok := tools.Lookup(name); !ok {
+			return fmt.Errorf("allowed_tools[%d]: unknown tool %q (have %s)", i, name, strings.Join(tools.Names(), ", "))
+		}
+	}
+	switch {
+	case r.MaxIterations < 0 || r.MaxIterations > 200:
+		return fmt.Errorf("max_iterations must be between 0 and 200")
+	case r.MaxTokens < 0:
+		return fmt.Errorf("max_tokens must not be negative")
+	case r.MaxOutputTokens < 0 || r.MaxOutputTokens > 200_000:
+		return fmt.Errorf("max_output_tokens must be between 0 and 200000")
+	case len(r.Metadata) > MaxMetadataEntries:
+		return fmt.Errorf("metadata: at most %d entries", MaxMetadataEntries)
+	case len(r.Model) > 200:
+		return fmt.Errorf("model: at most 200 characters")
+	}
+	return nil
+}
+
+// validPrincipal accepts an e-mail address or a principal name (IAM ARN or
+// local user) without spaces or control characters.
+func validPrincipal(p string) error {
+	if p == "" || len(p) > 320 {
+		return fmt.Errorf("must be 1 to 320 characters")
+	}
+	for _, c := range p {
+		if c <= ' ' || c == 0x7f {
+			return fmt.Errorf("%q contains spaces or control characters", p)
+		}
+	}
+	if strings.Contains(p, "@") && !strings.HasPrefix(p, "arn:") {
+		a, err := mail.ParseAddress(p)
+		if err != nil || a.Address != p {
+			return fmt.Errorf("%q is not a plain e-mail address", p)
+		}
+	}
+	return nil
+}
+
+// IsEmail reports whether an approver gets approval links by e-mail.
+func IsEmail(approver string) bool {
+	return strings.Contains(approver, "@") && !strings.HasPrefix(approver, "arn:")
+}
+
+// ApprovalTTL returns the request's approval window or def.
+func (r *StartRequest) ApprovalTTL(def time.Duration) time.Duration {
+	if r.ApprovalTTLSeconds > 0 {
+		return time.Duration(r.ApprovalTTLSeconds) * time.Second
+	}
+	return def
+}
+
+// LoopRequest turns the start request into the loop's request.
+func (r *StartRequest) LoopRequest(runID string) loop.Request {
+	msgs := r.Messages
+	if r.Prompt != "" {
+		msgs = []loop.Message{loop.UserText(r.Prompt)}
+	}
+	return loop.Request{
+		RunID:      runID,
+		Transcript: loop.Transcript{System: r.System, Messages: msgs},
+		Options: loop.Options{
+			Model:           r.Model,
+			MaxIterations:   r.MaxIterations,
+			MaxTokens:       r.MaxTokens,
+			MaxOutputTokens: r.MaxOutputTokens,
+			AllowedTools:    r.AllowedTools,
+			DenialEndsRun:   r.DenialEndsRun,
+		},
+	}
+}
+
+// Purpose is a short, human-readable summary of what the run is for, for
+// approval mails and pages.
+func (r *StartRequest) Purpose() string {
+	text := r.Prompt
+	if text == "" && len(r.Messages) > 0 {
+		text = r.Messages[len(r.Messages)-1].Text()
+	}
+	if len(text) > 300 {
+		cut := 300
+		for cut > 0 && !utf8Start(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return text
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

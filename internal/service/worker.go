@@ -1,0 +1,383 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Termination reasons the worker adds to the loop's.
+const (
+	// ReasonInternalError ends a run whose infrastructure failed mid-segment.
+	ReasonInternalError = "internal_error"
+	// ReasonToolChanged ends a run whose held tool changed before resume.
+	ReasonToolChanged = "tool_changed"
+	// ReasonStateUnreadable ends a run whose suspended state cannot be used.
+	ReasonStateUnreadable = "state_unreadable"
+)
+
+// Notification asks for one approver to be told about a suspension.
+type Notification struct {
+	Run      *runs.Run
+	Approver string
+	// RawToken is the approval-link token (only its hash is stored).
+	RawToken string
+	Purpose  string
+	Reminder bool
+}
+
+// Notifier tells an approver (by e-mail, or into a local outbox).
+type Notifier interface {
+	Notify(ctx context.Context, n Notification) error
+}
+
+// NotifierFunc adapts a function to Notifier.
+type NotifierFunc func(ctx context.Context, n Notification) error
+
+// Notify calls f.
+func (f NotifierFunc) Notify(ctx context.Context, n Notification) error { return f(ctx, n) }
+
+// Worker executes run and resume jobs: it claims the run with a lease, runs
+// the loop with every step persisted as an event and every write fenced,
+// then suspends (state blob, row, tokens; then approvers are told) or settles.
+type Worker struct {
+	Store  *runs.Store
+	Runner func(opts loop.Hooks) *loop.Runner
+	// NewToken returns a raw approval token and its SHA-256 hash.
+	NewToken func() (raw, hash string, err error)
+	// Notifier tells e-mail approvers; nil: approvers use the API only.
+	Notifier    Notifier
+	ApprovalTTL time.Duration
+	// Owner prefixes lease owners (e.g. the function instance).
+	Owner  string
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+func (w *Worker) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+func (w *Worker) log() *slog.Logger {
+	if w.Logger != nil {
+		return w.Logger
+	}
+	return slog.Default()
+}
+
+// Handle executes one job. A job whose run is not claimable (already taken,
+// settled, cancelled) is a no-op, so a duplicated dispatch is harmless. The
+// error is non-nil only when the run could not be brought to a durable state.
+func (w *Worker) Handle(ctx context.Context, job Job) error {
+	if err := job.Validate(); err != nil {
+		return err
+	}
+	log := w.log().With("run_id", job.RunID, "job", job.Kind)
+	owner := fmt.Sprintf("%s/%s", w.Owner, randomHex(6))
+	cur, err := w.Store.Claim(ctx, job.RunID, owner)
+	switch runs.ErrorCode(err) {
+	case "":
+	case runs.EConflict, runs.ENotFound:
+		log.InfoContext(ctx, "job skipped: run not claimable", "reason", runs.ErrorMessage(err))
+		return nil
+	default:
+		return fmt.Errorf("claim run %s: %w", job.RunID, err)
+	}
+	log.InfoContext(ctx, "claimed run", "status_was", job.Kind)
+	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log}
+	var req StartRequest
+	if err := json.Unmarshal(cur.Request, &req); err != nil {
+		return seg.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, "the stored start request cannot be read", nil)
+	}
+	seg.purpose = req.Purpose()
+	seg.ttl = req.ApprovalTTL(w.approvalTTL())
+	runner := w.Runner(seg.hooks())
+
+	var out loop.Outcome
+	if job.Kind == JobRun {
+		out, err = runner.Run(ctx, req.LoopRequest(cur.ID))
+	} else {
+		out, err = seg.resume(ctx, runner)
+	}
+	if err != nil {
+		return seg.fail(ctx, err, out)
+	}
+	return seg.finish(ctx, out)
+}
+
+func (w *Worker) approvalTTL() time.Duration {
+	if w.ApprovalTTL > 0 {
+		return w.ApprovalTTL
+	}
+	return DefaultApprovalTTL
+}
+
+// segmentRun is one claimed run being executed.
+type segmentRun struct {
+	w       *Worker
+	cur     *runs.Run
+	owner   string
+	log     *slog.Logger
+	purpose string
+	ttl     time.Duration
+	// settled is set when resume already ended the run (refused state).
+	settled bool
+}
+
+// errLeaseLost marks a hook failure because another worker or a cancel took the run.
+var errLeaseLost = errors.New("lease lost")
+
+func (s *segmentRun) hooks() loop.Hooks {
+	return loop.Hooks{
+		OnStep: func(ctx context.Context, st loop.Step) error {
+			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended {
+				return nil // recorded by Settle / Suspend themselves
+			}
+			data, err := loop.MarshalJSON(st)
+			if err != nil {
+				return err
+			}
+			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+				return s.w.Store.RecordStep(ctx, cur, s.owner, runs.Step{Type: string(st.Kind), Data: data})
+			})
+		},
+		BeforeEffect: func(ctx context.Context, c loop.PendingCall) error {
+			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+				return s.w.Store.MarkPendingEffect(ctx, cur, s.owner, c.ID)
+			})
+		},
+		AfterEffect: func(ctx context.Context, c loop.PendingCall, _ loop.Result) error {
+			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID)
+			})
+		},
+	}
+}
+
+// write applies one lease-guarded store write and keeps the current row.
+func (s *segmentRun) write(ctx context.Context, f func(cur *runs.Run) (*runs.Run, error)) error {
+	next, err := f(s.cur)
+	if err != nil {
+		if runs.ErrorCode(err) == runs.EConflict {
+			return fmt.Errorf("%w: %s", errLeaseLost, runs.ErrorMessage(err))
+		}
+		return err
+	}
+	s.cur = next
+	return nil
+}
+
+func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outcome, error) {
+	blob, err := s.w.Store.LoadState(ctx, s.cur)
+	if err != nil {
+		// A missing or corrupted blob is refused: nothing of the held turn runs.
+		s.log.ErrorContext(ctx, "suspended state unusable", "err", err)
+		s.settled = true
+		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, runs.ErrorMessage(err), nil)
+	}
+	state, err := loop.DecodeState(blob)
+	if err != nil {
+		s.settled = true
+		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, err.Error(), nil)
+	}
+	var d loop.Decision
+	if err := json.Unmarshal(s.cur.Decision, &d); err != nil {
+		s.settled = true
+		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, "the stored decision cannot be read", nil)
+	}
+	out, err := runner.Resume(ctx, state, d)
+	switch {
+	case errors.Is(err, loop.ErrToolChanged):
+		s.settled = true
+		return out, s.settle(ctx, runs.StatusFailed, ReasonToolChanged, err.Error(), counters(state.Counters))
+	case errors.Is(err, loop.ErrSchemaVersion), errors.Is(err, loop.ErrDigestMismatch), errors.Is(err, loop.ErrInvalidDecision):
+		s.settled = true
+		return out, s.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, err.Error(), counters(state.Counters))
+	}
+	return out, err
+}
+
+// fail handles a Go error from the loop: a lost lease means someone else
+// owns the run now; anything else ends the run FAILED — interrupted_write
+// when a write's fence is still stamped (it may or may not have happened).
+func (s *segmentRun) fail(ctx context.Context, err error, out loop.Outcome) error {
+	if s.settled {
+		return nil
+	}
+	if errors.Is(err, errLeaseLost) {
+		s.log.WarnContext(ctx, "stopped: the run was taken or cancelled", "err", err)
+		return nil
+	}
+	reason := ReasonInternalError
+	if s.cur.PendingEffect != "" {
+		reason = string(loop.ReasonInterruptedWrite)
+	}
+	s.log.ErrorContext(ctx, "segment failed", "err", err, "reason", reason)
+	return s.settle(ctx, runs.StatusFailed, reason, "internal error", counters(out.Counters))
+}
+
+func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
+	if s.settled {
+		return nil
+	}
+	if out.Kind == loop.OutcomeSuspended {
+		return s.suspend(ctx, out)
+	}
+	status := runs.StatusCompleted
+	if out.Reason != loop.ReasonCompleted {
+		status = runs.StatusFailed
+	}
+	output, _ := json.Marshal(struct {
+		Text   string `json:"text,omitempty"`
+		Reason string `json:"reason"`
+		Detail string `json:"detail,omitempty"`
+	}{out.FinalText, string(out.Reason), truncate(out.Detail, 2000)})
+	s.log.InfoContext(ctx, "run settled", "status", status, "reason", out.Reason,
+		"model_calls", out.Counters.ModelCalls, "tool_calls", out.Counters.ToolCalls)
+	return s.settleOutput(ctx, status, string(out.Reason), output, counters(out.Counters))
+}
+
+func (s *segmentRun) settle(ctx context.Context, status runs.Status, reason, detail string, c *runs.Counters) error {
+	output, _ := json.Marshal(struct {
+		Reason string `json:"reason"`
+		Detail string `json:"detail,omitempty"`
+	}{reason, truncate(detail, 2000)})
+	return s.settleOutput(ctx, status, reason, output, c)
+}
+
+func (s *segmentRun) settleOutput(ctx context.Context, status runs.Status, reason string, output json.RawMessage, c *runs.Counters) error {
+	next, err := s.w.Store.Settle(ctx, s.cur, s.owner, runs.Outcome{Status: status, Reason: reason, Output: output, Counters: c})
+	if runs.ErrorCode(err) == runs.EConflict {
+		s.log.WarnContext(ctx, "settle refused: the run was taken or cancelled", "reason", runs.ErrorMessage(err))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("settle run %s: %w", s.cur.ID, err)
+	}
+	s.cur = next
+	return nil
+}
+
+func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
+	st := out.Suspended
+	blob, err := st.Encode()
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	now := s.w.now()
+	deadline := now.Add(s.ttl)
+	type issued struct{ approver, raw string }
+	var links []issued
+	var grants []runs.TokenGrant
+	for _, a := range s.cur.Approvers {
+		if !IsEmail(a) || s.w.NewToken == nil {
+			continue
+		}
+		raw, hash, err := s.w.NewToken()
+		if err != nil {
+			return fmt.Errorf("approval token: %w", err)
+		}
+		links = append(links, issued{a, raw})
+		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: a})
+	}
+	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
+		ID:           st.SuspensionID,
+		TurnDigest:   st.TurnDigest,
+		PendingCalls: PendingSummary(st),
+		State:        blob,
+		Deadline:     deadline,
+		RemindAt:     now.Add(s.ttl * 8 / 10),
+		Tokens:       grants,
+		Counters:     counters(st.Counters),
+	})
+	if err != nil {
+		if runs.ErrorCode(err) == runs.EInvalid {
+			s.log.ErrorContext(ctx, "suspension refused", "err", err)
+			return s.settle(ctx, runs.StatusFailed, ReasonInternalError, runs.ErrorMessage(err), counters(st.Counters))
+		}
+		if runs.ErrorCode(err) == runs.EConflict {
+			s.log.WarnContext(ctx, "suspend refused: the run was taken or cancelled", "reason", runs.ErrorMessage(err))
+			return nil
+		}
+		return fmt.Errorf("suspend run %s: %w", s.cur.ID, err)
+	}
+	s.cur = next
+	s.log.InfoContext(ctx, "run suspended", "suspension_id", st.SuspensionID, "pending_calls", len(st.PendingCalls), "approvers", len(s.cur.Approvers))
+	if s.w.Notifier == nil || len(links) == 0 {
+		return nil
+	}
+	// The suspension is durable; telling approvers is best effort, recorded,
+	// and retried by purge when it fails.
+	state := runs.NotificationSent
+	var failed []string
+	for _, l := range links {
+		n := Notification{Run: s.cur, Approver: l.approver, RawToken: l.raw, Purpose: s.purpose}
+		if err := s.w.Notifier.Notify(ctx, n); err != nil {
+			s.log.WarnContext(ctx, "approval mail failed", "err", err)
+			state = runs.NotificationFailed
+			failed = append(failed, l.approver)
+		}
+	}
+	data, _ := json.Marshal(struct {
+		Channel string   `json:"channel"`
+		Sent    int      `json:"sent"`
+		Failed  []string `json:"failed,omitempty"`
+	}{"email", len(links) - len(failed), failed})
+	if _, err := s.w.Store.RecordNotification(ctx, s.cur, runs.Notice{SuspensionID: st.SuspensionID, State: state, Data: data}); err != nil {
+		s.log.WarnContext(ctx, "record notification", "err", err)
+	}
+	return nil
+}
+
+// PendingSummary turns a suspended state's pending calls into the run row's summary.
+func PendingSummary(st *loop.SuspendedState) []runs.PendingCall {
+	out := make([]runs.PendingCall, 0, len(st.PendingCalls))
+	for _, c := range st.PendingCalls {
+		out = append(out, runs.PendingCall{
+			ID: c.ID, Tool: c.Name, Input: c.Input, NeedsApproval: c.NeedsApproval,
+			Effect: string(c.Effect), Preview: st.Previews[c.ID],
+		})
+	}
+	return out
+}
+
+// LoopPending turns the run row's summary back into the loop's pending calls
+// (for validating a decision without loading the state).
+func LoopPending(calls []runs.PendingCall) []loop.PendingCall {
+	out := make([]loop.PendingCall, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, loop.PendingCall{ID: c.ID, Name: c.Tool, Input: c.Input, NeedsApproval: c.NeedsApproval, Effect: loop.Effect(c.Effect)})
+	}
+	return out
+}
+
+func counters(c loop.Counters) *runs.Counters {
+	return &runs.Counters{
+		Iterations: int64(c.Iterations), ModelCalls: int64(c.ModelCalls),
+		InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, ToolCalls: int64(c.ToolCalls),
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
