@@ -1,0 +1,19 @@
+// Package docstore is a small document store — the content of a site or a
+// knowledge base — and the five builtin loop tools over it: list_documents,
+// read_document and search_documents (reads), write_document and
+// delete_document (writes, which need approval and preview as a unified diff).
+//
+// Documents are UTF-8 text addressed by relative, slash-separated paths (see
+// ValidatePath) and are at most MaxDocumentBytes long. They live in a Backend:
+// S3Backend keeps them in the service bucket under "content/", DirBackend in a
+// local folder for embedded mode.
+//
+// The write tools are idempotent under the loop's idempotency key: the store
+// records every applied key in a marker (under the reserved ".applied/"
+// folder, which no document path may use), and a repeated call with the same
+// key changes nothing and returns the result text of the first call.
+//
+// Bad input (a malformed path, a missing document, an oversized text) is a
+// tool error result the model can read and correct; a Go error means the
+// backend failed or the context was cancelled.
+package docstore

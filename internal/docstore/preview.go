@@ -1,0 +1,74 @@
+package docstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aymanbagabas/go-udiff"
+)
+
+// Previews are shown to approvers. Bad input yields an explanation rather
+// than a Go error: the call itself will fail with the same message.
+
+func (s *toolset) previewWrite(ctx context.Context, input json.RawMessage) (string, error) {
+	in, msg := checkWrite(input)
+	if msg != "" {
+		return "this call will fail: " + msg, nil
+	}
+	old, _, err := s.b.Get(ctx, in.Path)
+	switch {
+	case errors.Is(err, ErrNotFound) && *in.Text == "":
+		return fmt.Sprintf("creates %s as an empty document", in.Path), nil
+	case errors.Is(err, ErrNotFound):
+		return s.diff("/dev/null", "b/"+in.Path, "", *in.Text), nil
+	case errors.Is(err, ErrTooLarge):
+		return fmt.Sprintf("replaces %s, whose current text is over %d bytes (no diff), with %d bytes", in.Path, MaxDocumentBytes, len(*in.Text)), nil
+	case errors.Is(err, ErrInvalidPath):
+		return "this call will fail: " + err.Error(), nil
+	case err != nil:
+		return "", err
+	}
+	if old == *in.Text {
+		return fmt.Sprintf("no change: %s already has this text", in.Path), nil
+	}
+	return s.diff("a/"+in.Path, "b/"+in.Path, old, *in.Text), nil
+}
+
+func (s *toolset) previewDelete(ctx context.Context, input json.RawMessage) (string, error) {
+	in, msg := checkDelete(input)
+	if msg != "" {
+		return "this call will fail: " + msg, nil
+	}
+	old, _, err := s.b.Get(ctx, in.Path)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Sprintf("this call will fail: document %q does not exist", in.Path), nil
+	case errors.Is(err, ErrTooLarge):
+		return fmt.Sprintf("deletes %s, whose text is over %d bytes (no diff)", in.Path, MaxDocumentBytes), nil
+	case errors.Is(err, ErrInvalidPath):
+		return "this call will fail: " + err.Error(), nil
+	case err != nil:
+		return "", err
+	}
+	if old == "" {
+		return fmt.Sprintf("deletes %s, which is empty", in.Path), nil
+	}
+	return s.diff("a/"+in.Path, "/dev/null", old, ""), nil
+}
+
+// diff returns a unified diff of old and new, cut after the preview limit.
+func (s *toolset) diff(oldLabel, newLabel, old, new string) string {
+	d := udiff.Unified(oldLabel, newLabel, old, new)
+	lines := strings.SplitAfter(d, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if len(lines) <= s.lim.previewLines {
+		return d
+	}
+	rest := len(lines) - s.lim.previewLines
+	return strings.Join(lines[:s.lim.previewLines], "") + fmt.Sprintf("… diff truncated: %d more lines\n", rest)
+}

@@ -1,0 +1,136 @@
+//go:build integration
+
+package docstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// newMotoS3Client returns an S3 client for the emulator at AWS_ENDPOINT_URL
+// (default http://localhost:4566).
+func newMotoS3Client(t *testing.T) *s3.Client {
+	t.Helper()
+	endpoint := os.Getenv("AWS_ENDPOINT_URL")
+	if endpoint == "" {
+		endpoint = "http://localhost:4566"
+	}
+	return s3.New(s3.Options{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,
+	})
+}
+
+// newTestBucket creates a bucket with a random name and removes it, with
+// everything in it, when the test ends.
+func newTestBucket(t *testing.T, client *s3.Client) string {
+	t.Helper()
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	bucket := "agentgate-docstore-test-" + hex.EncodeToString(rnd[:])
+	ctx := context.Background()
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("create bucket %s (is moto up? scripts/moto.sh start): %v", bucket, err)
+	}
+	t.Cleanup(func() {
+		p := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Logf("clean up bucket %s: %v", bucket, err)
+				return
+			}
+			for _, obj := range page.Contents {
+				_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: obj.Key})
+			}
+		}
+		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
+			t.Logf("delete bucket %s: %v", bucket, err)
+		}
+	})
+	return bucket
+}
+
+func TestS3Backend(t *testing.T) {
+	client := newMotoS3Client(t)
+	bucket := newTestBucket(t, client)
+	n := 0
+	testBackend(t, func(t *testing.T) Backend {
+		t.Helper()
+		// Each subtest gets its own prefix in the one bucket.
+		n++
+		b, err := NewS3Backend(client, S3Config{Bucket: bucket, Prefix: "suite" + string(rune('a'+n)) + "/content/"})
+		if err != nil {
+			t.Fatalf("NewS3Backend: %v", err)
+		}
+		return b
+	})
+}
+
+func TestS3BackendLayout(t *testing.T) {
+	client := newMotoS3Client(t)
+	bucket := newTestBucket(t, client)
+	b, err := NewS3Backend(client, S3Config{Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	put(t, b, "guide/intro.md", "hello\n")
+	head, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/guide/intro.md")})
+	if err != nil {
+		t.Fatalf("document is not at content/guide/intro.md: %v", err)
+	}
+	if head.ServerSideEncryption != s3types.ServerSideEncryptionAes256 {
+		t.Errorf("server-side encryption = %q, want AES256", head.ServerSideEncryption)
+	}
+	// A repeated write leaves a marker under content/.applied/.
+	write := toolByName(t, b, ToolWriteDocument)
+	call(t, write, "run/-/c1", `{"path":"a.md","text":"x"}`)
+	out, err := client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("content/.applied/")})
+	if err != nil || len(out.Contents) != 1 {
+		t.Fatalf("markers = %v, %v; want one", out, err)
+	}
+	// Folder placeholders and many markers do not disturb listing.
+	for i := range 30 {
+		call(t, write, "run/-/m"+string(rune('a'+i)), `{"path":"a.md","text":"x"}`)
+	}
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/folder/"), Body: strings.NewReader("")}); err != nil {
+		t.Fatal(err)
+	}
+	docs, more, err := b.List(ctx, "", 1)
+	if err != nil || more != true || len(docs) != 1 || docs[0].Path != "a.md" {
+		t.Errorf("List(\"\", 1) = %+v, %v, %v; want a.md, more", docs, more, err)
+	}
+	docs, _, _ = b.List(ctx, "", 10)
+	if len(docs) != 2 || docs[1].Path != "guide/intro.md" {
+		t.Errorf("List = %+v, want a.md and guide/intro.md", docs)
+	}
+}
+
+func TestS3BackendKMS(t *testing.T) {
+	client := newMotoS3Client(t)
+	bucket := newTestBucket(t, client)
+	b, err := NewS3Backend(client, S3Config{Bucket: bucket, KMSKeyID: "alias/agentgate-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, b, "k.md", "secret")
+	head, err := client.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/k.md")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.ServerSideEncryption != s3types.ServerSideEncryptionAwsKms || aws.ToString(head.SSEKMSKeyId) == "" {
+		t.Errorf("encryption = %q key %q, want aws:kms with a key", head.ServerSideEncryption, aws.ToString(head.SSEKMSKeyId))
+	}
+}
