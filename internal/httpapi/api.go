@@ -230,7 +230,7 @@ func jsonProblem(err error) string {
 		if te.Field != "" {
 			return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
 		}
-		return fmt.Sprintf("expected %s, got %s", te.Type, te.Value)
+		return fmt.Sprintf("the body must be a JSON object, not %s", te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "JSON ends too early"
 	case strings.HasPrefix(err.Error(), "json: unknown field"):

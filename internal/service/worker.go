@@ -141,8 +141,8 @@ var errLeaseLost = errors.New("lease lost")
 func (s *segmentRun) hooks() loop.Hooks {
 	return loop.Hooks{
 		OnStep: func(ctx context.Context, st loop.Step) error {
-			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended {
-				return nil // recorded by Settle / Suspend themselves
+			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended || st.Kind == loop.StepResumed {
+				return nil // recorded by Settle, Suspend and Claim themselves
 			}
 			data, err := loop.MarshalJSON(st)
 			if err != nil {

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/gateway"
+)
+
+func init() {
+	commands["demo"] = command{
+		summary: "run the whole story locally: start a run, suspend on a write, approve, resume, complete",
+		run:     runDemo,
+	}
+}
+
+func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	dir := fs.String("dir", "", "folder for the store (default: a new temporary folder)")
+	verbose := fs.Bool("v", false, "also print the server's JSON log")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "agentgate-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*dir = d
+	}
+	logOut := io.Discard
+	if *verbose {
+		logOut = stdout
+	}
+	var mail bytes.Buffer
+	alice, bob := gateway.NewToken(), gateway.NewToken()
+	s, err := startLocal(ctx, serveOptions{
+		addr: "127.0.0.1:0", dir: *dir, tokens: map[string]string{alice: "alice", bob: "bob"},
+		mailOut: &mail, logger: slog.New(slog.NewJSONHandler(logOut, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	c := &demoClient{base: s.URL, out: stdout}
+	step := func(format string, a ...any) { fmt.Fprintf(stdout, "\n==> "+format+"\n", a...) }
+
+	step("agentgate is serving on %s (embedded store in %s, scripted model)", s.URL, *dir)
+	step("alice starts a run: update the Team price on the pricing page; approvers: bob and ops@example.com")
+	var run runView
+	if err := c.do("POST", "/runs", alice, map[string]any{
+		"prompt":    "The Team plan now costs 12 EUR per user and month. Update the pricing page.",
+		"approvers": []string{"bob", "ops@example.com"},
+	}, http.StatusAccepted, &run); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "    202 Accepted: run %s is %s\n", run.ID, run.Status)
+
+	step("the worker reads (search_documents, read_document run at once), then proposes a write and suspends")
+	if run, err = c.waitFor(ctx, run.ID, alice, "WAITING_FOR_APPROVAL"); err != nil {
+		return err
+	}
+	for _, call := range run.Pending.Calls {
+		fmt.Fprintf(stdout, "    pending: %s %s (needs approval: %t)\n", call.Tool, compactJSON(call.Input), call.NeedsApproval)
+		if call.Preview != "" {
+			fmt.Fprintf(stdout, "%s\n", indent(call.Preview, "      "))
+		}
+	}
+	fmt.Fprintf(stdout, "    turn digest %s…, deadline %s\n", run.Pending.TurnDigest[:16], run.Pending.Deadline.Format(time.RFC3339))
+	if link := firstLine(mail.String(), "http"); link != "" {
+		fmt.Fprintf(stdout, "    ops@example.com was mailed an approval link (outbox %s)\n", filepath.Join(*dir, "outbox"))
+	}
+	doc, _ := os.ReadFile(filepath.Join(*dir, "content", "pages", "pricing.md"))
+	fmt.Fprintf(stdout, "    nothing was written yet: pricing.md still says %q\n", firstLine(string(doc), "- Team"))
+
+	step("bob approves through the API, naming the turn he reviewed")
+	if err := c.do("POST", "/runs/"+run.ID+"/decision", bob, map[string]any{
+		"turn_digest": run.Pending.TurnDigest, "action": "approve",
+	}, http.StatusAccepted, &run); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "    202 Accepted: run is %s, decided by %s via %s\n", run.Status, run.Decision.By, run.Decision.Via)
+	var conflict map[string]any
+	if err := c.do("POST", "/runs/"+run.ID+"/decision", bob, map[string]any{
+		"turn_digest": run.Decision.digest(), "action": "approve",
+	}, http.StatusConflict, &conflict); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "    a second decision is refused: 409 %v\n", conflict["error"].(map[string]any)["message"])
+
+	step("the resume worker runs the approved write once and the model finishes")
+	if run, err = c.waitFor(ctx, run.ID, alice, "COMPLETED"); err != nil {
+		return err
+	}
+	var out struct{ Text string }
+	_ = json.Unmarshal(run.Output, &out)
+	fmt.Fprintf(stdout, "    %s: %s\n", run.Status, out.Text)
+	doc, _ = os.ReadFile(filepath.Join(*dir, "content", "pages", "pricing.md"))
+	fmt.Fprintf(stdout, "    pricing.md now says %q\n", firstLine(string(doc), "- Team"))
+	fmt.Fprintf(stdout, "    counters: %d model calls, %d tool calls, %d input + %d output tokens\n",
+		run.Counters.ModelCalls, run.Counters.ToolCalls, run.Counters.InputTokens, run.Counters.OutputTokens)
+
+	step("the audit trail (GET /runs/%s/events)", run.ID)
+	var evs struct {
+		Events []struct {
+			Seq   int64
+			Type  string
+			Actor string
+		}
+	}
+	if err := c.do("GET", "/runs/"+run.ID+"/events", alice, nil, http.StatusOK, &evs); err != nil {
+		return err
+	}
+	for _, e := range evs.Events {
+		fmt.Fprintf(stdout, "    %2d %-14s %s\n", e.Seq, e.Type, e.Actor)
+	}
+	fmt.Fprintln(stdout, "\ndemo complete")
+	return nil
+}
+
+// runView is the part of a run response the demo reads.
+type runView struct {
+	ID       string
+	Status   string
+	Output   json.RawMessage
+	Counters struct {
+		ModelCalls   int64 `json:"model_calls"`
+		ToolCalls    int64 `json:"tool_calls"`
+		InputTokens  int64 `json:"input_tokens"`
+		OutputTokens int64 `json:"output_tokens"`
+	}
+	Pending *struct {
+		TurnDigest string `json:"turn_digest"`
+		Deadline   time.Time
+		Calls      []struct {
+			Tool          string
+			Input         json.RawMessage
+			NeedsApproval bool `json:"needs_approval"`
+			Preview       string
+		}
+	}
+	Decision *decisionView
+}
+
+type decisionView struct {
+	By, Via  string
+	Decision json.RawMessage
+}
+
+func (d *decisionView) digest() string {
+	var v struct {
+		TurnDigest string `json:"turn_digest"`
+	}
+	_ = json.Unmarshal(d.Decision, &v)
+	return v.TurnDigest
+}
+
+type demoClient struct {
+	base string
+	out  io.Writer
+}
+
+func (c *demoClient) do(method, path, token string, body any, want int, into any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: got %d, want %d: %s", method, path, resp.StatusCode, want, b)
+	}
+	return json.Unmarshal(b, into)
+}
+
+func (c *demoClient) waitFor(ctx context.Context, id, token, status string) (runView, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var r runView
+		if err := c.do("GET", "/runs/"+id, token, nil, http.StatusOK, &r); err != nil {
+			return r, err
+		}
+		if r.Status == status {
+			return r, nil
+		}
+		if strings.Contains("COMPLETED FAILED CANCELLED EXPIRED", r.Status) {
+			return r, fmt.Errorf("run %s ended %s while waiting for %s: %s", id, r.Status, status, r.Output)
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("run %s still %s after 30s", id, r.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix)
+}
+
+func firstLine(s, prefix string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if i := strings.Index(l, prefix); i >= 0 {
+			return strings.TrimSpace(l[i:])
+		}
+	}
+	return ""
+}

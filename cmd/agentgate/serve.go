@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/gateway"
+)
+
+func init() {
+	commands["serve"] = command{
+		summary: "serve the REST API and approval pages locally (embedded store, in-process workers, purge on a timer)",
+		run:     runServe,
+	}
+}
+
+// serveOptions configure a local server.
+type serveOptions struct {
+	addr       string
+	dir        string
+	model      string
+	tokens     map[string]string // bearer token -> principal
+	sweepEvery time.Duration
+	mailOut    io.Writer
+	logger     *slog.Logger
+}
+
+// localServer is a running local agentgate.
+type localServer struct {
+	URL   string
+	Local *app.Local
+	srv   *http.Server
+	done  chan struct{}
+	stop  context.CancelFunc
+}
+
+func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", o.addr, err)
+	}
+	base := "http://" + ln.Addr().String()
+	model, err := localModel(o.model)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if err := seedDocuments(o.dir); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("seed documents: %w", err)
+	}
+	local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, BaseURL: base, MailOut: o.mailOut, Logger: o.logger})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	handler := local.API.Handle
+	gw := &gateway.Gateway{StartRun: handler, Resume: handler, Tokens: o.tokens, Logger: o.logger}
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := context.WithCancel(ctx)
+	s := &localServer{URL: base, Local: local, srv: srv, done: make(chan struct{}), stop: stop}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		defer close(s.done)
+		if o.sweepEvery <= 0 {
+			<-ctx.Done()
+			return
+		}
+		t := time.NewTicker(o.sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, _ = local.Sweeper.Sweep(ctx)
+			}
+		}
+	}()
+	return s, nil
+}
+
+// Close stops serving, waits for running jobs and closes the store.
+func (s *localServer) Close() error {
+	s.stop()
+	<-s.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	s.Local.Dispatcher.Wait()
+	return errors.Join(err, s.Local.Close())
+}
+
+func runServe(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	dir := fs.String("dir", ".agentgate", "folder for the embedded store, documents (content/) and mail (outbox/)")
+	model := fs.String("model", "", "model: scripted:<file> (default: the built-in demo script)")
+	var tokens tokenFlag
+	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable); default: one generated for principal 'local-user'")
+	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(tokens) == 0 {
+		tok := gateway.NewToken()
+		tokens = tokenFlag{tok: "local-user"}
+		fmt.Fprintf(stdout, "bearer token for local-user: %s\n", tok)
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "agentgate serving on %s (store %s)\n", s.URL, *dir)
+	<-ctx.Done()
+	return s.Close()
+}
+
+// tokenFlag collects principal=token pairs into token -> principal.
+type tokenFlag map[string]string
+
+func (t *tokenFlag) String() string { return fmt.Sprintf("%d token(s)", len(*t)) }
+
+func (t *tokenFlag) Set(v string) error {
+	principal, token, ok := strings.Cut(v, "=")
+	if !ok || principal == "" || len(token) < 16 {
+		return fmt.Errorf("want principal=token with a token of at least 16 characters")
+	}
+	if *t == nil {
+		*t = tokenFlag{}
+	}
+	(*t)[token] = principal
+	return nil
+}

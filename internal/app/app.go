@@ -1,0 +1,100 @@
+// Package app wires agentgate's parts into one application: the run store,
+// the builtin tools, the model, the worker, the API and the purge sweep. The
+// Lambda mains and the local server build their App here and differ only in
+// adapters (DynamoDB+S3+SES+Lambda, or bbolt+folders+in-process dispatch).
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/docstore"
+	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+// Deps are the adapters an App is built from.
+type Deps struct {
+	Store    *runs.Store
+	Docs     docstore.Backend
+	Model    loop.Model
+	Dispatch service.Dispatcher
+	// Mailer sends approval links to e-mail approvers (nil: API only).
+	Mailer approval.Mailer
+	// PublicBaseURL is the base of approval links.
+	PublicBaseURL string
+	ApprovalTTL   time.Duration
+	// Owner names this process in lease owners.
+	Owner  string
+	Routes httpapi.Routes
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// App is a wired agentgate.
+type App struct {
+	Store   *runs.Store
+	Tools   *loop.Toolbox
+	Worker  *service.Worker
+	API     *httpapi.API
+	Sweeper *service.Sweeper
+}
+
+// New wires an App.
+func New(d Deps) (*App, error) {
+	if d.Store == nil || d.Docs == nil || d.Model == nil || d.Dispatch == nil {
+		return nil, fmt.Errorf("app: store, docs, model and dispatch are required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	tools, err := loop.NewToolbox(docstore.Tools(d.Docs)...)
+	if err != nil {
+		return nil, fmt.Errorf("app: tools: %w", err)
+	}
+	a := &App{Store: d.Store, Tools: tools}
+	var notifier service.Notifier
+	if d.Mailer != nil {
+		notifier = mailNotifier(d.Mailer, d.PublicBaseURL)
+	}
+	a.Worker = &service.Worker{
+		Store: d.Store,
+		Runner: func(h loop.Hooks) *loop.Runner {
+			return &loop.Runner{Model: d.Model, Tools: tools, Hooks: h, Now: d.Now}
+		},
+		NewToken:    approval.NewToken,
+		Notifier:    notifier,
+		ApprovalTTL: d.ApprovalTTL,
+		Owner:       d.Owner,
+		Logger:      d.Logger,
+		Now:         d.Now,
+	}
+	a.API = &httpapi.API{
+		Store: d.Store, Tools: tools, Dispatch: d.Dispatch, Routes: d.Routes,
+		Pages: pages{}, HashToken: approval.HashToken, Logger: d.Logger, Now: d.Now,
+	}
+	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Logger: d.Logger, Now: d.Now}
+	return a, nil
+}
+
+// mailNotifier sends one approval mail per e-mail approver through m.
+func mailNotifier(m approval.Mailer, baseURL string) service.Notifier {
+	return service.NotifierFunc(func(ctx context.Context, n service.Notification) error {
+		return m.Send(ctx, approval.Message{
+			RunID:        n.Run.ID,
+			SuspensionID: n.Run.SuspensionID,
+			Approver:     n.Approver,
+			Initiator:    n.Run.Initiator,
+			Purpose:      n.Purpose,
+			Calls:        n.Run.PendingCalls,
+			Deadline:     n.Run.ApprovalDeadline,
+			Link:         approval.Link(baseURL, n.RawToken),
+			Reminder:     n.Reminder,
+		})
+	})
+}

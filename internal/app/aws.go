@@ -1,0 +1,64 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+
+	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/config"
+	"github.com/agentgate/agentgate/internal/docstore"
+	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/dynamo"
+	"github.com/agentgate/agentgate/internal/runs/s3state"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+// AWSOptions configure NewAWS.
+type AWSOptions struct {
+	Config config.Config
+	// AWS is the SDK configuration, loaded once in main.
+	AWS    aws.Config
+	Model  loop.Model
+	Routes httpapi.Routes
+	// Owner names this function instance in lease owners.
+	Owner  string
+	Logger *slog.Logger
+}
+
+// NewAWS builds the App on DynamoDB, S3, SES v2 and Lambda async dispatch.
+// Every SDK client is built here, once.
+func NewAWS(o AWSOptions) (*App, error) {
+	c := o.Config
+	if c.Table == "" || c.Bucket == "" {
+		return nil, fmt.Errorf("app: table and bucket are required")
+	}
+	s3c := s3.NewFromConfig(o.AWS, func(opts *s3.Options) { opts.UsePathStyle = true })
+	rows := dynamo.NewTable(dynamodb.NewFromConfig(o.AWS), c.Table, dynamo.Options{DueShards: c.DueShards})
+	states := s3state.NewBucket(s3c, c.Bucket, s3state.Options{KMSKeyID: c.KMSKeyID})
+	store := runs.NewStore(rows, states, runs.Options{Retention: c.Retention, Logger: o.Logger})
+	docs, err := docstore.NewS3Backend(s3c, docstore.S3Config{Bucket: c.Bucket, KMSKeyID: c.KMSKeyID})
+	if err != nil {
+		return nil, err
+	}
+	var mailer approval.Mailer
+	if c.MailFrom != "" {
+		if c.PublicBaseURL == "" {
+			return nil, fmt.Errorf("app: %s is needed to mail approval links", config.EnvPublicBaseURL)
+		}
+		mailer = approval.NewSESMailer(sesv2.NewFromConfig(o.AWS), c.MailFrom)
+	}
+	disp := &service.LambdaDispatcher{Client: lambda.NewFromConfig(o.AWS), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
+	return New(Deps{
+		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer,
+		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner,
+		Routes: o.Routes, Logger: o.Logger,
+	})
+}

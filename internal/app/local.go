@@ -1,0 +1,114 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/docstore"
+	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/embedded"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+// InProcess dispatches jobs to a worker in a goroutine (the local stand-in
+// for an async Lambda invoke). Wait blocks until dispatched jobs are done.
+type InProcess struct {
+	Worker *service.Worker
+	Logger *slog.Logger
+	wg     sync.WaitGroup
+}
+
+var _ service.Dispatcher = (*InProcess)(nil)
+
+// Dispatch starts the job and returns at once.
+func (d *InProcess) Dispatch(ctx context.Context, job service.Job) error {
+	if err := job.Validate(); err != nil {
+		return err
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := d.Worker.Handle(context.WithoutCancel(ctx), job); err != nil {
+			log := d.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Error("job failed", "run_id", job.RunID, "job", job.Kind, "err", err)
+		}
+	}()
+	return nil
+}
+
+// Wait blocks until every dispatched job has finished.
+func (d *InProcess) Wait() { d.wg.Wait() }
+
+// Local is an App on the embedded default: bbolt for runs and state blobs,
+// a folder for documents, an outbox folder for mail, in-process dispatch.
+type Local struct {
+	*App
+	Dispatcher *InProcess
+	Dir        string
+	db         *embedded.DB
+}
+
+// Close releases the database.
+func (l *Local) Close() error { return l.db.Close() }
+
+// LocalOptions configure OpenLocal.
+type LocalOptions struct {
+	// Dir holds agentgate.db, content/ and outbox/.
+	Dir   string
+	Model loop.Model
+	// BaseURL is the local server's address, for approval links.
+	BaseURL     string
+	ApprovalTTL time.Duration
+	Retention   time.Duration
+	// MailOut receives the approval links the outbox prints.
+	MailOut io.Writer
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// OpenLocal builds the embedded-default App.
+func OpenLocal(o LocalOptions) (*Local, error) {
+	for _, sub := range []string{"content", "outbox"} {
+		if err := os.MkdirAll(filepath.Join(o.Dir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", sub, err)
+		}
+	}
+	store, db, err := embedded.OpenStore(filepath.Join(o.Dir, "agentgate.db"), runs.Options{Now: o.Now, Retention: o.Retention, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("open embedded store: %w", err)
+	}
+	docs, err := docstore.NewDirBackend(filepath.Join(o.Dir, "content"))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	out := o.MailOut
+	if out == nil {
+		out = io.Discard
+	}
+	disp := &InProcess{Logger: o.Logger}
+	a, err := New(Deps{
+		Store: store, Docs: docs, Model: o.Model, Dispatch: disp,
+		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),
+		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: "local",
+		Routes: httpapi.AllRoutes, Logger: o.Logger, Now: o.Now,
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	disp.Worker = a.Worker
+	return &Local{App: a, Dispatcher: disp, Dir: o.Dir, db: db}, nil
+}

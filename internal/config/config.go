@@ -1,0 +1,102 @@
+// Package config reads agentgate's environment once into a typed, validated
+// struct (see CONTRACTS.md for every variable).
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the configuration of a function or the local server.
+type Config struct {
+	Table            string        // AGENTGATE_TABLE
+	Bucket           string        // AGENTGATE_BUCKET
+	KMSKeyID         string        // AGENTGATE_KMS_KEY_ID (optional)
+	StartRunFunction string        // AGENTGATE_STARTRUN_FUNCTION
+	ResumeFunction   string        // AGENTGATE_RESUME_FUNCTION
+	PublicBaseURL    string        // AGENTGATE_PUBLIC_BASE_URL
+	MailFrom         string        // AGENTGATE_MAIL_FROM
+	Model            string        // AGENTGATE_MODEL
+	ApprovalTTL      time.Duration // AGENTGATE_APPROVAL_TTL, default 24h
+	Retention        time.Duration // AGENTGATE_RETENTION, default 720h
+	DueShards        int           // AGENTGATE_DUE_SHARDS, default 8
+}
+
+// Variable names.
+const (
+	EnvTable            = "AGENTGATE_TABLE"
+	EnvBucket           = "AGENTGATE_BUCKET"
+	EnvKMSKeyID         = "AGENTGATE_KMS_KEY_ID"
+	EnvStartRunFunction = "AGENTGATE_STARTRUN_FUNCTION"
+	EnvResumeFunction   = "AGENTGATE_RESUME_FUNCTION"
+	EnvPublicBaseURL    = "AGENTGATE_PUBLIC_BASE_URL"
+	EnvMailFrom         = "AGENTGATE_MAIL_FROM"
+	EnvModel            = "AGENTGATE_MODEL"
+	EnvApprovalTTL      = "AGENTGATE_APPROVAL_TTL"
+	EnvRetention        = "AGENTGATE_RETENTION"
+	EnvDueShards        = "AGENTGATE_DUE_SHARDS"
+)
+
+// Load reads the configuration with getenv (os.Getenv in main) and checks
+// that every variable in required is set; the error names what is missing
+// or malformed.
+func Load(getenv func(string) string, required ...string) (Config, error) {
+	c := Config{
+		Table:            getenv(EnvTable),
+		Bucket:           getenv(EnvBucket),
+		KMSKeyID:         getenv(EnvKMSKeyID),
+		StartRunFunction: getenv(EnvStartRunFunction),
+		ResumeFunction:   getenv(EnvResumeFunction),
+		PublicBaseURL:    strings.TrimRight(getenv(EnvPublicBaseURL), "/"),
+		MailFrom:         getenv(EnvMailFrom),
+		Model:            getenv(EnvModel),
+		ApprovalTTL:      24 * time.Hour,
+		Retention:        720 * time.Hour,
+		DueShards:        8,
+	}
+	var missing []string
+	for _, name := range required {
+		if strings.TrimSpace(getenv(name)) == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return Config{}, fmt.Errorf("missing environment variable(s): %s", strings.Join(missing, ", "))
+	}
+	var err error
+	if c.ApprovalTTL, err = duration(getenv, EnvApprovalTTL, c.ApprovalTTL, time.Minute, 7*24*time.Hour); err != nil {
+		return Config{}, err
+	}
+	if c.Retention, err = duration(getenv, EnvRetention, c.Retention, time.Hour, 10*365*24*time.Hour); err != nil {
+		return Config{}, err
+	}
+	if s := getenv(EnvDueShards); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 64 {
+			return Config{}, fmt.Errorf("%s=%q: want an integer from 1 to 64", EnvDueShards, s)
+		}
+		c.DueShards = n
+	}
+	if c.PublicBaseURL != "" {
+		u, err := url.Parse(c.PublicBaseURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return Config{}, fmt.Errorf("%s=%q: want an absolute http(s) URL", EnvPublicBaseURL, c.PublicBaseURL)
+		}
+	}
+	return c, nil
+}
+
+func duration(getenv func(string) string, name string, def, lo, hi time.Duration) (time.Duration, error) {
+	s := getenv(name)
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < lo || d > hi {
+		return 0, fmt.Errorf("%s=%q: want a Go duration from %s to %s", name, s, lo, hi)
+	}
+	return d, nil
+}

@@ -1,0 +1,238 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+func loadEvent(t *testing.T, name string, replace ...string) events.APIGatewayProxyRequest {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	require.NoError(t, err)
+	s := strings.NewReplacer(replace...).Replace(string(b))
+	var e events.APIGatewayProxyRequest
+	require.NoError(t, json.Unmarshal([]byte(s), &e))
+	return e
+}
+
+// TestStoryFromTestdataEvents drives start -> suspend -> decide -> resume ->
+// complete with real-shaped API Gateway events (AWS_IAM identities).
+func TestStoryFromTestdataEvents(t *testing.T) {
+	f := newFixture(t)
+	status, out := f.call(loadEvent(t, "post-runs-iam.json"))
+	require.Equal(t, 202, status, out)
+	id := out["id"].(string)
+	assert.Equal(t, "QUEUED", out["status"])
+	assert.Equal(t, alice, out["initiator"])
+	f.drain()
+
+	status, out = f.call(loadEvent(t, "get-run-iam.json", "RUNID", id))
+	require.Equal(t, 200, status, out)
+	require.Equal(t, "WAITING_FOR_APPROVAL", out["status"])
+	pending := out["pending"].(map[string]any)
+	calls := pending["calls"].([]any)
+	require.Len(t, calls, 2)
+	write := calls[1].(map[string]any)
+	assert.Equal(t, "write_document", write["tool"])
+	assert.Equal(t, true, write["needs_approval"])
+	assert.Contains(t, write["preview"], "+Team: 12 EUR")
+	assert.Equal(t, "Team: 10 EUR\n", f.pricing(), "nothing written before the decision")
+
+	status, out = f.call(loadEvent(t, "post-decision-iam.json", "RUNID", id, "DIGEST", pending["turn_digest"].(string)))
+	require.Equal(t, 202, status, out)
+	assert.Equal(t, "RESUMING", out["status"])
+	assert.Equal(t, bob, out["decision"].(map[string]any)["by"])
+	assert.Equal(t, "api", out["decision"].(map[string]any)["via"])
+	f.drain()
+
+	status, out = f.call(loadEvent(t, "get-run-iam.json", "RUNID", id))
+	require.Equal(t, 200, status)
+	assert.Equal(t, "COMPLETED", out["status"])
+	assert.Equal(t, "Team: 12 EUR\n", f.pricing())
+
+	status, out = f.call(req("GET", "/runs/"+id+"/events", bob, ""))
+	require.Equal(t, 200, status)
+	var types []string
+	for _, e := range out["events"].([]any) {
+		types = append(types, e.(map[string]any)["type"].(string))
+	}
+	assert.Equal(t, []string{"run_started", "claimed", "model_turn", "suspended", "decision",
+		"resumed", "tool_executed", "tool_executed", "model_turn", "settled"}, types)
+}
+
+func TestEventsPagination(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	status, out := f.call(withQuery(req("GET", "/runs/"+r.ID+"/events", alice, ""), "limit", "2"))
+	require.Equal(t, 200, status)
+	assert.Len(t, out["events"], 2)
+	next := out["next"].(string)
+	assert.Contains(t, next, "after=2")
+	status, out = f.call(withQuery(req("GET", "/runs/"+r.ID+"/events", alice, ""), "after", "2", "limit", "100"))
+	require.Equal(t, 200, status)
+	assert.NotEmpty(t, out["events"])
+	assert.Nil(t, out["next"])
+}
+
+// TestBadInput sends malformed and unauthorized requests: each gets the right
+// 4xx with a JSON message, never a 5xx, and changes nothing.
+func TestBadInput(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	digest := r.TurnDigest
+	dec := "/runs/" + r.ID + "/decision"
+	big := `{"prompt":"` + strings.Repeat("x", 300<<10) + `","approvers":["b@example.com"]}`
+	tests := []struct {
+		name string
+		req  events.APIGatewayProxyRequest
+		want int
+		msg  string
+	}{
+		{"start: no identity", req("POST", "/runs", "", `{"prompt":"x","approvers":["b@example.com"]}`), 401, "authentication required"},
+		{"start: malformed JSON", req("POST", "/runs", alice, `{"prompt":`), 400, "JSON ends too early"},
+		{"start: syntax error", req("POST", "/runs", alice, `{"prompt" "x"}`), 400, "malformed JSON"},
+		{"start: wrong type", req("POST", "/runs", alice, `{"prompt":7,"approvers":["b@example.com"]}`), 400, `field "prompt" must be string`},
+		{"start: unknown field", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"sudo":true}`), 400, `unknown field "sudo"`},
+		{"start: empty body", req("POST", "/runs", alice, ``), 400, "body is empty"},
+		{"start: trailing data", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"]} {}`), 400, "after the JSON object"},
+		{"start: array body", req("POST", "/runs", alice, `[1]`), 400, "must be a JSON object"},
+		{"start: huge body", req("POST", "/runs", alice, big), 413, "limit"},
+		{"start: no approvers", req("POST", "/runs", alice, `{"prompt":"x"}`), 422, "approver"},
+		{"start: prompt and messages", req("POST", "/runs", alice, `{"prompt":"x","messages":[{"role":"user","content":[{"type":"text","text":"y"}]}],"approvers":["b@example.com"]}`), 422, "not both"},
+		{"start: no prompt", req("POST", "/runs", alice, `{"approvers":["b@example.com"]}`), 422, "prompt or messages"},
+		{"start: bad approver", req("POST", "/runs", alice, `{"prompt":"x","approvers":["bob smith"]}`), 422, "approvers[0]"},
+		{"start: duplicate approver", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com","b@example.com"]}`), 422, "twice"},
+		{"start: unknown tool", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"allowed_tools":["rm"]}`), 422, "unknown tool"},
+		{"start: ttl too short", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":5}`), 422, "approval_ttl_seconds"},
+		{"start: messages end with assistant", req("POST", "/runs", alice, `{"messages":[{"role":"assistant","content":[{"type":"text","text":"y"}]}],"approvers":["b@example.com"]}`), 422, "end with a user message"},
+		{"start: wrong content type", withHeader(req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"]}`), "Content-Type", "text/plain"), 415, "application/json"},
+		{"start: GET /runs", req("GET", "/runs", alice, ""), 405, "POST"},
+		{"get: unknown run", req("GET", "/runs/nope", alice, ""), 404, "not found"},
+		{"get: no identity", req("GET", "/runs/"+r.ID, "", ""), 401, "authentication"},
+		{"get: stranger", req("GET", "/runs/"+r.ID, carol, ""), 403, "neither"},
+		{"events: bad limit", withQuery(req("GET", "/runs/"+r.ID+"/events", alice, ""), "limit", "0"), 400, "limit"},
+		{"events: bad after", withQuery(req("GET", "/runs/"+r.ID+"/events", alice, ""), "after", "x"), 400, "after"},
+		{"decide: no identity", req("POST", dec, "", `{"turn_digest":"`+digest+`","action":"approve"}`), 401, "authentication"},
+		{"decide: non-approver", req("POST", dec, carol, `{"turn_digest":"`+digest+`","action":"approve"}`), 403, "not an approver"},
+		{"decide: initiator is not approver", req("POST", dec, alice, `{"turn_digest":"`+digest+`","action":"approve"}`), 403, "not an approver"},
+		{"decide: unknown run", req("POST", "/runs/nope/decision", bob, `{"turn_digest":"`+digest+`","action":"approve"}`), 404, "not found"},
+		{"decide: wrong digest", req("POST", dec, bob, `{"turn_digest":"`+strings.Repeat("0", 64)+`","action":"approve"}`), 409, "reload the run"},
+		{"decide: unknown call", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"zz","action":"approve"}]}`), 422, "not pending"},
+		{"decide: edit fails schema", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":{"path":"x"}}]}`), 422, "schema"},
+		{"decide: undecided write", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_read","action":"approve"}]}`), 422, "needs a decision"},
+		{"decide: bad action", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"yes"}`), 422, "turn action"},
+		{"decide: unknown field", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"approve","force":1}`), 400, "unknown field"},
+		{"decide: malformed", req("POST", dec, bob, `{"turn_digest":`), 400, "JSON"},
+		{"decide: GET", req("GET", dec, bob, ""), 405, "not allowed"},
+		{"cancel: stranger", req("POST", "/runs/"+r.ID+"/cancel", carol, ""), 403, "neither"},
+		{"cancel: with body", req("POST", "/runs/"+r.ID+"/cancel", alice, `{"why":"x"}`), 400, "no body"},
+		{"unknown route", req("GET", "/nothing", alice, ""), 404, "no route"},
+	}
+	require.GreaterOrEqual(t, len(tests), 30)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out := f.call(tt.req)
+			assert.Equal(t, tt.want, status, out)
+			e, ok := out["error"].(map[string]any)
+			require.True(t, ok, "JSON error body: %v", out)
+			assert.Contains(t, e["message"], tt.msg)
+			assert.NotEmpty(t, e["code"])
+		})
+	}
+	after, err := f.store.Get(context.Background(), r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusWaiting, after.Status, "state unchanged")
+	assert.Equal(t, r.Version, after.Version, "no write happened")
+	assert.Equal(t, "Team: 10 EUR\n", f.pricing())
+}
+
+func TestDecisionAfterSettleAndCancelTwice(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	status, _ := f.call(req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"deny","message":"no"}`))
+	require.Equal(t, 202, status)
+	f.drain()
+	got, _ := f.store.Get(context.Background(), r.ID)
+	require.Equal(t, runs.StatusCompleted, got.Status, "denial fed to the model, which finished")
+	assert.Equal(t, "Team: 10 EUR\n", f.pricing())
+
+	status, out := f.call(req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
+	assert.Equal(t, 409, status, out)
+	assert.Contains(t, out["error"].(map[string]any)["message"], "COMPLETED")
+
+	r2 := f.waitingRun()
+	status, out = f.call(req("POST", "/runs/"+r2.ID+"/cancel", alice, ""))
+	require.Equal(t, 200, status, out)
+	assert.Equal(t, "CANCELLED", out["status"])
+	status, out = f.call(req("POST", "/runs/"+r2.ID+"/cancel", alice, ""))
+	assert.Equal(t, 409, status, out)
+	status, _ = f.call(req("POST", "/runs/"+r2.ID+"/decision", bob, `{"turn_digest":"`+r2.TurnDigest+`","action":"approve"}`))
+	assert.Equal(t, 409, status)
+}
+
+// TestConcurrentDecisions: 50 approvers' requests race on one suspension;
+// exactly one is accepted and the write runs exactly once.
+func TestConcurrentDecisions(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	var wg sync.WaitGroup
+	statuses := make([]int, 50)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := f.api.Handle(context.Background(), req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
+			if err == nil {
+				statuses[i] = resp.StatusCode
+			}
+		}()
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, s := range statuses {
+		count[s]++
+	}
+	assert.Equal(t, map[int]int{202: 1, 409: 49}, count)
+	f.drain()
+	evs, err := f.store.Events(context.Background(), r.ID, 0, 1000)
+	require.NoError(t, err)
+	writes := 0
+	for _, e := range evs {
+		if e.Type == "tool_executed" && strings.Contains(string(e.Data), `"tool":"write_document"`) {
+			writes++
+		}
+	}
+	assert.Equal(t, 1, writes, "the write executed exactly once")
+	assert.Equal(t, "Team: 12 EUR\n", f.pricing())
+}
+
+func TestEditDecisionIsAuditedAndApplied(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	status, out := f.call(req("POST", "/runs/"+r.ID+"/decision", bob,
+		`{"turn_digest":"`+r.TurnDigest+`","calls":[{"call_id":"tu_write","action":"edit","input":{"path":"pages/pricing.md","text":"Team: 11 EUR\n"}}]}`))
+	require.Equal(t, 202, status, out)
+	f.drain()
+	assert.Equal(t, "Team: 11 EUR\n", f.pricing())
+	evs, _ := f.store.Events(context.Background(), r.ID, 0, 1000)
+	var sawEdit bool
+	for _, e := range evs {
+		if e.Type == "tool_executed" && strings.Contains(string(e.Data), `"action":"edit"`) {
+			sawEdit = true
+			assert.Contains(t, string(e.Data), `"original_input"`)
+			assert.Contains(t, string(e.Data), `11 EUR`)
+		}
+	}
+	assert.True(t, sawEdit, fmt.Sprint(evs))
+}

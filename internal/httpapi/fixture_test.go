@@ -1,0 +1,145 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/docstore"
+	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/provider/scripted"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/embedded"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+const (
+	alice = "arn:aws:iam::123456789012:user/alice"
+	bob   = "arn:aws:iam::123456789012:user/bob"
+	carol = "arn:aws:iam::123456789012:user/carol"
+)
+
+const script = `{"turns":[
+ {"content":[{"type":"tool_use","id":"tu_read","name":"read_document","input":{"path":"pages/pricing.md"}},
+             {"type":"tool_use","id":"tu_write","name":"write_document","input":{"path":"pages/pricing.md","text":"Team: 12 EUR\n"}}]},
+ {"content":[{"type":"text","text":"updated"}]}
+]}`
+
+// fixture is an API over the embedded store with a real worker; dispatched
+// jobs are queued and run when the test calls drain.
+type fixture struct {
+	t      *testing.T
+	api    *httpapi.API
+	store  *runs.Store
+	worker *service.Worker
+	dir    string
+	mu     sync.Mutex
+	jobs   []service.Job
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	store, db, err := embedded.OpenStore(filepath.Join(dir, "runs.db"), runs.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	docs, err := docstore.NewDirBackend(filepath.Join(dir, "content"))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "content", "pages"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "content", "pages", "pricing.md"), []byte("Team: 10 EUR\n"), 0o600))
+	tools, err := loop.NewToolbox(docstore.Tools(docs)...)
+	require.NoError(t, err)
+	model, err := scripted.Parse([]byte(script))
+	require.NoError(t, err)
+	f := &fixture{t: t, store: store, dir: dir}
+	f.worker = &service.Worker{
+		Store:  store,
+		Runner: func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h} },
+		Owner:  "test",
+	}
+	f.api = &httpapi.API{Store: store, Tools: tools, Routes: httpapi.AllRoutes,
+		Dispatch: service.DispatchFunc(func(_ context.Context, j service.Job) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.jobs = append(f.jobs, j)
+			return nil
+		})}
+	return f
+}
+
+// drain runs every queued job.
+func (f *fixture) drain() {
+	f.t.Helper()
+	for {
+		f.mu.Lock()
+		if len(f.jobs) == 0 {
+			f.mu.Unlock()
+			return
+		}
+		j := f.jobs[0]
+		f.jobs = f.jobs[1:]
+		f.mu.Unlock()
+		require.NoError(f.t, f.worker.Handle(context.Background(), j))
+	}
+}
+
+func req(method, path, who, body string) events.APIGatewayProxyRequest {
+	r := events.APIGatewayProxyRequest{HTTPMethod: method, Path: path, Body: body, Headers: map[string]string{}}
+	if body != "" {
+		r.Headers["Content-Type"] = "application/json"
+	}
+	if who != "" {
+		r.RequestContext.Identity.UserArn = who
+	}
+	return r
+}
+
+func (f *fixture) call(r events.APIGatewayProxyRequest) (int, map[string]any) {
+	f.t.Helper()
+	resp, err := f.api.Handle(context.Background(), r)
+	require.NoError(f.t, err)
+	var out map[string]any
+	if strings.HasPrefix(resp.Headers["Content-Type"], "application/json") {
+		require.NoError(f.t, json.Unmarshal([]byte(resp.Body), &out), resp.Body)
+	}
+	return resp.StatusCode, out
+}
+
+// waitingRun starts a run and drives it to WAITING_FOR_APPROVAL.
+func (f *fixture) waitingRun() *runs.Run {
+	f.t.Helper()
+	status, out := f.call(req("POST", "/runs", alice, `{"prompt":"update pricing","approvers":["`+bob+`","ops@example.com"]}`))
+	require.Equal(f.t, 202, status, out)
+	f.drain()
+	r, err := f.store.Get(context.Background(), out["id"].(string))
+	require.NoError(f.t, err)
+	require.Equal(f.t, runs.StatusWaiting, r.Status)
+	return r
+}
+
+func (f *fixture) pricing() string {
+	b, err := os.ReadFile(filepath.Join(f.dir, "content", "pages", "pricing.md"))
+	require.NoError(f.t, err)
+	return string(b)
+}
+
+func withHeader(r events.APIGatewayProxyRequest, k, v string) events.APIGatewayProxyRequest {
+	r.Headers[k] = v
+	return r
+}
+
+func withQuery(r events.APIGatewayProxyRequest, kv ...string) events.APIGatewayProxyRequest {
+	r.QueryStringParameters = map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		r.QueryStringParameters[kv[i]] = kv[i+1]
+	}
+	return r
+}
