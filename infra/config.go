@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/agentgate/agentgate/infra/stack"
+)
+
+// Context keys read by the app (all optional). Booleans are "true"/"false".
+//
+//	stackName                  stack name, prefix of the function names (default Agentgate)
+//	deletionProtection         table deletion protection, retain data on stack delete (default true)
+//	assetDir                   folder with startrun.zip, resume.zip, purge.zip (default ../dist/lambda/arm64)
+//	model                      AGENTGATE_MODEL (default bedrock:<defaultModelID>)
+//	modelArns                  comma-separated ARNs for bedrock:InvokeModel; default: the
+//	                           foundation model of a bedrock: model in the stack's region
+//	publicBaseUrl              AGENTGATE_PUBLIC_BASE_URL (default: the API stage URL)
+//	stageName                  API stage (default v1)
+//	purgeRateMinutes           purge schedule (default 1)
+//	tracing                    X-Ray on functions and stage (default false)
+//	logRetentionDays           1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180 or 365 (default 30)
+//	approvalTtl, retention     AGENTGATE_APPROVAL_TTL, AGENTGATE_RETENTION (Go durations)
+//	dueShards                  AGENTGATE_DUE_SHARDS (default 8)
+//	stateBlobDays              runs/ lifecycle backstop (default 90)
+//	noncurrentDays             noncurrent object versions kept (default 7)
+//	throttleRate, throttleBurst  stage throttling (default 50 rps, burst 100)
+//	skipApiGatewayAccountRole  leave the account's API Gateway CloudWatch role alone (default false)
+const (
+	defaultStackName = "Agentgate"
+	defaultModelID   = "anthropic.claude-3-haiku-20240307-v1:0"
+)
+
+// config is the app's settings, read once from the CDK context.
+type config struct {
+	stackName string
+	props     stack.AgentgateStackProps
+}
+
+var retentionDays = map[int]awslogs.RetentionDays{
+	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+	7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+	150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+}
+
+// readConfig reads and validates the settings; get returns "" for an unset key.
+func readConfig(get func(key string) string) (config, error) {
+	var errs []string
+	str := func(key, def string) string {
+		if v := strings.TrimSpace(get(key)); v != "" {
+			return v
+		}
+		return def
+	}
+	boolean := func(key string, def bool) bool {
+		v := get(key)
+		if v == "" {
+			return def
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("context %s=%q: want true or false", key, v))
+		}
+		return b
+	}
+	integer := func(key string, def int) int {
+		v := get(key)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Sprintf("context %s=%q: want a positive integer", key, v))
+		}
+		return n
+	}
+
+	cfg := config{stackName: str("stackName", defaultStackName)}
+	p := &cfg.props
+	p.DeletionProtection = boolean("deletionProtection", true)
+	p.AssetDir = str("assetDir", stack.DefaultAssetDir)
+	p.Model = str("model", "bedrock:"+defaultModelID)
+	p.PublicBaseURL = str("publicBaseUrl", "")
+	p.StageName = str("stageName", stack.DefaultStageName)
+	p.PurgeRateMinutes = integer("purgeRateMinutes", stack.DefaultPurgeRateMinutes)
+	p.Tracing = boolean("tracing", false)
+	days := integer("logRetentionDays", 30)
+	if r, ok := retentionDays[days]; ok {
+		p.LogRetention = r
+	} else {
+		errs = append(errs, fmt.Sprintf("context logRetentionDays=%d: not a CloudWatch Logs retention period", days))
+	}
+	p.ApprovalTTL = str("approvalTtl", stack.DefaultApprovalTTL)
+	p.Retention = str("retention", stack.DefaultRetention)
+	p.DueShards = integer("dueShards", stack.DefaultDueShards)
+	p.StateBlobDays = integer("stateBlobDays", stack.DefaultStateBlobDays)
+	p.NoncurrentDays = integer("noncurrentDays", stack.DefaultNoncurrentDays)
+	p.ThrottleRateLimit = float64(integer("throttleRate", stack.DefaultThrottleRateLimit))
+	p.ThrottleBurstLimit = float64(integer("throttleBurst", stack.DefaultThrottleBurstLimit))
+	p.SkipAPIGatewayAccountRole = boolean("skipApiGatewayAccountRole", false)
+
+	if arns := str("modelArns", ""); arns != "" {
+		for _, a := range strings.Split(arns, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				p.ModelArns = append(p.ModelArns, a)
+			}
+		}
+	} else if id, ok := strings.CutPrefix(p.Model, "bedrock:"); ok {
+		arn, err := foundationModelArn(id)
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		p.ModelArns = []string{arn}
+	}
+
+	if err := p.Validate(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return config{}, fmt.Errorf("invalid settings:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return cfg, nil
+}
+
+// inferenceProfileGeos are the prefixes of Bedrock cross-region inference
+// profile ids (us.anthropic.…), which are not foundation-model ids.
+var inferenceProfileGeos = []string{"us.", "us-gov.", "eu.", "apac.", "ca.", "jp.", "au.", "global."}
+
+// foundationModelArn is the ARN of a Bedrock foundation model in the stack's
+// region. Inference profiles span several regions and need modelArns set
+// explicitly.
+func foundationModelArn(id string) (string, error) {
+	for _, geo := range inferenceProfileGeos {
+		if strings.HasPrefix(id, geo) {
+			return "", fmt.Errorf("model bedrock:%s is an inference profile: set context modelArns to the profile and foundation-model ARNs", id)
+		}
+	}
+	return "arn:" + *awscdk.Aws_PARTITION() + ":bedrock:" + *awscdk.Aws_REGION() + "::foundation-model/" + id, nil
+}

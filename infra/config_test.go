@@ -1,0 +1,81 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+)
+
+func contextOf(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestReadConfigDefaults(t *testing.T) {
+	cfg, err := readConfig(contextOf(nil))
+	if err != nil {
+		t.Fatalf("readConfig(empty) = %v", err)
+	}
+	p := cfg.props
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"stack name", cfg.stackName, "Agentgate"},
+		{"deletion protection", p.DeletionProtection, true},
+		{"model", p.Model, "bedrock:" + defaultModelID},
+		{"log retention", p.LogRetention, awslogs.RetentionDays_ONE_MONTH},
+		{"tracing", p.Tracing, false},
+		{"purge rate", p.PurgeRateMinutes, 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if len(p.ModelArns) != 1 || !strings.HasSuffix(p.ModelArns[0], "::foundation-model/"+defaultModelID) {
+		t.Errorf("model ARNs = %v, want the default model's foundation-model ARN", p.ModelArns)
+	}
+}
+
+func TestReadConfigSettings(t *testing.T) {
+	cfg, err := readConfig(contextOf(map[string]string{
+		"stackName": "AgentgateDev", "deletionProtection": "false", "model": "openai:gpt-test",
+		"modelArns": "arn:a, arn:b", "tracing": "true", "logRetentionDays": "7", "purgeRateMinutes": "5",
+	}))
+	if err != nil {
+		t.Fatalf("readConfig = %v", err)
+	}
+	p := cfg.props
+	if cfg.stackName != "AgentgateDev" || p.DeletionProtection || !p.Tracing || p.PurgeRateMinutes != 5 ||
+		p.LogRetention != awslogs.RetentionDays_ONE_WEEK || !slices.Equal(p.ModelArns, []string{"arn:a", "arn:b"}) {
+		t.Errorf("readConfig = %+v, want the given settings", cfg)
+	}
+	cfg, err = readConfig(contextOf(map[string]string{"model": "openai:gpt-test"}))
+	if err != nil || len(cfg.props.ModelArns) != 0 {
+		t.Errorf("non-Bedrock model: ModelArns = %v (err %v), want none", cfg.props.ModelArns, err)
+	}
+}
+
+func TestReadConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		kv   map[string]string
+		want string
+	}{
+		{"bool", map[string]string{"tracing": "yes please"}, "tracing"},
+		{"int", map[string]string{"dueShards": "-2"}, "dueShards"},
+		{"retention days", map[string]string{"logRetentionDays": "8"}, "logRetentionDays"},
+		{"duration", map[string]string{"approvalTtl": "tomorrow"}, "approval TTL"},
+		{"inference profile", map[string]string{"model": "bedrock:us.anthropic.claude-x"}, "modelArns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := readConfig(contextOf(tt.kv))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("readConfig(%v) = %v, want an error naming %s", tt.kv, err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,52 @@
+// Command infra is the agentgate CDK app: it synthesizes the Agentgate stack
+// (see package stack) into a cloud assembly.
+//
+//	CDK_OUTDIR=cdk.out go run .            # synth without the CDK CLI (make synth)
+//	npx cdk deploy --parameters ...        # the CLI runs the same app (cdk.json)
+//
+// Settings are CDK context values (cdk.json, `-c key=value`, or the
+// CDK_CONTEXT_JSON environment variable the CLI itself uses); see config.go.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/agentgate/agentgate/infra/stack"
+)
+
+func main() {
+	defer jsii.Close()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "infra:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	app := awscdk.NewApp(nil)
+	cfg, err := readConfig(contextReader(app))
+	if err != nil {
+		return err
+	}
+	if err := stack.CheckAssets(cfg.props.AssetDir); err != nil {
+		return err
+	}
+	stack.NewAgentgateStack(app, cfg.stackName, &cfg.props)
+	app.Synth(nil)
+	return nil
+}
+
+// contextReader returns the app's context value for a key, or "" when unset.
+func contextReader(app awscdk.App) func(key string) string {
+	return func(key string) string {
+		v := app.Node().TryGetContext(jsii.String(key))
+		if v == nil {
+			return ""
+		}
+		return fmt.Sprint(v)
+	}
+}

@@ -1,0 +1,126 @@
+package stack
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// The IAM policy of each function is written out statement by statement
+// (no Grant* helpers, no managed policies) so that what each function may do
+// is readable here and checked one statement at a time by the tests.
+//
+//	startrun: reads and writes runs, never deletes; reads and writes state
+//	          blobs, reads documents; dispatches itself.
+//	resume:   as startrun, plus deletes settled state blobs and writes
+//	          documents (approved write tools); dispatches itself.
+//	purge:    deletes items and objects (expiry, retention) and batch-writes;
+//	          queries the due index; dispatches startrun and resume.
+
+// accessArns are the resources the statements name.
+type accessArns struct {
+	table, dueIndex                                  *string
+	bucket, stateObjects, stateBlobs, documents, key *string
+	startrun, resume                                 *string
+	models                                           []*string
+	sesIdentity, mailFrom                            *string
+}
+
+// Statement ids, one per kind of access; the tests look statements up by them.
+const (
+	sidLogs          = "WriteOwnLogs"
+	sidRunTable      = "RunTable"
+	sidDueIndex      = "QueryDueIndex"
+	sidStateBlobs    = "StateBlobs"
+	sidDeleteState   = "DeleteSettledStateBlobs"
+	sidDocuments     = "Documents"
+	sidListBucket    = "ListBucket"
+	sidStateKey      = "StateKey"
+	sidDispatch      = "DispatchWorker"
+	sidInvokeModel   = "InvokeConfiguredModels"
+	sidSendMail      = "SendApprovalMail"
+	sidPurgeStateObj = "PurgeStateObjects"
+)
+
+func allow(sid string, actions []string, resources []*string, conditions map[string]any) awsiam.PolicyStatement {
+	props := &awsiam.PolicyStatementProps{
+		Sid:       jsii.String(sid),
+		Effect:    awsiam.Effect_ALLOW,
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	}
+	if conditions != nil {
+		props.Conditions = &conditions
+	}
+	return awsiam.NewPolicyStatement(props)
+}
+
+func logStatement(logGroupArn *string) awsiam.PolicyStatement {
+	return allow(sidLogs, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, []*string{logGroupArn}, nil)
+}
+
+// Read and non-deleting write access to the run table, shared by the workers.
+var workerTableActions = []string{
+	"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query",
+	"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
+}
+
+// Keys for SSE-KMS puts and gets through the S3 bucket key.
+var stateKeyActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
+
+func listBucket(a accessArns, prefixes ...string) awsiam.PolicyStatement {
+	return allow(sidListBucket, []string{"s3:ListBucket"}, []*string{a.bucket},
+		map[string]any{"StringLike": map[string]any{"s3:prefix": jsii.Strings(prefixes...)}})
+}
+
+func sendMail(a accessArns) awsiam.PolicyStatement {
+	return allow(sidSendMail, []string{"ses:SendEmail"}, []*string{a.sesIdentity},
+		map[string]any{"StringEquals": map[string]any{"ses:FromAddress": a.mailFrom}})
+}
+
+func invokeModels(a accessArns) []awsiam.PolicyStatement {
+	if len(a.models) == 0 {
+		return nil
+	}
+	return []awsiam.PolicyStatement{allow(sidInvokeModel, []string{"bedrock:InvokeModel"}, a.models, nil)}
+}
+
+func startRunStatements(a accessArns) []awsiam.PolicyStatement {
+	out := []awsiam.PolicyStatement{
+		allow(sidRunTable, workerTableActions, []*string{a.table}, nil),
+		allow(sidStateBlobs, []string{"s3:GetObject", "s3:PutObject"}, []*string{a.stateObjects}, nil),
+		allow(sidDocuments, []string{"s3:GetObject"}, []*string{a.documents}, nil),
+		listBucket(a, StatePrefix+"*", ContentPrefix+"*"),
+		allow(sidStateKey, stateKeyActions, []*string{a.key}, nil),
+		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.startrun}, nil),
+		sendMail(a),
+	}
+	return append(out, invokeModels(a)...)
+}
+
+func resumeStatements(a accessArns) []awsiam.PolicyStatement {
+	out := []awsiam.PolicyStatement{
+		allow(sidRunTable, workerTableActions, []*string{a.table}, nil),
+		allow(sidStateBlobs, []string{"s3:GetObject", "s3:PutObject"}, []*string{a.stateObjects}, nil),
+		allow(sidDeleteState, []string{"s3:DeleteObject"}, []*string{a.stateBlobs}, nil),
+		allow(sidDocuments, []string{"s3:GetObject", "s3:PutObject"}, []*string{a.documents}, nil),
+		listBucket(a, StatePrefix+"*", ContentPrefix+"*"),
+		allow(sidStateKey, stateKeyActions, []*string{a.key}, nil),
+		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.resume}, nil),
+		sendMail(a),
+	}
+	return append(out, invokeModels(a)...)
+}
+
+func purgeStatements(a accessArns) []awsiam.PolicyStatement {
+	return []awsiam.PolicyStatement{
+		allow(sidRunTable, []string{
+			"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
+			"dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+		}, []*string{a.table}, nil),
+		allow(sidDueIndex, []string{"dynamodb:Query"}, []*string{a.dueIndex}, nil),
+		allow(sidPurgeStateObj, []string{"s3:DeleteObject"}, []*string{a.stateObjects}, nil),
+		listBucket(a, StatePrefix+"*"),
+		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.startrun, a.resume}, nil),
+		sendMail(a),
+	}
+}

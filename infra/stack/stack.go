@@ -1,0 +1,238 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// FunctionNames are the three Lambda functions, in the order they are built
+// and deployed; each is shipped as <AssetDir>/<name>.zip.
+var FunctionNames = []string{"startrun", "resume", "purge"}
+
+// Defaults for the optional fields of AgentgateStackProps.
+const (
+	DefaultAssetDir           = "../dist/lambda/arm64"
+	DefaultStageName          = "v1"
+	DefaultApprovalTTL        = "24h"
+	DefaultRetention          = "720h"
+	DefaultDueShards          = 8
+	DefaultPurgeRateMinutes   = 1
+	DefaultStateBlobDays      = 90
+	DefaultNoncurrentDays     = 7
+	DefaultThrottleRateLimit  = 50
+	DefaultThrottleBurstLimit = 100
+)
+
+// AgentgateStackProps configures NewAgentgateStack. The zero value of every
+// field but StackProps is a usable default, documented on the field.
+type AgentgateStackProps struct {
+	awscdk.StackProps
+
+	// AssetDir holds startrun.zip, resume.zip and purge.zip, each with a
+	// linux/arm64 `bootstrap` at its root (`make build`). Default
+	// DefaultAssetDir, relative to the working directory of the CDK app.
+	AssetDir string
+
+	// DeletionProtection turns on DynamoDB deletion protection and keeps the
+	// table, the bucket, the KMS key and the log groups when the stack is
+	// deleted. Off (the zero value) suits throwaway and emulator stacks only.
+	DeletionProtection bool
+
+	// Model is AGENTGATE_MODEL, e.g. "bedrock:anthropic.claude-3-haiku-20240307-v1:0".
+	// Empty leaves the variable unset (the functions' own default applies).
+	Model string
+
+	// ModelArns are the only resources bedrock:InvokeModel is allowed on
+	// (foundation-model or inference-profile ARNs). None: no Bedrock access.
+	ModelArns []string
+
+	// PublicBaseURL is AGENTGATE_PUBLIC_BASE_URL, the base of approval links.
+	// Empty: the stage URL of the REST API, https://<api>.execute-api.<region>.<suffix>/<stage>.
+	PublicBaseURL string
+
+	// StageName is the REST API stage. Default DefaultStageName.
+	StageName string
+
+	// PurgeRateMinutes is how often the purge function runs. Default
+	// DefaultPurgeRateMinutes.
+	PurgeRateMinutes int
+
+	// Tracing turns on X-Ray for the functions and the API stage.
+	Tracing bool
+
+	// LogRetention applies to the function and access log groups. Default
+	// one month.
+	LogRetention awslogs.RetentionDays
+
+	// ApprovalTTL is AGENTGATE_APPROVAL_TTL (Go duration). Default DefaultApprovalTTL.
+	ApprovalTTL string
+
+	// Retention is AGENTGATE_RETENTION (Go duration). Default DefaultRetention.
+	Retention string
+
+	// DueShards is AGENTGATE_DUE_SHARDS. Default DefaultDueShards.
+	DueShards int
+
+	// StateBlobDays expires objects under runs/ this many days after they
+	// were written: a backstop for blobs that purge missed, so it must
+	// exceed Retention plus the longest approval window. Default
+	// DefaultStateBlobDays.
+	StateBlobDays int
+
+	// NoncurrentDays removes overwritten or deleted object versions (state
+	// blobs hold prompts) this many days after they became noncurrent.
+	// Default DefaultNoncurrentDays.
+	NoncurrentDays int
+
+	// ThrottleRateLimit and ThrottleBurstLimit throttle the API stage
+	// (requests per second, burst). Defaults DefaultThrottleRateLimit and
+	// DefaultThrottleBurstLimit.
+	ThrottleRateLimit  float64
+	ThrottleBurstLimit float64
+
+	// SkipAPIGatewayAccountRole leaves the account-wide API Gateway
+	// CloudWatch role alone (set it when the account already has one);
+	// access logging needs that role to exist.
+	SkipAPIGatewayAccountRole bool
+}
+
+// withDefaults returns a copy of p with every unset optional field filled in.
+func (p AgentgateStackProps) withDefaults() AgentgateStackProps {
+	if p.AssetDir == "" {
+		p.AssetDir = DefaultAssetDir
+	}
+	if p.StageName == "" {
+		p.StageName = DefaultStageName
+	}
+	if p.PurgeRateMinutes == 0 {
+		p.PurgeRateMinutes = DefaultPurgeRateMinutes
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if p.ApprovalTTL == "" {
+		p.ApprovalTTL = DefaultApprovalTTL
+	}
+	if p.Retention == "" {
+		p.Retention = DefaultRetention
+	}
+	if p.DueShards == 0 {
+		p.DueShards = DefaultDueShards
+	}
+	if p.StateBlobDays == 0 {
+		p.StateBlobDays = DefaultStateBlobDays
+	}
+	if p.NoncurrentDays == 0 {
+		p.NoncurrentDays = DefaultNoncurrentDays
+	}
+	if p.ThrottleRateLimit == 0 {
+		p.ThrottleRateLimit = DefaultThrottleRateLimit
+	}
+	if p.ThrottleBurstLimit == 0 {
+		p.ThrottleBurstLimit = DefaultThrottleBurstLimit
+	}
+	return p
+}
+
+// Validate reports settings that cannot be deployed: durations that do not
+// parse and a state-blob backstop that would delete blobs of runs still
+// waiting or retained.
+func (p AgentgateStackProps) Validate() error {
+	p = p.withDefaults()
+	var errs []error
+	ttl, err := time.ParseDuration(p.ApprovalTTL)
+	if err != nil || ttl <= 0 {
+		errs = append(errs, fmt.Errorf("approval TTL %q: want a positive Go duration", p.ApprovalTTL))
+	}
+	retention, err := time.ParseDuration(p.Retention)
+	if err != nil || retention <= 0 {
+		errs = append(errs, fmt.Errorf("retention %q: want a positive Go duration", p.Retention))
+	}
+	if backstop := time.Duration(p.StateBlobDays) * 24 * time.Hour; backstop <= ttl+retention {
+		errs = append(errs, fmt.Errorf("state blob backstop of %d days must exceed approval TTL (%s) plus retention (%s)", p.StateBlobDays, p.ApprovalTTL, p.Retention))
+	}
+	if p.DueShards < 1 || p.PurgeRateMinutes < 1 || p.StateBlobDays < 1 || p.NoncurrentDays < 1 {
+		errs = append(errs, errors.New("due shards, purge rate, state blob days and noncurrent days must be positive"))
+	}
+	if !stageNamePattern.MatchString(p.StageName) {
+		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))
+	}
+	return errors.Join(errs...)
+}
+
+var stageNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// CheckAssets reports the first function zip missing from dir, with the
+// command that builds it.
+func CheckAssets(dir string) error {
+	for _, name := range FunctionNames {
+		zip := filepath.Join(dir, name+".zip")
+		if _, err := os.Stat(zip); err != nil {
+			return fmt.Errorf("function asset %s is missing: run `make build` in the repository root first", zip)
+		}
+	}
+	return nil
+}
+
+// NewAgentgateStack defines the whole agentgate deployment in a new stack.
+// It panics (as CDK constructs do) when a function asset is missing; call
+// CheckAssets first for a readable error.
+func NewAgentgateStack(scope constructs.Construct, id string, props *AgentgateStackProps) awscdk.Stack {
+	var p AgentgateStackProps
+	if props != nil {
+		p = *props
+	}
+	p = p.withDefaults()
+	if err := p.Validate(); err != nil {
+		panic(fmt.Sprintf("agentgate stack %s: %v", id, err))
+	}
+
+	sprops := p.StackProps
+	if sprops.Description == nil {
+		sprops.Description = jsii.String("agentgate: human approval for LLM agent tool calls")
+	}
+	st := awscdk.NewStack(scope, &id, &sprops)
+
+	mail := newMailParameters(st)
+	data := newDataStore(st, p)
+	api := newRestAPI(st, p)
+	fns := newFunctions(st, p, data, mail, api.RestApiId())
+	addRoutes(api, fns)
+	newPurgeSchedule(st, p, fns.purge)
+
+	output(st, "ApiUrl", jsii.String(*stageURL(p, api.RestApiId())+"/"), "Base URL of the REST API stage")
+	output(st, "TableName", data.table.TableName(), "DynamoDB table (AGENTGATE_TABLE)")
+	output(st, "BucketName", data.bucket.BucketName(), "S3 bucket (AGENTGATE_BUCKET)")
+	output(st, "KmsKeyArn", data.key.KeyArn(), "KMS key of the bucket (AGENTGATE_KMS_KEY_ID)")
+	output(st, "StartRunFunctionName", fns.startrun.FunctionName(), "startrun function")
+	output(st, "ResumeFunctionName", fns.resume.FunctionName(), "resume function")
+	output(st, "PurgeFunctionName", fns.purge.FunctionName(), "purge function")
+	return st
+}
+
+func output(st awscdk.Stack, id string, value *string, description string) {
+	awscdk.NewCfnOutput(st, jsii.String(id), &awscdk.CfnOutputProps{
+		Value:       value,
+		Description: jsii.String(description),
+	})
+}
+
+// removalPolicy is RETAIN for data when deletion protection is on, DESTROY otherwise.
+func (p AgentgateStackProps) removalPolicy() awscdk.RemovalPolicy {
+	if p.DeletionProtection {
+		return awscdk.RemovalPolicy_RETAIN
+	}
+	return awscdk.RemovalPolicy_DESTROY
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
