@@ -184,6 +184,10 @@ type Run struct {
 	// waiting, lease expiry when running, dispatch grace when queued or
 	// resuming, retention when terminal); the due index is ordered by it.
 	DueAt time.Time `json:"due_at,omitzero"`
+	// WriteID is a random id of the write that produced this version. It
+	// lets Store recognise its own write when a response was lost and a
+	// retry then failed its condition.
+	WriteID string `json:"write_id,omitempty"`
 	// LastSeq is the sequence number of the run's last event.
 	LastSeq int64 `json:"last_seq"`
 	// TokenHashes lists every approval token issued for the run, so that

@@ -125,12 +125,16 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 		LastSeq:   1,
 	}
 	r.DueAt = s.dueAt(r)
+	r.WriteID = newWriteID()
 	ev := Event{RunID: r.ID, Seq: 1, Type: EventRunStarted, At: now, Actor: in.Initiator,
 		Data: mustJSON(struct {
 			Approvers []string `json:"approvers,omitempty"`
 		}{r.Approvers})}
 	if err := s.rows.Write(ctx, Write{Run: r, Create: true, Events: []Event{ev}}); err != nil {
 		if ErrorCode(err) == EConflict {
+			if fresh, gerr := s.rows.GetRun(ctx, r.ID); gerr == nil && fresh.WriteID == r.WriteID {
+				return r.Clone(), nil // our write landed; its response was lost
+			}
 			return nil, Errorf(EConflict, "run %s already exists", r.ID)
 		}
 		return nil, fmt.Errorf("create run %s: %w", r.ID, err)
@@ -793,6 +797,7 @@ func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run,
 	next.Version = cur.Version + 1
 	next.UpdatedAt = now
 	next.DueAt = s.dueAt(next)
+	next.WriteID = newWriteID()
 	for i := range w.Events {
 		next.LastSeq++
 		w.Events[i].RunID = cur.ID
@@ -804,6 +809,11 @@ func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run,
 	w.ExpectVersion = cur.Version
 	if err := s.rows.Write(ctx, w); err != nil {
 		fresh, err := s.explain(ctx, cur, w, err)
+		if fresh != nil && fresh.WriteID == next.WriteID {
+			// Our own write landed and only its response was lost (an SDK
+			// retry then failed its condition): that is success.
+			return next.Clone(), nil, nil
+		}
 		return nil, fresh, err
 	}
 	return next.Clone(), nil, nil

@@ -1,0 +1,10 @@
+// Package dynamo implements runs.RowStore on one DynamoDB table (see
+// CONTRACTS.md): run rows at pk=RUN#<id>, sk=RUN; events at sk=EVT#<seq>
+// under the run's pk; approval tokens at pk=TOKEN#<sha256>, sk=TOKEN; and the
+// sparse, sharded GSI due-index (due_pk=DUE#<shard>, due_at=unix ms) that
+// only run rows carry, so a sweep reads the due runs and never scans.
+//
+// A runs.Write is one PutItem when it touches only the row, otherwise one
+// TransactWriteItems. ConditionalCheckFailed and TransactionCanceled are
+// translated into runs.EConflict here, so callers never import the SDK.
+package dynamo

@@ -1,0 +1,116 @@
+//go:build integration
+
+package dynamo_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
+)
+
+// TestConformance runs the suite on the dynamo + s3state pair, each subtest on
+// its own table and bucket.
+func TestConformance(t *testing.T) {
+	runstest.Run(t, func(t *testing.T) runstest.Harness { return awstest.New(t).Harness() })
+}
+
+// TestRoundTrips asserts what the hot transitions cost on the wire.
+func TestRoundTrips(t *testing.T) {
+	aws := awstest.New(t)
+	e := runstest.NewEnv(t, aws.Harness())
+	ctx := t.Context()
+	r := e.Running(t)
+	sp, raws := e.Suspension("s1")
+
+	var err error
+	trips := aws.Counter.Measure(func() { r, err = e.Store.Suspend(ctx, r, "w1", sp) })
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"S3.PutObject": 1, "DynamoDB.TransactWriteItems": 1}, trips, "suspend = state put + one transaction")
+
+	tok, err := e.Store.LookupToken(ctx, runstest.HashToken(raws[0]))
+	require.NoError(t, err)
+	trips = aws.Counter.Measure(func() {
+		r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{"action":"approve"}`)})
+	})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1}, trips, "decide (with token use) = one transaction")
+
+	trips = aws.Counter.Measure(func() { r, err = e.Store.Claim(ctx, r.ID, "w2") })
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"DynamoDB.GetItem": 1, "DynamoDB.TransactWriteItems": 1}, trips, "claim = read + one transaction")
+
+	trips = aws.Counter.Measure(func() { _, err = e.Store.LoadState(ctx, r) })
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"S3.GetObject": 1}, trips)
+
+	trips = aws.Counter.Measure(func() { r, err = e.Store.RecordStep(ctx, r, "w2", runs.Step{Type: runs.EventModelTurn}) })
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1}, trips, "a step = event + lease renewal in one write")
+
+	trips = aws.Counter.Measure(func() { r, err = e.Store.RenewLease(ctx, r, "w2") })
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"DynamoDB.PutItem": 1}, trips)
+
+	w, _ := e.Waiting(t)
+	trips = aws.Counter.Measure(func() {
+		_, err = e.Store.Decide(ctx, w, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"deny"}`)})
+	})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1}, trips, "decide through the API = one transaction")
+}
+
+// TestTransientFaults injects retryable errors below the SDK's retryer: the
+// SDK retries them, and a failure that outlasts the retries never leaves the
+// row pointing at a missing blob.
+func TestTransientFaults(t *testing.T) {
+	tests := []struct {
+		name      string
+		operation string
+		times     int
+		retryable bool
+		wantOK    bool
+	}{
+		{"S3 put fails once", "PutObject", 1, true, true},
+		{"transaction fails once", "TransactWriteItems", 1, true, true},
+		{"S3 put keeps failing", "PutObject", -1, true, false},
+		{"S3 put fails for good", "PutObject", 1, false, false},
+		{"transaction fails for good after the blob put", "TransactWriteItems", 1, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			aws := awstest.New(t)
+			e := runstest.NewEnv(t, aws.Harness())
+			ctx := t.Context()
+			r := e.Running(t)
+			sp, _ := e.Suspension("s1")
+			aws.Counter.Reset()
+			aws.Faults.Fail(tt.operation, tt.times, tt.retryable)
+			got, err := e.Store.Suspend(ctx, r, "w1", sp)
+			aws.Faults.Clear()
+			if tt.wantOK {
+				require.NoError(t, err)
+				assert.Equal(t, 2+1, aws.Counter.Total(), "one retried attempt: %v", aws.Counter.ByOperation())
+				state, err := e.Store.LoadState(ctx, got)
+				require.NoError(t, err, "the row points at a stored blob")
+				assert.JSONEq(t, string(sp.State), string(state))
+				e.Unchanged(t, got)
+				return
+			}
+			require.Error(t, err)
+			var injected *awstest.InjectedError
+			assert.ErrorAs(t, err, &injected)
+			assert.Equal(t, runs.EInternal, runs.ErrorCode(err))
+			e.Unchanged(t, r) // still RUNNING, no state ref: never a row without its blob
+			again, err := e.Store.Suspend(ctx, r, "w1", sp)
+			require.NoError(t, err, "the worker can suspend once the fault is gone")
+			_, err = e.Store.LoadState(ctx, again)
+			require.NoError(t, err)
+		})
+	}
+}

@@ -1,0 +1,256 @@
+package dynamo
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Key prefixes and sort keys of the single table.
+const (
+	runPrefix   = "RUN#"
+	runSK       = "RUN"
+	eventPrefix = "EVT#"
+	tokenPrefix = "TOKEN#"
+	tokenSK     = "TOKEN"
+	duePrefix   = "DUE#"
+	// DueIndex is the name of the due GSI.
+	DueIndex = "due-index"
+	// TTLAttribute is the table's TTL attribute (unix seconds), a backstop
+	// for rows and tokens that purge somehow missed.
+	TTLAttribute = "expires_at"
+	// ttlGrace is how long after its retention or expiry an item may linger
+	// before the TTL backstop deletes it.
+	ttlGrace = 7 * 24 * time.Hour
+)
+
+func runPK(id string) string       { return runPrefix + id }
+func eventSK(seq int64) string     { return fmt.Sprintf("%s%020d", eventPrefix, seq) }
+func tokenPK(hash string) string   { return tokenPrefix + hash }
+func duePK(shard int) string       { return fmt.Sprintf("%s%d", duePrefix, shard) }
+func shardOf(id string, n int) int { h := fnv.New32a(); h.Write([]byte(id)); return int(h.Sum32() % uint32(n)) }
+
+func toMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// key is the primary key of any item.
+type key struct {
+	PK string `dynamodbav:"pk"`
+	SK string `dynamodbav:"sk"`
+}
+
+// counters are runs.Counters with attribute names.
+type counters struct {
+	Iterations   int64 `dynamodbav:"iterations"`
+	ModelCalls   int64 `dynamodbav:"model_calls"`
+	InputTokens  int64 `dynamodbav:"input_tokens"`
+	OutputTokens int64 `dynamodbav:"output_tokens"`
+	ToolCalls    int64 `dynamodbav:"tool_calls"`
+}
+
+// runItem is the stored form of a run row. Times are unix milliseconds (0 =
+// unset); JSON documents are kept as strings.
+type runItem struct {
+	key
+	DuePK     string `dynamodbav:"due_pk,omitempty"`
+	DueAt     int64  `dynamodbav:"due_at,omitempty"`
+	ExpiresAt int64  `dynamodbav:"expires_at,omitempty"`
+
+	ID               string   `dynamodbav:"id"`
+	Status           string   `dynamodbav:"status"`
+	Reason           string   `dynamodbav:"reason,omitempty"`
+	Version          int64    `dynamodbav:"version"`
+	CreatedAt        int64    `dynamodbav:"created_at"`
+	UpdatedAt        int64    `dynamodbav:"updated_at"`
+	Counters         counters `dynamodbav:"counters"`
+	Initiator        string   `dynamodbav:"initiator"`
+	Approvers        []string `dynamodbav:"approvers,omitempty"`
+	Request          string   `dynamodbav:"request,omitempty"`
+	SuspensionID     string   `dynamodbav:"suspension_id,omitempty"`
+	TurnDigest       string   `dynamodbav:"turn_digest,omitempty"`
+	PendingCalls     string   `dynamodbav:"pending_calls,omitempty"`
+	StateKey         string   `dynamodbav:"state_key,omitempty"`
+	StateSHA256      string   `dynamodbav:"state_sha256,omitempty"`
+	StateSize        int64    `dynamodbav:"state_size,omitempty"`
+	LeaseOwner       string   `dynamodbav:"lease_owner,omitempty"`
+	LeaseUntil       int64    `dynamodbav:"lease_until,omitempty"`
+	PendingEffect    string   `dynamodbav:"pending_effect,omitempty"`
+	ApprovalDeadline int64    `dynamodbav:"approval_deadline,omitempty"`
+	RemindAt         int64    `dynamodbav:"remind_at,omitempty"`
+	ReminderSent     bool     `dynamodbav:"reminder_sent,omitempty"`
+	Notification     string   `dynamodbav:"notification,omitempty"`
+	Decision         string   `dynamodbav:"decision,omitempty"`
+	DecidedBy        string   `dynamodbav:"decided_by,omitempty"`
+	DecidedVia       string   `dynamodbav:"decided_via,omitempty"`
+	DecidedAt        int64    `dynamodbav:"decided_at,omitempty"`
+	Output           string   `dynamodbav:"output,omitempty"`
+	RetainUntil      int64    `dynamodbav:"retain_until,omitempty"`
+	WriteID          string   `dynamodbav:"write_id,omitempty"`
+	LastSeq          int64    `dynamodbav:"last_seq"`
+	TokenHashes      []string `dynamodbav:"token_hashes,omitempty"`
+}
+
+func newRunItem(r *runs.Run, shards int) (runItem, error) {
+	it := runItem{
+		key:              key{PK: runPK(r.ID), SK: runSK},
+		ID:               r.ID,
+		Status:           string(r.Status),
+		Reason:           r.Reason,
+		Version:          r.Version,
+		CreatedAt:        toMS(r.CreatedAt),
+		UpdatedAt:        toMS(r.UpdatedAt),
+		Counters:         counters(r.Counters),
+		Initiator:        r.Initiator,
+		Approvers:        r.Approvers,
+		Request:          string(r.Request),
+		SuspensionID:     r.SuspensionID,
+		TurnDigest:       r.TurnDigest,
+		StateKey:         r.State.Key,
+		StateSHA256:      r.State.SHA256,
+		StateSize:        r.State.Size,
+		LeaseOwner:       r.LeaseOwner,
+		LeaseUntil:       toMS(r.LeaseUntil),
+		PendingEffect:    r.PendingEffect,
+		ApprovalDeadline: toMS(r.ApprovalDeadline),
+		RemindAt:         toMS(r.RemindAt),
+		ReminderSent:     r.ReminderSent,
+		Notification:     string(r.Notification),
+		Decision:         string(r.Decision),
+		DecidedBy:        r.DecidedBy,
+		DecidedVia:       r.DecidedVia,
+		DecidedAt:        toMS(r.DecidedAt),
+		Output:           string(r.Output),
+		RetainUntil:      toMS(r.RetainUntil),
+		WriteID:          r.WriteID,
+		LastSeq:          r.LastSeq,
+		TokenHashes:      r.TokenHashes,
+	}
+	if len(r.PendingCalls) > 0 {
+		b, err := json.Marshal(r.PendingCalls)
+		if err != nil {
+			return runItem{}, fmt.Errorf("encode pending calls: %w", err)
+		}
+		it.PendingCalls = string(b)
+	}
+	if !r.DueAt.IsZero() {
+		it.DuePK = duePK(shardOf(r.ID, shards))
+		it.DueAt = toMS(r.DueAt)
+	}
+	if r.Status.Terminal() && !r.RetainUntil.IsZero() {
+		it.ExpiresAt = r.RetainUntil.Add(ttlGrace).Unix()
+	}
+	return it, nil
+}
+
+func raw(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+func (it runItem) run() (*runs.Run, error) {
+	r := &runs.Run{
+		ID:               it.ID,
+		Status:           runs.Status(it.Status),
+		Reason:           it.Reason,
+		Version:          it.Version,
+		CreatedAt:        fromMS(it.CreatedAt),
+		UpdatedAt:        fromMS(it.UpdatedAt),
+		Counters:         runs.Counters(it.Counters),
+		Initiator:        it.Initiator,
+		Approvers:        it.Approvers,
+		Request:          raw(it.Request),
+		SuspensionID:     it.SuspensionID,
+		TurnDigest:       it.TurnDigest,
+		State:            runs.StateRef{Key: it.StateKey, SHA256: it.StateSHA256, Size: it.StateSize},
+		LeaseOwner:       it.LeaseOwner,
+		LeaseUntil:       fromMS(it.LeaseUntil),
+		PendingEffect:    it.PendingEffect,
+		ApprovalDeadline: fromMS(it.ApprovalDeadline),
+		RemindAt:         fromMS(it.RemindAt),
+		ReminderSent:     it.ReminderSent,
+		Notification:     runs.NotificationState(it.Notification),
+		Decision:         raw(it.Decision),
+		DecidedBy:        it.DecidedBy,
+		DecidedVia:       it.DecidedVia,
+		DecidedAt:        fromMS(it.DecidedAt),
+		Output:           raw(it.Output),
+		RetainUntil:      fromMS(it.RetainUntil),
+		DueAt:            fromMS(it.DueAt),
+		WriteID:          it.WriteID,
+		LastSeq:          it.LastSeq,
+		TokenHashes:      it.TokenHashes,
+	}
+	if it.PendingCalls != "" {
+		if err := json.Unmarshal([]byte(it.PendingCalls), &r.PendingCalls); err != nil {
+			return nil, fmt.Errorf("decode pending calls of run %s: %w", it.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// eventItem is the stored form of an event.
+type eventItem struct {
+	key
+	RunID string `dynamodbav:"run_id"`
+	Seq   int64  `dynamodbav:"seq"`
+	Type  string `dynamodbav:"type"`
+	At    int64  `dynamodbav:"at"`
+	Actor string `dynamodbav:"actor,omitempty"`
+	Data  string `dynamodbav:"data,omitempty"`
+}
+
+func newEventItem(ev runs.Event) eventItem {
+	return eventItem{
+		key:   key{PK: runPK(ev.RunID), SK: eventSK(ev.Seq)},
+		RunID: ev.RunID, Seq: ev.Seq, Type: ev.Type, At: toMS(ev.At), Actor: ev.Actor, Data: string(ev.Data),
+	}
+}
+
+func (it eventItem) event() runs.Event {
+	return runs.Event{RunID: it.RunID, Seq: it.Seq, Type: it.Type, At: fromMS(it.At), Actor: it.Actor, Data: raw(it.Data)}
+}
+
+// tokenItem is the stored form of an approval token. Its own expiry is
+// link_expires_at (ms); expires_at is the TTL backstop (s).
+type tokenItem struct {
+	key
+	Hash          string `dynamodbav:"hash"`
+	RunID         string `dynamodbav:"run_id"`
+	SuspensionID  string `dynamodbav:"suspension_id"`
+	Approver      string `dynamodbav:"approver"`
+	LinkExpiresAt int64  `dynamodbav:"link_expires_at"`
+	UsedAt        int64  `dynamodbav:"used_at,omitempty"`
+	ExpiresAt     int64  `dynamodbav:"expires_at"`
+}
+
+func newTokenItem(t runs.ApprovalToken) tokenItem {
+	return tokenItem{
+		key:  key{PK: tokenPK(t.Hash), SK: tokenSK},
+		Hash: t.Hash, RunID: t.RunID, SuspensionID: t.SuspensionID, Approver: t.Approver,
+		LinkExpiresAt: toMS(t.ExpiresAt), UsedAt: toMS(t.UsedAt),
+		ExpiresAt: t.ExpiresAt.Add(ttlGrace).Unix(),
+	}
+}
+
+func (it tokenItem) token() *runs.ApprovalToken {
+	return &runs.ApprovalToken{
+		Hash: it.Hash, RunID: it.RunID, SuspensionID: it.SuspensionID, Approver: it.Approver,
+		ExpiresAt: fromMS(it.LinkExpiresAt), UsedAt: fromMS(it.UsedAt),
+	}
+}

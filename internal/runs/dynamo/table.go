@@ -1,0 +1,464 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// DefaultDueShards is the number of due-index shards when Options leave it 0.
+const DefaultDueShards = 8
+
+// batchWriteMax is BatchWriteItem's limit of requests per call.
+const batchWriteMax = 25
+
+// Options configure a Table.
+type Options struct {
+	// DueShards is the number of due-index partitions (AGENTGATE_DUE_SHARDS).
+	// It must stay the same for the life of a table.
+	DueShards int
+}
+
+// Table is the single DynamoDB table of agentgate. It implements
+// runs.RowStore.
+type Table struct {
+	client *dynamodb.Client
+	name   string
+	shards int
+}
+
+var _ runs.RowStore = (*Table)(nil)
+
+// NewTable returns the table called name, reached through client.
+func NewTable(client *dynamodb.Client, name string, opts Options) *Table {
+	if opts.DueShards <= 0 {
+		opts.DueShards = DefaultDueShards
+	}
+	return &Table{client: client, name: name, shards: opts.DueShards}
+}
+
+// Name returns the table name.
+func (t *Table) Name() string { return t.name }
+
+func keyOf(pk, sk string) (map[string]types.AttributeValue, error) {
+	return attributevalue.MarshalMap(key{PK: pk, SK: sk})
+}
+
+// GetRun implements runs.RowStore with a strongly consistent GetItem.
+func (t *Table) GetRun(ctx context.Context, id string) (*runs.Run, error) {
+	k, err := keyOf(runPK(id), runSK)
+	if err != nil {
+		return nil, err
+	}
+	out, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.name, Key: k, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	if out.Item == nil {
+		return nil, runs.Errorf(runs.ENotFound, "run %s not found", id)
+	}
+	var it runItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", id, err)
+	}
+	return it.run()
+}
+
+// Write implements runs.RowStore: one conditional PutItem when only the row
+// changes, else one TransactWriteItems (row, events, new tokens, token use).
+func (t *Table) Write(ctx context.Context, w runs.Write) error {
+	row, err := t.rowPut(w)
+	if err != nil {
+		return err
+	}
+	if len(w.Events) == 0 && len(w.NewTokens) == 0 && w.UseToken == nil {
+		_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 &t.name,
+			Item:                      row.Item,
+			ConditionExpression:       row.ConditionExpression,
+			ExpressionAttributeNames:  row.ExpressionAttributeNames,
+			ExpressionAttributeValues: row.ExpressionAttributeValues,
+		})
+		return translate(err)
+	}
+	items := []types.TransactWriteItem{{Put: row}}
+	for _, ev := range w.Events {
+		put, err := newPut(t.name, newEventItem(ev))
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Put: put})
+	}
+	for _, tok := range w.NewTokens {
+		put, err := newPut(t.name, newTokenItem(tok))
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Put: put})
+	}
+	if u := w.UseToken; u != nil {
+		upd, err := t.tokenUse(u)
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Update: upd})
+	}
+	_, err = t.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems:      items,
+		ClientRequestToken: requestToken(w),
+	})
+	return translate(err)
+}
+
+// requestToken makes TransactWriteItems idempotent for the SDK's retries:
+// every write carries a fresh random WriteID (32 hex digits), so a retry of
+// the same write is deduplicated and no other write shares its token.
+func requestToken(w runs.Write) *string {
+	if w.Run.WriteID == "" || len(w.Run.WriteID) > 36 {
+		return nil
+	}
+	return aws.String(w.Run.WriteID)
+}
+
+// rowPut is the conditional Put of the run row.
+func (t *Table) rowPut(w runs.Write) (*types.Put, error) {
+	it, err := newRunItem(w.Run, t.shards)
+	if err != nil {
+		return nil, err
+	}
+	item, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, fmt.Errorf("encode run %s: %w", w.Run.ID, err)
+	}
+	cond := expression.Name("pk").AttributeNotExists()
+	if !w.Create {
+		cond = expression.Name("status").Equal(expression.Value(string(w.ExpectStatus))).
+			And(expression.Name("version").Equal(expression.Value(w.ExpectVersion)))
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return nil, err
+	}
+	return &types.Put{
+		TableName:                 &t.name,
+		Item:                      item,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}, nil
+}
+
+// newPut is a Put of a new item (events, tokens) that must not exist yet.
+func newPut(table string, v any) (*types.Put, error) {
+	item, err := attributevalue.MarshalMap(v)
+	if err != nil {
+		return nil, err
+	}
+	expr, err := expression.NewBuilder().WithCondition(expression.Name("pk").AttributeNotExists()).Build()
+	if err != nil {
+		return nil, err
+	}
+	return &types.Put{
+		TableName:                &table,
+		Item:                     item,
+		ConditionExpression:      expr.Condition(),
+		ExpressionAttributeNames: expr.Names(),
+	}, nil
+}
+
+// tokenUse marks a token used if it is bound to the run and suspension,
+// unused and unexpired.
+func (t *Table) tokenUse(u *runs.TokenUse) (*types.Update, error) {
+	k, err := keyOf(tokenPK(u.Hash), tokenSK)
+	if err != nil {
+		return nil, err
+	}
+	at := toMS(u.At)
+	cond := expression.Name("pk").AttributeExists().
+		And(expression.Name("run_id").Equal(expression.Value(u.RunID))).
+		And(expression.Name("suspension_id").Equal(expression.Value(u.SuspensionID))).
+		And(expression.Name("used_at").AttributeNotExists()).
+		And(expression.Name("link_expires_at").GreaterThan(expression.Value(at)))
+	expr, err := expression.NewBuilder().
+		WithCondition(cond).
+		WithUpdate(expression.Set(expression.Name("used_at"), expression.Value(at))).
+		Build()
+	if err != nil {
+		return nil, err
+	}
+	return &types.Update{
+		TableName:                 &t.name,
+		Key:                       k,
+		ConditionExpression:       expr.Condition(),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}, nil
+}
+
+// Events implements runs.RowStore with one strongly consistent Query.
+func (t *Table) Events(ctx context.Context, runID string, after int64, limit int) ([]runs.Event, error) {
+	kc := expression.Key("pk").Equal(expression.Value(runPK(runID))).
+		And(expression.Key("sk").Between(expression.Value(eventSK(after+1)), expression.Value(eventPrefix+"~")))
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 &t.name,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(int32(limit)),
+	}
+	var evs []runs.Event
+	for len(evs) < limit {
+		out, err := t.client.Query(ctx, in)
+		if err != nil {
+			return nil, translate(err)
+		}
+		for _, m := range out.Items {
+			var it eventItem
+			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+				return nil, fmt.Errorf("decode event of run %s: %w", runID, err)
+			}
+			evs = append(evs, it.event())
+		}
+		if out.LastEvaluatedKey == nil {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+		in.Limit = aws.Int32(int32(limit - len(evs)))
+	}
+	return evs, nil
+}
+
+// Token implements runs.RowStore.
+func (t *Table) Token(ctx context.Context, hash string) (*runs.ApprovalToken, error) {
+	k, err := keyOf(tokenPK(hash), tokenSK)
+	if err != nil {
+		return nil, err
+	}
+	out, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.name, Key: k, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	if out.Item == nil {
+		return nil, runs.Errorf(runs.ENotFound, "approval link not found")
+	}
+	var it tokenItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return nil, fmt.Errorf("decode token: %w", err)
+	}
+	return it.token(), nil
+}
+
+// dueCursor is where a Due page ended: the shard and, within it, the last
+// key read (empty to start the shard from its beginning).
+type dueCursor struct {
+	Shard int    `json:"s"`
+	PK    string `json:"p,omitempty"`
+	SK    string `json:"k,omitempty"`
+	DueAt int64  `json:"d,omitempty"`
+}
+
+type dueKey struct {
+	key
+	DuePK string `dynamodbav:"due_pk"`
+	DueAt int64  `dynamodbav:"due_at"`
+}
+
+// Due implements runs.RowStore: it queries the due-index shard by shard for
+// due_at <= now, so it reads only due runs.
+func (t *Table) Due(ctx context.Context, now time.Time, limit int, cursor string) ([]*runs.Run, string, error) {
+	var c dueCursor
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || json.Unmarshal(b, &c) != nil || c.Shard < 0 || c.Shard >= t.shards {
+			return nil, "", runs.Errorf(runs.EInvalid, "due cursor is malformed")
+		}
+	}
+	var out []*runs.Run
+	for shard := c.Shard; shard < t.shards; shard++ {
+		kc := expression.Key("due_pk").Equal(expression.Value(duePK(shard))).
+			And(expression.Key("due_at").LessThanEqual(expression.Value(toMS(now))))
+		expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+		if err != nil {
+			return nil, "", err
+		}
+		in := &dynamodb.QueryInput{
+			TableName:                 &t.name,
+			IndexName:                 aws.String(DueIndex),
+			KeyConditionExpression:    expr.KeyCondition(),
+			ExpressionAttributeNames:  expr.Names(),
+			ExpressionAttributeValues: expr.Values(),
+		}
+		if shard == c.Shard && c.PK != "" {
+			start, err := attributevalue.MarshalMap(dueKey{key: key{PK: c.PK, SK: c.SK}, DuePK: duePK(shard), DueAt: c.DueAt})
+			if err != nil {
+				return nil, "", err
+			}
+			in.ExclusiveStartKey = start
+		}
+		for {
+			in.Limit = aws.Int32(int32(limit - len(out)))
+			res, err := t.client.Query(ctx, in)
+			if err != nil {
+				return nil, "", translate(err)
+			}
+			for _, m := range res.Items {
+				var it runItem
+				if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+					return nil, "", fmt.Errorf("decode due run: %w", err)
+				}
+				r, err := it.run()
+				if err != nil {
+					return nil, "", err
+				}
+				out = append(out, r)
+			}
+			if len(out) == limit {
+				next := dueCursor{Shard: shard + 1}
+				if res.LastEvaluatedKey != nil {
+					var k dueKey
+					if err := attributevalue.UnmarshalMap(res.LastEvaluatedKey, &k); err != nil {
+						return nil, "", err
+					}
+					next = dueCursor{Shard: shard, PK: k.PK, SK: k.SK, DueAt: k.DueAt}
+				}
+				if next.Shard == t.shards {
+					return out, "", nil
+				}
+				b, _ := json.Marshal(next)
+				return out, base64.RawURLEncoding.EncodeToString(b), nil
+			}
+			if res.LastEvaluatedKey == nil {
+				break
+			}
+			in.ExclusiveStartKey = res.LastEvaluatedKey
+		}
+	}
+	return out, "", nil
+}
+
+// DeleteRun implements runs.RowStore: it queries the run's partition (row and
+// events, keys only) and deletes it with the tokens in BatchWriteItem calls.
+func (t *Table) DeleteRun(ctx context.Context, runID string, tokenHashes []string) error {
+	var keys []map[string]types.AttributeValue
+	for _, h := range tokenHashes {
+		k, err := keyOf(tokenPK(h), tokenSK)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	expr, err := expression.NewBuilder().
+		WithKeyCondition(expression.Key("pk").Equal(expression.Value(runPK(runID)))).
+		WithProjection(expression.NamesList(expression.Name("pk"), expression.Name("sk"))).
+		Build()
+	if err != nil {
+		return err
+	}
+	p := dynamodb.NewQueryPaginator(t.client, &dynamodb.QueryInput{
+		TableName:                 &t.name,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ProjectionExpression:      expr.Projection(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return translate(err)
+		}
+		keys = append(keys, page.Items...)
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), batchWriteMax)
+		if err := t.deleteBatch(ctx, keys[:n]); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// deleteBatch deletes up to 25 keys, resubmitting unprocessed ones with
+// backoff.
+func (t *Table) deleteBatch(ctx context.Context, keys []map[string]types.AttributeValue) error {
+	reqs := make([]types.WriteRequest, len(keys))
+	for i, k := range keys {
+		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 0; len(reqs) > 0; attempt++ {
+		if attempt == 8 {
+			return fmt.Errorf("batch delete: %d items left unprocessed", len(reqs))
+		}
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff *= 2
+		}
+		out, err := t.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{t.name: reqs}})
+		if err != nil {
+			return translate(err)
+		}
+		reqs = out.UnprocessedItems[t.name]
+	}
+	return nil
+}
+
+// translate maps SDK errors to runs errors: failed conditions and cancelled
+// transactions become EConflict; anything else is wrapped as is (internal).
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return runs.Errorf(runs.EConflict, "condition failed")
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		var codes []string
+		conflict := false
+		for _, r := range tce.CancellationReasons {
+			code := aws.ToString(r.Code)
+			codes = append(codes, code)
+			if code == "ConditionalCheckFailed" || code == "TransactionConflict" {
+				conflict = true
+			}
+		}
+		if conflict || len(codes) == 0 {
+			return runs.Errorf(runs.EConflict, "transaction cancelled: %s", strings.Join(codes, ","))
+		}
+		return fmt.Errorf("transaction cancelled (%s): %w", strings.Join(codes, ","), err)
+	}
+	var ipm *types.IdempotentParameterMismatchException
+	if errors.As(err, &ipm) {
+		return runs.Errorf(runs.EConflict, "a different write with the same request token is in flight")
+	}
+	var tip *types.TransactionInProgressException
+	if errors.As(err, &tip) {
+		return runs.Errorf(runs.EConflict, "a transaction on the run is in progress")
+	}
+	return fmt.Errorf("dynamodb: %w", err)
+}
