@@ -27,11 +27,15 @@ const (
 	ttlGrace = 7 * 24 * time.Hour
 )
 
-func runPK(id string) string       { return runPrefix + id }
-func eventSK(seq int64) string     { return fmt.Sprintf("%s%020d", eventPrefix, seq) }
-func tokenPK(hash string) string   { return tokenPrefix + hash }
-func duePK(shard int) string       { return fmt.Sprintf("%s%d", duePrefix, shard) }
-func shardOf(id string, n int) int { h := fnv.New32a(); h.Write([]byte(id)); return int(h.Sum32() % uint32(n)) }
+func runPK(id string) string     { return runPrefix + id }
+func eventSK(seq int64) string   { return fmt.Sprintf("%s%020d", eventPrefix, seq) }
+func tokenPK(hash string) string { return tokenPrefix + hash }
+func duePK(shard int) string     { return fmt.Sprintf("%s%d", duePrefix, shard) }
+func shardOf(id string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(n))
+}
 
 func toMS(t time.Time) int64 {
 	if t.IsZero() {
