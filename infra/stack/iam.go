@@ -11,8 +11,9 @@ import (
 //
 //	startrun: reads and writes runs, never deletes; reads and writes state
 //	          blobs, reads documents; dispatches itself.
-//	resume:   as startrun, plus deletes settled state blobs and writes
-//	          documents (approved write tools); dispatches itself.
+//	resume:   as startrun, plus deletes settled state blobs and writes and
+//	          deletes documents (the approved write tools run here, never in
+//	          startrun); dispatches itself.
 //	purge:    deletes items and objects (expiry, retention) and batch-writes;
 //	          queries the due index; dispatches startrun and resume.
 
@@ -58,10 +59,11 @@ func logStatement(logGroupArn *string) awsiam.PolicyStatement {
 	return allow(sidLogs, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, []*string{logGroupArn}, nil)
 }
 
-// Read and non-deleting write access to the run table, shared by the workers.
+// Read and non-deleting write access to the run table, shared by the
+// workers: what internal/runs/dynamo calls (GetItem, Query, PutItem, and
+// TransactWriteItems of Puts and Updates, authorized per item).
 var workerTableActions = []string{
-	"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query",
-	"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
+	"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
 }
 
 // Keys for SSE-KMS puts and gets through the S3 bucket key.
@@ -102,7 +104,7 @@ func resumeStatements(a accessArns) []awsiam.PolicyStatement {
 		allow(sidRunTable, workerTableActions, []*string{a.table}, nil),
 		allow(sidStateBlobs, []string{"s3:GetObject", "s3:PutObject"}, []*string{a.stateObjects}, nil),
 		allow(sidDeleteState, []string{"s3:DeleteObject"}, []*string{a.stateBlobs}, nil),
-		allow(sidDocuments, []string{"s3:GetObject", "s3:PutObject"}, []*string{a.documents}, nil),
+		allow(sidDocuments, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, []*string{a.documents}, nil),
 		listBucket(a, StatePrefix+"*", ContentPrefix+"*"),
 		allow(sidStateKey, stateKeyActions, []*string{a.key}, nil),
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.resume}, nil),
@@ -115,7 +117,7 @@ func purgeStatements(a accessArns) []awsiam.PolicyStatement {
 	return []awsiam.PolicyStatement{
 		allow(sidRunTable, []string{
 			"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
-			"dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+			"dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
 		}, []*string{a.table}, nil),
 		allow(sidDueIndex, []string{"dynamodb:Query"}, []*string{a.dueIndex}, nil),
 		allow(sidPurgeStateObj, []string{"s3:DeleteObject"}, []*string{a.stateObjects}, nil),

@@ -151,15 +151,18 @@ func (p AgentgateStackProps) Validate() error {
 	p = p.withDefaults()
 	var errs []error
 	ttl, err := time.ParseDuration(p.ApprovalTTL)
-	if err != nil || ttl <= 0 {
-		errs = append(errs, fmt.Errorf("approval TTL %q: want a positive Go duration", p.ApprovalTTL))
+	if err != nil || ttl < time.Minute || ttl > 7*24*time.Hour {
+		errs = append(errs, fmt.Errorf("approval TTL %q: want a Go duration from 1m to 168h", p.ApprovalTTL))
 	}
 	retention, err := time.ParseDuration(p.Retention)
-	if err != nil || retention <= 0 {
-		errs = append(errs, fmt.Errorf("retention %q: want a positive Go duration", p.Retention))
+	if err != nil || retention < time.Hour {
+		errs = append(errs, fmt.Errorf("retention %q: want a Go duration of at least 1h", p.Retention))
 	}
 	if backstop := time.Duration(p.StateBlobDays) * 24 * time.Hour; backstop <= ttl+retention {
 		errs = append(errs, fmt.Errorf("state blob backstop of %d days must exceed approval TTL (%s) plus retention (%s)", p.StateBlobDays, p.ApprovalTTL, p.Retention))
+	}
+	if p.DueShards > 64 {
+		errs = append(errs, fmt.Errorf("due shards %d: at most 64", p.DueShards))
 	}
 	if p.DueShards < 1 || p.PurgeRateMinutes < 1 || p.StateBlobDays < 1 || p.NoncurrentDays < 1 {
 		errs = append(errs, errors.New("due shards, purge rate, state blob days and noncurrent days must be positive"))

@@ -414,6 +414,8 @@ func TestValidate(t *testing.T) {
 		{"bad retention", AgentgateStackProps{Retention: "-1h"}, "retention"},
 		{"backstop too short", AgentgateStackProps{Retention: "3000h"}, "backstop"},
 		{"bad stage", AgentgateStackProps{StageName: "v 1"}, "stage name"},
+		{"ttl over a week", AgentgateStackProps{ApprovalTTL: "169h"}, "approval TTL"},
+		{"too many shards", AgentgateStackProps{DueShards: 65}, "due shards"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
