@@ -1,0 +1,23 @@
+// Command startrun is the agentgate startrun Lambda function. It only wires: the
+// environment, one AWS configuration and the adapters are read and built
+// once, outside the handler, in app.LambdaEntry.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/agentgate/agentgate/internal/app"
+)
+
+func main() {
+	entry, err := app.LambdaEntry(context.Background(), app.StartRun)
+	if err != nil {
+		slog.Error("start-up failed", "function", "startrun", "err", err)
+		os.Exit(1)
+	}
+	lambda.Start(entry.Handle)
+}

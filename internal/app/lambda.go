@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/agentgate/agentgate/internal/config"
+	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/lambdaentry"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/provider/scripted"
+)
+
+// Function names the three Lambdas.
+type Function string
+
+// The functions.
+const (
+	StartRun Function = "startrun"
+	Resume   Function = "resume"
+	Purge    Function = "purge"
+)
+
+// required lists the variables each function cannot start without.
+var required = map[Function][]string{
+	StartRun: {config.EnvTable, config.EnvBucket, config.EnvStartRunFunction, config.EnvModel},
+	Resume:   {config.EnvTable, config.EnvBucket, config.EnvResumeFunction, config.EnvModel},
+	Purge:    {config.EnvTable, config.EnvBucket, config.EnvStartRunFunction, config.EnvResumeFunction},
+}
+
+// LambdaEntry reads the environment once, loads the AWS configuration once,
+// builds the adapters and returns the handler the function's main starts.
+func LambdaEntry(ctx context.Context, fn Function) (*lambdaentry.Entry, error) {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", string(fn))
+	slog.SetDefault(logger)
+	cfg, err := config.Load(os.Getenv, required[fn]...)
+	if err != nil {
+		return nil, err
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	var model loop.Model = loop.ModelFunc(func(context.Context, loop.ModelRequest) (loop.ModelResponse, error) {
+		return loop.ModelResponse{}, fmt.Errorf("the purge function runs no model")
+	})
+	if fn != Purge {
+		if model, err = NewModel(ctx, cfg.Model); err != nil {
+			return nil, err
+		}
+	}
+	routes := httpapi.StartRoutes
+	if fn == Resume {
+		routes = httpapi.ResumeRoutes
+	}
+	a, err := NewAWS(AWSOptions{Config: cfg, AWS: awsCfg, Model: model, Routes: routes,
+		Owner: string(fn) + "/" + os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME"), Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	switch fn {
+	case Purge:
+		return &lambdaentry.Entry{Sweep: a.Sweeper.Sweep}, nil
+	default:
+		return &lambdaentry.Entry{API: a.API.Handle, Worker: a.Worker.Handle}, nil
+	}
+}
+
+// NewModel builds the model a spec names: scripted:<file>.
+func NewModel(_ context.Context, spec string) (loop.Model, error) {
+	if file, ok := cutPrefix(spec, "scripted:"); ok {
+		return scripted.Load(file)
+	}
+	return nil, fmt.Errorf("%s=%q: unsupported model spec", config.EnvModel, spec)
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) > len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return "", false
+}
