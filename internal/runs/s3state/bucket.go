@@ -129,18 +129,21 @@ func (b *Bucket) DeletePrefix(ctx context.Context, prefix string) error {
 // that expires blobs under runs/ after backstopDays (a backstop to purge). An
 // existing bucket of ours is fine. It reports whether it created the bucket.
 func CreateBucket(ctx context.Context, client *s3.Client, name, region, kmsKeyID string, backstopDays int32) (created bool, err error) {
-	in := &s3.CreateBucketInput{Bucket: &name}
-	if region != "" && region != "us-east-1" {
-		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraint(region)}
-	}
-	_, err = client.CreateBucket(ctx, in)
-	var owned *types.BucketAlreadyOwnedByYou
-	switch {
-	case err == nil:
-		created = true
-	case errors.As(err, &owned):
-	default:
-		return false, fmt.Errorf("create bucket %s: %w", name, err)
+	// us-east-1 answers 200 to a CreateBucket of a bucket we own, so look first.
+	if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &name}); err != nil {
+		in := &s3.CreateBucketInput{Bucket: &name}
+		if region != "" && region != "us-east-1" {
+			in.CreateBucketConfiguration = &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraint(region)}
+		}
+		_, err = client.CreateBucket(ctx, in)
+		var owned *types.BucketAlreadyOwnedByYou
+		switch {
+		case err == nil:
+			created = true
+		case errors.As(err, &owned):
+		default:
+			return false, fmt.Errorf("create bucket %s: %w", name, err)
+		}
 	}
 	rule := types.ServerSideEncryptionByDefault{SSEAlgorithm: types.ServerSideEncryptionAes256}
 	if kmsKeyID != "" {
