@@ -27,6 +27,7 @@ type Reply struct {
 // Request is one request the server received.
 type Request struct {
 	Method string
+	// Path is the escaped request path, as sent.
 	Path   string
 	Header http.Header
 	Body   []byte
@@ -59,7 +60,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	n := len(s.reqs)
-	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Body: body})
 	s.mu.Unlock()
 	if n >= len(s.replies) {
 		s.t.Errorf("unexpected request %d to %s %s: only %d replies scripted", n+1, r.Method, r.URL.Path, len(s.replies))
