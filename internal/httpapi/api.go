@@ -76,7 +76,7 @@ func (a *API) Handle(ctx context.Context, req events.APIGatewayProxyRequest) (ev
 	if err != nil {
 		code, status, msg := classify(err)
 		if status == http.StatusInternalServerError {
-			a.log().ErrorContext(ctx, "request failed", "method", req.HTTPMethod, "path", req.Path, "err", err)
+			a.log().ErrorContext(ctx, "request failed", "method", req.HTTPMethod, "path", redactPath(req.Path), "err", err)
 		}
 		resp = jsonResponse(status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 		if status == http.StatusMethodNotAllowed {
@@ -120,6 +120,14 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest) (eve
 		return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "method %s is not allowed on an approval link", m)
 	}
 	return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", m, req.Path)
+}
+
+// redactPath hides the token of an approval link: it is a credential.
+func redactPath(p string) string {
+	if strings.HasPrefix(p, "/approvals/") {
+		return "/approvals/{token}"
+	}
+	return p
 }
 
 func allowOf(path string) string {

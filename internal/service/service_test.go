@@ -1,0 +1,218 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/provider/scripted"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/embedded"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+const writeScript = `{"turns":[
+ {"content":[{"type":"tool_use","id":"w1","name":"write_note","input":{"text":"hi"}}]},
+ {"content":[{"type":"text","text":"done"}]}]}`
+
+type env struct {
+	db      *embedded.DB
+	store   *runs.Store
+	worker  *service.Worker
+	sweeper *service.Sweeper
+	clock   *clock
+	jobs    []service.Job
+	writes  int
+	notes   []service.Notification
+	mailErr error
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{clock: &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}}
+	store, db, err := embedded.OpenStore(filepath.Join(t.TempDir(), "r.db"), runs.Options{Now: e.clock.Now, Retention: 48 * time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	e.store, e.db = store, db
+	model, err := scripted.Parse([]byte(writeScript))
+	require.NoError(t, err)
+	note := &loop.FuncTool{
+		Def: loop.Definition{Name: "write_note", Effect: loop.EffectWrite, InputSchema: json.RawMessage(`{"type":"object"}`)},
+		CallFunc: func(context.Context, json.RawMessage) (loop.Result, error) {
+			e.writes++
+			return loop.Result{Content: "ok"}, nil
+		},
+	}
+	tools, err := loop.NewToolbox(note)
+	require.NoError(t, err)
+	e.worker = &service.Worker{
+		Store:    store,
+		Runner:   func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h, Now: e.clock.Now} },
+		NewToken: func() (string, string, error) { return "raw", "0000000000000000000000000000000000000000000000000000000000000001", nil },
+		Notifier: service.NotifierFunc(func(_ context.Context, n service.Notification) error {
+			e.notes = append(e.notes, n)
+			return e.mailErr
+		}),
+		ApprovalTTL: time.Hour,
+		Owner:       "w",
+		Now:         e.clock.Now,
+	}
+	e.sweeper = &service.Sweeper{Store: store, Now: e.clock.Now,
+		Dispatch: service.DispatchFunc(func(_ context.Context, j service.Job) error { e.jobs = append(e.jobs, j); return nil })}
+	return e
+}
+
+func (e *env) start(t *testing.T) *runs.Run {
+	t.Helper()
+	req, _ := json.Marshal(service.StartRequest{Prompt: "note", Approvers: []string{"ops@example.com", "bob"}})
+	r, err := e.store.Create(context.Background(), runs.NewRun{Initiator: "alice", Approvers: []string{"ops@example.com", "bob"}, Request: req})
+	require.NoError(t, err)
+	return r
+}
+
+func (e *env) get(t *testing.T, id string) *runs.Run {
+	t.Helper()
+	r, err := e.store.Get(context.Background(), id)
+	require.NoError(t, err)
+	return r
+}
+
+func TestWorkerSuspendsAndNotifiesEmailApprovers(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t)
+	require.NoError(t, e.worker.Handle(context.Background(), service.Job{Kind: service.JobRun, RunID: r.ID}))
+	got := e.get(t, r.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.Equal(t, 0, e.writes)
+	require.Len(t, e.notes, 1, "only the e-mail approver gets a link")
+	assert.Equal(t, "ops@example.com", e.notes[0].Approver)
+	assert.Equal(t, runs.NotificationSent, got.Notification)
+	assert.Equal(t, e.clock.Now().Add(time.Hour), got.ApprovalDeadline)
+	// A duplicated dispatch of the same job is harmless.
+	require.NoError(t, e.worker.Handle(context.Background(), service.Job{Kind: service.JobRun, RunID: r.ID}))
+	assert.Equal(t, got.Version, e.get(t, r.ID).Version)
+}
+
+func TestWorkerRecordsFailedMailAndKeepsTheSuspension(t *testing.T) {
+	e := newEnv(t)
+	e.mailErr = assert.AnError
+	r := e.start(t)
+	require.NoError(t, e.worker.Handle(context.Background(), service.Job{Kind: service.JobRun, RunID: r.ID}))
+	got := e.get(t, r.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.Equal(t, runs.NotificationFailed, got.Notification)
+}
+
+func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+
+	waiting := e.start(t)
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: waiting.ID}))
+	queued := e.start(t) // its dispatch was "lost"
+	fenced := e.start(t)
+	claimed, err := e.store.Claim(ctx, fenced.ID, "ghost")
+	require.NoError(t, err)
+	_, err = e.store.MarkPendingEffect(ctx, claimed, "ghost", "w1")
+	require.NoError(t, err)
+	lost := e.start(t)
+	_, err = e.store.Claim(ctx, lost.ID, "ghost")
+	require.NoError(t, err)
+
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, sum.Expired+sum.Redispatched+sum.Reaped+sum.Interrupted, "nothing is due yet: %+v", sum)
+
+	e.clock.Advance(2 * time.Hour) // past approval deadline, lease and dispatch grace
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Expired)
+	assert.Equal(t, 1, sum.Redispatched)
+	assert.Equal(t, 1, sum.Interrupted)
+	assert.Equal(t, 1, sum.Reaped)
+	assert.Equal(t, []service.Job{{Kind: service.JobRun, RunID: queued.ID}}, e.jobs)
+
+	w := e.get(t, waiting.ID)
+	assert.Equal(t, runs.StatusExpired, w.Status)
+	assert.Equal(t, "approval_expired", w.Reason)
+	f := e.get(t, fenced.ID)
+	assert.Equal(t, runs.StatusFailed, f.Status)
+	assert.Equal(t, "interrupted_write", f.Reason)
+	assert.Equal(t, "worker_lost", e.get(t, lost.ID).Reason)
+	assert.Equal(t, 0, e.writes, "nothing was executed by the sweep")
+
+	e.clock.Advance(49 * time.Hour) // past retention
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, sum.Purged)
+	_, err = e.store.Get(ctx, waiting.ID)
+	assert.Equal(t, runs.ENotFound, runs.ErrorCode(err))
+	evs, err := e.store.Events(ctx, waiting.ID, 0, 100)
+	require.NoError(t, err)
+	assert.Empty(t, evs)
+}
+
+func TestResumeRefusesCorruptedOrMissingState(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.start(t)
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
+	w := e.get(t, r.ID)
+	body, _ := json.Marshal(loop.Decision{TurnDigest: w.TurnDigest, Action: loop.ActionApprove})
+	w, err := e.store.Decide(ctx, w, runs.Decision{SuspensionID: w.SuspensionID, Decider: "bob", Via: runs.ViaAPI, Body: body})
+	require.NoError(t, err)
+	// Lose the blob: the resume must refuse and run nothing.
+	require.NoError(t, deleteStates(e, r.ID))
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}))
+	got := e.get(t, r.ID)
+	assert.Equal(t, runs.StatusFailed, got.Status)
+	assert.Equal(t, service.ReasonStateUnreadable, got.Reason)
+	assert.Equal(t, 0, e.writes)
+}
+
+func TestStartRequestValidate(t *testing.T) {
+	tools, err := loop.NewToolbox(&loop.FuncTool{Def: loop.Definition{Name: "t", Effect: loop.EffectRead}})
+	require.NoError(t, err)
+	ok := service.StartRequest{Prompt: "x", Approvers: []string{"a@example.com", "arn:aws:iam::1:user/b", "local-user"}}
+	require.NoError(t, ok.Validate(tools))
+	assert.Equal(t, "x", ok.Purpose())
+	bad := []service.StartRequest{
+		{Approvers: []string{"a@example.com"}},
+		{Prompt: "x"},
+		{Prompt: "x", Approvers: []string{"a b"}},
+		{Prompt: "x", Approvers: []string{"<a@example.com>"}},
+		{Prompt: "x", Approvers: []string{"a@example.com"}, MaxIterations: 1000},
+		{Prompt: "x", Approvers: []string{"a@example.com"}, MaxTokens: -1},
+	}
+	for i, r := range bad {
+		assert.Error(t, r.Validate(tools), "case %d", i)
+	}
+}
+
+func deleteStates(e *env, id string) error {
+	return e.db.DeleteRunStates(context.Background(), id)
+}
