@@ -1,0 +1,183 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/provider/anthropic"
+	"github.com/agentgate/agentgate/internal/provider/bedrock"
+	"github.com/agentgate/agentgate/internal/provider/openai"
+	"github.com/agentgate/agentgate/internal/provider/scripted"
+)
+
+// SecretsClient is the part of the Secrets Manager client New uses;
+// *secretsmanager.Client satisfies it.
+type SecretsClient interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// Deps are what New needs besides the spec.
+type Deps struct {
+	// Config is the configuration from LoadConfig.
+	Config Config
+	// AWS is the AWS configuration, loaded once outside any handler; Bedrock
+	// uses it, and Secrets Manager when Secrets is nil.
+	AWS aws.Config
+	// Secrets reads API key secrets (nil: a client built from AWS when a
+	// secret is configured).
+	Secrets SecretsClient
+	// HTTPClient replaces the OpenAI and Anthropic SDKs' HTTP client (and the
+	// Bedrock client's).
+	HTTPClient *http.Client
+	// MaxTokens caps an answer when a request sets no cap (0: each provider's
+	// DefaultMaxTokens).
+	MaxTokens int
+	// MaxRetries is how many times each SDK retries a throttled or failed call
+	// (0: each provider's DefaultMaxRetries; negative: none).
+	MaxRetries int
+	// AnthropicBaseURL replaces https://api.anthropic.com/ (tests, proxies).
+	AnthropicBaseURL string
+	// BedrockEndpoint replaces Bedrock's regional endpoint (tests, VPC endpoints).
+	BedrockEndpoint string
+}
+
+// New builds the model spec names. It reads an API key secret when one is
+// configured, and makes no model call. Errors name the configuration at
+// fault and never carry a key.
+func New(ctx context.Context, spec string, deps Deps) (loop.Model, error) {
+	s, err := ParseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := deps.Config.Check(spec); err != nil {
+		return nil, err
+	}
+	switch s.Provider {
+	case ProviderScripted:
+		return model(scripted.Load(s.Model))
+	case ProviderBedrock:
+		return model(bedrock.New(deps.AWS, bedrock.Options{
+			ModelID: s.Model, MaxTokens: deps.MaxTokens, MaxRetries: deps.MaxRetries,
+			BaseEndpoint: deps.BedrockEndpoint, HTTPClient: deps.HTTPClient,
+		}))
+	case ProviderOpenAI:
+		key, err := apiKey(ctx, deps, deps.Config.OpenAIAPIKey, deps.Config.OpenAIAPIKeySecret, EnvOpenAIAPIKeySecret)
+		if err != nil {
+			return nil, err
+		}
+		return model(openai.New(openai.Options{
+			Model: s.Model, APIKey: key, BaseURL: deps.Config.OpenAIBaseURL, HTTPClient: deps.HTTPClient,
+			MaxTokens: deps.MaxTokens, MaxRetries: deps.MaxRetries,
+			// Compatible servers (vLLM, Ollama) all know max_tokens; not all
+			// know max_completion_tokens.
+			LegacyMaxTokens: deps.Config.OpenAIBaseURL != "",
+		}))
+	case ProviderAnthropic:
+		key, err := apiKey(ctx, deps, deps.Config.AnthropicAPIKey, deps.Config.AnthropicAPIKeySecret, EnvAnthropicAPIKeySecret)
+		if err != nil {
+			return nil, err
+		}
+		return model(anthropic.New(anthropic.Options{
+			Model: s.Model, APIKey: key, BaseURL: deps.AnthropicBaseURL, HTTPClient: deps.HTTPClient,
+			MaxTokens: deps.MaxTokens, MaxRetries: deps.MaxRetries,
+		}))
+	default:
+		return nil, fmt.Errorf("model spec %q: unknown provider", spec)
+	}
+}
+
+// model returns m as a loop.Model, or a nil interface (not a typed nil
+// pointer) when err is set.
+func model[T loop.Model](m T, err error) (loop.Model, error) {
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// apiKey returns the key from the environment, or reads it from the secret.
+func apiKey(ctx context.Context, deps Deps, envKey, secretID, secretVar string) (string, error) {
+	if envKey != "" || secretID == "" {
+		return envKey, nil
+	}
+	client := deps.Secrets
+	if client == nil {
+		client = secretsmanager.NewFromConfig(deps.AWS)
+	}
+	out, err := client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secretID)})
+	if err != nil {
+		return "", fmt.Errorf("%s=%q: read secret: %w", secretVar, secretID, err)
+	}
+	if out.SecretString == nil {
+		return "", fmt.Errorf("%s=%q: the secret has no string value (binary secrets are not supported)", secretVar, secretID)
+	}
+	key, err := keyFromSecret(*out.SecretString)
+	if err != nil {
+		return "", fmt.Errorf("%s=%q: %w", secretVar, secretID, err)
+	}
+	return key, nil
+}
+
+// keyFromSecret accepts the key itself or a JSON object with "api_key".
+// Errors never quote the secret.
+func keyFromSecret(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "{") {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(s), &obj); err != nil {
+			return "", errors.New("the secret looks like JSON but does not parse")
+		}
+		key, _ := obj["api_key"].(string)
+		if strings.TrimSpace(key) == "" {
+			return "", errors.New(`the secret is a JSON object without a string "api_key" field`)
+		}
+		return strings.TrimSpace(key), nil
+	}
+	if s == "" {
+		return "", errors.New("the secret is empty")
+	}
+	return s, nil
+}
+
+// Models builds models on demand and keeps one per spec, so a run that names
+// its own model reuses the client (and the secret read) of the runs before
+// it. It is safe for concurrent use. Specs from API callers must be vetted
+// (an allow-list) before Get: "scripted:<file>" reads a local file.
+type Models struct {
+	deps   Deps
+	mu     sync.Mutex
+	models map[string]loop.Model
+}
+
+// NewModels returns an empty set of models built with deps.
+func NewModels(deps Deps) *Models {
+	return &Models{deps: deps, models: map[string]loop.Model{}}
+}
+
+// Get returns the model spec names (the configured default when spec is
+// empty), building it on first use.
+func (ms *Models) Get(ctx context.Context, spec string) (loop.Model, error) {
+	if spec == "" {
+		spec = ms.deps.Config.Model
+	}
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if m, ok := ms.models[spec]; ok {
+		return m, nil
+	}
+	m, err := New(ctx, spec, ms.deps)
+	if err != nil {
+		return nil, err
+	}
+	ms.models[spec] = m
+	return m, nil
+}
