@@ -32,15 +32,21 @@ type serveOptions struct {
 	sweepEvery time.Duration
 	mailOut    io.Writer
 	logger     *slog.Logger
+	// remote maps function names (startrun, resume, purge) to Runtime
+	// Interface Emulator base URLs: the functions run as real bootstrap
+	// binaries and the server only adapts HTTP and Lambda invokes.
+	remote map[string]string
 }
 
 // localServer is a running local agentgate.
 type localServer struct {
 	URL   string
-	Local *app.Local
-	srv   *http.Server
-	done  chan struct{}
-	stop  context.CancelFunc
+	Local *app.Local // nil in remote mode
+	// Invoke is the Lambda Invoke API of the remote functions (remote mode).
+	Invoke *gateway.InvokeAPI
+	srv    *http.Server
+	done   chan struct{}
+	stop   context.CancelFunc
 }
 
 func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
@@ -49,6 +55,9 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		return nil, fmt.Errorf("listen on %s: %w", o.addr, err)
 	}
 	base := "http://" + ln.Addr().String()
+	if len(o.remote) > 0 {
+		return startRemote(ctx, ln, base, o)
+	}
 	model, err := localModel(o.model)
 	if err != nil {
 		ln.Close()
@@ -89,6 +98,58 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	return s, nil
 }
 
+// startRemote serves the gateway in front of functions running under the
+// Runtime Interface Emulator, plus the Lambda Invoke API they dispatch to.
+func startRemote(ctx context.Context, ln net.Listener, base string, o serveOptions) (*localServer, error) {
+	fns := map[string]*gateway.RemoteFunction{}
+	for name, url := range o.remote {
+		fns[name] = &gateway.RemoteFunction{BaseURL: strings.TrimRight(url, "/")}
+	}
+	for _, need := range []string{"startrun", "resume"} {
+		if fns[need] == nil {
+			ln.Close()
+			return nil, fmt.Errorf("remote mode needs --remote %s=<url>", need)
+		}
+	}
+	invoke := &gateway.InvokeAPI{Functions: fns, Logger: o.logger}
+	gw := &gateway.Gateway{StartRun: fns["startrun"].Handler(), Resume: fns["resume"].Handler(), Tokens: o.tokens, Logger: o.logger}
+	mux := http.NewServeMux()
+	mux.Handle("/2015-03-31/", invoke)
+	mux.Handle("/", gw)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := context.WithCancel(ctx)
+	s := &localServer{URL: base, Invoke: invoke, srv: srv, done: make(chan struct{}), stop: stop}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		defer close(s.done)
+		purge := fns["purge"]
+		if o.sweepEvery <= 0 || purge == nil {
+			<-ctx.Done()
+			return
+		}
+		t := time.NewTicker(o.sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := purge.Invoke(ctx, scheduledEvent()); err != nil {
+					o.logger.Error("purge invoke failed", "err", err)
+				}
+			}
+		}
+	}()
+	return s, nil
+}
+
+// scheduledEvent is the EventBridge scheduled event the purge rule sends.
+func scheduledEvent() []byte {
+	return []byte(`{"version":"0","id":"` + gateway.NewToken() + `","detail-type":"Scheduled Event","source":"aws.events",` +
+		`"account":"000000000000","time":"` + time.Now().UTC().Format(time.RFC3339) + `","region":"us-east-1",` +
+		`"resources":["arn:aws:events:us-east-1:000000000000:rule/agentgate-purge"],"detail":{}}`)
+}
+
 // Close stops serving, waits for running jobs and closes the store.
 func (s *localServer) Close() error {
 	s.stop()
@@ -96,6 +157,12 @@ func (s *localServer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
+	if s.Invoke != nil {
+		s.Invoke.Wait()
+	}
+	if s.Local == nil {
+		return err
+	}
 	s.Local.Dispatcher.Wait()
 	return errors.Join(err, s.Local.Close())
 }
@@ -108,6 +175,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	var tokens tokenFlag
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable); default: one generated for principal 'local-user'")
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
+	var remote remoteFlag
+	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -117,7 +186,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "bearer token for local-user: %s\n", tok)
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote})
 	if err != nil {
 		return err
 	}
@@ -140,5 +209,22 @@ func (t *tokenFlag) Set(v string) error {
 		*t = tokenFlag{}
 	}
 	(*t)[token] = principal
+	return nil
+}
+
+// remoteFlag collects name=url pairs of remote functions.
+type remoteFlag map[string]string
+
+func (r *remoteFlag) String() string { return fmt.Sprintf("%d function(s)", len(*r)) }
+
+func (r *remoteFlag) Set(v string) error {
+	name, url, ok := strings.Cut(v, "=")
+	if !ok || (name != "startrun" && name != "resume" && name != "purge") || !strings.HasPrefix(url, "http") {
+		return fmt.Errorf("want startrun|resume|purge=http://host:port")
+	}
+	if *r == nil {
+		*r = remoteFlag{}
+	}
+	(*r)[name] = url
 	return nil
 }

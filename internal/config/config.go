@@ -70,7 +70,7 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 	if c.ApprovalTTL, err = duration(getenv, EnvApprovalTTL, c.ApprovalTTL, time.Minute, 7*24*time.Hour); err != nil {
 		return Config{}, err
 	}
-	if c.Retention, err = duration(getenv, EnvRetention, c.Retention, time.Hour, 10*365*24*time.Hour); err != nil {
+	if c.Retention, err = duration(getenv, EnvRetention, c.Retention, time.Second, 10*365*24*time.Hour); err != nil {
 		return Config{}, err
 	}
 	if s := getenv(EnvDueShards); s != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -16,6 +17,9 @@ import (
 type RemoteFunction struct {
 	BaseURL string
 	Client  *http.Client
+	// mu serialises invocations: like one Lambda execution environment, the
+	// emulator runs one invocation at a time and refuses a second.
+	mu sync.Mutex
 }
 
 // lambdaError is the body the runtime returns when the handler failed.
@@ -27,6 +31,8 @@ type lambdaError struct {
 // Invoke sends the payload and returns the function's response payload. A
 // handler error (HTTP 200 with an errorMessage body) is returned as an error.
 func (f *RemoteFunction) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	client := f.Client
 	if client == nil {
 		client = http.DefaultClient
