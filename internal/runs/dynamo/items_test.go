@@ -1,0 +1,129 @@
+package dynamo
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+func TestRunItemRoundTrip(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+	full := &runs.Run{
+		ID: "r1", Status: runs.StatusCompleted, Reason: "completed", Version: 9,
+		CreatedAt: at, UpdatedAt: at.Add(time.Minute),
+		Counters:  runs.Counters{Iterations: 1, ModelCalls: 2, InputTokens: 3, OutputTokens: 4, ToolCalls: 5},
+		Initiator: "alice", Approvers: []string{"bob", "carol"},
+		Request:      json.RawMessage(`{"prompt":"hi"}`),
+		SuspensionID: "s1", TurnDigest: "d1",
+		PendingCalls: []runs.PendingCall{{ID: "c1", Tool: "send", Input: json.RawMessage(`{"to":"x"}`), NeedsApproval: true, Effect: "write", Preview: "p"}},
+		State:        runs.StateRef{Key: "runs/r1/state/x.json.gz", SHA256: "x", Size: 10},
+		LeaseOwner:   "w1", LeaseUntil: at.Add(2 * time.Minute), PendingEffect: "c1",
+		ApprovalDeadline: at.Add(time.Hour), RemindAt: at.Add(30 * time.Minute), ReminderSent: true,
+		Notification: runs.NotificationSent,
+		Decision:     json.RawMessage(`{"action":"approve"}`), DecidedBy: "bob", DecidedVia: runs.ViaLink, DecidedAt: at.Add(3 * time.Minute),
+		Output:      json.RawMessage(`{"text":"done"}`),
+		RetainUntil: at.Add(24 * time.Hour), DueAt: at.Add(24 * time.Hour),
+		WriteID: "w", LastSeq: 7, TokenHashes: []string{"h1", "h2"},
+	}
+	tests := []struct {
+		name string
+		run  *runs.Run
+	}{
+		{"every field", full},
+		{"a fresh queued run", &runs.Run{ID: "r2", Status: runs.StatusQueued, Version: 1, CreatedAt: at, UpdatedAt: at, Initiator: "alice", DueAt: at, LastSeq: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			it, err := newRunItem(tt.run, 8)
+			require.NoError(t, err)
+			m, err := attributevalue.MarshalMap(it)
+			require.NoError(t, err)
+			var back runItem
+			require.NoError(t, attributevalue.UnmarshalMap(m, &back))
+			got, err := back.run()
+			require.NoError(t, err)
+			assert.Equal(t, tt.run, got)
+		})
+	}
+
+	t.Run("keys and sparse index attributes", func(t *testing.T) {
+		it, err := newRunItem(full, 8)
+		require.NoError(t, err)
+		m, err := attributevalue.MarshalMap(it)
+		require.NoError(t, err)
+		assert.Equal(t, &types.AttributeValueMemberS{Value: "RUN#r1"}, m["pk"])
+		assert.Equal(t, &types.AttributeValueMemberS{Value: "RUN"}, m["sk"])
+		assert.Regexp(t, `^DUE#[0-7]$`, m["due_pk"].(*types.AttributeValueMemberS).Value)
+		assert.Equal(t, strconv.FormatInt(full.DueAt.UnixMilli(), 10), m["due_at"].(*types.AttributeValueMemberN).Value, "due_at is unix ms")
+		_, hasTTL := m[TTLAttribute]
+		assert.True(t, hasTTL, "a terminal row carries the TTL backstop")
+
+		noDue := *full
+		noDue.DueAt, noDue.Status = time.Time{}, runs.StatusRunning
+		it, err = newRunItem(&noDue, 8)
+		require.NoError(t, err)
+		m, err = attributevalue.MarshalMap(it)
+		require.NoError(t, err)
+		for _, attr := range []string{"due_pk", "due_at", TTLAttribute} {
+			_, ok := m[attr]
+			assert.False(t, ok, "%s must be absent", attr)
+		}
+	})
+}
+
+func TestEventAndTokenItems(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+	ev := runs.Event{RunID: "r1", Seq: 12, Type: runs.EventDecision, At: at, Actor: "bob", Data: json.RawMessage(`{"a":1}`)}
+	it := newEventItem(ev)
+	assert.Equal(t, "EVT#00000000000000000012", it.SK, "sort keys order numerically")
+	assert.Equal(t, ev, it.event())
+
+	tok := runs.ApprovalToken{Hash: "h", RunID: "r1", SuspensionID: "s1", Approver: "bob", ExpiresAt: at, UsedAt: at.Add(-time.Minute)}
+	ti := newTokenItem(tok)
+	assert.Equal(t, "TOKEN#h", ti.PK)
+	assert.Equal(t, at.Add(ttlGrace).Unix(), ti.ExpiresAt, "the TTL backstop is in seconds, after the link's expiry")
+	assert.Equal(t, &tok, ti.token())
+}
+
+func TestShardOfIsStableAndSpread(t *testing.T) {
+	seen := map[int]int{}
+	for range 800 {
+		id := runs.NewRunID()
+		s := shardOf(id, 8)
+		require.Equal(t, s, shardOf(id, 8))
+		seen[s]++
+	}
+	assert.Len(t, seen, 8, "every shard gets runs")
+}
+
+func TestTranslate(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"condition failed", &types.ConditionalCheckFailedException{Message: aws.String("x")}, runs.EConflict},
+		{"transaction cancelled on a condition", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{{Code: aws.String("None")}, {Code: aws.String("ConditionalCheckFailed")}}}, runs.EConflict},
+		{"transaction conflict", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{{Code: aws.String("TransactionConflict")}}}, runs.EConflict},
+		{"transaction cancelled by throttling", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{{Code: aws.String("ThrottlingError")}}}, runs.EInternal},
+		{"idempotency mismatch", &types.IdempotentParameterMismatchException{}, runs.EConflict},
+		{"table missing", &types.ResourceNotFoundException{Message: aws.String("no table")}, runs.EInternal},
+		{"anything else", errors.New("boom"), runs.EInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, runs.ErrorCode(translate(tt.err)))
+		})
+	}
+}
