@@ -12,7 +12,7 @@ import (
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/lambdaentry"
 	"github.com/agentgate/agentgate/internal/loop"
-	"github.com/agentgate/agentgate/internal/provider/scripted"
+	"github.com/agentgate/agentgate/internal/provider"
 )
 
 // Function names the three Lambdas.
@@ -49,7 +49,11 @@ func LambdaEntry(ctx context.Context, fn Function) (*lambdaentry.Entry, error) {
 		return loop.ModelResponse{}, fmt.Errorf("the purge function runs no model")
 	})
 	if fn != Purge {
-		if model, err = NewModel(ctx, cfg.Model); err != nil {
+		pcfg, err := provider.LoadConfig(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		if model, err = provider.New(ctx, pcfg.Model, provider.Deps{Config: pcfg, AWS: awsCfg}); err != nil {
 			return nil, err
 		}
 	}
@@ -68,19 +72,4 @@ func LambdaEntry(ctx context.Context, fn Function) (*lambdaentry.Entry, error) {
 	default:
 		return &lambdaentry.Entry{API: a.API.Handle, Worker: a.Worker.Handle}, nil
 	}
-}
-
-// NewModel builds the model a spec names: scripted:<file>.
-func NewModel(_ context.Context, spec string) (loop.Model, error) {
-	if file, ok := cutPrefix(spec, "scripted:"); ok {
-		return scripted.Load(file)
-	}
-	return nil, fmt.Errorf("%s=%q: unsupported model spec", config.EnvModel, spec)
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) > len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return "", false
 }
