@@ -2,9 +2,17 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/config"
+	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/loop"
 	"io"
 	"log/slog"
 	"net"
@@ -36,12 +44,17 @@ type serveOptions struct {
 	// Interface Emulator base URLs: the functions run as real bootstrap
 	// binaries and the server only adapts HTTP and Lambda invokes.
 	remote map[string]string
+	// store is "embedded" (default) or "aws".
+	store string
 }
 
 // localServer is a running local agentgate.
 type localServer struct {
-	URL   string
-	Local *app.Local // nil in remote mode
+	URL string
+	// App and Dispatcher are the in-process application (nil in remote mode).
+	App        *app.App
+	Dispatcher *app.InProcess
+	closeStore func() error
 	// Invoke is the Lambda Invoke API of the remote functions (remote mode).
 	Invoke *gateway.InvokeAPI
 	srv    *http.Server
@@ -63,20 +76,16 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		ln.Close()
 		return nil, err
 	}
-	if err := seedDocuments(o.dir); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("seed documents: %w", err)
-	}
-	local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, BaseURL: base, MailOut: o.mailOut, Logger: o.logger})
+	a, disp, closeStore, err := openApp(ctx, o, base, model)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	handler := local.API.Handle
+	handler := a.API.Handle
 	gw := &gateway.Gateway{StartRun: handler, Resume: handler, Tokens: o.tokens, Logger: o.logger}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := context.WithCancel(ctx)
-	s := &localServer{URL: base, Local: local, srv: srv, done: make(chan struct{}), stop: stop}
+	s := &localServer{URL: base, App: a, Dispatcher: disp, closeStore: closeStore, srv: srv, done: make(chan struct{}), stop: stop}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		defer close(s.done)
@@ -91,11 +100,50 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_, _ = local.Sweeper.Sweep(ctx)
+				_, _ = a.Sweeper.Sweep(ctx)
 			}
 		}
 	}()
 	return s, nil
+}
+
+// openApp builds the in-process application: on the embedded store by
+// default, or on DynamoDB+S3 (names and endpoint from the environment:
+// AGENTGATE_TABLE, AGENTGATE_BUCKET, AWS_ENDPOINT_URL, ...) with o.store "aws".
+func openApp(ctx context.Context, o serveOptions, base string, model loop.Model) (*app.App, *app.InProcess, func() error, error) {
+	outbox := filepath.Join(o.dir, "outbox")
+	if o.store != "aws" {
+		if err := seedDocuments(o.dir); err != nil {
+			return nil, nil, nil, fmt.Errorf("seed documents: %w", err)
+		}
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, BaseURL: base, MailOut: o.mailOut, Logger: o.logger})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return local.App, local.Dispatcher, local.Close, nil
+	}
+	cfg, err := config.Load(os.Getenv, config.EnvTable, config.EnvBucket)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if cfg.PublicBaseURL == "" {
+		cfg.PublicBaseURL = base
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if err := os.MkdirAll(outbox, 0o700); err != nil {
+		return nil, nil, nil, err
+	}
+	disp := &app.InProcess{Logger: o.logger}
+	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, Routes: httpapi.AllRoutes,
+		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	disp.Worker = a.Worker
+	return a, disp, func() error { return nil }, nil
 }
 
 // startRemote serves the gateway in front of functions running under the
@@ -160,11 +208,11 @@ func (s *localServer) Close() error {
 	if s.Invoke != nil {
 		s.Invoke.Wait()
 	}
-	if s.Local == nil {
+	if s.App == nil {
 		return err
 	}
-	s.Local.Dispatcher.Wait()
-	return errors.Join(err, s.Local.Close())
+	s.Dispatcher.Wait()
+	return errors.Join(err, s.closeStore())
 }
 
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
@@ -175,6 +223,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	var tokens tokenFlag
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable); default: one generated for principal 'local-user'")
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
+	store := fs.String("store", "embedded", "embedded (bbolt file in --dir) or aws (DynamoDB+S3 named by AGENTGATE_TABLE and AGENTGATE_BUCKET, endpoint from AWS_ENDPOINT_URL)")
 	var remote remoteFlag
 	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -186,7 +235,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "bearer token for local-user: %s\n", tok)
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +32,13 @@ type AWSOptions struct {
 	// Owner names this function instance in lease owners.
 	Owner  string
 	Logger *slog.Logger
+	// Dispatch replaces the Lambda async-invoke dispatcher (the local server
+	// on DynamoDB+S3 dispatches in-process).
+	Dispatch service.Dispatcher
+	// MailOut, when set and no sender is configured, receives the links of a
+	// local outbox in OutboxDir instead of SES.
+	OutboxDir string
+	MailOut   io.Writer
 }
 
 // NewAWS builds the App on DynamoDB, S3, SES v2 and Lambda async dispatch.
@@ -40,7 +48,9 @@ func NewAWS(o AWSOptions) (*App, error) {
 	if c.Table == "" || c.Bucket == "" {
 		return nil, fmt.Errorf("app: table and bucket are required")
 	}
-	s3c := s3.NewFromConfig(o.AWS, func(opts *s3.Options) { opts.UsePathStyle = true })
+	// Emulators (moto, LocalStack) need path-style addressing; AWS itself
+	// gets virtual-hosted style.
+	s3c := s3.NewFromConfig(o.AWS, func(opts *s3.Options) { opts.UsePathStyle = o.AWS.BaseEndpoint != nil })
 	rows := dynamo.NewTable(dynamodb.NewFromConfig(o.AWS), c.Table, dynamo.Options{DueShards: c.DueShards})
 	states := s3state.NewBucket(s3c, c.Bucket, s3state.Options{KMSKeyID: c.KMSKeyID})
 	store := runs.NewStore(rows, states, runs.Options{Retention: c.Retention, Logger: o.Logger})
@@ -49,13 +59,19 @@ func NewAWS(o AWSOptions) (*App, error) {
 		return nil, err
 	}
 	var mailer approval.Mailer
-	if c.MailFrom != "" {
+	switch {
+	case c.MailFrom == "" && o.OutboxDir != "":
+		mailer = approval.NewOutboxMailer(o.OutboxDir, "agentgate@localhost", o.MailOut)
+	case c.MailFrom != "":
 		if c.PublicBaseURL == "" {
 			return nil, fmt.Errorf("app: %s is needed to mail approval links", config.EnvPublicBaseURL)
 		}
 		mailer = approval.NewSESMailer(sesv2.NewFromConfig(o.AWS), c.MailFrom)
 	}
-	disp := &service.LambdaDispatcher{Client: lambda.NewFromConfig(o.AWS), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
+	var disp service.Dispatcher = &service.LambdaDispatcher{Client: lambda.NewFromConfig(o.AWS), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
+	if o.Dispatch != nil {
+		disp = o.Dispatch
+	}
 	return New(Deps{
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer,
 		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner,
