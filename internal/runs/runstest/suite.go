@@ -89,7 +89,7 @@ type Env struct {
 }
 
 // NewEnv builds a Store over h with the suite's options and a clock at Epoch.
-func NewEnv(t *testing.T, h Harness) *Env {
+func NewEnv(t testing.TB, h Harness) *Env {
 	c := NewClock(Epoch)
 	return &Env{
 		H:     h,
@@ -100,7 +100,7 @@ func NewEnv(t *testing.T, h Harness) *Env {
 }
 
 // Queued creates a QUEUED run with approvers bob and carol.
-func (e *Env) Queued(t *testing.T) *runs.Run {
+func (e *Env) Queued(t testing.TB) *runs.Run {
 	t.Helper()
 	r, err := e.Store.Create(e.ctx, runs.NewRun{
 		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), runs.NewRunID()[:8]),
@@ -113,7 +113,7 @@ func (e *Env) Queued(t *testing.T) *runs.Run {
 }
 
 // Running creates a run claimed by owner "w1".
-func (e *Env) Running(t *testing.T) *runs.Run {
+func (e *Env) Running(t testing.TB) *runs.Run {
 	t.Helper()
 	r := e.Queued(t)
 	r, err := e.Store.Claim(e.ctx, r.ID, "w1")
@@ -123,7 +123,7 @@ func (e *Env) Running(t *testing.T) *runs.Run {
 
 // Waiting creates a run suspended (by "w1") on suspension "s1" and returns it
 // with the raw approval tokens issued to bob and carol.
-func (e *Env) Waiting(t *testing.T) (*runs.Run, []string) {
+func (e *Env) Waiting(t testing.TB) (*runs.Run, []string) {
 	t.Helper()
 	r := e.Running(t)
 	sp, raws := e.Suspension("s1")
