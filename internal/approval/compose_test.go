@@ -1,0 +1,205 @@
+package approval_test
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name, rewriting the file with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run with -update to create it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file (run with -update to accept)\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
+	}
+}
+
+func TestComposeGolden(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*approval.Message)
+	}{
+		{"mail.txt", func(*approval.Message) {}},
+		{"reminder.txt", func(m *approval.Message) { m.Reminder = true; m.Calls = m.Calls[:1] }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := sampleMessage()
+			tt.modify(&m)
+			subject, text, html, err := approval.Compose(m)
+			if err != nil {
+				t.Fatalf("Compose: %v", err)
+			}
+			golden(t, tt.name, "Subject: "+subject+"\n\n"+text)
+			golden(t, strings.TrimSuffix(tt.name, ".txt")+".html", html)
+		})
+	}
+}
+
+func TestComposeSubject(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*approval.Message)
+		want   string
+	}{
+		{"one call", func(*approval.Message) {}, "Approval needed: write_document (run run_01HZX3)"},
+		{"reminder", func(m *approval.Message) { m.Reminder = true }, "Reminder: Approval needed: write_document (run run_01HZX3)"},
+		{"two calls", func(m *approval.Message) { m.Calls[1].NeedsApproval = true }, "Approval needed: 2 tool calls (run run_01HZX3)"},
+		{"header injection", func(m *approval.Message) { m.Calls[0].Tool = "x\r\nBcc: evil@example.com" },
+			"Approval needed: x Bcc: evil@example.com (run run_01HZX3)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := sampleMessage()
+			tt.modify(&m)
+			subject, _, _, err := approval.Compose(m)
+			if err != nil {
+				t.Fatalf("Compose: %v", err)
+			}
+			if subject != tt.want {
+				t.Errorf("subject = %q, want %q", subject, tt.want)
+			}
+		})
+	}
+}
+
+func TestComposeEscapes(t *testing.T) {
+	const hostile = `<script>alert("pwn")</script><img src=x onerror=alert(1)>`
+	m := sampleMessage()
+	m.Initiator = hostile
+	m.Purpose = hostile
+	m.Calls = []runs.PendingCall{{
+		ID:            `id"><script>1</script>`,
+		Tool:          "<b>tool</b>",
+		Input:         mustJSON(t, map[string]string{"content": hostile}),
+		NeedsApproval: true,
+		Preview:       "-old\n+" + hostile + "\u202etxt.exe",
+	}}
+	_, text, html, err := approval.Compose(m)
+	if err != nil {
+		t.Fatalf("Compose: %v", err)
+	}
+	for _, bad := range []string{"<script", "<img", "<b>", "\u202e"} {
+		if strings.Contains(html, bad) {
+			t.Errorf("HTML part contains %q unescaped", bad)
+		}
+	}
+	for _, want := range []string{"&lt;script&gt;", "&lt;img src=x onerror=alert(1)&gt;", "&lt;b&gt;tool&lt;/b&gt;", "id&#34;&gt;&lt;script&gt;1&lt;/script&gt;", `\u202e`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML part lacks the escaped form %q", want)
+		}
+	}
+	// The text part is text/plain: hostile markup stays literal text (no
+	// mail client renders it), and only invisible characters are escaped.
+	for _, want := range []string{hostile, "<b>tool</b>", `\u202etxt.exe`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text part lacks %q as literal text", want)
+		}
+	}
+	if strings.Contains(text, "\u202e") {
+		t.Error("text part contains a raw right-to-left override")
+	}
+	if strings.Contains(text, "&lt;") {
+		t.Error("text part is HTML-escaped; it should show the characters as they are")
+	}
+}
+
+func TestComposeHTMLIsStatic(t *testing.T) {
+	_, _, html, err := approval.Compose(sampleMessage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lower := strings.ToLower(html)
+	for _, bad := range []string{"<script", "<img", "<link", "<iframe", "<style", "javascript:", " onload=", " onclick="} {
+		if strings.Contains(lower, bad) {
+			t.Errorf("HTML part contains %q; want inline styles and no scripts or external resources", bad)
+		}
+	}
+}
+
+func TestComposeLimits(t *testing.T) {
+	m := sampleMessage()
+	m.Purpose = strings.Repeat("p", 1000)
+	m.Calls[0].Preview = strings.Repeat("d", approval.ValueLimit+10)
+	_, text, _, err := approval.Compose(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, strings.Repeat("p", approval.PurposeLimit)+"… (700 more characters)") {
+		t.Error("purpose not cut at PurposeLimit with a note")
+	}
+	if strings.Contains(text, strings.Repeat("p", approval.PurposeLimit+1)) {
+		t.Error("purpose longer than PurposeLimit")
+	}
+	if !strings.Contains(text, "… (10 more characters)") {
+		t.Error("preview not cut at ValueLimit with a note")
+	}
+}
+
+func TestComposeInvalid(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*approval.Message)
+	}{
+		{"no run id", func(m *approval.Message) { m.RunID = "" }},
+		{"no approver", func(m *approval.Message) { m.Approver = "" }},
+		{"approver not an address", func(m *approval.Message) { m.Approver = "alice" }},
+		{"approver with header", func(m *approval.Message) { m.Approver = "a@example.com\r\nBcc: b@example.com" }},
+		{"no link", func(m *approval.Message) { m.Link = "" }},
+		{"javascript link", func(m *approval.Message) { m.Link = "javascript:alert(1)" }},
+		{"no deadline", func(m *approval.Message) { m.Deadline = time.Time{} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := sampleMessage()
+			tt.modify(&m)
+			if _, _, _, err := approval.Compose(m); err == nil {
+				t.Error("Compose: got nil error, want one")
+			}
+		})
+	}
+}
+
+func TestPrettyArguments(t *testing.T) {
+	tests := []struct {
+		in, want string
+	}{
+		{`{"a":1,"b":[true]}`, "{\n  \"a\": 1,\n  \"b\": [\n    true\n  ]\n}"},
+		{``, `{}`},
+		{`not json <x>`, `not json <x>`},
+	}
+	for _, tt := range tests {
+		if got := approval.PrettyArguments(json.RawMessage(tt.in)); got != tt.want {
+			t.Errorf("PrettyArguments(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,17 @@
+// Package approval issues approval-link tokens and sends the approval
+// e-mails that carry them.
+//
+// A token is 256 bits from crypto/rand, handed out once in a link
+// ({base}/approvals/{raw}) and stored only as its SHA-256 hash (see
+// runs.ApprovalToken). Compose turns a Message (what the run is for, the
+// pending calls with their previews, the deadline and the link) into a
+// subject, a plain-text part and an HTML part; every value in the HTML is
+// escaped, because tool arguments and previews are text the model wrote.
+//
+// Two Mailers deliver: SESMailer through Amazon SES v2, and OutboxMailer,
+// which writes .eml files into a folder and prints the link, for the local
+// binary. SentMail and ExtractLink read mails back from a moto server for
+// integration tests of other packages.
+//
+// The link is the only secret: nothing here logs it.
+package approval

@@ -1,0 +1,216 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
+	"net/mail"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+)
+
+// Mailer delivers approval mails. Send returns an error when the mail could
+// not be handed over; the error never contains the link.
+type Mailer interface {
+	Send(ctx context.Context, m Message) error
+}
+
+var (
+	_ Mailer = (*SESMailer)(nil)
+	_ Mailer = (*OutboxMailer)(nil)
+)
+
+// SESClient is the part of the SES v2 client SESMailer uses; *sesv2.Client
+// satisfies it.
+type SESClient interface {
+	SendEmail(ctx context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error)
+}
+
+// SESMailer sends approval mails through Amazon SES v2 as simple content with
+// a text and an HTML body.
+type SESMailer struct {
+	client SESClient
+	from   string
+}
+
+// NewSESMailer returns a mailer sending from the address from (for example
+// AGENTGATE_MAIL_FROM) with client, which the caller builds once.
+func NewSESMailer(client SESClient, from string) *SESMailer {
+	return &SESMailer{client: client, from: from}
+}
+
+// Send composes m and sends it to m.Approver.
+func (s *SESMailer) Send(ctx context.Context, m Message) error {
+	subject, text, html, err := Compose(m)
+	if err != nil {
+		return err
+	}
+	const charset = "UTF-8"
+	_, err = s.client.SendEmail(ctx, &sesv2.SendEmailInput{
+		FromEmailAddress: aws.String(s.from),
+		Destination:      &sestypes.Destination{ToAddresses: []string{m.Approver}},
+		Content: &sestypes.EmailContent{Simple: &sestypes.Message{
+			Subject: &sestypes.Content{Data: aws.String(subject), Charset: aws.String(charset)},
+			Body: &sestypes.Body{
+				Text: &sestypes.Content{Data: aws.String(text), Charset: aws.String(charset)},
+				Html: &sestypes.Content{Data: aws.String(html), Charset: aws.String(charset)},
+			},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("send approval mail for run %s: ses: %w", m.RunID, err)
+	}
+	return nil
+}
+
+// OutboxMailer writes each approval mail as an RFC 5322 .eml file
+// (multipart/alternative, text and HTML) into a folder and prints the link
+// to a writer. The local binary uses it in place of SES.
+type OutboxMailer struct {
+	dir  string
+	from string
+	out  io.Writer
+	now  func() time.Time
+}
+
+// NewOutboxMailer returns a mailer writing into dir (created if missing),
+// with from as the sender, printing "approval link for <approver>: <link>"
+// lines to out (nil: print nothing).
+func NewOutboxMailer(dir, from string, out io.Writer) *OutboxMailer {
+	return &OutboxMailer{dir: dir, from: from, out: out, now: time.Now}
+}
+
+// Send composes m, writes it to a new file in the outbox folder and prints
+// its link. The file is readable by its owner only: it holds the link.
+func (o *OutboxMailer) Send(ctx context.Context, m Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	subject, text, html, err := Compose(m)
+	if err != nil {
+		return err
+	}
+	eml, err := buildEML(o.from, m.Approver, subject, text, html, o.now(), m.RunID)
+	if err != nil {
+		return fmt.Errorf("write approval mail for run %s: %w", m.RunID, err)
+	}
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return fmt.Errorf("write approval mail for run %s: %w", m.RunID, err)
+	}
+	f, err := os.CreateTemp(o.dir, fileStem(o.now(), m)+"-*.eml")
+	if err != nil {
+		return fmt.Errorf("write approval mail for run %s: %w", m.RunID, err)
+	}
+	if _, err := f.Write(eml); err != nil {
+		f.Close()
+		return fmt.Errorf("write approval mail for run %s: %w", m.RunID, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write approval mail for run %s: %w", m.RunID, err)
+	}
+	if o.out != nil {
+		fmt.Fprintf(o.out, "approval link for %s: %s\n", m.Approver, m.Link)
+	}
+	return nil
+}
+
+// fileStem names an outbox file after the time, run and approver, keeping
+// only characters that are safe in a file name.
+func fileStem(now time.Time, m Message) string {
+	safe := func(s string, max int) string {
+		var b strings.Builder
+		for _, r := range s {
+			if b.Len() >= max {
+				break
+			}
+			switch {
+			case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '-', r == '.':
+				b.WriteRune(r)
+			case r == '@':
+				b.WriteString("_at_")
+			default:
+				b.WriteByte('_')
+			}
+		}
+		return b.String()
+	}
+	stem := now.UTC().Format("20060102T150405.000Z") + "-" + safe(m.RunID, 64) + "-" + safe(m.Approver, 64)
+	if m.Reminder {
+		stem += "-reminder"
+	}
+	return filepath.Base(stem)
+}
+
+// buildEML returns an RFC 5322 message with CRLF line ends: headers, then a
+// multipart/alternative body with a quoted-printable text and HTML part.
+func buildEML(from, to, subject, text, html string, date time.Time, runID string) ([]byte, error) {
+	fromAddr, err := mail.ParseAddress(from)
+	if err != nil {
+		return nil, fmt.Errorf("sender address: %w", err)
+	}
+	toAddr, err := mail.ParseAddress(to)
+	if err != nil {
+		return nil, fmt.Errorf("recipient address: %w", err)
+	}
+	var id [12]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	domain := "agentgate.local"
+	if at := strings.LastIndexByte(fromAddr.Address, '@'); at >= 0 {
+		domain = fromAddr.Address[at+1:]
+	}
+
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, part := range []struct{ contentType, content string }{
+		{"text/plain; charset=utf-8", text},
+		{"text/html; charset=utf-8", html},
+	} {
+		pw, err := mw.CreatePart(textproto.MIMEHeader{
+			"Content-Type":              {part.contentType},
+			"Content-Transfer-Encoding": {"quoted-printable"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		qw := quotedprintable.NewWriter(pw)
+		if _, err := io.WriteString(qw, part.content); err != nil {
+			return nil, err
+		}
+		if err := qw.Close(); err != nil {
+			return nil, err
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return nil, err
+	}
+
+	var out bytes.Buffer
+	header := func(name, value string) { fmt.Fprintf(&out, "%s: %s\r\n", name, value) }
+	header("From", fromAddr.String())
+	header("To", toAddr.String())
+	header("Subject", mime.QEncoding.Encode("utf-8", subject))
+	header("Date", date.UTC().Format(time.RFC1123Z))
+	header("Message-ID", "<"+hex.EncodeToString(id[:])+"@"+domain+">")
+	header("MIME-Version", "1.0")
+	header("Auto-Submitted", "auto-generated")
+	header("X-Agentgate-Run", mime.QEncoding.Encode("utf-8", oneLine(CleanText(runID))))
+	header("Content-Type", mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()}))
+	out.WriteString("\r\n")
+	out.Write(body.Bytes())
+	return out.Bytes(), nil
+}

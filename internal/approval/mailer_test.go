@@ -1,0 +1,261 @@
+package approval_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+
+	"github.com/agentgate/agentgate/internal/approval"
+)
+
+func TestOutboxMailer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "outbox")
+	var out bytes.Buffer
+	mailer := approval.NewOutboxMailer(dir, "Agentgate <approvals@agentgate.test>", &out)
+	m := sampleMessage()
+	m.Purpose = "Résumé: " + m.Purpose
+	m.Calls[0].Tool = "write_é"
+
+	if err := mailer.Send(context.Background(), m); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if got, want := out.String(), "approval link for alice@example.com: "+m.Link+"\n"; got != want {
+		t.Errorf("printed %q, want %q", got, want)
+	}
+
+	files, err := filepath.Glob(filepath.Join(dir, "*.eml"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("outbox holds %v (err %v), want one .eml file", files, err)
+	}
+	info, err := os.Stat(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		t.Errorf("file mode %v, want owner-only (it holds the link)", perm)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every line ends in CRLF and stays within RFC 5322's 998 characters.
+	for i, line := range strings.Split(string(raw), "\r\n") {
+		if strings.Contains(line, "\n") || len(line) > 998 {
+			t.Fatalf("line %d is not a proper CRLF line of at most 998 characters: %q", i+1, line)
+		}
+	}
+
+	msg, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("net/mail cannot read the .eml: %v", err)
+	}
+	for _, h := range []string{"From", "To", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type"} {
+		if msg.Header.Get(h) == "" {
+			t.Errorf("header %s missing", h)
+		}
+	}
+	if _, err := msg.Header.Date(); err != nil {
+		t.Errorf("Date header: %v", err)
+	}
+	if to, err := msg.Header.AddressList("To"); err != nil || len(to) != 1 || to[0].Address != "alice@example.com" {
+		t.Errorf("To = %v (err %v), want alice@example.com", to, err)
+	}
+
+	got, err := approval.ParseEML(string(raw))
+	if err != nil {
+		t.Fatalf("ParseEML: %v", err)
+	}
+	if want := "Approval needed: write_é (run run_01HZX3)"; got.Subject != want {
+		t.Errorf("decoded subject = %q, want %q", got.Subject, want)
+	}
+	if got.From != "approvals@agentgate.test" {
+		t.Errorf("From = %q, want approvals@agentgate.test", got.From)
+	}
+	for name, body := range map[string]string{"text": got.Text, "html": got.HTML} {
+		link, ok := approval.ExtractLink(body, "https://gate.example.com/prod")
+		if !ok || link != m.Link {
+			t.Errorf("%s part: ExtractLink = %q, %v; want %q", name, link, ok, m.Link)
+		}
+		if !strings.Contains(body, "Résumé") {
+			t.Errorf("%s part lost the UTF-8 purpose", name)
+		}
+	}
+	if !strings.Contains(got.HTML, "&lt;script&gt;") || strings.Contains(got.HTML, "<script") {
+		t.Error("HTML part is not escaped after the round trip")
+	}
+}
+
+func TestOutboxMailerRejectsBadMessage(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	m := sampleMessage()
+	m.Approver = "not an address"
+	if err := approval.NewOutboxMailer(dir, "approvals@agentgate.test", &out).Send(context.Background(), m); err == nil {
+		t.Fatal("Send: got nil error, want one")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 || out.Len() != 0 {
+		t.Errorf("a failed send left %d files and printed %q", len(entries), out.String())
+	}
+}
+
+// fakeSES records SendEmail calls and answers with err.
+type fakeSES struct {
+	inputs []*sesv2.SendEmailInput
+	err    error
+}
+
+func (f *fakeSES) SendEmail(_ context.Context, in *sesv2.SendEmailInput, _ ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error) {
+	f.inputs = append(f.inputs, in)
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &sesv2.SendEmailOutput{MessageId: aws.String("m-1")}, nil
+}
+
+func TestSESMailer(t *testing.T) {
+	fake := &fakeSES{}
+	m := sampleMessage()
+	if err := approval.NewSESMailer(fake, "approvals@agentgate.test").Send(context.Background(), m); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if len(fake.inputs) != 1 {
+		t.Fatalf("SendEmail called %d times, want 1", len(fake.inputs))
+	}
+	in := fake.inputs[0]
+	subject, text, html, _ := approval.Compose(m)
+	simple := in.Content.Simple
+	checks := []struct{ name, got, want string }{
+		{"from", aws.ToString(in.FromEmailAddress), "approvals@agentgate.test"},
+		{"to", strings.Join(in.Destination.ToAddresses, ","), "alice@example.com"},
+		{"subject", aws.ToString(simple.Subject.Data), subject},
+		{"text", aws.ToString(simple.Body.Text.Data), text},
+		{"html", aws.ToString(simple.Body.Html.Data), html},
+		{"charset", aws.ToString(simple.Body.Html.Charset), "UTF-8"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestSESMailerError(t *testing.T) {
+	fake := &fakeSES{err: errors.New("MessageRejected: Email address not verified")}
+	m := sampleMessage()
+	err := approval.NewSESMailer(fake, "approvals@agentgate.test").Send(context.Background(), m)
+	if !errors.Is(err, fake.err) {
+		t.Fatalf("Send error = %v, want it to wrap %v", err, fake.err)
+	}
+	if strings.Contains(err.Error(), m.Link) || strings.Contains(err.Error(), sampleToken) {
+		t.Errorf("error %q reveals the link", err)
+	}
+}
+
+func TestSentMail(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "moto_data.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/moto-api/data.json" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(data)
+	}))
+	defer srv.Close()
+
+	sent, err := approval.SentMail(context.Background(), srv.URL+"/")
+	if err != nil {
+		t.Fatalf("SentMail: %v", err)
+	}
+	if len(sent) != 3 {
+		t.Fatalf("got %d messages, want 3", len(sent))
+	}
+	const link = "https://gate.example.com/approvals/" + sampleToken
+	tests := []struct {
+		name     string
+		got      approval.SentMessage
+		to       []string
+		subject  string
+		linkIn   string
+		htmlOnly bool
+	}{
+		{"simple html", sent[0], []string{"alice@example.com", "carol@example.com"}, "Approval needed: write_document (run run_1)", "html", true},
+		{"simple text", sent[1], []string{"bob@example.com"}, "text", "", false},
+		{"raw", sent[2], []string{"dave@example.com"}, "Approval needed: é", "text", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !slices.Equal(tt.got.To, tt.to) {
+				t.Errorf("To = %v, want %v", tt.got.To, tt.to)
+			}
+			if tt.got.Subject != tt.subject {
+				t.Errorf("Subject = %q, want %q", tt.got.Subject, tt.subject)
+			}
+			if tt.got.From != "approvals@agentgate.test" {
+				t.Errorf("From = %q", tt.got.From)
+			}
+			body := map[string]string{"html": tt.got.HTML, "text": tt.got.Text}[tt.linkIn]
+			if tt.linkIn != "" {
+				if got, ok := approval.ExtractLink(body, "https://gate.example.com"); !ok || got != link {
+					t.Errorf("ExtractLink(%s) = %q, %v; want %q", tt.linkIn, got, ok, link)
+				}
+				if got, ok := approval.ExtractLink(tt.got.Body(), "https://gate.example.com"); !ok || got != link {
+					t.Errorf("ExtractLink(Body()) = %q, %v; want %q", got, ok, link)
+				}
+			}
+			if tt.htmlOnly && tt.got.Text != "" {
+				t.Errorf("Text = %q, want empty (moto keeps the HTML body)", tt.got.Text)
+			}
+		})
+	}
+
+	t.Run("retries moto's transient 500", func(t *testing.T) {
+		var calls atomic.Int32
+		flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) <= 2 {
+				http.Error(w, "MissingBucket", http.StatusInternalServerError)
+				return
+			}
+			w.Write(data)
+		}))
+		defer flaky.Close()
+		sent, err := approval.SentMail(context.Background(), flaky.URL)
+		if err != nil || len(sent) != 3 || calls.Load() != 3 {
+			t.Errorf("SentMail = %d messages, %v after %d calls; want 3, nil after 3", len(sent), err, calls.Load())
+		}
+	})
+
+	t.Run("gives up when the context ends", func(t *testing.T) {
+		broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "MissingBucket", http.StatusInternalServerError)
+		}))
+		defer broken.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if _, err := approval.SentMail(ctx, broken.URL); err == nil {
+			t.Error("SentMail on a broken server: got nil error, want one")
+		}
+	})
+
+	t.Run("server error", func(t *testing.T) {
+		if _, err := approval.SentMail(context.Background(), srv.URL+"/nothing"); err == nil {
+			t.Error("SentMail on a 404: got nil error, want one")
+		}
+	})
+}

@@ -1,0 +1,248 @@
+package approval
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	htmltemplate "html/template"
+	"net/mail"
+	"strings"
+	texttemplate "text/template"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Limits applied by Compose so that a mail stays readable and small; the
+// approval page shows everything in full.
+const (
+	// PurposeLimit is how many characters of the purpose a mail shows.
+	PurposeLimit = 300
+	// ValueLimit is how many characters of one call's arguments or preview
+	// a mail shows.
+	ValueLimit = 8000
+)
+
+// Message is what one approval mail says, to one approver about one
+// suspension.
+type Message struct {
+	// RunID and SuspensionID name the suspension the link decides.
+	RunID        string
+	SuspensionID string
+	// Approver is the recipient's e-mail address.
+	Approver string
+	// Initiator is who started the run.
+	Initiator string
+	// Purpose says what the run is for, usually the start of its prompt;
+	// Compose shows at most PurposeLimit characters of it.
+	Purpose string
+	// Calls are the pending calls of the held turn, in turn order.
+	Calls []runs.PendingCall
+	// Deadline is when the run expires without a decision.
+	Deadline time.Time
+	// Link is the approval link, {base}/approvals/{token} (see Link). It is a
+	// secret: whoever holds it can decide.
+	Link string
+	// Reminder marks the second mail, sent when most of the window passed.
+	Reminder bool
+}
+
+// Validate reports the first field of m a mail cannot do without.
+func (m Message) Validate() error {
+	switch {
+	case m.RunID == "":
+		return fmt.Errorf("approval message: run id is empty")
+	case m.Approver == "":
+		return fmt.Errorf("approval message for run %s: approver is empty", m.RunID)
+	case m.Link == "":
+		return fmt.Errorf("approval message for run %s: link is empty", m.RunID)
+	case !strings.HasPrefix(m.Link, "https://") && !strings.HasPrefix(m.Link, "http://"):
+		return fmt.Errorf("approval message for run %s: link is not an http(s) URL", m.RunID)
+	case m.Deadline.IsZero():
+		return fmt.Errorf("approval message for run %s: deadline is zero", m.RunID)
+	}
+	if _, err := mail.ParseAddress(m.Approver); err != nil || strings.ContainsAny(m.Approver, "\r\n") {
+		return fmt.Errorf("approval message for run %s: approver is not an e-mail address", m.RunID)
+	}
+	return nil
+}
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+var (
+	textTemplate = texttemplate.Must(texttemplate.New("mail.txt.tmpl").
+			Funcs(texttemplate.FuncMap{"indent": indent}).
+			ParseFS(templateFS, "templates/mail.txt.tmpl"))
+	htmlTemplate = htmltemplate.Must(htmltemplate.New("mail.html.tmpl").
+			ParseFS(templateFS, "templates/mail.html.tmpl"))
+)
+
+// mailView is what the templates see: every string already cleaned of
+// control characters and cut to its limit.
+type mailView struct {
+	Subject      string
+	Reminder     bool
+	RunID        string
+	SuspensionID string
+	Approver     string
+	Initiator    string
+	Purpose      string
+	Deadline     string
+	Link         string
+	Calls        []callView
+	NeedApproval int
+}
+
+type callView struct {
+	Number        int
+	ID            string
+	Tool          string
+	Effect        string
+	NeedsApproval bool
+	Arguments     string
+	Preview       string
+}
+
+// Compose renders m as a mail: a one-line subject, a plain-text body and an
+// HTML body. The HTML uses inline styles only, no scripts and no external
+// images, and escapes every value; both bodies replace control and
+// bidirectional-override characters with visible escapes, so text the model
+// wrote cannot disguise itself.
+func Compose(m Message) (subject, text, html string, err error) {
+	if err := m.Validate(); err != nil {
+		return "", "", "", err
+	}
+	v := mailView{
+		Reminder:     m.Reminder,
+		RunID:        CleanText(m.RunID),
+		SuspensionID: CleanText(m.SuspensionID),
+		Approver:     CleanText(m.Approver),
+		Initiator:    CleanText(m.Initiator),
+		Purpose:      truncate(CleanText(m.Purpose), PurposeLimit),
+		Deadline:     FormatDeadline(m.Deadline),
+		Link:         m.Link,
+	}
+	for i, c := range m.Calls {
+		v.Calls = append(v.Calls, callView{
+			Number:        i + 1,
+			ID:            CleanText(c.ID),
+			Tool:          CleanText(c.Tool),
+			Effect:        CleanText(c.Effect),
+			NeedsApproval: c.NeedsApproval,
+			Arguments:     truncate(CleanText(PrettyArguments(c.Input)), ValueLimit),
+			Preview:       truncate(CleanText(c.Preview), ValueLimit),
+		})
+		if c.NeedsApproval {
+			v.NeedApproval++
+		}
+	}
+	v.Subject = subjectFor(m, v)
+
+	var tb, hb bytes.Buffer
+	if err := textTemplate.Execute(&tb, v); err != nil {
+		return "", "", "", fmt.Errorf("compose approval mail for run %s: text: %w", m.RunID, err)
+	}
+	if err := htmlTemplate.Execute(&hb, v); err != nil {
+		return "", "", "", fmt.Errorf("compose approval mail for run %s: html: %w", m.RunID, err)
+	}
+	return v.Subject, tb.String(), hb.String(), nil
+}
+
+// subjectFor names the tool (or the number of calls) needing approval; it
+// is one line of at most about 100 characters.
+func subjectFor(m Message, v mailView) string {
+	var what string
+	var tools []string
+	for _, c := range v.Calls {
+		if c.NeedsApproval {
+			tools = append(tools, c.Tool)
+		}
+	}
+	switch len(tools) {
+	case 0:
+		what = "a tool call"
+	case 1:
+		what = truncate(oneLine(tools[0]), 60)
+	default:
+		what = fmt.Sprintf("%d tool calls", len(tools))
+	}
+	s := fmt.Sprintf("Approval needed: %s (run %s)", what, truncate(oneLine(v.RunID), 40))
+	if m.Reminder {
+		s = "Reminder: " + s
+	}
+	return s
+}
+
+// FormatDeadline formats t the way mails and pages show deadlines, in UTC.
+func FormatDeadline(t time.Time) string {
+	return t.UTC().Format("Mon, 02 Jan 2006 15:04 UTC")
+}
+
+// PrettyArguments returns a call's JSON arguments indented for reading; input
+// that is not valid JSON comes back as it is, and empty input as "{}".
+func PrettyArguments(input json.RawMessage) string {
+	if len(bytes.TrimSpace(input)) == 0 {
+		return "{}"
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, input, "", "  "); err != nil {
+		return string(input)
+	}
+	return buf.String()
+}
+
+// CleanText makes text the model or a caller wrote safe to show to a human:
+// CRLF becomes LF, invalid UTF-8 becomes U+FFFD, and control and format
+// characters other than newline and tab (a lone CR, bidirectional overrides,
+// zero-width characters) become visible \u escapes. It does not escape HTML;
+// templates do that.
+func CleanText(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b.WriteRune(utf8.RuneError)
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// truncate cuts s to at most limit characters, saying how many were left out.
+func truncate(s string, limit int) string {
+	n := utf8.RuneCountInString(s)
+	if n <= limit {
+		return s
+	}
+	cut := 0
+	for i := range s {
+		if cut == limit {
+			return s[:i] + fmt.Sprintf("… (%d more characters)", n-limit)
+		}
+		cut++
+	}
+	return s
+}
+
+// oneLine replaces line breaks and tabs with spaces.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// indent prefixes every line of s but the first with prefix.
+func indent(prefix, s string) string {
+	return strings.ReplaceAll(s, "\n", "\n"+prefix)
+}

@@ -1,0 +1,241 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
+	"net/http"
+	"net/mail"
+	"slices"
+	"strings"
+	"time"
+)
+
+// SentMessage is a mail an emulator accepted, as SentMail reads it back.
+type SentMessage struct {
+	// ID is the emulator's message id.
+	ID string
+	// From is the sender address.
+	From string
+	// To lists every destination (To, Cc and Bcc).
+	To []string
+	// Subject is the decoded subject.
+	Subject string
+	// Text and HTML are the plain-text and HTML bodies. For simple content
+	// with both bodies moto keeps only the HTML one; for raw mails both are
+	// taken from the MIME parts.
+	Text string
+	HTML string
+	// Raw is the MIME source of a raw mail, empty for simple content.
+	Raw string
+}
+
+// Body returns the HTML and the text body, joined by a newline, for
+// searching.
+func (m SentMessage) Body() string {
+	return strings.TrimSpace(m.HTML + "\n" + m.Text)
+}
+
+// motoSES is the "ses" section of moto's /moto-api/data.json, which holds
+// the mails of SES v1 and v2 of all accounts and regions:
+//
+//	{"ses": {"Message": [{"id", "source", "subject", "body",
+//	                      "destinations": {"ToAddresses": [...], ...}}],
+//	         "RawMessage": [{"id", "source", "destinations": [...], "raw_data"}]}}
+type motoSES struct {
+	SES struct {
+		Message []struct {
+			ID           string              `json:"id"`
+			Source       string              `json:"source"`
+			Subject      string              `json:"subject"`
+			Body         string              `json:"body"`
+			Destinations map[string][]string `json:"destinations"`
+		} `json:"Message"`
+		RawMessage []struct {
+			ID           string   `json:"id"`
+			Source       string   `json:"source"`
+			Destinations []string `json:"destinations"`
+			RawData      string   `json:"raw_data"`
+		} `json:"RawMessage"`
+	} `json:"ses"`
+}
+
+// SentMail returns the mails a moto server at endpoint (for example
+// http://localhost:4566) has accepted through SES, oldest first, read from
+// its GET /moto-api/data.json. It is a helper for integration tests.
+//
+// moto 5.2 answers data.json with a 500 once for every S3 object whose
+// bucket was deleted (it looks the bucket up while serializing the object's
+// restore status, and the next read moves past it), so SentMail retries on
+// 5xx answers, up to readAttempts times or until ctx is done.
+func SentMail(ctx context.Context, endpoint string) ([]SentMessage, error) {
+	url := strings.TrimRight(endpoint, "/") + "/moto-api/data.json"
+	var data motoSES
+	for attempt := 1; ; attempt++ {
+		retry, err := readModelData(ctx, url, &data)
+		if err == nil {
+			break
+		}
+		if !retry || attempt == readAttempts {
+			return nil, fmt.Errorf("read sent mail: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read sent mail: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	var out []SentMessage
+	for _, m := range data.SES.Message {
+		s := SentMessage{ID: m.ID, From: m.Source, Subject: m.Subject}
+		for _, kind := range []string{"ToAddresses", "CcAddresses", "BccAddresses"} {
+			s.To = append(s.To, m.Destinations[kind]...)
+		}
+		if looksLikeHTML(m.Body) {
+			s.HTML = m.Body
+		} else {
+			s.Text = m.Body
+		}
+		out = append(out, s)
+	}
+	for _, m := range data.SES.RawMessage {
+		s := SentMessage{ID: m.ID, From: m.Source, Raw: m.RawData}
+		for _, to := range m.Destinations {
+			if !slices.Contains(s.To, to) {
+				s.To = append(s.To, to)
+			}
+		}
+		if err := parseRaw(&s); err != nil {
+			return nil, fmt.Errorf("read sent mail %s: %w", m.ID, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// readAttempts bounds how often SentMail reads data.json.
+const readAttempts = 50
+
+// readModelData decodes the SES part of data.json into data; retry says a
+// failure was a server error worth another try.
+func readModelData(ctx context.Context, url string, data *motoSES) (retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode >= 500, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(data); err != nil {
+		return false, fmt.Errorf("decode %s: %w", url, err)
+	}
+	return false, nil
+}
+
+// ExtractLink finds the first approval link under baseURL in body: baseURL
+// (trailing slashes dropped), "/approvals/" and a well-formed token.
+func ExtractLink(body, baseURL string) (string, bool) {
+	prefix := strings.TrimRight(baseURL, "/") + "/approvals/"
+	for rest := body; ; {
+		i := strings.Index(rest, prefix)
+		if i < 0 {
+			return "", false
+		}
+		rest = rest[i+len(prefix):]
+		n := 0
+		for n < len(rest) && isTokenChar(rest[n]) {
+			n++
+		}
+		if WellFormed(rest[:n]) {
+			return prefix + rest[:n], true
+		}
+	}
+}
+
+// ParseEML reads a mail in RFC 5322 form, as OutboxMailer writes it, into a
+// SentMessage (From and To from its headers).
+func ParseEML(raw string) (SentMessage, error) {
+	s := SentMessage{Raw: raw}
+	if err := parseRaw(&s); err != nil {
+		return SentMessage{}, err
+	}
+	return s, nil
+}
+
+// parseRaw fills Subject, Text, HTML (and From and To when empty) from s.Raw.
+func parseRaw(s *SentMessage) error {
+	msg, err := mail.ReadMessage(strings.NewReader(s.Raw))
+	if err != nil {
+		return fmt.Errorf("parse mail: %w", err)
+	}
+	dec := new(mime.WordDecoder)
+	if s.Subject, err = dec.DecodeHeader(msg.Header.Get("Subject")); err != nil {
+		return fmt.Errorf("parse mail subject: %w", err)
+	}
+	if s.From == "" {
+		if a, err := mail.ParseAddress(msg.Header.Get("From")); err == nil {
+			s.From = a.Address
+		}
+	}
+	if len(s.To) == 0 {
+		if list, err := msg.Header.AddressList("To"); err == nil {
+			for _, a := range list {
+				s.To = append(s.To, a.Address)
+			}
+		}
+	}
+	return readBody(s, msg.Header.Get("Content-Type"), msg.Header.Get("Content-Transfer-Encoding"), msg.Body)
+}
+
+func readBody(s *SentMessage, contentType, encoding string, body io.Reader) error {
+	mediaType, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		mediaType = "text/plain"
+	}
+	if strings.HasPrefix(mediaType, "multipart/") {
+		mr := multipart.NewReader(body, params["boundary"])
+		for {
+			p, err := mr.NextPart() // decodes quoted-printable parts
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("parse mail part: %w", err)
+			}
+			if err := readBody(s, p.Header.Get("Content-Type"), p.Header.Get("Content-Transfer-Encoding"), p); err != nil {
+				return err
+			}
+		}
+	}
+	if strings.EqualFold(encoding, "quoted-printable") {
+		body = quotedprintable.NewReader(body)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return fmt.Errorf("read mail body: %w", err)
+	}
+	switch mediaType {
+	case "text/html":
+		s.HTML += string(b)
+	case "text/plain":
+		s.Text += string(b)
+	}
+	return nil
+}
+
+// looksLikeHTML tells an HTML body from a text one in moto's single body
+// field.
+func looksLikeHTML(s string) bool {
+	return strings.HasPrefix(strings.TrimSpace(s), "<")
+}

@@ -1,0 +1,187 @@
+package approvalpage
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// The fields of the confirmation form.
+const (
+	// FieldDigest carries the turn digest the page was rendered for.
+	FieldDigest = "digest"
+	// FieldAction is the pressed button: ActionApprove, ActionDeny or
+	// ActionPerCall.
+	FieldAction = "action"
+	// FieldMessage is the optional reason given with a whole-turn denial.
+	FieldMessage = "message"
+	// CallFieldPrefix + call id is a per-call choice, "approve" or "deny".
+	CallFieldPrefix = "call."
+	// ReasonFieldPrefix + call id is the optional reason for denying that call.
+	ReasonFieldPrefix = "reason."
+)
+
+// The values of FieldAction.
+const (
+	ActionApprove = string(loop.ActionApprove)
+	ActionDeny    = string(loop.ActionDeny)
+	ActionPerCall = "per_call"
+)
+
+// MaxReasonLength is the most characters a denial reason may have.
+const MaxReasonLength = 2000
+
+// ParseDecision turns the posted confirmation form into a decision on the
+// turn whose pending calls are pending. The digest is taken from the form
+// unchecked (the caller's conditional transition compares it with the
+// suspension's); approve and deny decide the whole turn, per_call gives one
+// CallDecision per call that needs approval.
+//
+// Edits are not possible through the page: changing a call's arguments
+// needs an authenticated caller and schema validation, so edits go through
+// POST /runs/{id}/decision only, and "edit" is refused here.
+//
+// Every error is a *runs.Error with code runs.EInvalid whose message can be
+// shown to the approver: a missing, unknown or repeated field, a malformed
+// digest, a bad action, an unknown call id, or a reason over
+// MaxReasonLength characters.
+func ParseDecision(form url.Values, pending []runs.PendingCall) (loop.Decision, error) {
+	byID := make(map[string]runs.PendingCall, len(pending))
+	for _, c := range pending {
+		byID[c.ID] = c
+	}
+
+	// Check every field first, in a fixed order, so the same form always
+	// gets the same error.
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if len(form[k]) > 1 {
+			return loop.Decision{}, invalid("field %.80q was sent more than once", k)
+		}
+		v := form[k][0]
+		switch {
+		case k == FieldDigest || k == FieldAction:
+		case k == FieldMessage:
+			if _, err := reason(v, "the reason"); err != nil {
+				return loop.Decision{}, err
+			}
+		case strings.HasPrefix(k, CallFieldPrefix):
+			id := strings.TrimPrefix(k, CallFieldPrefix)
+			if err := decidable(byID, id); err != nil {
+				return loop.Decision{}, err
+			}
+			switch v {
+			case ActionApprove, ActionDeny:
+			case string(loop.ActionEdit):
+				return loop.Decision{}, invalid("call %.80q: edits are only possible through the API", id)
+			default:
+				return loop.Decision{}, invalid("call %.80q: choose approve or deny, not %.40q", id, v)
+			}
+		case strings.HasPrefix(k, ReasonFieldPrefix):
+			id := strings.TrimPrefix(k, ReasonFieldPrefix)
+			if err := decidable(byID, id); err != nil {
+				return loop.Decision{}, err
+			}
+			if _, err := reason(v, fmt.Sprintf("the reason for call %.80q", id)); err != nil {
+				return loop.Decision{}, err
+			}
+		default:
+			return loop.Decision{}, invalid("unknown field %.80q", k)
+		}
+	}
+
+	digest := form.Get(FieldDigest)
+	if digest == "" {
+		return loop.Decision{}, invalid("the form has no turn digest")
+	}
+	if !isDigest(digest) {
+		return loop.Decision{}, invalid("the turn digest is malformed")
+	}
+	d := loop.Decision{TurnDigest: digest}
+
+	switch action := form.Get(FieldAction); action {
+	case "":
+		return loop.Decision{}, invalid("the form has no action: press Approve or Deny")
+	case ActionApprove:
+		// A reason typed before pressing Approve is not a denial reason;
+		// it is dropped.
+		d.Action = loop.ActionApprove
+	case ActionDeny:
+		d.Action = loop.ActionDeny
+		d.Message, _ = reason(form.Get(FieldMessage), "the reason")
+	case ActionPerCall:
+		for _, c := range pending {
+			if !c.NeedsApproval {
+				continue
+			}
+			choice := form.Get(CallFieldPrefix + c.ID)
+			if choice == "" {
+				return loop.Decision{}, invalid("choose approve or deny for call %.80q (%.80s)", c.ID, c.Tool)
+			}
+			cd := loop.CallDecision{CallID: c.ID, Action: loop.Action(choice)}
+			if cd.Action == loop.ActionDeny {
+				cd.Message, _ = reason(form.Get(ReasonFieldPrefix+c.ID), "")
+			}
+			d.Calls = append(d.Calls, cd)
+		}
+		if len(d.Calls) == 0 {
+			return loop.Decision{}, invalid("no call of this turn needs approval")
+		}
+	case string(loop.ActionEdit):
+		return loop.Decision{}, invalid("edits are only possible through the API")
+	default:
+		return loop.Decision{}, invalid("unknown action %.40q: use approve, deny or per_call", action)
+	}
+	return d, nil
+}
+
+// decidable checks that id names a pending call that needs approval.
+func decidable(byID map[string]runs.PendingCall, id string) error {
+	c, ok := byID[id]
+	switch {
+	case !ok:
+		return invalid("unknown call id %.80q", id)
+	case !c.NeedsApproval:
+		return invalid("call %.80q needs no approval", id)
+	}
+	return nil
+}
+
+// reason normalizes a posted reason (line ends to LF, surrounding space
+// trimmed) and checks it is valid UTF-8 of at most MaxReasonLength
+// characters.
+func reason(v, what string) (string, error) {
+	v = strings.TrimSpace(strings.ReplaceAll(v, "\r\n", "\n"))
+	if !utf8.ValidString(v) {
+		return "", invalid("%s is not valid UTF-8 text", what)
+	}
+	if n := utf8.RuneCountInString(v); n > MaxReasonLength {
+		return "", invalid("%s has %d characters; at most %d are allowed", what, n, MaxReasonLength)
+	}
+	return v, nil
+}
+
+func isDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func invalid(format string, args ...any) error {
+	return runs.Errorf(runs.EInvalid, format, args...)
+}

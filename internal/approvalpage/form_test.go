@@ -1,0 +1,140 @@
+package approvalpage_test
+
+import (
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/approvalpage"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+func TestParseDecision(t *testing.T) {
+	// form builds url.Values from key, value pairs (keys may repeat).
+	form := func(kv ...string) url.Values {
+		v := url.Values{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			v.Add(kv[i], kv[i+1])
+		}
+		return v
+	}
+	// browser adds the fields a browser always sends with the three-call
+	// page: the empty textareas.
+	browser := func(kv ...string) url.Values {
+		return form(append([]string{"message", "", "reason.toolu_01", "", "reason.toolu_02", ""}, kv...)...)
+	}
+	long := strings.Repeat("é", approvalpage.MaxReasonLength+1)
+	atLimit := strings.Repeat("é", approvalpage.MaxReasonLength)
+
+	tests := []struct {
+		name    string
+		form    url.Values
+		pending []runs.PendingCall
+		want    loop.Decision
+		wantErr string // substring of the error message; empty: no error
+	}{
+		{name: "approve", form: browser("digest", digest, "action", "approve"),
+			want: loop.Decision{TurnDigest: digest, Action: loop.ActionApprove}},
+		{name: "approve drops a typed reason and ignores radios", form: form("digest", digest, "action", "approve", "message", "meh", "call.toolu_01", "deny"),
+			want: loop.Decision{TurnDigest: digest, Action: loop.ActionApprove}},
+		{name: "deny with reason", form: form("digest", digest, "action", "deny", "message", "  wrong file\r\nuse b.md  ", "reason.toolu_01", "", "reason.toolu_02", ""),
+			want: loop.Decision{TurnDigest: digest, Action: loop.ActionDeny, Message: "wrong file\nuse b.md"}},
+		{name: "deny without reason", form: form("digest", digest, "action", "deny"),
+			want: loop.Decision{TurnDigest: digest, Action: loop.ActionDeny}},
+		{name: "deny reason at the limit", form: form("digest", digest, "action", "deny", "message", atLimit),
+			want: loop.Decision{TurnDigest: digest, Action: loop.ActionDeny, Message: atLimit}},
+		{name: "per call", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "reason.toolu_01", "ignored",
+			"call.toolu_02", "deny", "reason.toolu_02", " not now "),
+			want: loop.Decision{TurnDigest: digest, Calls: []loop.CallDecision{
+				{CallID: "toolu_01", Action: loop.ActionApprove},
+				{CallID: "toolu_02", Action: loop.ActionDeny, Message: "not now"},
+			}}},
+		{name: "per call on a single-call turn", form: form("digest", digest, "action", "per_call", "call.toolu_01", "deny"),
+			pending: threeCalls()[:1],
+			want:    loop.Decision{TurnDigest: digest, Calls: []loop.CallDecision{{CallID: "toolu_01", Action: loop.ActionDeny}}}},
+
+		{name: "missing digest", form: form("action", "approve"), wantErr: "no turn digest"},
+		{name: "empty digest", form: form("digest", "", "action", "approve"), wantErr: "no turn digest"},
+		{name: "malformed digest", form: form("digest", "abc", "action", "approve"), wantErr: "turn digest is malformed"},
+		{name: "uppercase digest", form: form("digest", strings.ToUpper(digest), "action", "approve"), wantErr: "turn digest is malformed"},
+		{name: "missing action", form: form("digest", digest), wantErr: "no action"},
+		{name: "bad action", form: form("digest", digest, "action", "yes"), wantErr: `unknown action "yes"`},
+		{name: "edit action", form: form("digest", digest, "action", "edit"), wantErr: "edits are only possible through the API"},
+		{name: "repeated action", form: form("digest", digest, "action", "approve", "action", "deny"), wantErr: `field "action" was sent more than once`},
+		{name: "repeated digest", form: form("digest", digest, "digest", digest, "action", "approve"), wantErr: `field "digest" was sent more than once`},
+		{name: "unknown field", form: form("digest", digest, "action", "approve", "input", "{}"), wantErr: `unknown field "input"`},
+		{name: "unknown call id", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "approve", "call.toolu_99", "deny"),
+			wantErr: `unknown call id "toolu_99"`},
+		{name: "unknown reason id", form: form("digest", digest, "action", "deny", "reason.nope", "x"), wantErr: `unknown call id "nope"`},
+		{name: "call needing no approval", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "approve", "call.toolu_03", "deny"),
+			wantErr: `call "toolu_03" needs no approval`},
+		{name: "per call missing a choice", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve"),
+			wantErr: `choose approve or deny for call "toolu_02" (send_email)`},
+		{name: "per call bad choice", form: form("digest", digest, "action", "per_call", "call.toolu_01", "maybe", "call.toolu_02", "approve"),
+			wantErr: `call "toolu_01": choose approve or deny, not "maybe"`},
+		{name: "per call edit", form: form("digest", digest, "action", "per_call", "call.toolu_01", "edit", "call.toolu_02", "approve"),
+			wantErr: "edits are only possible through the API"},
+		{name: "per call with nothing to approve", form: form("digest", digest, "action", "per_call"), pending: threeCalls()[2:],
+			wantErr: "no call of this turn needs approval"},
+		{name: "reason too long", form: form("digest", digest, "action", "deny", "message", long),
+			wantErr: "the reason has 2001 characters; at most 2000 are allowed"},
+		{name: "call reason too long", form: form("digest", digest, "action", "per_call", "call.toolu_01", "deny", "call.toolu_02", "deny", "reason.toolu_01", long),
+			wantErr: `the reason for call "toolu_01" has 2001 characters`},
+		{name: "reason not UTF-8", form: form("digest", digest, "action", "deny", "message", "\xff\xfe"), wantErr: "not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pending := tt.pending
+			if pending == nil {
+				pending = threeCalls()
+			}
+			got, err := approvalpage.ParseDecision(tt.form, pending)
+			if tt.wantErr != "" {
+				if err == nil {
+					t.Fatalf("ParseDecision = %+v, nil; want error containing %q", got, tt.wantErr)
+				}
+				if code := runs.ErrorCode(err); code != runs.EInvalid {
+					t.Errorf("error code = %q, want %q", code, runs.EInvalid)
+				}
+				if msg := runs.ErrorMessage(err); !strings.Contains(msg, tt.wantErr) {
+					t.Errorf("error message = %q, want it to contain %q", msg, tt.wantErr)
+				}
+				if !reflect.DeepEqual(got, loop.Decision{}) {
+					t.Errorf("decision = %+v with an error, want the zero decision", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseDecision: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ParseDecision =\n %+v\nwant\n %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestConfirmFormRoundTrip posts what the confirm page's fields would send
+// and checks that ParseDecision accepts exactly those names.
+func TestConfirmFormRoundTrip(t *testing.T) {
+	p := confirmPage()
+	_, body := approvalpage.Confirm(p)
+	for _, name := range []string{"digest", "action", "message", "call.toolu_01", "reason.toolu_01", "call.toolu_02", "reason.toolu_02"} {
+		if !strings.Contains(body, `name="`+name+`"`) {
+			t.Fatalf("page has no field %q", name)
+		}
+	}
+	form := url.Values{
+		"digest": {p.TurnDigest}, "action": {"per_call"}, "message": {""},
+		"call.toolu_01": {"deny"}, "reason.toolu_01": {"no"}, "call.toolu_02": {"approve"}, "reason.toolu_02": {""},
+	}
+	d, err := approvalpage.ParseDecision(form, p.Calls)
+	if err != nil {
+		t.Fatalf("ParseDecision: %v", err)
+	}
+	if d.TurnDigest != p.TurnDigest || len(d.Calls) != 2 || d.Calls[0].Message != "no" {
+		t.Errorf("decision = %+v", d)
+	}
+}

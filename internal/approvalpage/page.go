@@ -1,0 +1,261 @@
+package approvalpage
+
+import (
+	"bytes"
+	"embed"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// ContentType is the Content-Type of every page.
+const ContentType = "text/html; charset=utf-8"
+
+// SecurityHeaders returns the headers every approval page is served with: a
+// policy allowing no scripts, no external resources, no framing and forms
+// posting only to the page's own origin; no Referer (the URL holds the
+// token); no caching; no content sniffing. The map is new on every call.
+func SecurityHeaders() map[string]string {
+	return map[string]string{
+		"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+		"Referrer-Policy":         "no-referrer",
+		"Cache-Control":           "no-store",
+		"X-Content-Type-Options":  "nosniff",
+		"X-Frame-Options":         "DENY",
+	}
+}
+
+// Headers returns SecurityHeaders plus the Content-Type of the pages: the
+// complete header set of a page response.
+func Headers() map[string]string {
+	h := SecurityHeaders()
+	h["Content-Type"] = ContentType
+	return h
+}
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+var (
+	layout          = template.Must(template.ParseFS(templateFS, "templates/layout.html.tmpl"))
+	confirmTemplate = page("confirm.html.tmpl")
+	outcomeTemplate = page("outcome.html.tmpl")
+)
+
+// page returns the layout with the named file's "content" block.
+func page(name string) *template.Template {
+	return template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name))
+}
+
+// ConfirmPage is what the confirmation page behind GET /approvals/{token}
+// shows.
+type ConfirmPage struct {
+	// FormAction is where the form posts: the path of the page itself,
+	// /approvals/{token} (with any stage prefix). Empty leaves the attribute
+	// out, which posts to the page's own URL.
+	FormAction string
+	// RunID, Initiator and Purpose say which run this is and what it is
+	// for; Purpose is usually the start of the prompt.
+	RunID     string
+	Initiator string
+	Purpose   string
+	// Approver is the address the link was issued to.
+	Approver string
+	// Calls are the pending calls of the held turn, in turn order.
+	Calls []runs.PendingCall
+	// TurnDigest is the suspension's digest; the form posts it back.
+	TurnDigest string
+	// Deadline is when the run expires without a decision.
+	Deadline time.Time
+}
+
+type confirmView struct {
+	Title        string
+	FormAction   string
+	RunID        string
+	Initiator    string
+	Purpose      string
+	Approver     string
+	Deadline     string
+	TurnDigest   string
+	Calls        []callView
+	NeedApproval int
+	PerCall      bool
+	MaxReason    int
+}
+
+type callView struct {
+	Number        int
+	ID            string // as sent: it names the form fields
+	DisplayID     string
+	Tool          string
+	Effect        string
+	NeedsApproval bool
+	Arguments     string
+	Preview       string
+}
+
+// Confirm renders the confirmation page with status 200. Every call is shown
+// with its arguments and preview in full; per-call choices appear when more
+// than one call needs approval.
+func Confirm(p ConfirmPage) (status int, html string) {
+	v := confirmView{
+		Title:      "Approval needed",
+		FormAction: p.FormAction,
+		RunID:      approval.CleanText(p.RunID),
+		Initiator:  approval.CleanText(p.Initiator),
+		Purpose:    approval.CleanText(p.Purpose),
+		Approver:   approval.CleanText(p.Approver),
+		Deadline:   approval.FormatDeadline(p.Deadline),
+		TurnDigest: p.TurnDigest,
+		MaxReason:  MaxReasonLength,
+	}
+	for i, c := range p.Calls {
+		v.Calls = append(v.Calls, callView{
+			Number:        i + 1,
+			ID:            c.ID,
+			DisplayID:     approval.CleanText(c.ID),
+			Tool:          approval.CleanText(c.Tool),
+			Effect:        approval.CleanText(c.Effect),
+			NeedsApproval: c.NeedsApproval,
+			Arguments:     approval.CleanText(approval.PrettyArguments(c.Input)),
+			Preview:       approval.CleanText(c.Preview),
+		})
+		if c.NeedsApproval {
+			v.NeedApproval++
+		}
+	}
+	v.PerCall = v.NeedApproval > 1
+	return render(confirmTemplate, http.StatusOK, v)
+}
+
+// outcomeView is the data of every page but Confirm.
+type outcomeView struct {
+	Title      string
+	Paragraphs []string
+	Calls      []outcomeCall
+	RunID      string
+}
+
+type outcomeCall struct {
+	ID, Tool, Outcome, Reason string
+}
+
+// DecidedPage is what the page after a recorded decision shows.
+type DecidedPage struct {
+	// RunID is the decided run.
+	RunID string
+	// Decision is the recorded decision.
+	Decision loop.Decision
+	// Calls are the pending calls, to name the tools of a per-call decision.
+	Calls []runs.PendingCall
+}
+
+// Decided renders "your decision was recorded" with status 200: approved,
+// denied (with the reason), or each call's outcome.
+func Decided(p DecidedPage) (status int, html string) {
+	v := outcomeView{Title: "Your decision was recorded", RunID: approval.CleanText(p.RunID)}
+	d := p.Decision
+	switch {
+	case len(d.Calls) > 0:
+		v.Paragraphs = []string{"You decided per call:"}
+		for _, cd := range d.Calls {
+			oc := outcomeCall{ID: approval.CleanText(cd.CallID), Outcome: outcomeWord(cd.Action)}
+			for _, c := range p.Calls {
+				if c.ID == cd.CallID {
+					oc.Tool = approval.CleanText(c.Tool)
+				}
+			}
+			if cd.Action == loop.ActionDeny {
+				oc.Reason = approval.CleanText(cd.Message)
+			}
+			v.Calls = append(v.Calls, oc)
+		}
+	case d.Action == loop.ActionDeny:
+		v.Paragraphs = []string{"Denied. The agent is told its calls were not allowed."}
+		if d.Message != "" {
+			v.Paragraphs = append(v.Paragraphs, "Your reason: "+approval.CleanText(d.Message))
+		}
+	default:
+		v.Paragraphs = []string{"Approved. The run continues."}
+	}
+	return render(outcomeTemplate, http.StatusOK, v)
+}
+
+func outcomeWord(a loop.Action) string {
+	switch a {
+	case loop.ActionApprove:
+		return "approved"
+	case loop.ActionDeny:
+		return "denied"
+	case loop.ActionEdit:
+		return "edited"
+	}
+	return string(a)
+}
+
+// AlreadyDecided renders, with status 409, that the suspension was decided
+// before: by whom (an address or caller; empty if unknown), how (runs.ViaLink
+// or runs.ViaAPI) and when (zero if unknown).
+func AlreadyDecided(by, via string, at time.Time) (status int, html string) {
+	s := "This request was already decided"
+	if by != "" {
+		s += " by " + approval.CleanText(by)
+	}
+	if !at.IsZero() {
+		s += " on " + approval.FormatDeadline(at)
+	}
+	switch via {
+	case runs.ViaLink:
+		s += " through an approval link"
+	case runs.ViaAPI:
+		s += " through the API"
+	}
+	v := outcomeView{Title: "Already decided", Paragraphs: []string{s + ".", "Nothing was changed."}}
+	return render(outcomeTemplate, http.StatusConflict, v)
+}
+
+// NotFound renders the page for an unknown or malformed token, status 404.
+func NotFound() (status int, html string) {
+	return render(outcomeTemplate, http.StatusNotFound, outcomeView{
+		Title:      "Approval link not found",
+		Paragraphs: []string{"This approval link is not valid. Check that the whole address was copied from the mail; the run may also have been removed."},
+	})
+}
+
+// Expired renders the page for a token whose approval window has passed,
+// status 410.
+func Expired() (status int, html string) {
+	return render(outcomeTemplate, http.StatusGone, outcomeView{
+		Title:      "Approval link expired",
+		Paragraphs: []string{"The time to decide has passed, and the run no longer waits for a decision. Nothing was changed."},
+	})
+}
+
+// Problem renders an error page with status (a 4xx or 5xx; anything else
+// becomes 500) and message, which must be safe to show: for example
+// runs.ErrorMessage of the error ParseDecision returned.
+func Problem(status int, message string) (int, string) {
+	if status < 400 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	return render(outcomeTemplate, status, outcomeView{
+		Title:      http.StatusText(status),
+		Paragraphs: []string{approval.CleanText(message), "Nothing was changed."},
+	})
+}
+
+// fallback is served if a template fails, which only a bug can cause.
+const fallback = `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Error</title></head><body><p>Internal error. Nothing was changed.</p></body></html>`
+
+func render(t *template.Template, status int, data any) (int, string) {
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", data); err != nil {
+		return http.StatusInternalServerError, fallback
+	}
+	return status, buf.String()
+}

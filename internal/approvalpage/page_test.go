@@ -1,0 +1,172 @@
+package approvalpage_test
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/approvalpage"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+func TestConfirmGolden(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*approvalpage.ConfirmPage)
+	}{
+		{"confirm_per_call.html", func(*approvalpage.ConfirmPage) {}},
+		{"confirm_single.html", func(p *approvalpage.ConfirmPage) { p.Calls = p.Calls[:1]; p.FormAction = "" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := confirmPage()
+			tt.modify(&p)
+			status, body := approvalpage.Confirm(p)
+			if status != http.StatusOK {
+				t.Errorf("status = %d, want 200", status)
+			}
+			assertSafe(t, body)
+			golden(t, tt.name, body)
+		})
+	}
+}
+
+func TestConfirmForm(t *testing.T) {
+	_, body := approvalpage.Confirm(confirmPage())
+	wants := []string{
+		`<form method="post" action="/prod/approvals/q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80" enctype="application/x-www-form-urlencoded">`,
+		`<input type="hidden" name="digest" value="` + digest + `">`,
+		`name="action" value="approve"`,
+		`name="action" value="deny"`,
+		`name="action" value="per_call"`,
+		`<textarea id="message" name="message" maxlength="2000">`,
+		`name="call.toolu_01" value="approve"`, `name="call.toolu_01" value="deny"`, `name="reason.toolu_01"`,
+		`name="call.toolu_02" value="approve"`, `name="reason.toolu_02"`,
+		"&lt;script&gt;", "Sat, 14 Mar 2026 15:09 UTC", "alice@example.com",
+		"send_email", "read_document", "runs without approval",
+	}
+	for _, w := range wants {
+		if !strings.Contains(body, w) {
+			t.Errorf("confirm page lacks %q", w)
+		}
+	}
+	// The read-only sibling gets no choice.
+	if strings.Contains(body, "call.toolu_03") {
+		t.Error("confirm page offers a choice for a call that needs no approval")
+	}
+	// One form, posting; no GET form or link that could decide.
+	if n := strings.Count(body, "<form"); n != 1 {
+		t.Errorf("%d forms, want 1", n)
+	}
+	if regexp.MustCompile(`(?i)<a\s`).MatchString(body) {
+		t.Error("confirm page has a link; deciding must need a POST")
+	}
+
+	_, single := approvalpage.Confirm(approvalpage.ConfirmPage{Calls: threeCalls()[:1], TurnDigest: digest, Deadline: time.Now()})
+	if strings.Contains(single, "per_call") || strings.Contains(single, "call.toolu_01") {
+		t.Error("a turn with one call needing approval shows per-call choices")
+	}
+	if strings.Contains(single, "action=") {
+		t.Error("an empty FormAction should leave the action attribute out")
+	}
+}
+
+func TestConfirmEscapesHostileIDs(t *testing.T) {
+	p := confirmPage()
+	p.Calls[0].ID = `x"><script>alert(1)</script>`
+	p.Calls[0].Tool = "<b>bold</b>\u202e"
+	p.FormAction = `javascript:alert(1)`
+	p.TurnDigest = `"><script>`
+	_, body := approvalpage.Confirm(p)
+	assertSafe(t, body)
+	for _, want := range []string{`name="call.x&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"`, "&lt;b&gt;bold&lt;/b&gt;\\u202e", `action="#ZgotmplZ"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+func TestOutcomePages(t *testing.T) {
+	at := time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC)
+	calls := threeCalls()
+	tests := []struct {
+		name       string
+		render     func() (int, string)
+		status     int
+		want       []string
+		wantAbsent []string
+	}{
+		{"decided approve", func() (int, string) {
+			return approvalpage.Decided(approvalpage.DecidedPage{RunID: "run_1", Decision: loop.Decision{TurnDigest: digest, Action: loop.ActionApprove}})
+		}, 200, []string{"Your decision was recorded", "Approved.", "run_1"}, nil},
+		{"decided deny", func() (int, string) {
+			return approvalpage.Decided(approvalpage.DecidedPage{RunID: "run_1", Decision: loop.Decision{TurnDigest: digest, Action: loop.ActionDeny, Message: hostile}})
+		}, 200, []string{"Your decision was recorded", "Denied.", "Your reason: &lt;script&gt;"}, nil},
+		{"decided per call", func() (int, string) {
+			return approvalpage.Decided(approvalpage.DecidedPage{RunID: "run_1", Calls: calls, Decision: loop.Decision{TurnDigest: digest, Calls: []loop.CallDecision{
+				{CallID: "toolu_01", Action: loop.ActionApprove},
+				{CallID: "toolu_02", Action: loop.ActionDeny, Message: "not to the " + hostile},
+			}}})
+		}, 200, []string{"You decided per call", "write_document", "toolu_01</code>)</span>: approved", "send_email", "toolu_02</code>)</span>: denied — <q>not to the &lt;script&gt;"}, nil},
+		{"already decided by link", func() (int, string) { return approvalpage.AlreadyDecided("carol@example.com", runs.ViaLink, at) }, 409,
+			[]string{"Already decided", "already decided by carol@example.com on Sat, 14 Mar 2026 09:30 UTC through an approval link.", "Nothing was changed."}, nil},
+		{"already decided by API", func() (int, string) { return approvalpage.AlreadyDecided(hostile, runs.ViaAPI, at) }, 409,
+			[]string{"by &lt;script&gt;", "through the API"}, nil},
+		{"already decided unknown", func() (int, string) { return approvalpage.AlreadyDecided("", "", time.Time{}) }, 409,
+			[]string{"This request was already decided."}, []string{" by ", " on "}},
+		{"not found", approvalpage.NotFound, 404, []string{"Approval link not found"}, nil},
+		{"expired", approvalpage.Expired, 410, []string{"Approval link expired", "Nothing was changed."}, nil},
+		{"problem", func() (int, string) { return approvalpage.Problem(400, "unknown call id "+hostile) }, 400,
+			[]string{"Bad Request", "unknown call id &lt;script&gt;"}, nil},
+		{"problem bad status", func() (int, string) { return approvalpage.Problem(200, "x") }, 500, []string{"Internal Server Error"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := tt.render()
+			if status != tt.status {
+				t.Errorf("status = %d, want %d", status, tt.status)
+			}
+			assertSafe(t, body)
+			for _, w := range tt.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("page lacks %q\n%s", w, body)
+				}
+			}
+			for _, w := range tt.wantAbsent {
+				if strings.Contains(body, w) {
+					t.Errorf("page contains %q", w)
+				}
+			}
+			if strings.Contains(body, "<form") {
+				t.Error("an outcome page has a form")
+			}
+		})
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	h := approvalpage.SecurityHeaders()
+	want := map[string]string{
+		"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+		"Referrer-Policy":         "no-referrer",
+		"Cache-Control":           "no-store",
+		"X-Content-Type-Options":  "nosniff",
+		"X-Frame-Options":         "DENY",
+	}
+	if len(h) != len(want) {
+		t.Errorf("SecurityHeaders has %d entries, want %d", len(h), len(want))
+	}
+	for k, v := range want {
+		if h[k] != v {
+			t.Errorf("%s = %q, want %q", k, h[k], v)
+		}
+	}
+	h["X-Frame-Options"] = "changed"
+	all := approvalpage.Headers()
+	if all["X-Frame-Options"] != "DENY" || all["Content-Type"] != "text/html; charset=utf-8" {
+		t.Errorf("Headers = %v; want fresh security headers plus the content type", all)
+	}
+}
