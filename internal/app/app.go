@@ -78,7 +78,7 @@ func New(d Deps) (*App, error) {
 		Store: d.Store, Tools: tools, Dispatch: d.Dispatch, Routes: d.Routes,
 		Pages: pages{}, HashToken: approval.HashToken, Logger: d.Logger, Now: d.Now,
 	}
-	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Logger: d.Logger, Now: d.Now}
+	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Logger: d.Logger, Now: d.Now}
 	return a, nil
 }
 

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -49,6 +50,7 @@ type env struct {
 	writes  int
 	notes   []service.Notification
 	mailErr error
+	tokens  int
 }
 
 func newEnv(t *testing.T) *env {
@@ -70,9 +72,11 @@ func newEnv(t *testing.T) *env {
 	tools, err := loop.NewToolbox(note)
 	require.NoError(t, err)
 	e.worker = &service.Worker{
-		Store:    store,
-		Runner:   func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h, Now: e.clock.Now} },
-		NewToken: func() (string, string, error) { return "raw", "0000000000000000000000000000000000000000000000000000000000000001", nil },
+		Store: store,
+		Runner: func(h loop.Hooks) *loop.Runner {
+			return &loop.Runner{Model: model, Tools: tools, Hooks: h, Now: e.clock.Now}
+		},
+		NewToken: func() (string, string, error) { e.tokens++; return "raw", fmt.Sprintf("%064x", e.tokens), nil },
 		Notifier: service.NotifierFunc(func(_ context.Context, n service.Notification) error {
 			e.notes = append(e.notes, n)
 			return e.mailErr
@@ -215,4 +219,39 @@ func TestStartRequestValidate(t *testing.T) {
 
 func deleteStates(e *env, id string) error {
 	return e.db.DeleteRunStates(context.Background(), id)
+}
+
+func TestSweepSendsOneReminderAt80Percent(t *testing.T) {
+	e := newEnv(t)
+	e.sweeper.Remind = e.worker.Remind
+	ctx := context.Background()
+	r := e.start(t)
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
+	require.Len(t, e.notes, 1)
+
+	e.clock.Advance(47 * time.Minute)
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, sum.Reminded, "not yet at 80%% of the hour")
+
+	e.clock.Advance(2 * time.Minute)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Reminded)
+	require.Len(t, e.notes, 2)
+	assert.True(t, e.notes[1].Reminder)
+	assert.Equal(t, "ops@example.com", e.notes[1].Approver)
+	got := e.get(t, r.ID)
+	assert.True(t, got.ReminderSent)
+	assert.Len(t, got.TokenHashes, 2, "the reminder carries a fresh link")
+
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, sum.Reminded, "once")
+	assert.Len(t, e.notes, 2)
+
+	e.clock.Advance(12 * time.Minute)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Expired)
 }
