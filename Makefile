@@ -28,6 +28,7 @@ test-integration:
 ## lint: go vet and a gofmt check
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^infra/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 fmt:
