@@ -243,6 +243,7 @@ func cloneRaw(b json.RawMessage) json.RawMessage {
 const (
 	EventRunStarted   = "run_started"
 	EventClaimed      = "claimed"
+	EventRedispatched = "redispatched"
 	EventModelTurn    = "model_turn"
 	EventToolExecuted = "tool_executed"
 	EventSuspended    = "suspended"

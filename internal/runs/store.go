@@ -227,6 +227,23 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: typ, Actor: owner, Data: data}}})
 }
 
+// Redispatch records that the worker of a QUEUED or RESUMING run was
+// dispatched again (its first dispatch looked lost) and moves the run's due
+// time DispatchGrace ahead, so the next sweep does not dispatch it again at
+// once. Codes: ENotFound, EConflict (claimed or ended meanwhile).
+func (s *Store) Redispatch(ctx context.Context, cur *Run, actor string) (*Run, error) {
+	if cur == nil {
+		return nil, Errorf(EInvalid, "run is required")
+	}
+	if cur.Status != StatusQueued && cur.Status != StatusResuming {
+		return nil, Errorf(EConflict, "run %s is %s, not waiting for a worker", cur.ID, cur.Status)
+	}
+	if actor == "" {
+		actor = "purge"
+	}
+	return s.commit(ctx, cur, cur.Clone(), Write{Events: []Event{{Type: EventRedispatched, Actor: actor}}})
+}
+
 // RenewLease extends owner's lease on a RUNNING run by LeaseTTL. Codes:
 // EInvalid, ENotFound, EConflict (not RUNNING, not owner, stale version).
 func (s *Store) RenewLease(ctx context.Context, cur *Run, owner string) (*Run, error) {

@@ -66,6 +66,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Expire", testExpire},
 		{"EventsOrderAndPaging", testEvents},
 		{"DueIndex", testDue},
+		{"Redispatch", testRedispatch},
 		{"Purge", testPurge},
 		{"ConcurrentDecide", testConcurrentDecide},
 		{"ConcurrentLinkDecide", testConcurrentLinkDecide},
@@ -904,6 +905,33 @@ func testDue(t *testing.T, e *Env) {
 	_, err = e.Store.RenewLease(ctx, running, "w1")
 	require.NoError(t, err)
 	assert.Equal(t, sorted(queued.ID), dueIDs(t0.Add(2*time.Minute), 100))
+}
+
+func testRedispatch(t *testing.T, e *Env) {
+	ctx := t.Context()
+	q := e.Queued(t)
+	e.Clock.Advance(DispatchGrace)
+	due, _, err := e.Store.Due(ctx, e.Clock.Now(), 10, "")
+	require.NoError(t, err)
+	require.Len(t, due, 1, "a lost dispatch is due")
+	r, err := e.Store.Redispatch(ctx, due[0], "")
+	require.NoError(t, err)
+	assert.Equal(t, e.Clock.Now().UTC().Truncate(time.Millisecond).Add(DispatchGrace), r.DueAt, "the next sweep waits another grace period")
+	due, _, err = e.Store.Due(ctx, e.Clock.Now(), 10, "")
+	require.NoError(t, err)
+	assert.Empty(t, due)
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventRedispatched}, e.eventTypes(t, q.ID))
+
+	_, err = e.Store.Redispatch(ctx, q, "purge")
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+	claimed, err := e.Store.Claim(ctx, q.ID, "w1")
+	require.NoError(t, err)
+	_, err = e.Store.Redispatch(ctx, r, "purge")
+	AssertCode(t, runs.EConflict, err)
+	_, err = e.Store.Redispatch(ctx, claimed, "purge")
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, claimed)
 }
 
 func testPurge(t *testing.T, e *Env) {
