@@ -547,3 +547,29 @@ func TestValidateDecisionMatchesResume(t *testing.T) {
 	assert.ErrorIs(t, loop.ValidateDecision(tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Action: loop.ActionDeny}), loop.ErrDigestMismatch)
 	assert.ErrorIs(t, loop.ValidateDecision(tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}}}), loop.ErrInvalidDecision)
 }
+
+func TestTruncatedOrRefusedTurnsRunNoCalls(t *testing.T) {
+	for _, stop := range []loop.StopReason{loop.StopMaxTokens, loop.StopRefusal} {
+		t.Run(string(stop), func(t *testing.T) {
+			log := &execLog{}
+			n := 0
+			model := loop.ModelFunc(func(_ context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
+				n++
+				if n == 1 {
+					return loop.ModelResponse{Message: asst(use("r1", "read_doc", `{"path":"a"}`), use("w1", "write_doc", `{"path":"a","text":"x"}`)), StopReason: stop}, nil
+				}
+				return loop.ModelResponse{Message: asst(say("ok")), StopReason: loop.StopEndTurn}, nil
+			})
+			r := newRunner(t, model, log)
+			out, err := r.Run(context.Background(), request("go"))
+			require.NoError(t, err)
+			assert.Equal(t, loop.ReasonCompleted, out.Reason)
+			assert.Empty(t, log.list(), "no call of the cut-off turn ran, and nothing was held for approval")
+			res, ok := resultFor(out.Transcript, "w1")
+			require.True(t, ok)
+			assert.True(t, res.IsError)
+			assert.Contains(t, res.Content, string(stop))
+			checkTranscript(t, out.Transcript)
+		})
+	}
+}

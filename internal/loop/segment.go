@@ -109,6 +109,17 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 			out.FinalText = msg.Text()
 			return out, err
 		}
+		if resp.StopReason == StopMaxTokens || resp.StopReason == StopRefusal {
+			// A cut-off or refused turn may carry incomplete tool input: run
+			// none of its calls (that would fire side effects nobody
+			// confirmed) and tell the model why.
+			results := make([]Block, 0, len(uses))
+			for _, u := range uses {
+				results = append(results, ToolResultBlock(u.ID, ErrorResult("not executed: the turn ended with stop reason %q, so this call may be incomplete", resp.StopReason)))
+			}
+			s.tr.Messages = append(s.tr.Messages, Message{Role: RoleUser, Content: results})
+			continue
+		}
 		if s.opts.MaxTokens > 0 && s.counters.Tokens() > s.opts.MaxTokens {
 			return s.finish(ctx, ReasonBudgetExhausted, fmt.Sprintf("token budget of %d used", s.opts.MaxTokens))
 		}
