@@ -29,6 +29,8 @@ type Deps struct {
 	// PublicBaseURL is the base of approval links.
 	PublicBaseURL string
 	ApprovalTTL   time.Duration
+	// AllowedModels are the model ids a run may choose.
+	AllowedModels []string
 	// Owner names this process in lease owners.
 	Owner  string
 	Routes httpapi.Routes
@@ -76,7 +78,7 @@ func New(d Deps) (*App, error) {
 	}
 	a.API = &httpapi.API{
 		Store: d.Store, Tools: tools, Dispatch: d.Dispatch, Routes: d.Routes,
-		Pages: pages{}, HashToken: approval.HashToken, Logger: d.Logger, Now: d.Now,
+		Pages: pages{}, HashToken: approval.HashToken, AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
 	}
 	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Logger: d.Logger, Now: d.Now}
 	return a, nil

@@ -74,7 +74,7 @@ func NewAWS(o AWSOptions) (*App, error) {
 	}
 	return New(Deps{
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer,
-		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner,
+		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner, AllowedModels: c.AllowedModels,
 		Routes: o.Routes, Logger: o.Logger,
 	})
 }

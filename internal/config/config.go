@@ -23,6 +23,7 @@ type Config struct {
 	ApprovalTTL      time.Duration // AGENTGATE_APPROVAL_TTL, default 24h
 	Retention        time.Duration // AGENTGATE_RETENTION, default 720h
 	DueShards        int           // AGENTGATE_DUE_SHARDS, default 8
+	AllowedModels    []string      // AGENTGATE_ALLOWED_MODELS, comma-separated model ids runs may choose
 }
 
 // Variable names.
@@ -38,6 +39,7 @@ const (
 	EnvApprovalTTL      = "AGENTGATE_APPROVAL_TTL"
 	EnvRetention        = "AGENTGATE_RETENTION"
 	EnvDueShards        = "AGENTGATE_DUE_SHARDS"
+	EnvAllowedModels    = "AGENTGATE_ALLOWED_MODELS"
 )
 
 // Load reads the configuration with getenv (os.Getenv in main) and checks
@@ -56,6 +58,11 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 		ApprovalTTL:      24 * time.Hour,
 		Retention:        720 * time.Hour,
 		DueShards:        8,
+	}
+	for _, m := range strings.Split(getenv(EnvAllowedModels), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			c.AllowedModels = append(c.AllowedModels, m)
+		}
 	}
 	var missing []string
 	for _, name := range required {

@@ -117,6 +117,7 @@ func TestBadInput(t *testing.T) {
 		{"start: ttl too short", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":5}`), 422, "approval_ttl_seconds"},
 		{"start: messages end with assistant", req("POST", "/runs", alice, `{"messages":[{"role":"assistant","content":[{"type":"text","text":"y"}]}],"approvers":["b@example.com"]}`), 422, "end with a user message"},
 		{"start: wrong content type", withHeader(req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"]}`), "Content-Type", "text/plain"), 415, "application/json"},
+		{"start: model not allowed", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"model":"opus-max"}`), 422, "not allowed"},
 		{"start: GET /runs", req("GET", "/runs", alice, ""), 405, "POST"},
 		{"get: unknown run", req("GET", "/runs/nope", alice, ""), 404, "not found"},
 		{"get: no identity", req("GET", "/runs/"+r.ID, "", ""), 401, "authentication"},

@@ -92,6 +92,9 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	if err := sr.Validate(a.Tools); err != nil {
 		return events.APIGatewayProxyResponse{}, errorf(CodeUnprocessable, "%s", err.Error())
 	}
+	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {
+		return events.APIGatewayProxyResponse{}, errorf(CodeUnprocessable, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
+	}
 	raw, err := json.Marshal(sr)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
