@@ -51,8 +51,11 @@ type API struct {
 	// HashToken hashes raw link tokens; required with Pages.
 	HashToken HashToken
 	Routes    Routes
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// AllowedModels are the model ids a run may ask for (AGENTGATE_ALLOWED_MODELS);
+	// empty: runs use the configured model only.
+	AllowedModels []string
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 func (a *API) now() time.Time {
