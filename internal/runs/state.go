@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // MaxStateSize is the largest compressed state blob a StateStore accepts.
@@ -15,6 +16,12 @@ const MaxStateSize = 5 << 20
 // maxStateJSON bounds how much a corrupted or hostile gzip stream may
 // inflate to on load.
 const maxStateJSON = 256 << 20
+
+// gzipWriters reuses compressors: a new flate writer allocates about 1 MB.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	return zw
+}}
 
 // RunPrefix returns the key prefix under which a run's blobs live.
 func RunPrefix(runID string) string { return "runs/" + runID + "/" }
@@ -34,10 +41,9 @@ func EncodeState(runID string, state []byte) (StateRef, []byte, error) {
 	sum := sha256.Sum256(state)
 	sha := hex.EncodeToString(sum[:])
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if err != nil {
-		return StateRef{}, nil, fmt.Errorf("gzip state: %w", err)
-	}
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&buf)
 	if _, err := zw.Write(state); err != nil {
 		return StateRef{}, nil, fmt.Errorf("gzip state: %w", err)
 	}

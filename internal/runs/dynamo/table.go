@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -166,16 +167,30 @@ func newPut(table string, v any) (*types.Put, error) {
 	if err != nil {
 		return nil, err
 	}
-	expr, err := expression.NewBuilder().WithCondition(expression.Name("pk").AttributeNotExists()).Build()
+	ne, err := notExists()
 	if err != nil {
 		return nil, err
 	}
 	return &types.Put{
 		TableName:                &table,
 		Item:                     item,
-		ConditionExpression:      expr.Condition(),
-		ExpressionAttributeNames: expr.Names(),
+		ConditionExpression:      &ne.cond,
+		ExpressionAttributeNames: ne.names,
 	}, nil
+}
+
+// notExists is the condition "attribute_not_exists(pk)", built once.
+var notExists = sync.OnceValues(func() (notExistsExpr, error) {
+	expr, err := expression.NewBuilder().WithCondition(expression.Name("pk").AttributeNotExists()).Build()
+	if err != nil {
+		return notExistsExpr{}, err
+	}
+	return notExistsExpr{cond: *expr.Condition(), names: expr.Names()}, nil
+})
+
+type notExistsExpr struct {
+	cond  string
+	names map[string]string
 }
 
 // tokenUse marks a token used if it is bound to the run and suspension,
