@@ -15,7 +15,9 @@ import (
 //
 //	stackName                  stack name, prefix of the function names (default Agentgate)
 //	deletionProtection         table deletion protection, retain data on stack delete (default true)
-//	assetDir                   folder with startrun.zip, resume.zip, purge.zip (default ../dist/lambda/arm64)
+//	architecture               arm64 (default) or x86_64 (an emulator executing the functions on x86)
+//	assetDir                   folder with startrun.zip, resume.zip, purge.zip
+//	                           (default ../dist/lambda/arm64, or ../dist/lambda/amd64 for x86_64)
 //	model                      AGENTGATE_MODEL (default bedrock:<defaultModelID>)
 //	modelArns                  comma-separated ARNs for bedrock:InvokeModel; default: the
 //	                           foundation model of a bedrock: model in the stack's region
@@ -83,7 +85,12 @@ func readConfig(get func(key string) string) (config, error) {
 	cfg := config{stackName: str("stackName", defaultStackName)}
 	p := &cfg.props
 	p.DeletionProtection = boolean("deletionProtection", true)
-	p.AssetDir = str("assetDir", stack.DefaultAssetDir)
+	p.Architecture = str("architecture", "arm64")
+	defaultAssets := stack.DefaultAssetDir
+	if p.Architecture == "x86_64" {
+		defaultAssets = stack.DefaultAssetDirX86
+	}
+	p.AssetDir = str("assetDir", defaultAssets)
 	p.Model = str("model", "bedrock:"+defaultModelID)
 	p.PublicBaseURL = str("publicBaseUrl", "")
 	p.StageName = str("stageName", stack.DefaultStageName)

@@ -199,12 +199,16 @@ func newFunction(st awscdk.Stack, p AgentgateStackProps, s functionSpec) awslamb
 	if p.Tracing {
 		tracing = awslambda.Tracing_ACTIVE
 	}
+	arch := awslambda.Architecture_ARM_64()
+	if p.Architecture == "x86_64" {
+		arch = awslambda.Architecture_X86_64()
+	}
 	env := s.env
 	return awslambda.NewFunction(st, jsii.String(s.id), &awslambda.FunctionProps{
 		FunctionName: jsii.String(s.name),
 		Description:  jsii.String(s.description),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: awslambda.Architecture_ARM_64(),
+		Architecture: arch,
 		Handler:      jsii.String("bootstrap"),
 		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(p.AssetDir, s.asset+".zip")), nil),
 		MemorySize:   jsii.Number(s.memoryMB),

@@ -22,6 +22,7 @@ var FunctionNames = []string{"startrun", "resume", "purge"}
 // Defaults for the optional fields of AgentgateStackProps.
 const (
 	DefaultAssetDir           = "../dist/lambda/arm64"
+	DefaultAssetDirX86        = "../dist/lambda/amd64"
 	DefaultStageName          = "v1"
 	DefaultApprovalTTL        = "24h"
 	DefaultRetention          = "720h"
@@ -39,9 +40,15 @@ type AgentgateStackProps struct {
 	awscdk.StackProps
 
 	// AssetDir holds startrun.zip, resume.zip and purge.zip, each with a
-	// linux/arm64 `bootstrap` at its root (`make build`). Default
-	// DefaultAssetDir, relative to the working directory of the CDK app.
+	// linux `bootstrap` for Architecture at its root (`make build`).
+	// Default DefaultAssetDir (DefaultAssetDirX86 for x86_64), relative to
+	// the working directory of the CDK app.
 	AssetDir string
+
+	// Architecture of the functions: "arm64" (the default, what AWS runs
+	// cheapest) or "x86_64" (for an emulator that executes the functions on
+	// an x86 host, such as LocalStack with Docker).
+	Architecture string
 
 	// DeletionProtection turns on DynamoDB deletion protection and keeps the
 	// table, the bucket, the KMS key and the log groups when the stack is
@@ -108,8 +115,14 @@ type AgentgateStackProps struct {
 
 // withDefaults returns a copy of p with every unset optional field filled in.
 func (p AgentgateStackProps) withDefaults() AgentgateStackProps {
+	if p.Architecture == "" {
+		p.Architecture = "arm64"
+	}
 	if p.AssetDir == "" {
 		p.AssetDir = DefaultAssetDir
+		if p.Architecture == "x86_64" {
+			p.AssetDir = DefaultAssetDirX86
+		}
 	}
 	if p.StageName == "" {
 		p.StageName = DefaultStageName
@@ -166,6 +179,9 @@ func (p AgentgateStackProps) Validate() error {
 	}
 	if p.DueShards < 1 || p.PurgeRateMinutes < 1 || p.StateBlobDays < 1 || p.NoncurrentDays < 1 {
 		errs = append(errs, errors.New("due shards, purge rate, state blob days and noncurrent days must be positive"))
+	}
+	if p.Architecture != "arm64" && p.Architecture != "x86_64" {
+		errs = append(errs, fmt.Errorf("architecture %q: want arm64 or x86_64", p.Architecture))
 	}
 	if !stageNamePattern.MatchString(p.StageName) {
 		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))

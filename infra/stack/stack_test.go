@@ -208,6 +208,17 @@ func TestFunctions(t *testing.T) {
 	})
 }
 
+func TestArchitecture(t *testing.T) {
+	s := synth(t, AgentgateStackProps{Architecture: "x86_64"})
+	must(t, "x86_64 functions", func() {
+		s.assert.ResourcePropertiesCountIs(str("AWS::Lambda::Function"),
+			obj(map[string]any{"Architectures": []any{"x86_64"}}), jsii.Number(3))
+	})
+	if err := (AgentgateStackProps{Architecture: "riscv"}).Validate(); err == nil {
+		t.Error("Validate(architecture riscv) = nil, want an error")
+	}
+}
+
 func TestModelUnsetLeavesEnvUnset(t *testing.T) {
 	s := defaultTemplate(t)
 	_, p := s.functionByName(t, "Agentgate-startrun")

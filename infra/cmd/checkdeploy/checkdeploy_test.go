@@ -1,0 +1,70 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestExpect(t *testing.T) {
+	gapOK := func() (string, bool) { return "arm64", true }
+	gapBad := func() (string, bool) { return "x86_64", false }
+	tests := []struct {
+		name      string
+		emulator  string
+		got, want string
+		gap       func() (string, bool)
+		pass      bool
+		source    string
+	}{
+		{"live match", "moto", "arm64", "arm64", gapOK, true, "[live]"},
+		{"moto gap, template right", "moto", "x86_64", "arm64", gapOK, true, "deployed template"},
+		{"moto gap, template wrong", "moto", "x86_64", "arm64", gapBad, false, "deployed template x86_64"},
+		{"moto, no known gap", "moto", "x86_64", "arm64", nil, false, "got x86_64"},
+		{"localstack never falls back", "localstack", "x86_64", "arm64", gapOK, false, "got x86_64"},
+		{"aws never falls back", "aws", "x86_64", "arm64", gapOK, false, "got x86_64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &checker{emulator: tt.emulator}
+			c.expect("function", "architecture", tt.got, tt.want, tt.gap)
+			if gotPass := c.passed == 1 && c.failed == 0; gotPass != tt.pass {
+				t.Fatalf("passed=%d failed=%d, want pass=%t", c.passed, c.failed, tt.pass)
+			}
+			if line := c.lines[0]; !strings.Contains(line, tt.source) {
+				t.Errorf("line %q does not mention %q", line, tt.source)
+			}
+		})
+	}
+}
+
+func TestTemplateHelpers(t *testing.T) {
+	tpl, err := parseTemplate(`{"Resources":{
+		"Fn":{"Type":"AWS::Lambda::Function","Properties":{"Architectures":["arm64"],"Role":{"Ref":"R"}}},
+		"B":{"Type":"AWS::S3::Bucket","Properties":{"VersioningConfiguration":{"Status":"Enabled"},
+			"LifecycleConfiguration":{"Rules":[{"Prefix":"runs/","ExpirationInDays":90}]}}}}}`)
+	if err != nil {
+		t.Fatalf("parseTemplate: %v", err)
+	}
+	id, props, err := tpl.only("AWS::S3::Bucket")
+	if err != nil || id != "B" {
+		t.Fatalf("only(bucket) = %q, %v", id, err)
+	}
+	checks := map[string][2]string{
+		"versioning": {flat(at(props, "VersioningConfiguration", "Status")), "Enabled"},
+		"rule":       {flat(at(props, "LifecycleConfiguration", "Rules", 0)), "{ExpirationInDays=90 Prefix=runs/}"},
+		"missing":    {flat(at(props, "LifecycleConfiguration", "Rules", 3)), ""},
+		"arch":       {flat(at(tpl.props("Fn"), "Architectures")), "arm64"},
+		"ref":        {flat(at(tpl.props("Fn"), "Role")), "${R}"},
+	}
+	for name, c := range checks {
+		if c[0] != c[1] {
+			t.Errorf("%s = %q, want %q", name, c[0], c[1])
+		}
+	}
+	if _, _, err := tpl.only("AWS::Events::Rule"); err == nil {
+		t.Error("only(absent type) = nil error, want one")
+	}
+	if got := quote("error: operation error S3: GetPublicAccessBlock, https response error StatusCode: 404, RequestID: x, api error NoSuchPublicAccessBlockConfiguration: not found"); got != "error: NoSuchPublicAccessBlockConfiguration: not found" {
+		t.Errorf("quote(sdk error) = %q", got)
+	}
+}
