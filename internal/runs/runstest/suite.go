@@ -67,6 +67,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"EventsOrderAndPaging", testEvents},
 		{"DueIndex", testDue},
 		{"Redispatch", testRedispatch},
+		{"Renotify", testRenotify},
 		{"Purge", testPurge},
 		{"ConcurrentDecide", testConcurrentDecide},
 		{"ConcurrentLinkDecide", testConcurrentLinkDecide},
@@ -932,6 +933,34 @@ func testRedispatch(t *testing.T, e *Env) {
 	_, err = e.Store.Redispatch(ctx, claimed, "purge")
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, claimed)
+}
+
+func testRenotify(t *testing.T, e *Env) {
+	ctx := t.Context()
+	w, _ := e.Waiting(t)
+	raw := NewToken()
+	r, err := e.Store.Renotify(ctx, w, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Reminder: true},
+		[]runs.TokenGrant{{Hash: HashToken(raw), Approver: "bob"}})
+	require.NoError(t, err)
+	assert.True(t, r.ReminderSent)
+	assert.Equal(t, r.ApprovalDeadline, r.DueAt, "after the reminder the run is due at its deadline")
+	assert.Len(t, r.TokenHashes, 3)
+	e.Unchanged(t, r)
+	tok, err := e.Store.LookupToken(ctx, HashToken(raw))
+	require.NoError(t, err)
+	assert.Equal(t, "s1", tok.SuspensionID)
+	assert.Equal(t, runs.EventReminded, e.eventTypes(t, r.ID)[r.LastSeq-1])
+
+	_, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s0", State: runs.NotificationSent}, nil)
+	AssertCode(t, runs.EConflict, err)
+	_, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: "maybe"}, nil)
+	AssertCode(t, runs.EInvalid, err)
+	e.Clock.Advance(time.Hour)
+	_, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent}, nil)
+	AssertCode(t, runs.EGone, err)
+	e.Unchanged(t, r)
+	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{}`)})
+	AssertCode(t, runs.EGone, err) // a reminder link expires with the window
 }
 
 func testPurge(t *testing.T, e *Env) {
