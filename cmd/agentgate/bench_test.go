@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/gateway"
+)
+
+// BenchmarkRunDecisionCycle measures whole approval cycles on the local
+// server (embedded store, built-in scripted model) over HTTP, one cycle at a
+// time: POST /runs, poll until WAITING_FOR_APPROVAL, approve the pending turn,
+// poll until COMPLETED. Besides ns/op it reports cycles/s and the mean latency
+// of the two requests that change state, start-ns and decide-ns; the rest of
+// a cycle is the asynchronous worker, seen through 1 ms polls.
+func BenchmarkRunDecisionCycle(b *testing.B) {
+	c := startCycleBench(b)
+	var lat cycleLatency
+	for b.Loop() {
+		if err := c.cycle(&lat); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat.report(b)
+}
+
+// BenchmarkRunDecisionCycleParallel runs the same cycle from GOMAXPROCS
+// clients at once (-cpu sets how many), which shows throughput rather than
+// the latency of one cycle.
+func BenchmarkRunDecisionCycleParallel(b *testing.B) {
+	c := startCycleBench(b)
+	var lat cycleLatency
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := c.cycle(&lat); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	lat.report(b)
+}
+
+// cycleBench drives one local server over HTTP with a keep-alive client.
+type cycleBench struct {
+	base         string
+	client       *http.Client
+	alice, bob   string
+	pollInterval time.Duration
+}
+
+func startCycleBench(b *testing.B) *cycleBench {
+	b.Helper()
+	alice, bob := gateway.NewToken(), gateway.NewToken()
+	s, err := startLocal(context.Background(), serveOptions{
+		addr: "127.0.0.1:0", dir: b.TempDir(), tokens: map[string]string{alice: "alice", bob: "bob"},
+		logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		b.Fatalf("start local server: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			b.Errorf("close local server: %v", err)
+		}
+	})
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	b.Cleanup(tr.CloseIdleConnections)
+	return &cycleBench{
+		base: s.URL, client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		alice: alice, bob: bob, pollInterval: time.Millisecond,
+	}
+}
+
+// cycleLatency sums the latency of the state-changing requests.
+type cycleLatency struct {
+	starts, startNanos   atomic.Int64
+	decides, decideNanos atomic.Int64
+	polls                atomic.Int64
+}
+
+func (l *cycleLatency) report(b *testing.B) {
+	b.Helper()
+	if n := l.starts.Load(); n > 0 {
+		b.ReportMetric(float64(l.startNanos.Load())/float64(n), "start-ns")
+		b.ReportMetric(float64(l.polls.Load())/float64(n), "polls/op")
+	}
+	if n := l.decides.Load(); n > 0 {
+		b.ReportMetric(float64(l.decideNanos.Load())/float64(n), "decide-ns")
+	}
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "cycles/s")
+	}
+}
+
+// cycle starts a run, approves its suspended turn and waits for the end.
+func (c *cycleBench) cycle(lat *cycleLatency) error {
+	var run runView
+	t0 := time.Now()
+	err := c.do("POST", "/runs", c.alice, map[string]any{
+		"prompt":    "The Team plan now costs 12 EUR per user and month. Update the pricing page.",
+		"approvers": []string{"bob"},
+	}, http.StatusAccepted, &run)
+	lat.startNanos.Add(int64(time.Since(t0)))
+	lat.starts.Add(1)
+	if err != nil {
+		return err
+	}
+	if run, err = c.waitFor(run.ID, "WAITING_FOR_APPROVAL", lat); err != nil {
+		return err
+	}
+	if run.Pending == nil {
+		return fmt.Errorf("run %s is waiting without a pending turn", run.ID)
+	}
+	t0 = time.Now()
+	err = c.do("POST", "/runs/"+run.ID+"/decision", c.bob, map[string]any{
+		"turn_digest": run.Pending.TurnDigest, "action": "approve",
+	}, http.StatusAccepted, &run)
+	lat.decideNanos.Add(int64(time.Since(t0)))
+	lat.decides.Add(1)
+	if err != nil {
+		return err
+	}
+	_, err = c.waitFor(run.ID, "COMPLETED", lat)
+	return err
+}
+
+func (c *cycleBench) waitFor(id, status string, lat *cycleLatency) (runView, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var r runView
+		lat.polls.Add(1)
+		if err := c.do("GET", "/runs/"+id, c.alice, nil, http.StatusOK, &r); err != nil {
+			return r, err
+		}
+		switch r.Status {
+		case status:
+			return r, nil
+		case "COMPLETED", "FAILED", "CANCELLED", "EXPIRED":
+			return r, fmt.Errorf("run %s ended %s while waiting for %s: %s", id, r.Status, status, r.Output)
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("run %s still %s after 30s", id, r.Status)
+		}
+		time.Sleep(c.pollInterval)
+	}
+}
+
+func (c *cycleBench) do(method, path, token string, body any, want int, into any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read body: %w", method, path, err)
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: got %d, want %d: %s", method, path, resp.StatusCode, want, b)
+	}
+	return json.Unmarshal(b, into)
+}
