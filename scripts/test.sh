@@ -21,7 +21,12 @@ if ! grep -rlq --include='*_test.go' '^//go:build integration' . 2>/dev/null; th
 fi
 
 echo "== integration tests against $AWS_ENDPOINT_URL"
-scripts/moto.sh start
-trap 'scripts/moto.sh stop' EXIT
+# Stop the emulator afterwards only if this script started it.
+if curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null || curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/_localstack/health" 2>/dev/null; then
+  echo "using the emulator already on $AWS_ENDPOINT_URL"
+else
+  scripts/moto.sh start
+  trap 'scripts/moto.sh stop' EXIT
+fi
 if [ -f cmd/agentgate/init.go ]; then go run ./cmd/agentgate init --endpoint "$AWS_ENDPOINT_URL"; fi
 go test -count=1 -p 1 -tags integration ./...

@@ -244,6 +244,7 @@ const (
 	EventRunStarted   = "run_started"
 	EventClaimed      = "claimed"
 	EventRedispatched = "redispatched"
+	EventReclaimed    = "reclaimed"
 	EventModelTurn    = "model_turn"
 	EventToolExecuted = "tool_executed"
 	EventSuspended    = "suspended"

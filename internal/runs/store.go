@@ -198,8 +198,9 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, cursor string
 }
 
 // Claim moves a QUEUED or RESUMING run to RUNNING under a lease held by owner
-// for LeaseTTL, appending a claimed (or resumed) event. Of concurrent
-// claimers exactly one wins. Codes: EInvalid, ENotFound, EConflict.
+// for LeaseTTL, appending a claimed (or resumed) event. A RUNNING run whose
+// lease expired with no pending effect is taken over the same way (a
+// reclaimed event). Of concurrent claimers exactly one wins. Codes: EInvalid, ENotFound, EConflict.
 func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 	if owner == "" {
 		return nil, Errorf(EInvalid, "lease owner is required")
@@ -208,17 +209,26 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cur.Status != StatusQueued && cur.Status != StatusResuming {
+	now := s.now()
+	reclaim := cur.Status == StatusRunning && cur.LeaseExpired(now) && cur.PendingEffect == ""
+	if cur.Status != StatusQueued && cur.Status != StatusResuming && !reclaim {
 		return nil, Errorf(EConflict, "run %s is %s, not claimable", id, cur.Status)
 	}
-	now := s.now()
 	next := cur.Clone()
 	next.Status = StatusRunning
 	next.LeaseOwner = owner
 	next.LeaseUntil = now.Add(s.opts.LeaseTTL)
 	typ := EventClaimed
 	var data json.RawMessage
-	if cur.Status == StatusResuming {
+	switch {
+	case reclaim:
+		// The previous worker vanished with no write in flight; a new one
+		// takes the run over (the sweep decides when that is safe).
+		typ = EventReclaimed
+		data = mustJSON(struct {
+			PreviousOwner string `json:"previous_owner"`
+		}{cur.LeaseOwner})
+	case cur.Status == StatusResuming:
 		typ = EventResumed
 		data = mustJSON(struct {
 			SuspensionID string `json:"suspension_id"`

@@ -143,7 +143,12 @@ func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.store.MarkPendingEffect(ctx, claimed, "ghost", "w1")
 	require.NoError(t, err)
-	lost := e.start(t)
+	wrote := e.start(t) // its worker finished a write, then vanished
+	claimed, err = e.store.Claim(ctx, wrote.ID, "ghost")
+	require.NoError(t, err)
+	_, err = e.store.RecordStep(ctx, claimed, "ghost", runs.Step{Type: runs.EventToolExecuted, Data: json.RawMessage(`{"kind":"tool_executed","call_id":"w1","tool":"write_note","effect":"write"}`)})
+	require.NoError(t, err)
+	lost := e.start(t) // its worker vanished before any write
 	_, err = e.store.Claim(ctx, lost.ID, "ghost")
 	require.NoError(t, err)
 
@@ -156,26 +161,42 @@ func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Expired)
 	assert.Equal(t, 1, sum.Redispatched)
-	assert.Equal(t, 1, sum.Interrupted)
+	assert.Equal(t, 2, sum.Interrupted)
 	assert.Equal(t, 1, sum.Reaped)
-	assert.Equal(t, []service.Job{{Kind: service.JobRun, RunID: queued.ID}}, e.jobs)
+	assert.ElementsMatch(t, []service.Job{{Kind: service.JobRun, RunID: queued.ID}, {Kind: service.JobRun, RunID: lost.ID}}, e.jobs)
 
 	w := e.get(t, waiting.ID)
 	assert.Equal(t, runs.StatusExpired, w.Status)
 	assert.Equal(t, "approval_expired", w.Reason)
-	f := e.get(t, fenced.ID)
-	assert.Equal(t, runs.StatusFailed, f.Status)
-	assert.Equal(t, "interrupted_write", f.Reason)
-	assert.Equal(t, "worker_lost", e.get(t, lost.ID).Reason)
+	for _, id := range []string{fenced.ID, wrote.ID} {
+		f := e.get(t, id)
+		assert.Equal(t, runs.StatusFailed, f.Status)
+		assert.Equal(t, "interrupted_write", f.Reason)
+	}
 	assert.Equal(t, 0, e.writes, "nothing was executed by the sweep")
 
-	e.clock.Advance(49 * time.Hour) // past retention
+	// The re-dispatched jobs run: the lost run is taken over by a new
+	// worker and proceeds to its approval; the queued one starts.
+	for _, j := range e.jobs {
+		require.NoError(t, e.worker.Handle(ctx, j))
+	}
+	assert.Equal(t, runs.StatusWaiting, e.get(t, lost.ID).Status)
+	assert.Equal(t, runs.StatusWaiting, e.get(t, queued.ID).Status)
+	evs, err := e.store.Events(ctx, lost.ID, 0, 100)
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	assert.Contains(t, types, runs.EventReclaimed)
+
+	e.clock.Advance(49 * time.Hour) // past retention of the settled runs
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 3, sum.Purged)
 	_, err = e.store.Get(ctx, waiting.ID)
 	assert.Equal(t, runs.ENotFound, runs.ErrorCode(err))
-	evs, err := e.store.Events(ctx, waiting.ID, 0, 100)
+	evs, err = e.store.Events(ctx, waiting.ID, 0, 100)
 	require.NoError(t, err)
 	assert.Empty(t, evs)
 }

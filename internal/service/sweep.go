@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,24 +10,18 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// Reasons the sweep ends runs with.
-const (
-	// ReasonWorkerLost ends a run whose worker vanished mid-segment with no
-	// write in flight.
-	ReasonWorkerLost = "worker_lost"
-)
-
 // SweepSummary counts what one sweep did.
 type SweepSummary struct {
 	Scanned      int `json:"scanned"`
 	Expired      int `json:"expired"`
 	Redispatched int `json:"redispatched"`
-	Reaped       int `json:"reaped"`
-	Interrupted  int `json:"interrupted_writes"`
-	Purged       int `json:"purged"`
-	Reminded     int `json:"reminded"`
-	Skipped      int `json:"skipped"`
-	Errors       int `json:"errors"`
+	// Reaped counts runs whose worker vanished with no write done, handed to a new worker.
+	Reaped      int `json:"reaped"`
+	Interrupted int `json:"interrupted_writes"`
+	Purged      int `json:"purged"`
+	Reminded    int `json:"reminded"`
+	Skipped     int `json:"skipped"`
+	Errors      int `json:"errors"`
 	// More is set when the sweep stopped at its bound with due work left.
 	More bool `json:"more"`
 }
@@ -108,31 +103,38 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		}
 		sum.Reminded++
 	case r.Status == runs.StatusQueued || r.Status == runs.StatusResuming:
-		kind := JobRun
-		if r.Status == runs.StatusResuming {
-			kind = JobResume
+		if err := s.Dispatch.Dispatch(ctx, Job{Kind: jobKind(r), RunID: r.ID}); err != nil {
+			return err
 		}
-		if err := s.Dispatch.Dispatch(ctx, Job{Kind: kind, RunID: r.ID}); err != nil {
+		// Move the run's due time on, so the next tick does not dispatch it again at once.
+		if _, err := s.Store.Redispatch(ctx, r, "purge"); err != nil && runs.ErrorCode(err) != runs.EConflict {
 			return err
 		}
 		sum.Redispatched++
 	case r.Status == runs.StatusRunning && r.LeaseExpired(now):
 		// The worker vanished. A stamped fence means a write may or may not
-		// have happened: never re-execute it. Without one, the segment
-		// cannot be replayed safely either (its earlier writes are not
-		// recorded as results), so the run ends FAILED for an operator.
-		reason := ReasonWorkerLost
-		if r.PendingEffect != "" {
-			reason = ReasonInterruptedWriteStr
+		// have happened; a write that completed in this segment would run
+		// again if the segment were replayed. Either way: never re-execute,
+		// end the run FAILED/interrupted_write. Otherwise another worker
+		// takes the run over (Claim accepts an expired lease with no fence).
+		wrote := r.PendingEffect != ""
+		if !wrote {
+			var err error
+			if wrote, err = s.wroteSinceClaim(ctx, r.ID); err != nil {
+				return err
+			}
 		}
-		if _, err := s.Store.Settle(ctx, r, "", runs.Outcome{Status: runs.StatusFailed, Reason: reason}); err != nil {
+		if !wrote {
+			if err := s.Dispatch.Dispatch(ctx, Job{Kind: jobKind(r), RunID: r.ID}); err != nil {
+				return err
+			}
+			sum.Reaped++
+			return nil
+		}
+		if _, err := s.Store.Settle(ctx, r, "", runs.Outcome{Status: runs.StatusFailed, Reason: ReasonInterruptedWriteStr}); err != nil {
 			return skipConflict(err, sum)
 		}
-		if reason == ReasonInterruptedWriteStr {
-			sum.Interrupted++
-		} else {
-			sum.Reaped++
-		}
+		sum.Interrupted++
 	case r.Status.Terminal() && !now.Before(r.RetainUntil):
 		if err := s.Store.Purge(ctx, r.ID); err != nil {
 			return skipConflict(err, sum)
@@ -142,6 +144,45 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		sum.Skipped++
 	}
 	return nil
+}
+
+// jobKind is the job that continues a run: resume when a decision waits to
+// be applied, run otherwise.
+func jobKind(r *runs.Run) JobKind {
+	if len(r.Decision) > 0 && !r.State.IsZero() {
+		return JobResume
+	}
+	return JobRun
+}
+
+// wroteSinceClaim reports whether a write tool executed since the run's
+// worker last claimed it.
+func (s *Sweeper) wroteSinceClaim(ctx context.Context, runID string) (bool, error) {
+	wrote := false
+	var after int64
+	for {
+		evs, err := s.Store.Events(ctx, runID, after, 1000)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs {
+			switch e.Type {
+			case runs.EventClaimed, runs.EventResumed, runs.EventReclaimed:
+				wrote = false
+			case runs.EventToolExecuted:
+				var st struct {
+					Effect string `json:"effect"`
+				}
+				if json.Unmarshal(e.Data, &st) == nil && st.Effect == "write" {
+					wrote = true
+				}
+			}
+			after = e.Seq
+		}
+		if len(evs) < 1000 {
+			return wrote, nil
+		}
+	}
 }
 
 // ReasonInterruptedWriteStr is loop.ReasonInterruptedWrite as the run row stores it.

@@ -105,10 +105,12 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	runner := w.Runner(seg.hooks())
 
 	var out loop.Outcome
-	if job.Kind == JobRun {
-		out, err = runner.Run(ctx, req.LoopRequest(cur.ID))
-	} else {
+	// The run's state says how to continue, whichever job brought us here
+	// (a reclaimed run may have lost either kind of worker).
+	if jobKind(cur) == JobResume {
 		out, err = seg.resume(ctx, runner)
+	} else {
+		out, err = runner.Run(ctx, req.LoopRequest(cur.ID))
 	}
 	if err != nil {
 		return seg.fail(ctx, err, out)
