@@ -138,13 +138,19 @@ func TestLambdasUnderRIE(t *testing.T) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
 		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
 	require.NoError(t, err)
-	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
-	table, bucket := "agentgate-e2e-"+suffix, "agentgate-e2e-"+suffix
-	_, err = dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table)
-	require.NoError(t, err)
+	// A deployed stack's table and bucket (CI deploys the CDK stack onto the
+	// emulator and names them here), or fresh ones.
+	table, bucket := os.Getenv("AGENTGATE_E2E_TABLE"), os.Getenv("AGENTGATE_E2E_BUCKET")
 	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
-	_, err = s3state.CreateBucket(ctx, s3c, bucket, "us-east-1", "", 7)
-	require.NoError(t, err)
+	if table == "" || bucket == "" {
+		suffix := fmt.Sprintf("%d", time.Now().UnixNano())
+		table, bucket = "agentgate-e2e-"+suffix, "agentgate-e2e-"+suffix
+		_, err = dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table)
+		require.NoError(t, err)
+		_, err = s3state.CreateBucket(ctx, s3c, bucket, "us-east-1", "", 7)
+		require.NoError(t, err)
+	}
+	t.Logf("table %s, bucket %s", table, bucket)
 	_, err = s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/pages/pricing.md"),
 		Body: strings.NewReader(demoDocuments["pages/pricing.md"])})
 	require.NoError(t, err)
