@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	entry, err := app.LambdaEntry(context.Background(), app.Purge)
+	entry, err := app.LambdaEntry(context.Background(), app.Purge, nil)
 	if err != nil {
 		slog.Error("start-up failed", "function", "purge", "err", err)
 		os.Exit(1)

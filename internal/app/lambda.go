@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/agentgate/agentgate/internal/config"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/lambdaentry"
 	"github.com/agentgate/agentgate/internal/loop"
-	"github.com/agentgate/agentgate/internal/provider"
 )
 
 // Function names the three Lambdas.
@@ -32,9 +32,14 @@ var required = map[Function][]string{
 	Purge:    {config.EnvTable, config.EnvBucket, config.EnvStartRunFunction, config.EnvResumeFunction},
 }
 
+// ModelFactory builds the configured model once at start-up. The startrun
+// and resume mains pass one (provider.New); purge runs no model, so its
+// binary links no provider SDK.
+type ModelFactory func(ctx context.Context, awsCfg aws.Config) (loop.Model, error)
+
 // LambdaEntry reads the environment once, loads the AWS configuration once,
 // builds the adapters and returns the handler the function's main starts.
-func LambdaEntry(ctx context.Context, fn Function) (*lambdaentry.Entry, error) {
+func LambdaEntry(ctx context.Context, fn Function, newModel ModelFactory) (*lambdaentry.Entry, error) {
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", string(fn))
 	slog.SetDefault(logger)
 	cfg, err := config.Load(os.Getenv, required[fn]...)
@@ -48,12 +53,8 @@ func LambdaEntry(ctx context.Context, fn Function) (*lambdaentry.Entry, error) {
 	var model loop.Model = loop.ModelFunc(func(context.Context, loop.ModelRequest) (loop.ModelResponse, error) {
 		return loop.ModelResponse{}, fmt.Errorf("the purge function runs no model")
 	})
-	if fn != Purge {
-		pcfg, err := provider.LoadConfig(os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		if model, err = provider.New(ctx, pcfg.Model, provider.Deps{Config: pcfg, AWS: awsCfg}); err != nil {
+	if newModel != nil {
+		if model, err = newModel(ctx, awsCfg); err != nil {
 			return nil, err
 		}
 	}
