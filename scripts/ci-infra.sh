@@ -43,6 +43,11 @@ counts = collections.Counter(r["Type"] for r in t["Resources"].values())
 print("synth: %d resources: %s" % (sum(counts.values()), ", ".join("%s %d" % kv for kv in sorted(counts.items()))))
 EOF
 
+echo "== infra: vet and gofmt (the root lint skips infra/)"
+(cd infra && go vet ./...)
+unformatted=$(gofmt -l $(git ls-files 'infra/*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
+
 echo "== infra: CDK assertion tests"
 t=$(now); (cd infra && go test -count=1 ./...); test_s=$(secs "$t" "$(now)")
 
@@ -50,7 +55,7 @@ echo "== infra: deploy onto moto at $AWS_ENDPOINT_URL"
 scripts/moto.sh start
 trap 'scripts/moto.sh stop' EXIT
 t=$(now); scripts/infra-local.sh deploy; deploy_total_s=$(secs "$t" "$(now)")
-deploy_s=$(cat infra/cdk.out/local/deploy.seconds)
+deploy_s=$(cat infra/cdk.out/local/deploy.seconds) bootstrap_s=$(cat infra/cdk.out/local/bootstrap.seconds)
 
 outputs=infra/cdk.out/local/outputs.json
 output() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]][sys.argv[3]])' "$outputs" "$INFRA_STACK" "$1"; }
@@ -65,5 +70,5 @@ fi
 echo "== infra: destroy"
 t=$(now); scripts/infra-local.sh destroy >/dev/null; destroy_s=$(secs "$t" "$(now)")
 
-echo "infra timings (s): synth $synth_s, deploy onto moto $deploy_s (cdklocal bootstrap + deploy)"
+echo "infra timings (s): synth $synth_s, deploy onto moto $deploy_s (cdklocal deploy; bootstrap before it $bootstrap_s)"
 echo "infra timings (s): build $build_s, CDK tests $test_s, local synth + deploy + checks $deploy_total_s, destroy $destroy_s, total $(secs "$t_all" "$(now)")"

@@ -100,6 +100,8 @@ print(json.dumps(ctx))' "$stack" "${INFRA_CONTEXT_JSON:-}")
     echo "infra-local: cdklocal bootstrap ($kind)"
     cdklocal bootstrap --app "$outdir" >"$outdir/bootstrap.log" 2>&1 || { cat "$outdir/bootstrap.log" >&2; exit 1; }
   fi
+  elapsed "$start" >"$outdir/bootstrap.seconds"
+  start=$(date +%s.%N)
   if [ "$kind" = moto ] && stack_exists "$stack"; then
     echo "infra-local: moto cannot update stacks; deleting $stack first"
     cdklocal destroy --app "$outdir" --force "$stack" >"$outdir/destroy.log" 2>&1 || { cat "$outdir/destroy.log" >&2; exit 1; }
@@ -108,12 +110,11 @@ print(json.dumps(ctx))' "$stack" "${INFRA_CONTEXT_JSON:-}")
   cdklocal deploy --app "$outdir" --method=direct --require-approval never \
     --parameters "MailFrom=$mail_from" --parameters "SesIdentity=$ses_identity" \
     --outputs-file "$outdir/outputs.json" "$stack" >"$outdir/deploy.log" 2>&1 || { cat "$outdir/deploy.log" >&2; exit 1; }
-  secs=$(elapsed "$start")
-  echo "$secs" >"$outdir/deploy.seconds"
+  elapsed "$start" >"$outdir/deploy.seconds"
+  echo "infra-local: deployed $stack in $(cat "$outdir/deploy.seconds") s (bootstrap $(cat "$outdir/bootstrap.seconds") s); outputs in $outdir/outputs.json"
   # The emulators refuse mail from an unverified sender; the stack does not
   # manage SES identities (a real account verifies its domain once).
   aws_local ses verify-email-identity --email-address "$mail_from" >/dev/null
-  echo "infra-local: deployed $stack in ${secs} s; outputs in $outdir/outputs.json"
   python3 -c 'import json, sys
 for stack, outs in json.load(open(sys.argv[1])).items():
     for k, v in sorted(outs.items()):

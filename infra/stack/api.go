@@ -17,7 +17,7 @@ func newRestAPI(st awscdk.Stack, p AgentgateStackProps) awsapigateway.RestApi {
 		Retention:     p.LogRetention,
 		RemovalPolicy: p.removalPolicy(),
 	})
-	return awsapigateway.NewRestApi(st, jsii.String("Api"), &awsapigateway.RestApiProps{
+	api := awsapigateway.NewRestApi(st, jsii.String("Api"), &awsapigateway.RestApiProps{
 		Description:    jsii.String("agentgate runs and approvals"),
 		EndpointTypes:  &[]awsapigateway.EndpointType{awsapigateway.EndpointType_REGIONAL},
 		CloudWatchRole: jsii.Bool(!p.SkipAPIGatewayAccountRole),
@@ -35,6 +35,10 @@ func newRestAPI(st awscdk.Stack, p AgentgateStackProps) awsapigateway.RestApi {
 			MetricsEnabled: jsii.Bool(true),
 		},
 	})
+	// RestApi adds its own "Endpoint" output built from a Ref to the stage;
+	// the stack's ApiUrl output replaces it (and resolves on moto too).
+	api.Node().TryRemoveChild(jsii.String("Endpoint"))
+	return api
 }
 
 // Route is one method of the REST API and the function that serves it.

@@ -403,6 +403,14 @@ func TestOutputsAndParameters(t *testing.T) {
 		must(t, "output "+name, func() { s.assert.HasOutput(str(name), obj(map[string]any{})) })
 	}
 	outputs := s.json["Outputs"].(map[string]any)
+	if len(outputs) != 7 {
+		var names []string
+		for k := range outputs {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		t.Errorf("outputs %v, want exactly the seven above", names)
+	}
 	apiID, _ := s.resource(t, "AWS::ApiGateway::RestApi", func(map[string]any) bool { return true })
 	if got, want := render(outputs["ApiUrl"].(map[string]any)["Value"]), "https://${"+apiID+"}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1/"; got != want {
 		t.Errorf("ApiUrl = %s, want %s", got, want)
