@@ -13,9 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/agentgate/agentgate/internal/loop"
-	"github.com/agentgate/agentgate/internal/provider/anthropic"
-	"github.com/agentgate/agentgate/internal/provider/bedrock"
-	"github.com/agentgate/agentgate/internal/provider/openai"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
 )
 
@@ -65,31 +62,19 @@ func New(ctx context.Context, spec string, deps Deps) (loop.Model, error) {
 	case ProviderScripted:
 		return model(scripted.Load(s.Model))
 	case ProviderBedrock:
-		return model(bedrock.New(deps.AWS, bedrock.Options{
-			ModelID: s.Model, MaxTokens: deps.MaxTokens, MaxRetries: deps.MaxRetries,
-			BaseEndpoint: deps.BedrockEndpoint, HTTPClient: deps.HTTPClient,
-		}))
+		return newBedrock(s.Model, deps)
 	case ProviderOpenAI:
 		key, err := apiKey(ctx, deps, deps.Config.OpenAIAPIKey, deps.Config.OpenAIAPIKeySecret, EnvOpenAIAPIKeySecret)
 		if err != nil {
 			return nil, err
 		}
-		return model(openai.New(openai.Options{
-			Model: s.Model, APIKey: key, BaseURL: deps.Config.OpenAIBaseURL, HTTPClient: deps.HTTPClient,
-			MaxTokens: deps.MaxTokens, MaxRetries: deps.MaxRetries,
-			// Compatible servers (vLLM, Ollama) all know max_tokens; not all
-			// know max_completion_tokens.
-			LegacyMaxTokens: deps.Config.OpenAIBaseURL != "",
-		}))
+		return newOpenAI(s.Model, key, deps)
 	case ProviderAnthropic:
 		key, err := apiKey(ctx, deps, deps.Config.AnthropicAPIKey, deps.Config.AnthropicAPIKeySecret, EnvAnthropicAPIKeySecret)
 		if err != nil {
 			return nil, err
 		}
-		return model(anthropic.New(anthropic.Options{
-			Model: s.Model, APIKey: key, BaseURL: deps.AnthropicBaseURL, HTTPClient: deps.HTTPClient,
-			MaxTokens: deps.MaxTokens, MaxRetries: deps.MaxRetries,
-		}))
+		return newAnthropic(s.Model, key, deps)
 	default:
 		return nil, fmt.Errorf("model spec %q: unknown provider", spec)
 	}

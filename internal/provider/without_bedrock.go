@@ -1,0 +1,7 @@
+//go:build agentgate_no_bedrock
+
+package provider
+
+import "github.com/agentgate/agentgate/internal/loop"
+
+func newBedrock(modelID string, deps Deps) (loop.Model, error) { return errLeftOut("bedrock") }

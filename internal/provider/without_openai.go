@@ -1,0 +1,7 @@
+//go:build agentgate_no_openai
+
+package provider
+
+import "github.com/agentgate/agentgate/internal/loop"
+
+func newOpenAI(modelID, key string, deps Deps) (loop.Model, error) { return errLeftOut("openai") }
