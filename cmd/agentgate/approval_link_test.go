@@ -455,3 +455,159 @@ func swapCase(s string) string {
 	}
 	panic(fmt.Sprintf("no letter in %q", s))
 }
+
+// twoStepScript proposes one write, then after the decision another.
+const twoStepScript = `{"turns":[
+ {"content":[{"type":"tool_use","id":"toolu_w1","name":"write_document","input":{"path":"pages/pricing.md","text":"# Pricing\n\n- Team: 12 EUR\n"}}]},
+ {"content":[{"type":"tool_use","id":"toolu_w2","name":"write_document","input":{"path":"pages/about.md","text":"# About us\n\nNew.\n"}}]},
+ {"content":[{"type":"text","text":"done"}]}
+]}`
+
+// TestApprovalLinkSuspendAgain: a resume that suspends again mails a fresh
+// link for the new turn; the first link only says "already decided" (by
+// whom decided its own turn) and cannot decide the new turn, even with its
+// digest.
+func TestApprovalLinkSuspendAgain(t *testing.T) {
+	ls := startLinkServer(t, linkServerOptions{script: twoStepScript})
+	first, firstLink := ls.suspend(nil)
+	requirePage(t, decideForm(t, firstLink, first.Pending.TurnDigest, "approve", nil), http.StatusOK, "Your decision was recorded")
+
+	var second runJSON
+	poll(t, "the second suspension", func() bool {
+		second = ls.alice.run(first.ID)
+		return second.Status == "WAITING_FOR_APPROVAL" && second.Pending.SuspensionID != first.Pending.SuspensionID
+	})
+	require.Len(t, eventsOf(ls.alice.waitEventCount(first.ID, "notified", 2), "notified"), 2)
+	second = ls.alice.run(first.ID)
+	require.NotEqual(t, first.Pending.TurnDigest, second.Pending.TurnDigest)
+	evCount := len(ls.alice.events(first.ID))
+	secondLink := ls.secondLinkFor(first.ID, firstLink)
+
+	requirePage(t, getPage(t, http.MethodGet, firstLink), http.StatusConflict, "already decided by ops@example.com")
+	requirePage(t, decideForm(t, firstLink, second.Pending.TurnDigest, "approve", nil), http.StatusConflict, "already decided")
+	ls.requireUnchanged(second, evCount)
+
+	p := getPage(t, http.MethodGet, secondLink)
+	requirePage(t, p, http.StatusOK, "pages/about.md")
+	require.Equal(t, second.Pending.TurnDigest, p.digest())
+
+	// bob decides the second turn through the API. Each link names the
+	// decider of its own turn.
+	ls.bob.do(http.MethodPost, "/runs/"+first.ID+"/decision", map[string]any{"turn_digest": second.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+	ls.alice.waitStatus(first.ID, "COMPLETED")
+	firstPage := getPage(t, http.MethodGet, firstLink)
+	requirePage(t, firstPage, http.StatusConflict, "already decided by ops@example.com", "through an approval link")
+	assert.NotContains(t, firstPage.body, "bob", "the first link's turn was not decided by bob")
+	requirePage(t, getPage(t, http.MethodGet, secondLink), http.StatusConflict, "already decided by bob", "through the API")
+	assert.Equal(t, 2, toolExecutions(t, ls.alice.events(first.ID), "write_document"), "each approved write ran once")
+	assert.Len(t, eventsOf(ls.alice.events(first.ID), "decision"), 2)
+}
+
+// TestApprovalLinkAfterOtherEnds: when the run stops waiting another way
+// (a decision through the API, a cancellation), the link says so and
+// changes nothing.
+func TestApprovalLinkAfterOtherEnds(t *testing.T) {
+	tests := []struct {
+		name   string
+		end    func(ls *linkServer, run runJSON)
+		status string
+		want   []string
+	}{
+		{"decided through the API", func(ls *linkServer, run runJSON) {
+			ls.bob.do(http.MethodPost, "/runs/"+run.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+		}, "COMPLETED", []string{"already decided by bob", "through the API"}},
+		{"cancelled", func(ls *linkServer, run runJSON) {
+			ls.alice.do(http.MethodPost, "/runs/"+run.ID+"/cancel", nil, http.StatusOK, nil)
+		}, "CANCELLED", []string{"Already decided", "cancellation"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ls := startLinkServer(t, linkServerOptions{})
+			run, link := ls.suspend(nil)
+			tt.end(ls, run)
+			ended := ls.alice.waitStatus(run.ID, tt.status)
+			requirePage(t, getPage(t, http.MethodGet, link), http.StatusConflict, tt.want...)
+			requirePage(t, decideForm(t, link, run.Pending.TurnDigest, "deny", nil), http.StatusConflict, tt.want...)
+			head := getPage(t, http.MethodHead, link)
+			requirePage(t, head, http.StatusConflict)
+			require.Empty(t, head.body)
+			assert.Equal(t, ended.Version, ls.alice.run(run.ID).Version, "the link changed nothing")
+		})
+	}
+}
+
+// TestApprovalLinkConcurrentPosts: twenty simultaneous submits of the form
+// (a double-click, two devices) and one API decision: exactly one decision
+// wins, every other link POST gets the "already decided" page, and the
+// write runs once.
+func TestApprovalLinkConcurrentPosts(t *testing.T) {
+	ls := startLinkServer(t, linkServerOptions{})
+	run, link := ls.suspend(nil)
+	form := url.Values{"digest": {run.Pending.TurnDigest}, "action": {"approve"}}.Encode()
+
+	const n = 20
+	statuses := make(chan int, n)
+	apiStatus := make(chan int, 1)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			resp, err := http.Post(link, formType, strings.NewReader(form))
+			if err != nil {
+				statuses <- -1
+				return
+			}
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	go func() {
+		<-start
+		req, _ := http.NewRequest(http.MethodPost, ls.url+"/runs/"+run.ID+"/decision",
+			strings.NewReader(`{"turn_digest":"`+run.Pending.TurnDigest+`","action":"approve"}`))
+		req.Header.Set("Authorization", "Bearer "+linkBobToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			apiStatus <- -1
+			return
+		}
+		resp.Body.Close()
+		apiStatus <- resp.StatusCode
+	}()
+	close(start)
+	count := map[int]int{}
+	timeout := time.After(linkWait)
+	for range n {
+		select {
+		case s := <-statuses:
+			count[s]++
+		case <-timeout:
+			t.Fatalf("link POSTs unanswered after %s: %v", linkWait, count)
+		}
+	}
+	var api int
+	select {
+	case api = <-apiStatus:
+	case <-timeout:
+		t.Fatalf("the API decision is unanswered after %s", linkWait)
+	}
+
+	wins := count[http.StatusOK]
+	if api == http.StatusAccepted {
+		wins++
+	} else {
+		assert.Equal(t, http.StatusConflict, api, "the API decision lost")
+	}
+	require.Equal(t, 1, wins, "exactly one decision wins: link answers %v, API %d", count, api)
+	require.Equal(t, n, count[http.StatusOK]+count[http.StatusConflict], "every link POST answered 200 or 409: %v", count)
+	done := ls.alice.waitStatus(run.ID, "COMPLETED")
+	evs := ls.alice.events(run.ID)
+	assert.Len(t, eventsOf(evs, "decision"), 1)
+	assert.Equal(t, 1, toolExecutions(t, evs, "write_document"))
+	if count[http.StatusOK] == 1 {
+		assert.Equal(t, "link", done.Decision.Via)
+	} else {
+		assert.Equal(t, "api", done.Decision.Via)
+	}
+}

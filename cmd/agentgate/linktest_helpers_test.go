@@ -592,3 +592,42 @@ func eventsOf(evs []eventJSON, typ string) []eventJSON {
 	}
 	return out
 }
+
+// waitEventCount polls the events of run id until n events of type typ are
+// there, and returns all events.
+func (c *apiClient) waitEventCount(id, typ string, n int) []eventJSON {
+	c.t.Helper()
+	var evs []eventJSON
+	poll(c.t, fmt.Sprintf("%d %s events of run %s", n, typ, id), func() bool {
+		evs = c.events(id)
+		return len(eventsOf(evs, typ)) >= n
+	})
+	return evs
+}
+
+// secondLinkFor returns the link mailed to linkApprover for run id that is
+// not old: the mail of a later suspension.
+func (ls *linkServer) secondLinkFor(id, old string) string {
+	ls.t.Helper()
+	var link string
+	poll(ls.t, "a second approval link for run "+id, func() bool {
+		for _, l := range printedLinks(ls.mail.String(), linkApprover) {
+			if l != old && ls.linkRunID(l) == id {
+				link = l
+			}
+		}
+		return link != ""
+	})
+	return link
+}
+
+// linkRunID returns the run id the page behind link shows ("" unless it is
+// a confirm page). A GET never changes state, so reading is harmless.
+func (ls *linkServer) linkRunID(link string) string {
+	ls.t.Helper()
+	p := getPage(ls.t, http.MethodGet, link)
+	if p.status != http.StatusOK {
+		return ""
+	}
+	return p.runID()
+}

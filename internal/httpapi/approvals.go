@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -73,6 +74,15 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	decided := !t.UsedAt.IsZero() || r.SuspensionID != t.SuspensionID ||
 		(r.Status != runs.StatusWaiting && len(r.Decision) > 0 && r.Status != runs.StatusExpired)
 	switch {
+	case decided && r.SuspensionID != t.SuspensionID:
+		// The run moved on to a later suspension: the row holds that one's
+		// decision (if any), not the one this link was for.
+		d, err := a.decisionOf(ctx, r, t.SuspensionID)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		p := a.page(a.Pages.AlreadyDecided(d))
+		return nil, nil, &p, nil
 	case decided || r.Status == runs.StatusCancelled:
 		p := a.page(a.Pages.AlreadyDecided(r))
 		return nil, nil, &p, nil
@@ -82,6 +92,43 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	}
 	return t, r, nil, nil
 }
+
+// decisionOf returns a copy of r that carries the decision of an earlier
+// suspension, read from the run's decision event: who decided, how and
+// when. Without such an event the copy names no decider.
+func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) (*runs.Run, error) {
+	d := r.Clone()
+	d.Decision, d.DecidedBy, d.DecidedVia, d.DecidedAt = nil, "", "", time.Time{}
+	after := int64(0)
+	for range maxEventPages {
+		evs, err := a.Store.Events(ctx, r.ID, after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			if ev.Type != runs.EventDecision {
+				continue
+			}
+			var data struct {
+				SuspensionID string          `json:"suspension_id"`
+				Via          string          `json:"via"`
+				Decision     json.RawMessage `json:"decision"`
+			}
+			if json.Unmarshal(ev.Data, &data) == nil && data.SuspensionID == suspensionID {
+				d.Decision, d.DecidedBy, d.DecidedVia, d.DecidedAt = data.Decision, ev.Actor, data.Via, ev.At
+				return d, nil
+			}
+		}
+		if len(evs) < 1000 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	return d, nil
+}
+
+// maxEventPages bounds the events decisionOf reads (1000 per page).
+const maxEventPages = 10
 
 // approvalPage serves GET (and HEAD) /approvals/{token}. It never changes
 // state: mail scanners pre-fetch every link.
