@@ -55,6 +55,9 @@ cdklocal() {
   (cd infra && NODE_NO_WARNINGS=1 node_modules/.bin/cdklocal "$@" --no-notices)
 }
 
+# endpoint_port: the port of AWS_ENDPOINT_URL (4566 when it names none).
+endpoint_port() { local p="${endpoint##*:}"; p="${p%%/*}"; [[ "$p" =~ ^[0-9]+$ ]] && echo "$p" || echo 4566; }
+
 aws_local() { aws --endpoint-url "$endpoint" "$@"; }
 
 stack_exists() { aws_local cloudformation describe-stacks --stack-name "$1" >/dev/null 2>&1; }
@@ -79,13 +82,13 @@ up)
     echo "infra-local: $service (Docker) on :4566"
   else
     echo "infra-local: no Docker engine (or no compose client); starting moto_server instead"
-    scripts/moto.sh start
+    MOTO_PORT="${MOTO_PORT:-$(endpoint_port)}" scripts/moto.sh start
   fi ;;
 down)
   if docker_works && [ -n "$("${compose[@]}" --profile moto ps -q 2>/dev/null)" ]; then
     "${compose[@]}" --profile moto down
   else
-    scripts/moto.sh stop
+    MOTO_PORT="${MOTO_PORT:-$(endpoint_port)}" scripts/moto.sh stop
   fi ;;
 deploy)
   require_emulator
