@@ -69,9 +69,14 @@ var workerTableActions = []string{
 // Keys for SSE-KMS puts and gets through the S3 bucket key.
 var stateKeyActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
 
-func listBucket(a accessArns, prefixes ...string) awsiam.PolicyStatement {
-	return allow(sidListBucket, []string{"s3:ListBucket"}, []*string{a.bucket},
-		map[string]any{"StringLike": map[string]any{"s3:prefix": jsii.Strings(prefixes...)}})
+// listBucket lets a function list the bucket. It carries no s3:prefix
+// condition on purpose: S3 answers a GetObject or HeadObject of a missing
+// key with 404 NoSuchKey only to callers allowed to list the bucket, and
+// with 403 AccessDenied otherwise; the adapters read "not found" (a new
+// document's preview, a missing blob) from NoSuchKey. A prefix-conditioned
+// ListBucket does not count for that check.
+func listBucket(a accessArns) awsiam.PolicyStatement {
+	return allow(sidListBucket, []string{"s3:ListBucket"}, []*string{a.bucket}, nil)
 }
 
 func sendMail(a accessArns) awsiam.PolicyStatement {
@@ -91,7 +96,7 @@ func startRunStatements(a accessArns) []awsiam.PolicyStatement {
 		allow(sidRunTable, workerTableActions, []*string{a.table}, nil),
 		allow(sidStateBlobs, []string{"s3:GetObject", "s3:PutObject"}, []*string{a.stateObjects}, nil),
 		allow(sidDocuments, []string{"s3:GetObject"}, []*string{a.documents}, nil),
-		listBucket(a, StatePrefix+"*", ContentPrefix+"*"),
+		listBucket(a),
 		allow(sidStateKey, stateKeyActions, []*string{a.key}, nil),
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.startrun}, nil),
 		sendMail(a),
@@ -105,7 +110,7 @@ func resumeStatements(a accessArns) []awsiam.PolicyStatement {
 		allow(sidStateBlobs, []string{"s3:GetObject", "s3:PutObject"}, []*string{a.stateObjects}, nil),
 		allow(sidDeleteState, []string{"s3:DeleteObject"}, []*string{a.stateBlobs}, nil),
 		allow(sidDocuments, []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, []*string{a.documents}, nil),
-		listBucket(a, StatePrefix+"*", ContentPrefix+"*"),
+		listBucket(a),
 		allow(sidStateKey, stateKeyActions, []*string{a.key}, nil),
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.resume}, nil),
 		sendMail(a),
@@ -121,7 +126,7 @@ func purgeStatements(a accessArns) []awsiam.PolicyStatement {
 		}, []*string{a.table}, nil),
 		allow(sidDueIndex, []string{"dynamodb:Query"}, []*string{a.dueIndex}, nil),
 		allow(sidPurgeStateObj, []string{"s3:DeleteObject"}, []*string{a.stateObjects}, nil),
-		listBucket(a, StatePrefix+"*"),
+		listBucket(a),
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.startrun, a.resume}, nil),
 		sendMail(a),
 	}

@@ -83,8 +83,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 	kms := statement{sid: sidStateKey, actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, resources: []string{"${" + key + ".Arn}"}}
 	model := statement{sid: sidInvokeModel, actions: []string{"bedrock:InvokeModel"}, resources: []string{testModelArn}}
 	mail := statement{sid: sidSendMail, actions: []string{"ses:SendEmail"}, resources: []string{ses}, condition: sesCond}
-	listWorker := statement{sid: sidListBucket, actions: []string{"s3:ListBucket"}, resources: []string{bucketArn},
-		condition: "{StringLike={s3:prefix=runs/* | content/*}}"}
+	listBucket := statement{sid: sidListBucket, actions: []string{"s3:ListBucket"}, resources: []string{bucketArn}}
 
 	byID := func(sts ...statement) map[string]statement {
 		out := map[string]statement{}
@@ -100,7 +99,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 			statement{sid: sidRunTable, actions: workerTable, resources: []string{tableArn}},
 			statement{sid: sidStateBlobs, actions: []string{"s3:GetObject", "s3:PutObject"}, resources: []string{bucketArn + "/runs/*"}},
 			statement{sid: sidDocuments, actions: []string{"s3:GetObject"}, resources: []string{bucketArn + "/content/*"}},
-			listWorker, kms, mail, model,
+			listBucket, kms, mail, model,
 			statement{sid: sidDispatch, actions: []string{"lambda:InvokeFunction"}, resources: []string{fnArn("startrun")}},
 		),
 		"resume": byID(
@@ -109,7 +108,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 			statement{sid: sidStateBlobs, actions: []string{"s3:GetObject", "s3:PutObject"}, resources: []string{bucketArn + "/runs/*"}},
 			statement{sid: sidDeleteState, actions: []string{"s3:DeleteObject"}, resources: []string{bucketArn + "/runs/*/state/*"}},
 			statement{sid: sidDocuments, actions: []string{"s3:DeleteObject", "s3:GetObject", "s3:PutObject"}, resources: []string{bucketArn + "/content/*"}},
-			listWorker, kms, mail, model,
+			listBucket, kms, mail, model,
 			statement{sid: sidDispatch, actions: []string{"lambda:InvokeFunction"}, resources: []string{fnArn("resume")}},
 		),
 		"purge": byID(
@@ -118,9 +117,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 				resources: []string{tableArn}},
 			statement{sid: sidDueIndex, actions: []string{"dynamodb:Query"}, resources: []string{tableArn + "/index/due-index"}},
 			statement{sid: sidPurgeStateObj, actions: []string{"s3:DeleteObject"}, resources: []string{bucketArn + "/runs/*"}},
-			statement{sid: sidListBucket, actions: []string{"s3:ListBucket"}, resources: []string{bucketArn},
-				condition: "{StringLike={s3:prefix=runs/*}}"},
-			mail,
+			listBucket, mail,
 			statement{sid: sidDispatch, actions: []string{"lambda:InvokeFunction"}, resources: []string{fnArn("resume"), fnArn("startrun")}},
 		),
 	}
