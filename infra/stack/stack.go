@@ -204,8 +204,8 @@ func CheckAssets(dir string) error {
 }
 
 // NewAgentgateStack defines the whole agentgate deployment in a new stack.
-// It panics (as CDK constructs do) when a function asset is missing; call
-// CheckAssets first for a readable error.
+// It panics (as CDK constructs do) on invalid props or a missing function
+// asset; call Validate and CheckAssets first for readable errors.
 func NewAgentgateStack(scope constructs.Construct, id string, props *AgentgateStackProps) awscdk.Stack {
 	var p AgentgateStackProps
 	if props != nil {

@@ -82,6 +82,17 @@ func TestBucket(t *testing.T) {
 	must(t, "key rotation", func() {
 		s.assert.HasResourceProperties(str("AWS::KMS::Key"), obj(map[string]any{"EnableKeyRotation": true}))
 	})
+	// The key policy is CDK's default: kms:* for the account root only, which
+	// delegates access to IAM; the functions get Decrypt and GenerateDataKey
+	// through their own policies (iam_test.go).
+	_, key := s.resource(t, "AWS::KMS::Key", func(map[string]any) bool { return true })
+	var principals []string
+	for _, st := range list(key["Properties"].(map[string]any)["KeyPolicy"].(map[string]any)["Statement"]) {
+		principals = append(principals, render(st.(map[string]any)["Principal"]))
+	}
+	if want := []string{"{AWS=arn:${AWS::Partition}:iam::${AWS::AccountId}:root}"}; !slices.Equal(principals, want) {
+		t.Errorf("key policy principals %v, want %v", principals, want)
+	}
 	must(t, "bucket", func() {
 		s.assert.HasResourceProperties(str("AWS::S3::Bucket"), obj(map[string]any{
 			"BucketEncryption": map[string]any{"ServerSideEncryptionConfiguration": []any{map[string]any{
