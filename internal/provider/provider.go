@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 
@@ -165,4 +166,15 @@ func (ms *Models) Get(ctx context.Context, spec string) (loop.Model, error) {
 	}
 	ms.models[spec] = m
 	return m, nil
+}
+
+// FromEnv builds the model AGENTGATE_MODEL names, with the rest of the
+// configuration read from the environment (LoadConfig); the Lambda mains
+// call it once at start-up.
+func FromEnv(ctx context.Context, awsCfg aws.Config) (loop.Model, error) {
+	cfg, err := LoadConfig(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, cfg.Model, Deps{Config: cfg, AWS: awsCfg})
 }
