@@ -62,6 +62,30 @@ aws_local() { aws --endpoint-url "$endpoint" "$@"; }
 
 stack_exists() { aws_local cloudformation describe-stacks --stack-name "$1" >/dev/null 2>&1; }
 
+# empty_bucket deletes every object version and delete marker, so that
+# CloudFormation can delete the (versioned) bucket with the stack.
+empty_bucket() {
+  local page objects
+  while :; do
+    page=$(aws_local s3api list-object-versions --bucket "$1" --max-items 1000 --output json)
+    objects=$(python3 -c 'import json, sys
+d = json.loads(sys.stdin.read() or "{}")
+o = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in (d.get("Versions") or []) + (d.get("DeleteMarkers") or [])]
+print(json.dumps({"Objects": o, "Quiet": True}) if o else "")' <<<"$page")
+    [ -n "$objects" ] || return 0
+    aws_local s3api delete-objects --bucket "$1" --delete "$objects" >/dev/null
+  done
+}
+
+# delete_stack empties the stack's bucket and deletes the stack.
+delete_stack() {
+  local bucket
+  bucket=$(aws_local cloudformation describe-stacks --stack-name "$stack" \
+    --query "Stacks[0].Outputs[?OutputKey=='BucketName'].OutputValue" --output text)
+  if [ -n "$bucket" ] && [ "$bucket" != None ]; then empty_bucket "$bucket"; fi
+  cdklocal destroy --app "$outdir" --force "$stack"
+}
+
 elapsed() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
 
 require_emulator() {
@@ -107,7 +131,7 @@ print(json.dumps(ctx))' "$stack" "${INFRA_CONTEXT_JSON:-}")
   start=$(date +%s.%N)
   if [ "$kind" = moto ] && stack_exists "$stack"; then
     echo "infra-local: moto cannot update stacks; deleting $stack first"
-    cdklocal destroy --app "$outdir" --force "$stack" >"$outdir/destroy.log" 2>&1 || { cat "$outdir/destroy.log" >&2; exit 1; }
+    delete_stack >"$outdir/destroy.log" 2>&1 || { cat "$outdir/destroy.log" >&2; exit 1; }
   fi
   echo "infra-local: cdklocal deploy $stack onto $kind at $endpoint"
   cdklocal deploy --app "$outdir" --method=direct --require-approval never \
@@ -130,7 +154,7 @@ destroy)
   if [ ! -f "$outdir/manifest.json" ]; then
     INFRA_CONTEXT_JSON="{\"deletionProtection\":\"false\",\"stackName\":\"$stack\"}" scripts/infra-synth.sh "$outdir"
   fi
-  cdklocal destroy --app "$outdir" --force "$stack"
+  delete_stack
   ;;
 *) echo "usage: $0 up|down|deploy|destroy" >&2; exit 2 ;;
 esac
