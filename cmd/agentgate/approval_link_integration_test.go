@@ -33,8 +33,9 @@ import (
 // audit trail names the approver's address.
 //
 // It creates its own table, bucket and sender identity and deletes none of
-// them (moto 5.2's data.json answers a slow 500 per S3 object of a deleted
-// bucket). It works on a used moto, but runs fastest on a fresh one.
+// them, but it reads moto's data.json, which answers 500 once per S3 object
+// of a deleted bucket: it needs a moto on which no suite has deleted
+// buckets with objects yet (run it first, on a fresh moto).
 func TestApprovalLinkOnMoto(t *testing.T) {
 	ctx := context.Background()
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
@@ -132,10 +133,9 @@ func TestApprovalLinkOnMoto(t *testing.T) {
 // sentMailTo polls moto for the one approval mail to approver. moto 5.2
 // answers data.json with a 500 once per S3 object of a deleted bucket (other
 // suites delete buckets), and approval.SentMail retries a bounded number of
-// times; so a failed read is retried here too until motoMailWait. Each such
-// 500 costs a full (slow) data.json read, so a moto holding hundreds of
-// orphaned objects can take minutes to answer: run this suite first, or on
-// a fresh moto, to keep it fast.
+// times; so a failed read is retried here too until motoMailWait. A moto
+// that served suites deleting buckets can hold thousands of such objects
+// (each one 500): run the mail suites first, on a fresh moto.
 func sentMailTo(t *testing.T, approver string) approval.SentMessage {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), motoMailWait)
@@ -156,7 +156,12 @@ func sentMailTo(t *testing.T, approver string) approval.SentMessage {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no approval mail to %s in moto after %s (last read error: %v)", approver, motoMailWait, lastErr)
+			if lastErr != nil {
+				t.Fatalf("no approval mail to %s in moto after %s: %v\n"+
+					"moto 5.2's data.json answers 500 once per S3 object of a deleted bucket; this moto holds too many "+
+					"(suites that delete buckets ran before): run the mail suites first, on a fresh moto", approver, motoMailWait, lastErr)
+			}
+			t.Fatalf("no approval mail to %s in moto after %s", approver, motoMailWait)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
