@@ -42,7 +42,7 @@ const (
 )
 
 // linkWait bounds every poll of the link tests.
-const linkWait = 30 * time.Second
+const linkWait = 60 * time.Second
 
 // syncBuffer is a bytes.Buffer safe for the worker goroutines that print
 // approval links while the test reads them.

@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -82,50 +81,6 @@ func startRIE(t *testing.T, rie, bootstrap, addr, runtimeAPI string, env []strin
 	t.Fatalf("RIE on %s did not start", addr)
 }
 
-type client struct {
-	t     *testing.T
-	base  string
-	token string
-}
-
-func (c *client) do(method, path string, body any, want int) map[string]any {
-	c.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, rd)
-	require.NoError(c.t, err)
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(c.t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	require.Equal(c.t, want, resp.StatusCode, "%s %s: %s", method, path, b)
-	var out map[string]any
-	require.NoError(c.t, json.Unmarshal(b, &out), string(b))
-	return out
-}
-
-func (c *client) waitFor(id, status string, within time.Duration) map[string]any {
-	c.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		r := c.do("GET", "/runs/"+id, nil, http.StatusOK)
-		if r["status"] == status {
-			return r
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("run %s is %v, want %s: %v", id, r["status"], status, r)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // TestLambdasUnderRIE runs the three real bootstrap binaries under the Lambda
 // Runtime Interface Emulator against moto (or LocalStack), fronted by the
 // local server in remote mode: start -> suspend -> decide -> resume ->
@@ -184,49 +139,44 @@ func TestLambdasUnderRIE(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer s.Close()
-	a := &client{t: t, base: s.URL, token: alice}
-	b := &client{t: t, base: s.URL, token: bob}
+	a := &apiClient{t: t, base: s.URL, token: alice}
+	b := &apiClient{t: t, base: s.URL, token: bob}
 
 	// start -> suspend
-	run := a.do("POST", "/runs", map[string]any{"prompt": "Raise the Team price to 12 EUR.", "approvers": []string{"bob"}}, http.StatusAccepted)
-	id := run["id"].(string)
-	run = a.waitFor(id, "WAITING_FOR_APPROVAL", 60*time.Second)
-	pending := run["pending"].(map[string]any)
-	require.Contains(t, fmt.Sprint(pending["calls"]), "write_document")
+	var started runJSON
+	a.do("POST", "/runs", map[string]any{"prompt": "Raise the Team price to 12 EUR.", "approvers": []string{"bob"}}, http.StatusAccepted, &started)
+	id := started.ID
+	run := a.waitStatus(id, "WAITING_FOR_APPROVAL")
+	require.Len(t, run.Pending.Calls, 1)
+	require.Equal(t, "write_document", run.Pending.Calls[0].Tool)
 	doc, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/pages/pricing.md")})
 	require.NoError(t, err)
 	text, _ := io.ReadAll(doc.Body)
 	require.Contains(t, string(text), "10 EUR", "nothing written before the decision")
 
 	// decide -> resume -> complete
-	b.do("POST", "/runs/"+id+"/decision", map[string]any{"turn_digest": pending["turn_digest"], "action": "approve"}, http.StatusAccepted)
-	run = a.waitFor(id, "COMPLETED", 60*time.Second)
+	b.do("POST", "/runs/"+id+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+	a.waitStatus(id, "COMPLETED")
 	doc, err = s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/pages/pricing.md")})
 	require.NoError(t, err)
 	text, _ = io.ReadAll(doc.Body)
 	require.Contains(t, string(text), "12 EUR")
-	evs := a.do("GET", "/runs/"+id+"/events", nil, http.StatusOK)["events"].([]any)
-	writes := 0
-	for _, e := range evs {
-		if e.(map[string]any)["type"] == "tool_executed" && strings.Contains(fmt.Sprint(e), "write_document") {
-			writes++
-		}
-	}
-	require.Equal(t, 1, writes, "the write ran exactly once")
+	require.Equal(t, 1, toolExecutions(t, a.events(id), "write_document"), "the write ran exactly once")
 
 	// expire and purge: a 60-second window passes without a decision.
-	exp := a.do("POST", "/runs", map[string]any{"prompt": "again", "approvers": []string{"bob"}, "approval_ttl_seconds": 60}, http.StatusAccepted)
-	expID := exp["id"].(string)
-	a.waitFor(expID, "WAITING_FOR_APPROVAL", 60*time.Second)
+	var exp runJSON
+	a.do("POST", "/runs", map[string]any{"prompt": "again", "approvers": []string{"bob"}, "approval_ttl_seconds": 60}, http.StatusAccepted, &exp)
+	expID := exp.ID
+	a.waitStatus(expID, "WAITING_FOR_APPROVAL")
 	time.Sleep(61 * time.Second)
 	_, err = s.Invoke.Functions["purge"].Invoke(ctx, scheduledEvent())
 	require.NoError(t, err)
-	gone := a.do("GET", "/runs/"+expID, nil, http.StatusOK)
-	require.Equal(t, "EXPIRED", gone["status"])
-	require.Equal(t, "approval_expired", gone["termination_reason"])
+	gone := a.run(expID)
+	require.Equal(t, "EXPIRED", gone.Status)
+	require.Equal(t, "approval_expired", gone.Reason)
 	time.Sleep(3 * time.Second) // retention is 2 s in this test
 	_, err = s.Invoke.Functions["purge"].Invoke(ctx, scheduledEvent())
 	require.NoError(t, err)
-	a.do("GET", "/runs/"+expID, nil, http.StatusNotFound)
-	a.do("GET", "/runs/"+id, nil, http.StatusNotFound)
+	a.do("GET", "/runs/"+expID, nil, http.StatusNotFound, nil)
+	a.do("GET", "/runs/"+id, nil, http.StatusNotFound, nil)
 }
