@@ -31,11 +31,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== build (linux/amd64, -tags lambda.norpc -trimpath -ldflags='-s -w')" >&2
+tags="${LAMBDA_TAGS:-lambda.norpc}" # e.g. lambda.norpc,agentgate_no_openai,agentgate_no_anthropic
+echo "== build (linux/amd64, -tags $tags -trimpath -ldflags='-s -w'; hello with lambda.norpc)" >&2
 for fn in "${functions[@]}"; do
   src="./functions/$fn"; [ "$fn" = hello ] && src=./internal/benchdata/hello
   mkdir -p "$work/$fn"
-  CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o "$work/$fn/bootstrap" "$src"
+  ftags="$tags"; [ "$fn" = hello ] && ftags=lambda.norpc
+  CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -tags "$ftags" -trimpath -ldflags='-s -w' -o "$work/$fn/bootstrap" "$src"
 done
 go build -o "$work/aws-lambda-rie" github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 
