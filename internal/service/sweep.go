@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -131,7 +132,7 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			sum.Reaped++
 			return nil
 		}
-		if _, err := s.Store.Settle(ctx, r, "", runs.Outcome{Status: runs.StatusFailed, Reason: ReasonInterruptedWriteStr}); err != nil {
+		if _, err := s.Store.Settle(ctx, r, "", runs.Outcome{Status: runs.StatusFailed, Reason: string(loop.ReasonInterruptedWrite)}); err != nil {
 			return skipConflict(err, sum)
 		}
 		sum.Interrupted++
@@ -185,8 +186,6 @@ func (s *Sweeper) wroteSinceClaim(ctx context.Context, runID string) (bool, erro
 	}
 }
 
-// ReasonInterruptedWriteStr is loop.ReasonInterruptedWrite as the run row stores it.
-const ReasonInterruptedWriteStr = "interrupted_write"
 
 func skipConflict(err error, sum *SweepSummary) error {
 	if runs.ErrorCode(err) == runs.EConflict || runs.ErrorCode(err) == runs.ENotFound {
