@@ -186,7 +186,6 @@ func (s *Sweeper) wroteSinceClaim(ctx context.Context, runID string) (bool, erro
 	}
 }
 
-
 func skipConflict(err error, sum *SweepSummary) error {
 	if runs.ErrorCode(err) == runs.EConflict || runs.ErrorCode(err) == runs.ENotFound {
 		sum.Skipped++
