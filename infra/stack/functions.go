@@ -121,6 +121,9 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 	for _, m := range p.ModelArns {
 		arns.models = append(arns.models, jsii.String(m))
 	}
+	if p.APIKeySecretArn != "" {
+		arns.apiKeySecret = jsii.String(p.APIKeySecretArn)
+	}
 
 	common := map[string]*string{
 		"AGENTGATE_TABLE":      data.table.TableName(),
@@ -147,6 +150,9 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 	}
 	if p.Model != "" {
 		workerEnv["AGENTGATE_MODEL"] = jsii.String(p.Model)
+	}
+	if p.APIKeySecretArn != "" {
+		workerEnv[apiKeySecretEnv(p.Model)] = jsii.String(p.APIKeySecretArn)
 	}
 	startEnv := env(workerEnv)
 	startEnv["AGENTGATE_STARTRUN_FUNCTION"] = jsii.String(names.startrun)

@@ -23,6 +23,7 @@ type accessArns struct {
 	bucket, stateObjects, stateBlobs, documents, key *string
 	startrun, resume                                 *string
 	models                                           []*string
+	apiKeySecret                                     *string
 	sesIdentity, mailFrom                            *string
 }
 
@@ -38,6 +39,7 @@ const (
 	sidStateKey      = "StateKey"
 	sidDispatch      = "DispatchWorker"
 	sidInvokeModel   = "InvokeConfiguredModels"
+	sidReadAPIKey    = "ReadModelAPIKey"
 	sidSendMail      = "SendApprovalMail"
 	sidPurgeStateObj = "PurgeStateObjects"
 )
@@ -91,6 +93,13 @@ func invokeModels(a accessArns) []awsiam.PolicyStatement {
 	return []awsiam.PolicyStatement{allow(sidInvokeModel, []string{"bedrock:InvokeModel"}, a.models, nil)}
 }
 
+func readAPIKey(a accessArns) []awsiam.PolicyStatement {
+	if a.apiKeySecret == nil {
+		return nil
+	}
+	return []awsiam.PolicyStatement{allow(sidReadAPIKey, []string{"secretsmanager:GetSecretValue"}, []*string{a.apiKeySecret}, nil)}
+}
+
 func startRunStatements(a accessArns) []awsiam.PolicyStatement {
 	out := []awsiam.PolicyStatement{
 		allow(sidRunTable, workerTableActions, []*string{a.table}, nil),
@@ -101,7 +110,7 @@ func startRunStatements(a accessArns) []awsiam.PolicyStatement {
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.startrun}, nil),
 		sendMail(a),
 	}
-	return append(out, invokeModels(a)...)
+	return append(append(out, invokeModels(a)...), readAPIKey(a)...)
 }
 
 func resumeStatements(a accessArns) []awsiam.PolicyStatement {
@@ -115,7 +124,7 @@ func resumeStatements(a accessArns) []awsiam.PolicyStatement {
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.resume}, nil),
 		sendMail(a),
 	}
-	return append(out, invokeModels(a)...)
+	return append(append(out, invokeModels(a)...), readAPIKey(a)...)
 }
 
 func purgeStatements(a accessArns) []awsiam.PolicyStatement {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -62,6 +63,12 @@ type AgentgateStackProps struct {
 	// ModelArns are the only resources bedrock:InvokeModel is allowed on
 	// (foundation-model or inference-profile ARNs). None: no Bedrock access.
 	ModelArns []string
+
+	// APIKeySecretArn is the Secrets Manager secret holding the API key of an
+	// openai: or anthropic: model. The workers get its ARN in
+	// AGENTGATE_OPENAI_API_KEY_SECRET or AGENTGATE_ANTHROPIC_API_KEY_SECRET
+	// and may read only that secret; the key never sits in the environment.
+	APIKeySecretArn string
 
 	// PublicBaseURL is AGENTGATE_PUBLIC_BASE_URL, the base of approval links.
 	// Empty: the stage URL of the REST API, https://<api>.execute-api.<region>.<suffix>/<stage>.
@@ -183,10 +190,29 @@ func (p AgentgateStackProps) Validate() error {
 	if p.Architecture != "arm64" && p.Architecture != "x86_64" {
 		errs = append(errs, fmt.Errorf("architecture %q: want arm64 or x86_64", p.Architecture))
 	}
+	if p.APIKeySecretArn != "" {
+		if !strings.HasPrefix(p.APIKeySecretArn, "arn:") || !strings.Contains(p.APIKeySecretArn, ":secretsmanager:") {
+			errs = append(errs, fmt.Errorf("API key secret %q: want a Secrets Manager secret ARN", p.APIKeySecretArn))
+		}
+		if apiKeySecretEnv(p.Model) == "" {
+			errs = append(errs, fmt.Errorf("an API key secret goes with an openai: or anthropic: model, not %q", p.Model))
+		}
+	}
 	if !stageNamePattern.MatchString(p.StageName) {
 		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))
 	}
 	return errors.Join(errs...)
+}
+
+// apiKeySecretEnv is the variable that names the API key secret of model's provider.
+func apiKeySecretEnv(model string) string {
+	switch {
+	case strings.HasPrefix(model, "openai:"):
+		return "AGENTGATE_OPENAI_API_KEY_SECRET"
+	case strings.HasPrefix(model, "anthropic:"):
+		return "AGENTGATE_ANTHROPIC_API_KEY_SECRET"
+	}
+	return ""
 }
 
 var stageNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)

@@ -469,3 +469,48 @@ func TestCheckAssets(t *testing.T) {
 		t.Errorf("CheckAssets(empty dir) = %v, want an error naming startrun.zip and `make build`", err)
 	}
 }
+
+func TestAPIKeySecret(t *testing.T) {
+	const secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:agentgate/anthropic-AbCdEf"
+	props := AgentgateStackProps{Model: "anthropic:claude-sonnet-4-5", APIKeySecretArn: secret}
+	s := synth(t, props)
+	for _, fn := range []string{"startrun", "resume", "purge"} {
+		_, p := s.functionByName(t, "Agentgate-"+fn)
+		env := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		got, ok := env["AGENTGATE_ANTHROPIC_API_KEY_SECRET"]
+		if fn == "purge" {
+			if ok {
+				t.Errorf("purge has the API key secret in its environment: %v", got)
+			}
+			continue
+		}
+		if got != secret {
+			t.Errorf("%s: AGENTGATE_ANTHROPIC_API_KEY_SECRET = %v, want %s", fn, got, secret)
+		}
+	}
+	for fn, want := range map[string]bool{"startrun": true, "resume": true, "purge": false} {
+		roleID := functionRole(t, s, fn)
+		found := false
+		for _, st := range roleStatements(t, s, roleID) {
+			if st.sid == sidReadAPIKey {
+				found = true
+				if strings.Join(st.actions, ",") != "secretsmanager:GetSecretValue" || strings.Join(st.resources, ",") != secret {
+					t.Errorf("%s: %s = %v on %v, want GetSecretValue on the one secret", fn, sidReadAPIKey, st.actions, st.resources)
+				}
+			}
+		}
+		if found != want {
+			t.Errorf("%s: has %s = %t, want %t", fn, sidReadAPIKey, found, want)
+		}
+	}
+	bad := props
+	bad.Model = "bedrock:x"
+	if err := bad.Validate(); err == nil {
+		t.Error("a secret with a bedrock model validated")
+	}
+	bad = props
+	bad.APIKeySecretArn = "my-secret"
+	if err := bad.Validate(); err == nil {
+		t.Error("a secret that is not an ARN validated")
+	}
+}
