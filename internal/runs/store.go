@@ -574,6 +574,10 @@ type Notice struct {
 	Reminder bool
 	// Data is the event payload (JSON, optional): channels, recipients.
 	Data json.RawMessage
+	// RetryAt, with State NotificationFailed, brings the run's reminder time
+	// forward so the sweep mails the approvers again soon (a retry then
+	// takes the place of the reminder). Ignored when not before RemindAt.
+	RetryAt time.Time
 }
 
 // RecordNotification stores the notification state of a waiting run with a
@@ -596,6 +600,10 @@ func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Ru
 		if n.Reminder {
 			typ = EventReminded
 			next.ReminderSent = true
+		}
+		if retry := ms(n.RetryAt); n.State == NotificationFailed && !retry.IsZero() && !next.ReminderSent &&
+			retry.Before(next.ApprovalDeadline) && (next.RemindAt.IsZero() || retry.Before(next.RemindAt)) {
+			next.RemindAt = retry
 		}
 		return next, Write{Events: []Event{{Type: typ, Data: cloneRaw(n.Data)}}}, nil
 	}, func(fresh *Run) bool {

@@ -121,14 +121,28 @@ func TestWorkerSuspendsAndNotifiesEmailApprovers(t *testing.T) {
 	assert.Equal(t, got.Version, e.get(t, r.ID).Version)
 }
 
-func TestWorkerRecordsFailedMailAndKeepsTheSuspension(t *testing.T) {
+func TestWorkerRecordsFailedMailAndTheSweepRetriesIt(t *testing.T) {
 	e := newEnv(t)
+	e.sweeper.Remind = e.worker.Remind
+	ctx := context.Background()
 	e.mailErr = assert.AnError
 	r := e.start(t)
-	require.NoError(t, e.worker.Handle(context.Background(), service.Job{Kind: service.JobRun, RunID: r.ID}))
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
 	got := e.get(t, r.ID)
-	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.Equal(t, runs.StatusWaiting, got.Status, "a failed mail never loses the suspension")
 	assert.Equal(t, runs.NotificationFailed, got.Notification)
+	require.Len(t, e.notes, 1)
+
+	e.mailErr = nil
+	e.clock.Advance(service.MailRetryDelay)
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Reminded)
+	require.Len(t, e.notes, 2)
+	assert.False(t, e.notes[1].Reminder, "a retry of the first mail, not a reminder")
+	got = e.get(t, r.ID)
+	assert.Equal(t, runs.NotificationSent, got.Notification)
+	assert.Len(t, got.TokenHashes, 2, "the retry carries a fresh link")
 }
 
 func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {

@@ -24,6 +24,10 @@ const (
 	ReasonStateUnreadable = "state_unreadable"
 )
 
+// MailRetryDelay is how soon the sweep mails approvers again after the
+// first approval mail of a suspension failed.
+const MailRetryDelay = time.Minute
+
 // Notification asks for one approver to be told about a suspension.
 type Notification struct {
 	Run      *runs.Run
@@ -336,7 +340,11 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		Sent    int      `json:"sent"`
 		Failed  []string `json:"failed,omitempty"`
 	}{"email", len(links) - len(failed), failed})
-	if _, err := s.w.Store.RecordNotification(ctx, s.cur, runs.Notice{SuspensionID: st.SuspensionID, State: state, Data: data}); err != nil {
+	notice := runs.Notice{SuspensionID: st.SuspensionID, State: state, Data: data}
+	if state == runs.NotificationFailed {
+		notice.RetryAt = s.w.now().Add(MailRetryDelay)
+	}
+	if _, err := s.w.Store.RecordNotification(ctx, s.cur, notice); err != nil {
 		s.log.WarnContext(ctx, "record notification", "err", err)
 	}
 	return nil
