@@ -237,3 +237,18 @@ func TestEditDecisionIsAuditedAndApplied(t *testing.T) {
 	}
 	assert.True(t, sawEdit, fmt.Sprint(evs))
 }
+
+func TestFourEyes(t *testing.T) {
+	f := newFixture(t)
+	status, out := f.call(req("POST", "/runs", alice, `{"prompt":"update pricing","approvers":["`+alice+`","`+bob+`"],"four_eyes":true}`))
+	require.Equal(t, 202, status, out)
+	f.drain()
+	r, err := f.store.Get(context.Background(), out["id"].(string))
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusWaiting, r.Status)
+	status, out = f.call(req("POST", "/runs/"+r.ID+"/decision", alice, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
+	assert.Equal(t, 403, status, out)
+	assert.Contains(t, out["error"].(map[string]any)["message"], "four eyes")
+	status, out = f.call(req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
+	assert.Equal(t, 202, status, out)
+}

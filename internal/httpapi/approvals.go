@@ -167,6 +167,9 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	if err != nil {
 		return a.page(a.Pages.Problem(http.StatusBadRequest, "The form could not be read.")), nil
 	}
+	if !mayDecide(r, t.Approver) {
+		return a.page(a.Pages.Problem(http.StatusForbidden, "This run requires four eyes: the person who started it cannot approve it.")), nil
+	}
 	d, err := a.Pages.ParseDecision(form, r.PendingCalls)
 	if err != nil {
 		return a.page(a.Pages.Problem(http.StatusUnprocessableEntity, err.Error())), nil

@@ -183,6 +183,9 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if !slices.Contains(r.Approvers, who) {
 		return events.APIGatewayProxyResponse{}, errorf(CodeForbidden, "%s is not an approver of run %s", who, id)
 	}
+	if !mayDecide(r, who) {
+		return events.APIGatewayProxyResponse{}, errorf(CodeForbidden, "run %s requires four eyes: its initiator cannot decide it", id)
+	}
 	r, err = a.applyDecision(ctx, r, d, runs.Decision{Decider: who, Via: runs.ViaAPI})
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
@@ -247,6 +250,15 @@ func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	}
 	a.log().InfoContext(ctx, "run cancelled", "run_id", id)
 	return jsonResponse(http.StatusOK, viewOf(r)), nil
+}
+
+// mayDecide applies the run's own decision rules (four-eyes).
+func mayDecide(r *runs.Run, who string) bool {
+	var sr service.StartRequest
+	if json.Unmarshal(r.Request, &sr) != nil {
+		return true
+	}
+	return sr.MayDecide(who, r.Initiator)
 }
 
 func itoa(n int64) string {

@@ -23,7 +23,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 	var links []link
 	var grants []runs.TokenGrant
 	for _, a := range r.Approvers {
-		if !IsEmail(a) {
+		if !IsEmail(a) || !req.MayDecide(a, r.Initiator) {
 			continue
 		}
 		raw, hash, err := w.NewToken()

@@ -42,6 +42,9 @@ type StartRequest struct {
 	MaxOutputTokens int   `json:"max_output_tokens,omitempty"`
 	// DenialEndsRun ends the run (approval_denied) when any call is denied.
 	DenialEndsRun bool `json:"denial_ends_run,omitempty"`
+	// FourEyes forbids the initiator to decide the run's approvals, even
+	// when listed as an approver: a second person must release the writes.
+	FourEyes bool `json:"four_eyes,omitempty"`
 	// Metadata is the caller's own labels, returned as given.
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
@@ -179,3 +182,9 @@ func (r *StartRequest) Purpose() string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// MayDecide reports whether who may decide a run started by initiator under
+// this request's rules (four-eyes: never the initiator).
+func (r *StartRequest) MayDecide(who, initiator string) bool {
+	return !r.FourEyes || who != initiator
+}

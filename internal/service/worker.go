@@ -105,6 +105,7 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		return seg.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, "the stored start request cannot be read", nil)
 	}
 	seg.purpose = req.Purpose()
+	seg.req = &req
 	seg.ttl = req.ApprovalTTL(w.approvalTTL())
 	runner := w.Runner(seg.hooks())
 
@@ -136,6 +137,7 @@ type segmentRun struct {
 	owner   string
 	log     *slog.Logger
 	purpose string
+	req     *StartRequest
 	ttl     time.Duration
 	// settled is set when resume already ended the run (refused state).
 	settled bool
@@ -287,7 +289,7 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	var links []issued
 	var grants []runs.TokenGrant
 	for _, a := range s.cur.Approvers {
-		if !IsEmail(a) || s.w.NewToken == nil {
+		if !IsEmail(a) || s.w.NewToken == nil || !s.req.MayDecide(a, s.cur.Initiator) {
 			continue
 		}
 		raw, hash, err := s.w.NewToken()
