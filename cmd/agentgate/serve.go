@@ -205,6 +205,11 @@ func (s *localServer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A client (a browser, say) kept a connection busy past the grace
+		// period: close the remaining connections.
+		err = s.srv.Close()
+	}
 	if s.Invoke != nil {
 		s.Invoke.Wait()
 	}
