@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // BenchmarkLoopIteration measures the loop's own overhead per iteration (one
@@ -77,8 +78,10 @@ func stateOfSize(size int) *loop.SuspendedState {
 		ToolHashes: map[string]string{"write_doc": strings.Repeat("a", 64)}}
 }
 
-// BenchmarkStateEncodeGzip measures SuspendedState encode + gzip for
-// transcripts of 10 KB, 100 KB and 1 MB, reporting the compressed size.
+// BenchmarkStateEncodeGzip measures what a suspension does to its state
+// before the S3 put — SuspendedState JSON encode, then runs.EncodeState
+// (gzip + SHA-256) — for transcripts of 10 KB, 100 KB and 1 MB, reporting
+// the compressed size.
 func BenchmarkStateEncodeGzip(b *testing.B) {
 	for _, size := range []int{10 << 10, 100 << 10, 1 << 20} {
 		st := stateOfSize(size)
@@ -86,7 +89,11 @@ func BenchmarkStateEncodeGzip(b *testing.B) {
 			b.ReportAllocs()
 			var n int
 			for b.Loop() {
-				gz, err := st.EncodeGzip()
+				raw, err := st.Encode()
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, gz, err := runs.EncodeState(st.RunID, raw)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -68,9 +69,11 @@ func TestSuspendedStateRoundTripIsByteForByte(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(first), string(second))
 
-	gz, err := st.EncodeGzip()
+	ref, gz, err := runs.EncodeState(st.RunID, first)
 	require.NoError(t, err)
-	fromGz, err := loop.DecodeStateGzip(gz)
+	plain, err := runs.DecodeState(ref, gz)
+	require.NoError(t, err)
+	fromGz, err := loop.DecodeState(plain)
 	require.NoError(t, err)
 	third, err := fromGz.Encode()
 	require.NoError(t, err)

@@ -2,14 +2,11 @@ package loop
 
 import (
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"time"
 )
 
@@ -102,34 +99,6 @@ func MarshalJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// EncodeGzip returns the state as gzip'd JSON.
-func (s *SuspendedState) EncodeGzip() ([]byte, error) {
-	raw, err := s.Encode()
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(raw)/4 + 512)
-	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
-	zw.Reset(&buf)
-	if _, err := zw.Write(raw); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// gzipWriters reuses compressors (each holds ~800 KB of tables). BestSpeed:
-// state blobs are written on every suspension and read once; the ratio on
-// transcripts is close to the default level's at a fraction of the time.
-var gzipWriters = sync.Pool{New: func() any {
-	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
-	return zw
-}}
-
 // DecodeState parses a state encoded by Encode, refusing unknown schema versions.
 func DecodeState(raw []byte) (*SuspendedState, error) {
 	var probe struct {
@@ -146,19 +115,6 @@ func DecodeState(raw []byte) (*SuspendedState, error) {
 		return nil, fmt.Errorf("decode suspended state: %w", err)
 	}
 	return &s, nil
-}
-
-// DecodeStateGzip parses a state encoded by EncodeGzip.
-func DecodeStateGzip(raw []byte) (*SuspendedState, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("decode suspended state: %w", err)
-	}
-	plain, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, fmt.Errorf("decode suspended state: %w", err)
-	}
-	return DecodeState(plain)
 }
 
 // TurnDigest is the SHA-256 (hex) over the canonical form of the pending

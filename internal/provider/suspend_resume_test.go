@@ -122,15 +122,12 @@ func TestRunSuspendsAndResumesInAFreshProcess(t *testing.T) {
 				pending = append(pending, c.ID)
 			}
 			assert.Equal(t, pc.ids, pending, "pending calls keep the provider's ids")
-			blob, err := out.Suspended.EncodeGzip()
-			require.NoError(t, err)
 
-			// Another process: nothing shared but the blob.
+			// Another process: nothing shared but the stored blob.
 			second := providertest.NewServer(t, providertest.Reply{File: pc.final})
 			m2, err := New(ctx, pc.spec, pc.deps(second))
 			require.NoError(t, err)
-			state, err := loop.DecodeStateGzip(blob)
-			require.NoError(t, err)
+			state := providertest.ThroughStore(t, out.Suspended)
 			out, err = (&loop.Runner{Model: m2, Tools: testTools(t)}).Resume(ctx, state, loop.Decision{TurnDigest: state.TurnDigest, Action: loop.ActionApprove})
 			require.NoError(t, err)
 			require.Equal(t, loop.OutcomeFinished, out.Kind)

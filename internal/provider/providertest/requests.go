@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // System is the system text of every test request.
@@ -69,13 +70,29 @@ func RoundTripRequest(readID, writeID string) loop.ModelRequest {
 func ThroughSuspendedState(t testing.TB, tr loop.Transcript) loop.Transcript {
 	t.Helper()
 	st := &loop.SuspendedState{SchemaVersion: loop.SchemaVersion, RunID: "run-1", SuspensionID: "susp-1", Transcript: tr}
-	raw, err := st.EncodeGzip()
+	return ThroughStore(t, st).Transcript
+}
+
+// ThroughStore encodes st the way the worker hands it to the run store
+// (loop JSON, gzipped and hashed by runs.EncodeState) and decodes it the way
+// a resume in another process loads it.
+func ThroughStore(t testing.TB, st *loop.SuspendedState) *loop.SuspendedState {
+	t.Helper()
+	raw, err := st.Encode()
 	if err != nil {
 		t.Fatalf("encode suspended state: %v", err)
 	}
-	back, err := loop.DecodeStateGzip(raw)
+	ref, blob, err := runs.EncodeState(st.RunID, raw)
+	if err != nil {
+		t.Fatalf("store suspended state: %v", err)
+	}
+	plain, err := runs.DecodeState(ref, blob)
+	if err != nil {
+		t.Fatalf("load suspended state: %v", err)
+	}
+	back, err := loop.DecodeState(plain)
 	if err != nil {
 		t.Fatalf("decode suspended state: %v", err)
 	}
-	return back.Transcript
+	return back
 }
