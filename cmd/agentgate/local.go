@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
@@ -25,11 +26,11 @@ var demoDocuments = map[string]string{
 // localModel returns the model for a local command: a scripted file when
 // spec is "scripted:<file>", the embedded demo script when spec is empty.
 func localModel(spec string) (loop.Model, error) {
-	switch {
-	case spec == "":
+	if spec == "" {
 		return scripted.Parse(demoScript)
-	case len(spec) > len("scripted:") && spec[:len("scripted:")] == "scripted:":
-		return scripted.Load(spec[len("scripted:"):])
+	}
+	if file, ok := strings.CutPrefix(spec, "scripted:"); ok && file != "" {
+		return scripted.Load(file)
 	}
 	return nil, fmt.Errorf("model %q: the local binary runs scripted models (scripted:<file>); real providers run in the Lambdas", spec)
 }
