@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Start or stop a moto server on :4566 (the AWS emulator used by CI and `make test`).
+# Start or stop a moto server on the port of AWS_ENDPOINT_URL (default :4566),
+# the AWS emulator used by CI and `make test`; MOTO_PORT overrides the port.
 #   scripts/moto.sh start   # no-op when something already answers on the port
 #   scripts/moto.sh stop    # stops only a server this script started
 set -euo pipefail
-PORT="${MOTO_PORT:-4566}"
+endpoint="${AWS_ENDPOINT_URL:-http://localhost:4566}"
+endpoint_port() { local p="${endpoint##*:}"; p="${p%%/*}"; [[ "$p" =~ ^[0-9]+$ ]] && echo "$p" || echo 4566; }
+PORT="${MOTO_PORT:-$(endpoint_port)}"
 STATE_DIR="${TMPDIR:-/tmp}/agentgate-moto-$PORT"
 PIDFILE="$STATE_DIR/pid"
 LOG="$STATE_DIR/moto.log"
