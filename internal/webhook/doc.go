@@ -28,6 +28,12 @@
 // deployment's allow-list names them; IP-literal hosts are refused unless
 // allow-listed.
 //
+// The secrets come from a SignerSource: a fixed *Signer (the local
+// server's --webhook-secret-file, see EnsureSecretFile) or a
+// SecretsManagerSource that re-reads the secret named by
+// AGENTGATE_WEBHOOK_SECRET every SecretRefresh (LoadConfig reads it and the
+// allow-list AGENTGATE_WEBHOOK_ALLOW).
+//
 // Delivery.Record folds an Attempt into the delivery and, per Schedule,
 // decides the next attempt time: MaxAttempts attempts over less than 24
 // hours with exponential backoff, then the delivery is given up. Attempts

@@ -76,8 +76,9 @@ type Resolver interface {
 
 // SenderConfig configures a Sender.
 type SenderConfig struct {
-	// Signer signs every attempt (required).
-	Signer *Signer
+	// Signer signs every attempt (required): a *Signer, or a source that
+	// re-reads a rotated secret.
+	Signer SignerSource
 	// Policy says which targets are accepted.
 	Policy Policy
 	// Resolver resolves target hosts; nil means net.DefaultResolver.
@@ -95,7 +96,7 @@ type SenderConfig struct {
 // Sender makes delivery attempts through an SSRF-safe HTTP client. It is
 // safe for concurrent use; build one per process and reuse it.
 type Sender struct {
-	signer   *Signer
+	signer   SignerSource
 	policy   Policy
 	resolver Resolver
 	timeout  time.Duration
@@ -171,7 +172,11 @@ func (s *Sender) Send(ctx context.Context, d *Delivery) Attempt {
 	if err != nil {
 		return finish(OutcomeRefused, ErrClassRefusedURL, 0)
 	}
-	sig, err := s.signer.Sign(d.ID, start, d.Body)
+	signer, err := s.signer.CurrentSigner(ctx)
+	if err != nil {
+		return finish(OutcomeFailed, ErrClassInternal, 0)
+	}
+	sig, err := signer.Sign(d.ID, start, d.Body)
 	if err != nil {
 		return finish(OutcomeFailed, ErrClassInternal, 0)
 	}

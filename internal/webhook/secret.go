@@ -1,0 +1,138 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// SignerSource hands out the Signer to use now. A *Signer is one (it never
+// changes); SecretsManagerSource re-reads its secret so a rotation reaches
+// running functions.
+type SignerSource interface {
+	CurrentSigner(ctx context.Context) (*Signer, error)
+}
+
+// CurrentSigner returns s itself.
+func (s *Signer) CurrentSigner(context.Context) (*Signer, error) { return s, nil }
+
+var _ SignerSource = (*Signer)(nil)
+
+// LoadSecretFile reads the signing secrets (see NewSigner) from a file.
+func LoadSecretFile(path string) (*Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret file: %w", err)
+	}
+	s, err := NewSigner(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret file %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// EnsureSecretFile loads the secret file at path or, when it does not
+// exist, writes a new secret there (mode 0600) first; created says which.
+func EnsureSecretFile(path string) (s *Signer, created bool, err error) {
+	s, err = LoadSecretFile(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return s, false, err
+	}
+	secret, err := GenerateSecret()
+	if err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("webhook secret file: %w", err)
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return nil, false, fmt.Errorf("webhook secret file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, false, fmt.Errorf("webhook secret file: %w", err)
+	}
+	s, err = NewSigner(secret)
+	return s, true, err
+}
+
+// SecretsGetter reads a secret; *secretsmanager.Client is one.
+type SecretsGetter interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// Secret refresh timing of SecretsManagerSource.
+const (
+	// SecretRefresh is how long a secret read from Secrets Manager is used
+	// before it is read again.
+	SecretRefresh = 5 * time.Minute
+	// secretStaleGrace is how long the last good secret keeps signing when
+	// re-reading fails.
+	secretStaleGrace = time.Hour
+)
+
+// SecretsManagerSource reads the signing secrets from one Secrets Manager
+// secret (its SecretString, in the form NewSigner takes) and re-reads it
+// after SecretRefresh. When a re-read fails, the last good secret keeps
+// signing for up to an hour. It is safe for concurrent use.
+type SecretsManagerSource struct {
+	client SecretsGetter
+	id     string
+	now    func() time.Time
+
+	mu      sync.Mutex
+	signer  *Signer
+	fetched time.Time
+}
+
+// NewSecretsManagerSource returns a source for the secret id (a name or
+// ARN); now is its clock (nil: time.Now).
+func NewSecretsManagerSource(client SecretsGetter, id string, now func() time.Time) *SecretsManagerSource {
+	if now == nil {
+		now = time.Now
+	}
+	return &SecretsManagerSource{client: client, id: id, now: now}
+}
+
+// CurrentSigner returns the signer of the secret's current value.
+func (s *SecretsManagerSource) CurrentSigner(ctx context.Context) (*Signer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if s.signer != nil && now.Sub(s.fetched) < SecretRefresh {
+		return s.signer, nil
+	}
+	signer, err := s.read(ctx)
+	if err != nil {
+		if s.signer != nil && now.Sub(s.fetched) < SecretRefresh+secretStaleGrace {
+			return s.signer, nil
+		}
+		return nil, err
+	}
+	s.signer, s.fetched = signer, now
+	return signer, nil
+}
+
+func (s *SecretsManagerSource) read(ctx context.Context) (*Signer, error) {
+	out, err := s.client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(s.id)})
+	if err != nil {
+		return nil, fmt.Errorf("%s=%q: read secret: %w", EnvSecret, s.id, err)
+	}
+	if out.SecretString == nil {
+		return nil, fmt.Errorf("%s=%q: the secret has no string value", EnvSecret, s.id)
+	}
+	signer, err := NewSigner(strings.TrimSpace(*out.SecretString))
+	if err != nil {
+		return nil, fmt.Errorf("%s=%q: %w", EnvSecret, s.id, err)
+	}
+	return signer, nil
+}
