@@ -188,7 +188,7 @@ func TestTrafficMatchesSpec(t *testing.T) {
 // clock is a settable test clock.
 type clock struct{ offset atomic.Int64 }
 
-func (c *clock) now() time.Time           { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 func form(kv ...string) string {
