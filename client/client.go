@@ -1,0 +1,308 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+// Client calls one agentgate API. It is safe for concurrent use.
+type Client struct {
+	base *url.URL
+	http *http.Client
+	auth func(ctx context.Context, req *http.Request, body []byte) error
+	// pollMin and pollMax bound Wait's backoff.
+	pollMin, pollMax time.Duration
+	userAgent        string
+	pageSize         int
+}
+
+// settings collect the options of New.
+type settings struct {
+	token      string
+	aws        *aws.Config
+	defaultAWS bool
+	region     string
+	httpClient *http.Client
+	pollMin    time.Duration
+	pollMax    time.Duration
+	userAgent  string
+	pageSize   int
+}
+
+// Option configures New.
+type Option func(*settings)
+
+// WithBearerToken authenticates with a bearer token: the local server's
+// (agentgate serve --token principal=token).
+func WithBearerToken(token string) Option { return func(s *settings) { s.token = token } }
+
+// WithAWSConfig signs every request with SigV4 for service execute-api,
+// with cfg's credentials (and region, unless the endpoint names one).
+func WithAWSConfig(cfg aws.Config) Option { return func(s *settings) { s.aws = &cfg } }
+
+// WithDefaultAWSCredentials signs every request with SigV4, with
+// credentials from the AWS SDK's default chain (environment, shared
+// config and credentials files, SSO, web identity, container and instance
+// roles). This is what New does when given no credentials option.
+func WithDefaultAWSCredentials() Option { return func(s *settings) { s.defaultAWS = true } }
+
+// WithRegion sets the signing region; default: the region in the
+// endpoint's host ({api}.execute-api.{region}.amazonaws.com), else the AWS
+// configuration's.
+func WithRegion(region string) Option { return func(s *settings) { s.region = region } }
+
+// WithHTTPClient sends requests through c (default: a client with a 30 s
+// timeout).
+func WithHTTPClient(c *http.Client) Option { return func(s *settings) { s.httpClient = c } }
+
+// WithPollInterval bounds Wait's polling: it starts at min and backs off
+// to max (defaults 250 ms and 5 s).
+func WithPollInterval(min, max time.Duration) Option {
+	return func(s *settings) { s.pollMin, s.pollMax = min, max }
+}
+
+// WithPageSize sets the page size the iterators (Events,
+// PendingApprovals) ask for; default: the largest the API allows.
+func WithPageSize(n int) Option { return func(s *settings) { s.pageSize = n } }
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(s *settings) { s.userAgent = ua } }
+
+// DefaultUserAgent is sent unless WithUserAgent says otherwise.
+const DefaultUserAgent = "agentgate-go-client/1"
+
+// New returns a client for the API at endpoint: the deployed REST API's
+// URL including the stage (the stack's ApiUrl output), or the local
+// server's. Without WithBearerToken or WithAWSConfig, requests are signed
+// with SigV4 from the default AWS credential chain.
+func New(endpoint string, opts ...Option) (*Client, error) {
+	var s settings
+	for _, o := range opts {
+		o(&s)
+	}
+	u, err := url.Parse(strings.TrimRight(endpoint, "/"))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("client: endpoint %q is not an http(s) URL", endpoint)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("client: endpoint %q has a query or fragment", endpoint)
+	}
+	c := &Client{base: u, http: s.httpClient, pollMin: s.pollMin, pollMax: s.pollMax, userAgent: s.userAgent, pageSize: s.pageSize}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: 30 * time.Second}
+	}
+	if c.pollMin <= 0 {
+		c.pollMin = 250 * time.Millisecond
+	}
+	if c.pollMax < c.pollMin {
+		c.pollMax = max(5*time.Second, c.pollMin)
+	}
+	if c.userAgent == "" {
+		c.userAgent = DefaultUserAgent
+	}
+	switch {
+	case s.token != "" && (s.aws != nil || s.defaultAWS):
+		return nil, errors.New("client: give a bearer token or AWS credentials, not both")
+	case s.token != "":
+		tok := s.token
+		c.auth = func(_ context.Context, req *http.Request, _ []byte) error {
+			req.Header.Set("Authorization", "Bearer "+tok)
+			return nil
+		}
+	default:
+		cfg := s.aws
+		if cfg == nil {
+			loaded, err := config.LoadDefaultConfig(context.Background())
+			if err != nil {
+				return nil, fmt.Errorf("client: load AWS configuration: %w", err)
+			}
+			cfg = &loaded
+		}
+		region := s.region
+		if region == "" {
+			region = RegionOf(u.Host)
+		}
+		if region == "" {
+			region = cfg.Region
+		}
+		if region == "" {
+			return nil, errors.New("client: no region for SigV4: set AWS_REGION or use WithRegion")
+		}
+		if cfg.Credentials == nil {
+			return nil, errors.New("client: the AWS configuration has no credentials")
+		}
+		c.auth = sigV4(aws.NewCredentialsCache(cfg.Credentials), region, v4.NewSigner())
+	}
+	return c, nil
+}
+
+// RegionOf returns the region of an API Gateway host
+// ({api}.execute-api.{region}.amazonaws.com[.cn]), or "".
+func RegionOf(host string) string {
+	host, _, _ = strings.Cut(host, ":")
+	parts := strings.Split(host, ".")
+	for i := 0; i+2 < len(parts); i++ {
+		if parts[i] == "execute-api" && strings.HasPrefix(parts[i+2], "amazonaws") {
+			return parts[i+1]
+		}
+	}
+	return ""
+}
+
+// SigningService is the SigV4 service name of API Gateway.
+const SigningService = "execute-api"
+
+// sigV4 signs a request for API Gateway with credentials from creds.
+func sigV4(creds aws.CredentialsProvider, region string, signer *v4.Signer) func(context.Context, *http.Request, []byte) error {
+	return func(ctx context.Context, req *http.Request, body []byte) error {
+		cr, err := creds.Retrieve(ctx)
+		if err != nil {
+			return fmt.Errorf("retrieve AWS credentials: %w", err)
+		}
+		sum := sha256.Sum256(body)
+		return signer.SignHTTP(ctx, cr, req, hex.EncodeToString(sum[:]), SigningService, region, time.Now().UTC())
+	}
+}
+
+// Error is an error answer of the API: its HTTP status, the API's code and
+// message. Code is empty when the answer did not come from agentgate (API
+// Gateway refusing a signature or throttling, a proxy).
+type Error struct {
+	StatusCode int
+	Code       string
+	Message    string
+	// RequestID is API Gateway's request id, when the answer has one.
+	RequestID string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	code := e.Code
+	if code == "" {
+		code = strings.ToLower(strings.ReplaceAll(http.StatusText(e.StatusCode), " ", "_"))
+	}
+	return fmt.Sprintf("%s (HTTP %d %s)", e.Message, e.StatusCode, code)
+}
+
+// The codes of Error.Code.
+const (
+	CodeBadRequest           = "bad_request"
+	CodeInvalid              = "invalid"
+	CodeUnauthorized         = "unauthorized"
+	CodeForbidden            = "forbidden"
+	CodeNotFound             = "not_found"
+	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeConflict             = "conflict"
+	CodeGone                 = "gone"
+	CodeTooLarge             = "too_large"
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeUnprocessable        = "unprocessable"
+	CodeInternal             = "internal"
+)
+
+// ErrorCode returns the API code of err (an *Error in its chain), or "".
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// resolve turns an API path ("/runs/x") into a URL under the endpoint.
+func (c *Client) resolve(path string) *url.URL {
+	p, q, _ := strings.Cut(path, "?")
+	u := *c.base
+	u.Path = strings.TrimRight(c.base.Path, "/") + p
+	u.RawPath = ""
+	u.RawQuery = q
+	return &u
+}
+
+// do sends one request and decodes a JSON answer into out; any status
+// outside 2xx is an *Error.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = b
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.resolve(path).String(), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	} else {
+		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if err := c.auth(ctx, req, body); err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return errorOf(resp, b)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// errorOf reads an error answer: agentgate's {"error":{code,message}},
+// API Gateway's {"message"} or {"Message"}, or anything else.
+func errorOf(resp *http.Response, b []byte) *Error {
+	e := &Error{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Amzn-Requestid")}
+	var ours struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Message  string `json:"message"`
+		MessageU string `json:"Message"`
+	}
+	if json.Unmarshal(b, &ours) == nil {
+		switch {
+		case ours.Error != nil:
+			e.Code, e.Message = ours.Error.Code, ours.Error.Message
+		case ours.Message != "":
+			e.Message = ours.Message
+		case ours.MessageU != "":
+			e.Message = ours.MessageU
+		}
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}

@@ -1,0 +1,224 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// StartRun starts a run (POST /runs). The answer comes at once, with the
+// run QUEUED; use Wait to follow it.
+func (c *Client) StartRun(ctx context.Context, req StartRunRequest) (*Run, error) {
+	var r Run
+	if err := c.do(ctx, "POST", "/runs", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Run returns a run (GET /runs/{id}).
+func (c *Client) Run(ctx context.Context, id string) (*Run, error) {
+	var r Run
+	if err := c.do(ctx, "GET", "/runs/"+url.PathEscape(id), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// EventsPage returns one page of a run's events with Seq > after (limit
+// 1 to 1000; 0: the server's default).
+func (c *Client) EventsPage(ctx context.Context, id string, after int64, limit int) (*EventPage, error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/runs/" + url.PathEscape(id) + "/events"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return c.eventsAt(ctx, path)
+}
+
+func (c *Client) eventsAt(ctx context.Context, path string) (*EventPage, error) {
+	var p EventPage
+	if err := c.do(ctx, "GET", path, nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Events iterates over a run's events with Seq > after, in order,
+// following the pages; it stops at the first error, which it yields.
+func (c *Client) Events(ctx context.Context, id string, after int64) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		size := c.pageSize
+		if size <= 0 {
+			size = 1000
+		}
+		p, err := c.EventsPage(ctx, id, after, size)
+		for {
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			for _, ev := range p.Events {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			if p.Next == "" || len(p.Events) == 0 {
+				return
+			}
+			p, err = c.eventsAt(ctx, p.Next)
+		}
+	}
+}
+
+// Decide decides the held turn (POST /runs/{id}/decision). The decision's
+// TurnDigest must be the one the decider reviewed: a run that moved on
+// answers an *Error with code conflict.
+func (c *Client) Decide(ctx context.Context, id string, d Decision) (*Run, error) {
+	var r Run
+	if err := c.do(ctx, "POST", "/runs/"+url.PathEscape(id)+"/decision", d, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Cancel cancels a run (POST /runs/{id}/cancel).
+func (c *Client) Cancel(ctx context.Context, id string) (*Run, error) {
+	var r Run
+	if err := c.do(ctx, "POST", "/runs/"+url.PathEscape(id)+"/cancel", nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// SubmitToolResults submits the results of a run's client-tool calls (POST
+// /runs/{id}/tool-results; planned, issue #13: servers answer 404 until it
+// lands).
+func (c *Client) SubmitToolResults(ctx context.Context, id string, res ToolResults) (*Run, error) {
+	var r Run
+	if err := c.do(ctx, "POST", "/runs/"+url.PathEscape(id)+"/tool-results", res, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// PendingApprovalsPage returns one page of the caller's approval inbox
+// (GET /approvals; planned, issue #16: servers answer 404 until it lands).
+// cursor is the previous page's NextCursor ("" for the first); limit 0 is
+// the server's default.
+func (c *Client) PendingApprovalsPage(ctx context.Context, cursor string, limit int) (*ApprovalPage, error) {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/approvals"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var p ApprovalPage
+	if err := c.do(ctx, "GET", path, nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// PendingApprovals iterates over the caller's approval inbox, newest
+// first, following the pages; it stops at the first error, which it
+// yields.
+func (c *Client) PendingApprovals(ctx context.Context) iter.Seq2[PendingApproval, error] {
+	return func(yield func(PendingApproval, error) bool) {
+		cursor := ""
+		for {
+			p, err := c.PendingApprovalsPage(ctx, cursor, c.pageSize)
+			if err != nil {
+				yield(PendingApproval{}, err)
+				return
+			}
+			for _, a := range p.Approvals {
+				if !yield(a, nil) {
+					return
+				}
+			}
+			if p.NextCursor == "" || len(p.Approvals) == 0 {
+				return
+			}
+			cursor = p.NextCursor
+		}
+	}
+}
+
+// ErrRunEnded is returned (wrapped) by Wait when the run ended in a status
+// it was not waiting for.
+var ErrRunEnded = errors.New("the run ended")
+
+// Wait polls a run until its status is one of statuses (any terminal
+// status when none is given) and returns it. Polling backs off from the
+// client's minimum to its maximum interval (WithPollInterval), with
+// jitter. A run that ends in another status returns the run and an error
+// wrapping ErrRunEnded; throttling (429), server errors (5xx) and network
+// errors are retried until ctx ends; other API errors end the wait.
+func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run, error) {
+	delay := c.pollMin
+	var last *Run
+	for {
+		r, err := c.Run(ctx, id)
+		switch {
+		case err == nil:
+			last = r
+			if slices.Contains(statuses, r.Status) || len(statuses) == 0 && r.Status.Terminal() {
+				return r, nil
+			}
+			if r.Status.Terminal() {
+				return r, fmt.Errorf("run %s is %s (%s), not %v: %w", id, r.Status, r.TerminationReason, statuses, ErrRunEnded)
+			}
+		case ctx.Err() != nil:
+			return last, waitEnded(ctx, id, last, err)
+		case !retryable(err):
+			return nil, err
+		}
+		// Jitter over the upper half keeps concurrent waiters apart.
+		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return last, waitEnded(ctx, id, last, err)
+		case <-t.C:
+		}
+		delay = min(delay*3/2, c.pollMax)
+	}
+}
+
+// waitEnded is Wait's error when ctx ends: it wraps ctx.Err() and says
+// where the run stood.
+func waitEnded(ctx context.Context, id string, last *Run, lastErr error) error {
+	switch {
+	case last != nil:
+		return fmt.Errorf("wait for run %s: %w (status %s)", id, ctx.Err(), last.Status)
+	case lastErr != nil:
+		return fmt.Errorf("wait for run %s: %w (last error: %v)", id, ctx.Err(), lastErr)
+	}
+	return fmt.Errorf("wait for run %s: %w", id, ctx.Err())
+}
+
+func retryable(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.StatusCode == 429 || e.StatusCode >= 500
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,308 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where a run stands.
+type Status string
+
+// The statuses of a run. COMPLETED, FAILED, CANCELLED and EXPIRED are
+// terminal.
+const (
+	StatusQueued    Status = "QUEUED"
+	StatusRunning   Status = "RUNNING"
+	StatusWaiting   Status = "WAITING_FOR_APPROVAL"
+	StatusResuming  Status = "RESUMING"
+	StatusCompleted Status = "COMPLETED"
+	StatusFailed    Status = "FAILED"
+	StatusCancelled Status = "CANCELLED"
+	StatusExpired   Status = "EXPIRED"
+	// StatusWaitingForToolResults: the run waits for the caller to execute
+	// its client tools and submit the results (planned, issue #13).
+	StatusWaitingForToolResults Status = "WAITING_FOR_TOOL_RESULTS"
+)
+
+// Terminal reports whether s ends the run.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// Effect is a tool's declared effect.
+type Effect string
+
+// The effects.
+const (
+	EffectRead  Effect = "read"
+	EffectWrite Effect = "write"
+)
+
+// Action is what a decision does with a turn or a call.
+type Action string
+
+// The actions; edit is per call only.
+const (
+	Approve Action = "approve"
+	Deny    Action = "deny"
+	Edit    Action = "edit"
+)
+
+// Block is one content block of a message: text uses Text; tool_use uses
+// ID, Name and Input; tool_result uses ToolUseID, Content and IsError.
+type Block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   string          `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+}
+
+// Message is one message of an opening conversation.
+type Message struct {
+	// Role is "user" or "assistant".
+	Role    string  `json:"role"`
+	Content []Block `json:"content"`
+}
+
+// ClientTool is a tool the caller executes itself (planned, issue #13).
+type ClientTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Effect      Effect          `json:"effect"`
+	// RequiresApproval asks for approval even for a read.
+	RequiresApproval bool `json:"requires_approval,omitempty"`
+}
+
+// StartRunRequest is the body of POST /runs. Give Prompt or Messages, not
+// both, and at least one approver.
+type StartRunRequest struct {
+	Prompt   string    `json:"prompt,omitempty"`
+	Messages []Message `json:"messages,omitempty"`
+	System   string    `json:"system,omitempty"`
+	// Model must be one of the deployment's allowed models; empty: the
+	// configured model.
+	Model        string   `json:"model,omitempty"`
+	AllowedTools []string `json:"allowed_tools,omitempty"`
+	// Approvers may decide the run: e-mail addresses get approval links,
+	// other principals (IAM ARNs, local names) decide through the API.
+	Approvers []string `json:"approvers"`
+	// ApprovalTTLSeconds is the approval window (60 s to 7 days; 0: the
+	// deployment's default).
+	ApprovalTTLSeconds int64 `json:"approval_ttl_seconds,omitempty"`
+	MaxIterations      int   `json:"max_iterations,omitempty"`
+	MaxTokens          int64 `json:"max_tokens,omitempty"`
+	MaxOutputTokens    int   `json:"max_output_tokens,omitempty"`
+	// DenialEndsRun ends the run when any call is denied.
+	DenialEndsRun bool `json:"denial_ends_run,omitempty"`
+	// FourEyes forbids the initiator to decide, even when listed.
+	FourEyes bool              `json:"four_eyes,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+
+	// ClientTools, ToolResultsTTLSeconds and ToolExecutors declare tools the
+	// caller executes (planned, issue #13: servers refuse them until then).
+	ClientTools           []ClientTool `json:"client_tools,omitempty"`
+	ToolResultsTTLSeconds int64        `json:"tool_results_ttl_seconds,omitempty"`
+	ToolExecutors         []string     `json:"tool_executors,omitempty"`
+	// WebhookURL and WebhookEvents ask for signed webhooks (planned, #13).
+	WebhookURL    string   `json:"webhook_url,omitempty"`
+	WebhookEvents []string `json:"webhook_events,omitempty"`
+	// RequiredApprovals is a quorum of distinct persons (planned, #14).
+	RequiredApprovals int `json:"required_approvals,omitempty"`
+}
+
+// Counters are a run's running totals.
+type Counters struct {
+	Iterations   int64 `json:"iterations"`
+	ModelCalls   int64 `json:"model_calls"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	ToolCalls    int64 `json:"tool_calls"`
+}
+
+// PendingCall is one tool call of the held turn.
+type PendingCall struct {
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	// Input is the call's JSON arguments.
+	Input json.RawMessage `json:"input,omitempty"`
+	// NeedsApproval is false for read-only siblings, which run on resume.
+	NeedsApproval bool   `json:"needs_approval"`
+	Effect        Effect `json:"effect,omitempty"`
+	// Preview is a human-readable preview of a write (a unified diff for
+	// the document tools).
+	Preview string `json:"preview,omitempty"`
+	// Rule is the policy rule that made the call need approval (planned,
+	// issue #14).
+	Rule string `json:"rule,omitempty"`
+}
+
+// Pending is what waits for approval.
+type Pending struct {
+	SuspensionID string `json:"suspension_id"`
+	// TurnDigest binds a decision to exactly these calls.
+	TurnDigest string        `json:"turn_digest"`
+	Deadline   time.Time     `json:"deadline"`
+	Calls      []PendingCall `json:"calls"`
+}
+
+// CallDecision decides one call.
+type CallDecision struct {
+	CallID string `json:"call_id"`
+	Action Action `json:"action"`
+	// Message is the reason of a denial (shown to the model).
+	Message string `json:"message,omitempty"`
+	// Input holds the edited arguments with Edit.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Remember "run" approves later calls of the tool in this run
+	// (planned, issue #14).
+	Remember string `json:"remember,omitempty"`
+}
+
+// Decision is a decision on a held turn: Action for the whole turn, or one
+// CallDecision per call that needs approval.
+type Decision struct {
+	TurnDigest string         `json:"turn_digest"`
+	Action     Action         `json:"action,omitempty"`
+	Message    string         `json:"message,omitempty"`
+	Calls      []CallDecision `json:"calls,omitempty"`
+}
+
+// ApproveTurn approves every call of the turn with the given digest.
+func ApproveTurn(digest string) Decision { return Decision{TurnDigest: digest, Action: Approve} }
+
+// DenyTurn denies every call of the turn with the given digest.
+func DenyTurn(digest, message string) Decision {
+	return Decision{TurnDigest: digest, Action: Deny, Message: message}
+}
+
+// RecordedDecision is a decision as recorded on the run.
+type RecordedDecision struct {
+	By string `json:"by"`
+	// Via is "api" or "link".
+	Via      string    `json:"via"`
+	At       time.Time `json:"at"`
+	Decision Decision  `json:"decision"`
+}
+
+// Output is the final output of a settled run.
+type Output struct {
+	Text   string `json:"text,omitempty"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// RunLinks are the run's routes, relative to the API's base URL.
+type RunLinks struct {
+	Self        string `json:"self"`
+	Events      string `json:"events"`
+	Decision    string `json:"decision"`
+	Cancel      string `json:"cancel"`
+	ToolResults string `json:"tool_results,omitempty"`
+}
+
+// Vote is one approver's vote (planned, issue #14).
+type Vote struct {
+	By     string    `json:"by"`
+	Action Action    `json:"action"`
+	At     time.Time `json:"at"`
+	Via    string    `json:"via"`
+}
+
+// ClientCall is a client-tool call handed to the caller (planned, #13).
+type ClientCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// PendingToolResults are the client calls the caller must execute
+// (planned, issue #13).
+type PendingToolResults struct {
+	ToolResultsID string       `json:"tool_results_id"`
+	Deadline      time.Time    `json:"deadline"`
+	Calls         []ClientCall `json:"calls"`
+}
+
+// Run is an agent run.
+type Run struct {
+	ID                string            `json:"id"`
+	Status            Status            `json:"status"`
+	TerminationReason string            `json:"termination_reason,omitempty"`
+	Version           int64             `json:"version"`
+	CreatedAt         time.Time         `json:"created_at"`
+	UpdatedAt         time.Time         `json:"updated_at"`
+	Initiator         string            `json:"initiator"`
+	Approvers         []string          `json:"approvers"`
+	Counters          Counters          `json:"counters"`
+	Pending           *Pending          `json:"pending,omitempty"`
+	Decision          *RecordedDecision `json:"decision,omitempty"`
+	Output            *Output           `json:"output,omitempty"`
+	Metadata          map[string]string `json:"metadata,omitempty"`
+	Links             RunLinks          `json:"links"`
+
+	// ToolResults, Votes, VotesNeeded and WebhookURL are planned (#13, #14).
+	ToolResults *PendingToolResults `json:"tool_results,omitempty"`
+	Votes       []Vote              `json:"votes,omitempty"`
+	VotesNeeded *int                `json:"votes_needed,omitempty"`
+	WebhookURL  string              `json:"webhook_url,omitempty"`
+}
+
+// Event is one step of a run's audit trail.
+type Event struct {
+	RunID string    `json:"run_id"`
+	Seq   int64     `json:"seq"`
+	Type  string    `json:"type"`
+	At    time.Time `json:"at"`
+	Actor string    `json:"actor,omitempty"`
+	// Data depends on Type.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// EventPage is one page of events; Next is the path of the next page, empty
+// on the last.
+type EventPage struct {
+	Events []Event `json:"events"`
+	Next   string  `json:"next,omitempty"`
+}
+
+// ToolResult is the result of one client-tool call.
+type ToolResult struct {
+	CallID  string `json:"call_id"`
+	Content string `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// ToolResults is the body of POST /runs/{id}/tool-results (planned, #13).
+type ToolResults struct {
+	ToolResultsID string       `json:"tool_results_id"`
+	Results       []ToolResult `json:"results"`
+}
+
+// PendingApproval is one entry of the caller's approval inbox (planned,
+// issue #16).
+type PendingApproval struct {
+	RunID        string    `json:"run_id"`
+	SuspensionID string    `json:"suspension_id"`
+	TurnDigest   string    `json:"turn_digest,omitempty"`
+	Initiator    string    `json:"initiator"`
+	Purpose      string    `json:"purpose"`
+	Tools        []string  `json:"tools"`
+	Deadline     time.Time `json:"deadline"`
+	SuspendedAt  time.Time `json:"suspended_at"`
+	VotesNeeded  int       `json:"votes_needed"`
+}
+
+// ApprovalPage is one page of the inbox; NextCursor is empty on the last.
+type ApprovalPage struct {
+	Approvals  []PendingApproval `json:"approvals"`
+	NextCursor string            `json:"next_cursor,omitempty"`
+}

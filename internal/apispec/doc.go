@@ -1,0 +1,13 @@
+// Package apispec is the test side of openapi.yaml: it loads the spec (whole,
+// or without its planned parts), lists its operations for the tests that
+// compare the route table, the README and the CDK REST API with it, and
+// validates API traffic against it with kin-openapi's openapi3filter.
+//
+// A Validator wraps an API Gateway proxy handler (Handler) or an HTTP
+// client's transport (Transport). Every exchange is checked: the request
+// against the operation it names, the response against the responses the
+// operation declares (an undeclared status, header, content type or field
+// fails), and the two against each other: a request the spec refuses must
+// get a 4xx, and a request the spec accepts must not be refused as
+// malformed. Coverage lists the declared responses a suite never saw.
+package apispec

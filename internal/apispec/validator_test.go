@@ -1,0 +1,128 @@
+package apispec_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentgate/agentgate/internal/apispec"
+)
+
+const runJSON = `{"id":"r1","status":"QUEUED","version":1,"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z",
+"initiator":"alice","approvers":["bob"],"counters":{"iterations":0,"model_calls":0,"input_tokens":0,"output_tokens":0,"tool_calls":0},
+"links":{"self":"/runs/r1","events":"/runs/r1/events","decision":"/runs/r1/decision","cancel":"/runs/r1/cancel"}}`
+
+func apiHeaders(extra ...string) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		h.Set(extra[i], extra[i+1])
+	}
+	return h
+}
+
+func exchange(t *testing.T, method, path, reqBody string, status int, h http.Header, body string) apispec.Exchange {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://127.0.0.1:1"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reqBody != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return apispec.Exchange{Request: req, RequestBody: []byte(reqBody), Authenticated: true, Status: status, Header: h, Body: []byte(body)}
+}
+
+// TestValidatorCatches checks that the harness fails exchanges the spec
+// does not describe, and passes the ones it does.
+func TestValidatorCatches(t *testing.T) {
+	v := apispec.MustValidator(t)
+	start := `{"prompt":"x","approvers":["bob"]}`
+	errBody := func(code string) string { return `{"error":{"code":"` + code + `","message":"m"}}` }
+	tests := []struct {
+		name    string
+		x       apispec.Exchange
+		wantErr string // "" = valid
+	}{
+		{"described start", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/runs/r1"), runJSON), ""},
+		{"missing Location", exchange(t, "POST", "/runs", start, 202, apiHeaders(), runJSON), "Location"},
+		{"undeclared status", exchange(t, "POST", "/runs", start, 409, apiHeaders(), errBody("conflict")), "status is not supported"},
+		{"undescribed field", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/runs/r1"),
+			strings.Replace(runJSON, `"version":1`, `"version":1,"colour":"red"`, 1)), "does not describe this response"},
+		{"wrong content type", exchange(t, "GET", "/runs/r1", "", 200, http.Header{"Content-Type": {"text/plain"},
+			"Cache-Control": {"no-store"}, "X-Content-Type-Options": {"nosniff"}}, runJSON), "does not describe this response"},
+		{"unknown error code", exchange(t, "GET", "/runs/r1", "", 404, apiHeaders(), errBody("missing")), "does not describe this response"},
+		{"error without message", exchange(t, "GET", "/runs/r1", "", 404, apiHeaders(), `{"error":{"code":"not_found"}}`), "does not describe this response"},
+		{"invalid request accepted", exchange(t, "POST", "/runs", `{"prompt":"x"}`, 202, apiHeaders("Location", "/runs/r1"), runJSON), "refuses this request but the server accepted it"},
+		{"invalid request refused", exchange(t, "POST", "/runs", `{"prompt":"x"}`, 422, apiHeaders(), errBody("unprocessable")), ""},
+		{"valid request called malformed", exchange(t, "POST", "/runs", start, 400, apiHeaders(), errBody("bad_request")), "refused it as malformed"},
+		{"planned field accepted", exchange(t, "POST", "/runs", `{"prompt":"x","approvers":["bob"],"webhook_url":"https://example.com/h"}`, 202,
+			apiHeaders("Location", "/runs/r1"), runJSON), "refuses this request but the server accepted it"},
+		{"planned status answered", exchange(t, "GET", "/runs/r1", "", 200, apiHeaders(),
+			strings.Replace(runJSON, "QUEUED", "WAITING_FOR_TOOL_RESULTS", 1)), "does not describe this response"},
+		{"planned route answered", exchange(t, "GET", "/approvals", "", 200, apiHeaders(), `{"approvals":[]}`), "want 404"},
+		{"planned route refused", exchange(t, "GET", "/approvals", "", 404, apiHeaders(), errBody("not_found")), ""},
+		{"405 without Allow", exchange(t, "GET", "/runs", "", 405, apiHeaders(), errBody("method_not_allowed")), "Allow"},
+		{"405 with Allow", exchange(t, "GET", "/runs", "", 405, apiHeaders("Allow", "POST"), errBody("method_not_allowed")), ""},
+		{"HEAD with a body", exchange(t, "HEAD", "/approvals/"+strings.Repeat("a", 43), "", 200, pageHeaders(), "<html>"), "HEAD response has a body"},
+		{"page without CSP", exchange(t, "GET", "/approvals/"+strings.Repeat("a", 43), "", 200, http.Header{"Content-Type": {"text/html; charset=utf-8"}}, "<html>"), "missing"},
+		{"page", exchange(t, "GET", "/approvals/"+strings.Repeat("a", 43), "", 200, pageHeaders(), "<html>"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := v.Check(context.Background(), tt.x)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("want no mismatch, got %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Errorf("want a mismatch mentioning %q, got none", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Errorf("want a mismatch mentioning %q, got %v", tt.wantErr, err)
+			}
+		})
+	}
+}
+
+func pageHeaders() http.Header {
+	return http.Header{
+		"Content-Type":            {"text/html; charset=utf-8"},
+		"Content-Security-Policy": {"default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"},
+		"Referrer-Policy":         {"no-referrer"},
+		"Cache-Control":           {"no-store"},
+		"X-Content-Type-Options":  {"nosniff"},
+		"X-Frame-Options":         {"DENY"},
+	}
+}
+
+// fakeTB records Errorf calls.
+type fakeTB struct {
+	testing.TB
+	errs []string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.errs = append(f.errs, format)
+}
+
+func TestHandlerWrapperReportsMismatch(t *testing.T) {
+	v := apispec.MustValidator(t)
+	tb := &fakeTB{TB: t}
+	h := v.Handler(tb, func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		return events.APIGatewayProxyResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{}`}, nil
+	})
+	ev := events.APIGatewayProxyRequest{HTTPMethod: "GET", Path: "/runs/r1", PathParameters: map[string]string{"id": "r1"}}
+	ev.RequestContext.Identity.UserArn = "arn:aws:iam::123456789012:user/alice"
+	if _, err := h(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.errs) != 1 {
+		t.Fatalf("want one reported mismatch, got %d", len(tb.errs))
+	}
+	seen := v.Seen()["GET /runs/{id}"][200]
+	if seen != 1 {
+		t.Errorf("Seen: got %d for GET /runs/{id} 200, want 1", seen)
+	}
+}

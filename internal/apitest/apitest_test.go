@@ -1,0 +1,309 @@
+package apitest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/apispec"
+	"github.com/agentgate/agentgate/internal/apitest"
+)
+
+// validator is shared by every test of the package, so TestMain can tell
+// which declared responses none of them produced.
+var validator *apispec.Validator
+
+// unreachable are declared responses these tests cannot produce, and why.
+var unreachable = map[string]string{
+	"POST /approvals/{token} 403": "four-eyes through a link: the initiator of a four-eyes run is never mailed a link",
+	"POST /approvals/{token} 400": "an unreadable form is refused by the spec's form decoding too; a browser cannot send one",
+}
+
+func TestMain(m *testing.M) {
+	v, err := apispec.NewValidator()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	validator = v
+	code := m.Run()
+	if code == 0 && !testing.Short() && len(os.Args) > 0 && !strings.Contains(strings.Join(os.Args, " "), "-test.run") {
+		var missing []string
+		for _, r := range v.Unseen(nil, http.StatusInternalServerError) {
+			if unreachable[r] == "" {
+				missing = append(missing, r)
+			}
+		}
+		if len(missing) > 0 {
+			fmt.Fprintf(os.Stderr, "declared responses no test produced (add a case, or list them in unreachable with the reason):\n  %s\n", strings.Join(missing, "\n  "))
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func start(t *testing.T, o apitest.Options) *apitest.Server {
+	o.Validator = validator
+	return apitest.Start(t, o)
+}
+
+// call sends one request as principal ("" = no token) and decodes a JSON answer.
+func call(t *testing.T, s *apitest.Server, c *http.Client, method, path, principal, ctype, body string) (int, map[string]any, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if principal != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token(principal))
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+const jsonCT = "application/json"
+
+func waitStatus(t *testing.T, s *apitest.Server, c *http.Client, id, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, run, _ := call(t, s, c, "GET", "/runs/"+id, "alice", "", "")
+		if run["status"] == want {
+			return run
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %v, want %s", id, run["status"], want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTrafficMatchesSpec drives every route and most errors through the
+// local gateway and handlers; the validator fails the test on any exchange
+// the spec does not describe.
+func TestTrafficMatchesSpec(t *testing.T) {
+	s := start(t, apitest.Options{})
+	c := s.Client(t)
+	start := `{"prompt":"update pricing","approvers":["bob","ops@example.com"],"metadata":{"ticket":"OPS-1"}}`
+
+	status, run, h := call(t, s, c, "POST", "/runs", "alice", jsonCT, start)
+	if status != 202 || h.Get("Location") == "" {
+		t.Fatalf("start: %d %v", status, run)
+	}
+	id := run["id"].(string)
+	run = waitStatus(t, s, c, id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+
+	other := func() string {
+		_, r, _ := call(t, s, c, "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"four_eyes":true}`)
+		return r["id"].(string)
+	}()
+
+	cases := []struct {
+		name, method, path, who, ctype, body string
+		want                                 int
+	}{
+		{"events", "GET", "/runs/" + id + "/events?limit=2", "alice", "", "", 200},
+		{"events bad limit", "GET", "/runs/" + id + "/events?limit=0", "alice", "", "", 400},
+		{"get unauthenticated", "GET", "/runs/" + id, "", "", "", 401},
+		{"get forbidden", "GET", "/runs/" + id, "carol", "", "", 403},
+		{"get unknown", "GET", "/runs/nope", "alice", "", "", 404},
+		{"events forbidden", "GET", "/runs/" + id + "/events", "carol", "", "", 403},
+		{"events unknown", "GET", "/runs/nope/events", "alice", "", "", 404},
+		{"events unauthenticated", "GET", "/runs/" + id + "/events", "", "", "", 401},
+		{"start malformed", "POST", "/runs", "alice", jsonCT, `{"prompt":`, 400},
+		{"start unknown field", "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"colour":"red"}`, 400},
+		{"start unauthenticated", "POST", "/runs", "", jsonCT, start, 401},
+		{"start too large", "POST", "/runs", "alice", jsonCT, `{"prompt":"` + strings.Repeat("x", 300<<10) + `","approvers":["bob"]}`, 413},
+		{"start not json", "POST", "/runs", "alice", "text/plain", start, 415},
+		{"start invalid", "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":[]}`, 422},
+		{"start invalid ttl", "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"approval_ttl_seconds":5}`, 422},
+		{"decide malformed", "POST", "/runs/" + id + "/decision", "bob", jsonCT, `[]`, 400},
+		{"decide unauthenticated", "POST", "/runs/" + id + "/decision", "", jsonCT, `{"turn_digest":"` + digest + `","action":"approve"}`, 401},
+		{"decide not approver", "POST", "/runs/" + id + "/decision", "carol", jsonCT, `{"turn_digest":"` + digest + `","action":"approve"}`, 403},
+		{"decide unknown", "POST", "/runs/nope/decision", "bob", jsonCT, `{"turn_digest":"` + digest + `","action":"approve"}`, 404},
+		{"decide stale digest", "POST", "/runs/" + id + "/decision", "bob", jsonCT, `{"turn_digest":"` + strings.Repeat("0", 64) + `","action":"approve"}`, 409},
+		{"decide too large", "POST", "/runs/" + id + "/decision", "bob", jsonCT, `{"turn_digest":"` + strings.Repeat("0", 70<<10) + `"}`, 413},
+		{"decide not json", "POST", "/runs/" + id + "/decision", "bob", "text/plain", `x`, 415},
+		{"decide unknown call", "POST", "/runs/" + id + "/decision", "bob", jsonCT, `{"turn_digest":"` + digest + `","calls":[{"call_id":"nope","action":"approve"}]}`, 422},
+		{"cancel body", "POST", "/runs/" + other + "/cancel", "alice", jsonCT, `{"x":1}`, 400},
+		{"cancel unauthenticated", "POST", "/runs/" + other + "/cancel", "", "", "", 401},
+		{"cancel forbidden", "POST", "/runs/" + other + "/cancel", "carol", "", "", 403},
+		{"cancel unknown", "POST", "/runs/nope/cancel", "alice", "", "", 404},
+		{"cancel too large", "POST", "/runs/" + other + "/cancel", "alice", jsonCT, strings.Repeat(" ", 2000), 413},
+		{"method not allowed", "GET", "/runs", "alice", "", "", 405},
+		{"no route", "GET", "/nowhere", "alice", "", "", 404},
+		{"planned route", "POST", "/runs/" + id + "/tool-results", "alice", jsonCT, `{}`, 404},
+		{"planned inbox", "GET", "/approvals", "bob", "", "", 404},
+		{"bad token", "GET", "/runs/" + id, "", "", "", 401},
+		{"health", "GET", "/healthz", "", "", "", 200},
+		{"decide", "POST", "/runs/" + id + "/decision", "bob", jsonCT, `{"turn_digest":"` + digest + `","action":"approve"}`, 202},
+		{"decide again", "POST", "/runs/" + id + "/decision", "bob", jsonCT, `{"turn_digest":"` + digest + `","action":"approve"}`, 409},
+		{"cancel", "POST", "/runs/" + other + "/cancel", "alice", "", "", 200},
+		{"cancel again", "POST", "/runs/" + other + "/cancel", "alice", jsonCT, `{}`, 409},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out, _ := call(t, s, c, tt.method, tt.path, tt.who, tt.ctype, tt.body)
+			if status != tt.want {
+				t.Errorf("got %d, want %d: %v", status, tt.want, out)
+			}
+		})
+	}
+	done := waitStatus(t, s, c, id, "COMPLETED")
+	if done["output"] == nil {
+		t.Errorf("completed run has no output: %v", done)
+	}
+	status, page, _ := call(t, s, c, "GET", "/runs/"+id+"/events?limit=1000", "alice", "", "")
+	if status != 200 || len(page["events"].([]any)) < 5 {
+		t.Errorf("events: %d %v", status, page)
+	}
+}
+
+// clock is a settable test clock.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+func form(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v.Set(kv[i], kv[i+1])
+	}
+	return v.Encode()
+}
+
+const formCT = "application/x-www-form-urlencoded"
+
+// TestLinkPagesMatchSpec drives the approval-link routes: pages, the form
+// and every page status.
+func TestLinkPagesMatchSpec(t *testing.T) {
+	clk := &clock{}
+	s := start(t, apitest.Options{Now: clk.now})
+	c := s.Client(t)
+	newWaiting := func() (id, digest, link string) {
+		t.Helper()
+		before := len(s.Links("ops@example.com"))
+		_, run, _ := call(t, s, c, "POST", "/runs", "alice", jsonCT, `{"prompt":"update","approvers":["ops@example.com","bob"],"approval_ttl_seconds":600}`)
+		id = run["id"].(string)
+		run = waitStatus(t, s, c, id, "WAITING_FOR_APPROVAL")
+		deadline := time.Now().Add(30 * time.Second)
+		for len(s.Links("ops@example.com")) == before {
+			if time.Now().After(deadline) {
+				t.Fatal("no approval link was mailed")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		links := s.Links("ops@example.com")
+		u, err := url.Parse(links[len(links)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, run["pending"].(map[string]any)["turn_digest"].(string), u.Path
+	}
+	id, digest, link := newWaiting()
+	bogus := "/approvals/" + strings.Repeat("A", 43)
+	cases := []struct {
+		name, method, path, ctype, body string
+		want                            int
+	}{
+		{"page", "GET", link, "", "", 200},
+		{"head", "HEAD", link, "", "", 200},
+		{"unknown link", "GET", bogus, "", "", 404},
+		{"unknown link head", "HEAD", bogus, "", "", 404},
+		{"malformed link", "GET", "/approvals/short", "", "", 404},
+		{"post unknown link", "POST", bogus, formCT, form("digest", digest, "action", "approve"), 404},
+		{"post not a form", "POST", link, "text/plain", "action=approve", 415},
+		{"post too large", "POST", link, formCT, form("digest", digest, "action", "deny", "message", strings.Repeat("x", 17<<10)), 413},
+		{"post no digest", "POST", link, formCT, form("action", "approve"), 422},
+		{"post undecided call", "POST", link, formCT, form("digest", digest, "action", "per_call"), 422},
+		{"post approve", "POST", link, formCT, form("digest", digest, "action", "approve"), 200},
+		{"page after decision", "GET", link, "", "", 409},
+		{"head after decision", "HEAD", link, "", "", 409},
+		{"post after decision", "POST", link, formCT, form("digest", digest, "action", "approve"), 409},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, h := call(t, s, c, tt.method, tt.path, "", tt.ctype, tt.body)
+			if status != tt.want {
+				t.Errorf("got %d, want %d", status, tt.want)
+			}
+			if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+				t.Errorf("Content-Type %q, want an HTML page", ct)
+			}
+		})
+	}
+	waitStatus(t, s, c, id, "COMPLETED")
+
+	// Past the deadline: the page, the form and the API answer "gone".
+	id, digest, link = newWaiting()
+	clk.advance(11 * time.Minute)
+	for _, tt := range []struct {
+		name, method, path, who, ctype, body string
+	}{
+		{"expired page", "GET", link, "", "", ""},
+		{"expired head", "HEAD", link, "", "", ""},
+		{"expired form", "POST", link, "", formCT, form("digest", digest, "action", "approve")},
+		{"expired decision", "POST", "/runs/" + id + "/decision", "bob", jsonCT, `{"turn_digest":"` + digest + `","action":"approve"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if status, out, _ := call(t, s, c, tt.method, tt.path, tt.who, tt.ctype, tt.body); status != 410 {
+				t.Errorf("got %d, want 410: %v", status, out)
+			}
+		})
+	}
+}
+
+// TestServerRoutesMatchSpec checks the server's routing against the spec:
+// every current operation reaches a handler (no "no route" 404, no 405),
+// with the API's own answer.
+func TestServerRoutesMatchSpec(t *testing.T) {
+	s := start(t, apitest.Options{})
+	c := s.Client(t)
+	_, run, _ := call(t, s, c, "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"]}`)
+	id := run["id"].(string)
+	doc, err := apispec.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range apispec.Operations(doc) {
+		t.Run(op.String(), func(t *testing.T) {
+			path := strings.NewReplacer("{id}", id, "{token}", strings.Repeat("A", 43)).Replace(op.Path)
+			status, out, h := call(t, s, c, op.Method, path, "carol", "", "")
+			if status == http.StatusMethodNotAllowed {
+				t.Fatalf("%s answered 405", op)
+			}
+			if status == http.StatusNotFound && strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+				if msg, _ := out["error"].(map[string]any)["message"].(string); strings.HasPrefix(msg, "no route") {
+					t.Fatalf("%s is not routed: %v", op, out)
+				}
+			}
+		})
+	}
+}
