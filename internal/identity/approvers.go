@@ -1,0 +1,260 @@
+package identity
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxApproverEntries bounds an approver list (runs and rules).
+const MaxApproverEntries = 20
+
+// ApproverList is a resolved list of approver entries: principals and
+// "group:<name>" groups. Build it with RunApprovers or ResolveApprovers.
+type ApproverList struct {
+	entries []approverEntry
+}
+
+type approverEntry struct {
+	text    string
+	group   *Group  // set for group entries
+	subject Subject // set for principal entries
+}
+
+// Entries returns the entries as written.
+func (l *ApproverList) Entries() []string {
+	if l == nil {
+		return nil
+	}
+	out := make([]string, len(l.entries))
+	for i, e := range l.entries {
+		out[i] = e.text
+	}
+	return out
+}
+
+// Len returns the number of entries.
+func (l *ApproverList) Len() int {
+	if l == nil {
+		return 0
+	}
+	return len(l.entries)
+}
+
+// RunApprovers resolves the approvers a run names. On a deployment whose
+// directory sets group_approvers_only, every entry must be a group. The
+// error names the entry (approvers[1] "x": ...) and is meant for the API
+// caller (422).
+func (d *Directory) RunApprovers(entries []string) (*ApproverList, error) {
+	return d.resolve("approvers", entries, d.GroupApproversOnly())
+}
+
+// ResolveApprovers resolves an approver list without the group-only rule:
+// for the lists of deployment policy rules (the deployment chose them) and
+// for a stored run's list at decision time (group_approvers_only governs
+// what a new run may name; turning it on does not strand waiting runs).
+// field names the list in errors. A list that no longer resolves (a group
+// was removed, an alias became a service account) is an error, and callers
+// refuse the decision.
+func (d *Directory) ResolveApprovers(field string, entries []string) (*ApproverList, error) {
+	return d.resolve(field, entries, false)
+}
+
+func (d *Directory) resolve(field string, entries []string, groupsOnly bool) (*ApproverList, error) {
+	if len(entries) > MaxApproverEntries {
+		return nil, fmt.Errorf("%s: %d entries, at most %d allowed", field, len(entries), MaxApproverEntries)
+	}
+	l := &ApproverList{}
+	seen := map[string]int{}
+	for i, text := range entries {
+		where := fmt.Sprintf("%s[%d] %q", field, i, text)
+		var e approverEntry
+		if name, ok := strings.CutPrefix(text, GroupPrefix); ok {
+			g, found := d.Group(name)
+			if !found {
+				return nil, fmt.Errorf("%s: no such group in the directory", where)
+			}
+			e = approverEntry{text: text, group: g}
+			if j, dup := seen["group:"+name]; dup {
+				return nil, fmt.Errorf("%s: listed twice (also %s[%d])", where, field, j)
+			}
+			seen["group:"+name] = i
+		} else {
+			if groupsOnly {
+				return nil, fmt.Errorf("%s: this deployment requires approvers to be groups (group:<name>), so an initiator cannot choose their own approver", where)
+			}
+			p, err := Parse(text)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", where, err)
+			}
+			if p.IsSession() {
+				return nil, fmt.Errorf("%s: every session of a role is the same principal; name the role ARN instead", where)
+			}
+			s := d.Lookup(p)
+			if s.IsServiceAccount() {
+				return nil, fmt.Errorf("%s: is service account %q; service accounts never decide", where, s.Service.ID)
+			}
+			e = approverEntry{text: p.String(), subject: s}
+			if j, dup := seen[s.Key()]; dup {
+				return nil, fmt.Errorf("%s: the same person as %s[%d]", where, field, j)
+			}
+			seen[s.Key()] = i
+		}
+		l.entries = append(l.entries, e)
+	}
+	return l, nil
+}
+
+// Requirement is who may decide one pending call: its tool, its approvers
+// (the matched rule's or the run's) and whether four-eyes applies.
+type Requirement struct {
+	Tool      string
+	Approvers *ApproverList
+	FourEyes  bool
+}
+
+// Reason says why a decision was refused.
+type Reason string
+
+// The reasons MayDecide refuses.
+const (
+	ReasonInvalid        Reason = "invalid"         // no decider, initiator, requirement or tool: fail closed
+	ReasonServiceAccount Reason = "service_account" // service accounts never decide
+	ReasonNotApprover    Reason = "not_approver"    // not named, directly or through a group
+	ReasonToolGate       Reason = "tool_gate"       // an approver, but not for this tool
+	ReasonFourEyes       Reason = "four_eyes"       // the initiator's person, by some alias
+)
+
+// Refusal is the error MayDecide returns; it maps to 403. Message is safe
+// to show to the decider.
+type Refusal struct {
+	Reason  Reason
+	Tool    string
+	Message string
+}
+
+// Error implements error.
+func (r *Refusal) Error() string { return r.Message }
+
+// MayDecide reports whether decider may decide every call described by reqs
+// of a run started by initiator; nil means yes. It fails closed: a zero
+// principal, no requirement, an empty tool or a nil approver list refuse.
+func (d *Directory) MayDecide(decider, initiator Principal, reqs ...Requirement) error {
+	if decider.IsZero() || initiator.IsZero() || len(reqs) == 0 {
+		return &Refusal{Reason: ReasonInvalid, Message: "the decision cannot be authorized: the decider, the initiator or the calls are unknown"}
+	}
+	who := d.Lookup(decider)
+	if who.IsServiceAccount() {
+		return &Refusal{Reason: ReasonServiceAccount, Message: fmt.Sprintf("%s is a service account; service accounts never decide", who)}
+	}
+	init := d.Lookup(initiator)
+	for _, r := range reqs {
+		if r.Tool == "" || r.Approvers == nil {
+			return &Refusal{Reason: ReasonInvalid, Message: "the decision cannot be authorized: a call has no tool or no approvers"}
+		}
+		if r.FourEyes && who.Same(init) {
+			return &Refusal{Reason: ReasonFourEyes, Tool: r.Tool, Message: fmt.Sprintf("four-eyes: %s started this run and cannot decide it; another person must", who)}
+		}
+		named, permitted := r.Approvers.covers(who, r.Tool)
+		switch {
+		case !named:
+			return &Refusal{Reason: ReasonNotApprover, Tool: r.Tool, Message: fmt.Sprintf("%s is not an approver of this call of %s", who, r.Tool)}
+		case !permitted:
+			return &Refusal{Reason: ReasonToolGate, Tool: r.Tool, Message: fmt.Sprintf("%s may not approve calls of %s (the directory limits their approvals to other tools)", who, r.Tool)}
+		}
+	}
+	return nil
+}
+
+// covers reports whether the list names the subject (directly or through a
+// group) and whether one of those entries lets it approve the tool.
+func (l *ApproverList) covers(s Subject, tool string) (named, permitted bool) {
+	if s.Key() == "" || s.IsServiceAccount() {
+		return false, false
+	}
+	for _, e := range l.entries {
+		switch {
+		case e.group != nil:
+			if s.Person == nil || !e.group.Has(s.Person) {
+				continue
+			}
+			named = true
+			if e.group.permits(tool) && s.Person.mayApprove(tool) {
+				return true, true
+			}
+		case e.subject.Same(s):
+			named = true
+			if s.Person == nil || s.Person.mayApprove(tool) {
+				return true, true
+			}
+		}
+	}
+	return named, false
+}
+
+// Eligible is one subject that may decide a set of calls.
+type Eligible struct {
+	Subject Subject
+	// Mailbox is where approval mail goes ("" when the subject decides
+	// through the API only).
+	Mailbox string
+}
+
+// Eligible returns the distinct persons (or bare principals) who may decide
+// every call of reqs, in the order the lists name them: the recipients of
+// approval links, and the pool a quorum is drawn from. A requirement with
+// an empty Tool skips the tool gate (for counting before any call exists).
+func (d *Directory) Eligible(initiator Principal, reqs ...Requirement) []Eligible {
+	if len(reqs) == 0 {
+		return nil
+	}
+	init := d.Lookup(initiator)
+	seen := map[string]bool{}
+	var out []Eligible
+	consider := func(s Subject) {
+		k := s.Key()
+		if k == "" || seen[k] || s.IsServiceAccount() {
+			return
+		}
+		seen[k] = true
+		for _, r := range reqs {
+			if r.Approvers == nil || r.FourEyes && (initiator.IsZero() || s.Same(init)) {
+				return
+			}
+			named, permitted := r.Approvers.covers(s, r.Tool)
+			if !named || r.Tool != "" && !permitted {
+				return
+			}
+		}
+		e := Eligible{Subject: s}
+		if s.Person != nil {
+			e.Mailbox, _ = s.Person.Mailbox()
+		} else {
+			e.Mailbox, _ = s.Principal.Mailbox()
+		}
+		out = append(out, e)
+	}
+	for _, r := range reqs {
+		if r.Approvers == nil {
+			continue
+		}
+		for _, e := range r.Approvers.entries {
+			if e.group != nil {
+				for _, m := range e.group.Members {
+					consider(personSubject(m))
+				}
+				continue
+			}
+			consider(e.subject)
+		}
+	}
+	return out
+}
+
+// personSubject names a person by their first alias.
+func personSubject(p *Person) Subject {
+	s := Subject{Person: p}
+	if len(p.Aliases) > 0 {
+		s.Principal = p.Aliases[0]
+	}
+	return s
+}
