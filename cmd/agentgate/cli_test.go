@@ -43,10 +43,14 @@ type cliEnv struct {
 	url string
 }
 
-func startCLIEnv(t *testing.T) *cliEnv {
+func startCLIEnv(t *testing.T) *cliEnv { t.Helper(); return startCLIEnvOn(t, "") }
+
+// startCLIEnvOn starts the server on a store: "" (embedded) or "aws"
+// (names and endpoint from the environment).
+func startCLIEnvOn(t *testing.T, store string) *cliEnv {
 	t.Helper()
 	s, err := startLocal(context.Background(), serveOptions{
-		addr: "127.0.0.1:0", dir: t.TempDir(), tokens: cliTokens, mailOut: io.Discard,
+		addr: "127.0.0.1:0", dir: t.TempDir(), tokens: cliTokens, mailOut: io.Discard, store: store,
 		logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
