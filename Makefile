@@ -25,10 +25,11 @@ test-unit:
 test-integration:
 	scripts/test.sh integration
 
-## lint: go vet and a gofmt check
+## lint: go vet, a gofmt check, and Redocly's lint of openapi.yaml (scripts/contract.sh)
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	scripts/contract.sh lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^infra/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 fmt:

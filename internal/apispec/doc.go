@@ -9,5 +9,9 @@
 // operation declares (an undeclared status, header, content type or field
 // fails), and the two against each other: a request the spec refuses must
 // get a 4xx, and a request the spec accepts must not be refused as
-// malformed. Coverage lists the declared responses a suite never saw.
+// malformed. Unseen lists the declared responses a suite never saw.
+//
+// Draft4 exports a component schema as a self-contained JSON Schema draft 4
+// document: the API Gateway request models are built from it, so the
+// deployed API refuses exactly the bodies the spec refuses.
 package apispec

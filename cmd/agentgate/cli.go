@@ -1,0 +1,302 @@
+package main
+
+// The API commands (`agentgate runs ...`, `agentgate approvals ...`):
+// shared flags, the client, output helpers. Each command group lives in
+// its own file (cli_runs.go, cli_approvals.go).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentgate/agentgate/client"
+)
+
+// The environment the API commands read.
+const (
+	EnvEndpoint = "AGENTGATE_ENDPOINT"
+	EnvToken    = "AGENTGATE_TOKEN"
+)
+
+// Test hooks: the HTTP client of the API commands (nil: the client's
+// default), their standard input, and whether their output is a terminal.
+var (
+	cliHTTPClient *http.Client
+	cliStdin      io.Reader = os.Stdin
+	cliIsTerminal           = isCharDevice
+)
+
+// subcommand is one verb of a command group.
+type subcommand struct {
+	usage   string // arguments, e.g. "ID [flags]"
+	summary string
+	run     func(ctx context.Context, g *globalFlags, args []string, stdout io.Writer) error
+	// flags adds the verb's own flags.
+	flags func(fs *flag.FlagSet)
+}
+
+// globalFlags are the flags every API command takes.
+type globalFlags struct {
+	endpoint string
+	token    string
+	region   string
+	json     bool
+	fs       *flag.FlagSet
+}
+
+func (g *globalFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.endpoint, "endpoint", "", "API base URL: the deployed ApiUrl (with the stage) or the local server (env "+EnvEndpoint+")")
+	fs.StringVar(&g.token, "token", "", "bearer token of the local server (env "+EnvToken+"); without one, requests are signed with SigV4 from the AWS credential chain")
+	fs.StringVar(&g.region, "region", "", "SigV4 signing region (default: from the endpoint's host, else the AWS configuration)")
+	fs.BoolVar(&g.json, "json", false, "print JSON instead of text")
+	g.fs = fs
+}
+
+func (g *globalFlags) client() (*client.Client, error) {
+	// The environment is read here, not as flag defaults: --help would
+	// print a token default.
+	if g.endpoint == "" {
+		g.endpoint = os.Getenv(EnvEndpoint)
+	}
+	if g.token == "" {
+		g.token = os.Getenv(EnvToken)
+	}
+	if g.endpoint == "" {
+		return nil, fmt.Errorf("no endpoint: pass --endpoint or set %s", EnvEndpoint)
+	}
+	var opts []client.Option
+	if g.token != "" {
+		opts = append(opts, client.WithBearerToken(g.token))
+	}
+	if g.region != "" {
+		opts = append(opts, client.WithRegion(g.region))
+	}
+	if cliHTTPClient != nil {
+		opts = append(opts, client.WithHTTPClient(cliHTTPClient))
+	}
+	return client.New(g.endpoint, opts...)
+}
+
+// runGroup runs one command group: args[0] names the verb.
+func runGroup(ctx context.Context, group string, verbs map[string]subcommand, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		groupUsage(stdout, group, verbs)
+		return nil
+	}
+	v, ok := verbs[args[0]]
+	if !ok {
+		var b strings.Builder
+		groupUsage(&b, group, verbs)
+		return fmt.Errorf("unknown command %q\n\n%s", args[0], b.String())
+	}
+	fs := flag.NewFlagSet(group+" "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: agentgate %s %s %s\n\n%s\n\nflags:\n", group, args[0], v.usage, v.summary)
+		fs.PrintDefaults()
+	}
+	var g globalFlags
+	g.register(fs)
+	if v.flags != nil {
+		v.flags(fs)
+	}
+	if err := fs.Parse(interleave(fs, args[1:])); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	return v.run(ctx, &g, fs.Args(), stdout)
+}
+
+// interleave moves positional arguments after the flags, so that
+// `runs get ID --json` works as well as `runs get --json ID`.
+func interleave(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
+		}
+	}
+	return append(flags, pos...)
+}
+
+func groupUsage(w io.Writer, group string, verbs map[string]subcommand) {
+	fmt.Fprintf(w, "usage: agentgate %s <command> [flags]\n\ncommands:\n", group)
+	names := make([]string, 0, len(verbs))
+	for n := range verbs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %s %s\n      %s\n", n, verbs[n].usage, verbs[n].summary)
+	}
+	fmt.Fprintf(w, "\nEvery command takes --endpoint (%s), --token (%s; else SigV4 from the AWS chain), --region and --json.\n", EnvEndpoint, EnvToken)
+}
+
+// oneID returns the single positional argument, a run id.
+func oneID(args []string) (string, error) {
+	switch len(args) {
+	case 1:
+		if args[0] == "" {
+			return "", errors.New("the run id is empty")
+		}
+		return args[0], nil
+	case 0:
+		return "", errors.New("give the run id")
+	}
+	return "", fmt.Errorf("give one run id, not %d arguments", len(args))
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isCharDevice reports whether w is a terminal (a character device).
+func isCharDevice(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// useColour: on a terminal, unless NO_COLOR is set.
+func useColour(w io.Writer) bool {
+	return cliIsTerminal(w) && os.Getenv("NO_COLOR") == ""
+}
+
+// ANSI colours of diff lines.
+const (
+	ansiRed   = "\x1b[31m"
+	ansiGreen = "\x1b[32m"
+	ansiCyan  = "\x1b[36m"
+	ansiBold  = "\x1b[1m"
+	ansiReset = "\x1b[0m"
+)
+
+// writeDiff prints a unified diff, indented, coloured when colour is true.
+func writeDiff(w io.Writer, diff, indent string, colour bool) {
+	for _, line := range strings.Split(strings.TrimRight(diff, "\n"), "\n") {
+		c := ""
+		switch {
+		case !colour:
+		case strings.HasPrefix(line, "+++"), strings.HasPrefix(line, "---"):
+			c = ansiBold
+		case strings.HasPrefix(line, "+"):
+			c = ansiGreen
+		case strings.HasPrefix(line, "-"):
+			c = ansiRed
+		case strings.HasPrefix(line, "@@"):
+			c = ansiCyan
+		}
+		if c != "" {
+			fmt.Fprintf(w, "%s%s%s%s\n", indent, c, line, ansiReset)
+		} else {
+			fmt.Fprintf(w, "%s%s\n", indent, line)
+		}
+	}
+}
+
+// until formats a deadline for people.
+func until(t time.Time) string {
+	d := time.Until(t).Round(time.Second)
+	if d < 0 {
+		return t.Format(time.RFC3339) + " (passed)"
+	}
+	return fmt.Sprintf("%s (in %s)", t.Format(time.RFC3339), d)
+}
+
+// writeRun prints a run for people.
+func writeRun(w io.Writer, r *client.Run) {
+	fmt.Fprintf(w, "run        %s\n", r.ID)
+	status := string(r.Status)
+	if r.TerminationReason != "" {
+		status += " (" + r.TerminationReason + ")"
+	}
+	fmt.Fprintf(w, "status     %s\n", status)
+	fmt.Fprintf(w, "initiator  %s\n", r.Initiator)
+	fmt.Fprintf(w, "approvers  %s\n", strings.Join(r.Approvers, ", "))
+	fmt.Fprintf(w, "created    %s\n", r.CreatedAt.Format(time.RFC3339))
+	c := r.Counters
+	fmt.Fprintf(w, "counters   %d iterations, %d model calls, %d tool calls, %d+%d tokens\n", c.Iterations, c.ModelCalls, c.ToolCalls, c.InputTokens, c.OutputTokens)
+	if len(r.Metadata) > 0 {
+		keys := make([]string, 0, len(r.Metadata))
+		for k := range r.Metadata {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k+"="+r.Metadata[k])
+		}
+		fmt.Fprintf(w, "metadata   %s\n", strings.Join(kv, " "))
+	}
+	if p := r.Pending; p != nil {
+		fmt.Fprintf(w, "pending    %d call(s), digest %s, deadline %s\n", len(p.Calls), p.TurnDigest, until(p.Deadline))
+		for _, call := range p.Calls {
+			need := "runs on resume"
+			if call.NeedsApproval {
+				need = "needs approval"
+			}
+			fmt.Fprintf(w, "  - %s %s (%s, %s)\n", call.ID, call.Tool, call.Effect, need)
+		}
+	}
+	if d := r.Decision; d != nil {
+		what := string(d.Decision.Action)
+		if what == "" {
+			what = fmt.Sprintf("%d per-call decision(s)", len(d.Decision.Calls))
+		}
+		fmt.Fprintf(w, "decision   %s by %s via %s at %s\n", what, d.By, d.Via, d.At.Format(time.RFC3339))
+	}
+	if o := r.Output; o != nil {
+		if o.Text != "" {
+			fmt.Fprintf(w, "output     %s\n", o.Text)
+		}
+		if o.Detail != "" {
+			fmt.Fprintf(w, "detail     %s\n", o.Detail)
+		}
+	}
+}
+
+// output prints v as JSON with --json, else calls text.
+func output(g *globalFlags, w io.Writer, v any, text func()) error {
+	if g.json {
+		return printJSON(w, v)
+	}
+	text()
+	return nil
+}

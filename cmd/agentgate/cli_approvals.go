@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentgate/agentgate/client"
+)
+
+func init() {
+	commands["approvals"] = command{
+		summary: "the approver's side: list what waits for you, show a held turn with its diffs, approve or deny it",
+		run: func(ctx context.Context, args []string, stdout io.Writer) error {
+			return runGroup(ctx, "approvals", approvalsVerbs(), args, stdout)
+		},
+	}
+}
+
+func approvalsVerbs() map[string]subcommand {
+	var (
+		digest, message string
+		limit           int
+	)
+	digestFlag := func(fs *flag.FlagSet) {
+		fs.StringVar(&digest, "digest", "", "the turn digest you reviewed (printed by `approvals show`); without it, the turn is shown and you are asked (on a terminal)")
+	}
+	return map[string]subcommand{
+		"list": {
+			usage: "[--limit N]", summary: "the runs waiting for your decision, newest first",
+			flags: func(fs *flag.FlagSet) { fs.IntVar(&limit, "limit", 0, "print at most this many (0: all)") },
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				if len(args) > 0 {
+					return fmt.Errorf("unexpected arguments %q", args)
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				list := []client.PendingApproval{}
+				for a, err := range c.PendingApprovals(ctx) {
+					if err != nil {
+						return err
+					}
+					list = append(list, a)
+					if limit > 0 && len(list) == limit {
+						break
+					}
+				}
+				return output(g, w, list, func() {
+					if len(list) == 0 {
+						fmt.Fprintln(w, "nothing waits for your decision")
+					}
+					for _, a := range list {
+						fmt.Fprintf(w, "%s  from %s  %s  due %s\n    %s\n", a.RunID, a.Initiator, strings.Join(a.Tools, ","), until(a.Deadline), a.Purpose)
+					}
+				})
+			},
+		},
+		"show": {
+			usage: "ID", summary: "print each pending call with its arguments and diff, and the digest to decide on",
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				id, err := oneID(args)
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				r, err := waitingRun(ctx, c, id)
+				if err != nil {
+					return err
+				}
+				return output(g, w, r, func() {
+					writeHeldTurn(w, r, useColour(w))
+					fmt.Fprintf(w, "\ndecide on exactly these calls:\n  agentgate approvals approve %s --digest %s\n  agentgate approvals deny %s --digest %s --message \"why\"\n",
+						r.ID, r.Pending.TurnDigest, r.ID, r.Pending.TurnDigest)
+				})
+			},
+		},
+		"approve": {
+			usage: "ID [--digest D]", summary: "approve the whole held turn you reviewed",
+			flags: digestFlag,
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				return decideTurn(ctx, g, args, w, digest, client.Approve, "")
+			},
+		},
+		"deny": {
+			usage: "ID [--digest D] --message WHY", summary: "deny the whole held turn you reviewed",
+			flags: func(fs *flag.FlagSet) {
+				digestFlag(fs)
+				fs.StringVar(&message, "message", "", "the reason (shown to the model)")
+			},
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				return decideTurn(ctx, g, args, w, digest, client.Deny, message)
+			},
+		},
+	}
+}
+
+// waitingRun loads a run that waits for approval.
+func waitingRun(ctx context.Context, c *client.Client, id string) (*client.Run, error) {
+	r, err := c.Run(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != client.StatusWaiting || r.Pending == nil {
+		return nil, fmt.Errorf("run %s is %s: nothing waits for a decision", id, r.Status)
+	}
+	return r, nil
+}
+
+// decideTurn approves or denies the whole held turn. The decision binds to
+// the digest the approver saw: given with --digest (printed by `approvals
+// show`), or, on a terminal, the one of the turn shown right here before
+// asking for confirmation.
+func decideTurn(ctx context.Context, g *globalFlags, args []string, w io.Writer, digest string, action client.Action, message string) error {
+	id, err := oneID(args)
+	if err != nil {
+		return err
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	if digest == "" {
+		if !cliIsTerminal(cliStdin) || g.json {
+			return fmt.Errorf("give --digest: the turn digest you reviewed (`agentgate approvals show %s` prints it)", id)
+		}
+		r, err := waitingRun(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		writeHeldTurn(w, r, useColour(w))
+		fmt.Fprintf(w, "\n%s these %d call(s) of run %s? [y/N] ", strings.ToUpper(string(action[:1]))+string(action[1:]), len(r.Pending.Calls), id)
+		answer, _ := bufio.NewReader(cliStdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return errors.New("nothing decided")
+		}
+		digest = r.Pending.TurnDigest
+	}
+	d := client.Decision{TurnDigest: digest, Action: action, Message: message}
+	r, err := c.Decide(ctx, id, d)
+	if err != nil {
+		return explainDecideError(id, err)
+	}
+	return output(g, w, r, func() {
+		fmt.Fprintf(w, "%s recorded for run %s (turn %s); the run is %s\n", decisionWord(action), r.ID, short(digest), r.Status)
+	})
+}
+
+func decisionWord(a client.Action) string {
+	if a == client.Approve {
+		return "approval"
+	}
+	return "denial"
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}
+
+// writeHeldTurn prints the held turn of a waiting run: every call with its
+// arguments and, for writes, the diff.
+func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
+	p := r.Pending
+	bold := func(s string) string {
+		if colour {
+			return ansiBold + s + ansiReset
+		}
+		return s
+	}
+	fmt.Fprintf(w, "%s started by %s\n", bold("run "+r.ID), r.Initiator)
+	if len(r.Metadata) > 0 {
+		b, _ := json.Marshal(r.Metadata)
+		fmt.Fprintf(w, "metadata %s\n", b)
+	}
+	fmt.Fprintf(w, "turn digest %s\ndeadline    %s\n", p.TurnDigest, until(p.Deadline))
+	for i, call := range p.Calls {
+		need := "read-only, runs on resume"
+		if call.NeedsApproval {
+			need = "NEEDS APPROVAL"
+		}
+		fmt.Fprintf(w, "\n%s %s  (%s, id %s)\n", bold(fmt.Sprintf("[%d] %s", i+1, call.Tool)), need, orDash(string(call.Effect)), call.ID)
+		if call.Rule != "" {
+			fmt.Fprintf(w, "    rule: %s\n", call.Rule)
+		}
+		if len(call.Input) > 0 {
+			var pretty bytes.Buffer
+			if json.Indent(&pretty, call.Input, "    ", "  ") == nil {
+				fmt.Fprintf(w, "    input: %s\n", pretty.String())
+			}
+		}
+		if call.Preview != "" {
+			fmt.Fprintln(w, "    preview:")
+			writeDiff(w, call.Preview, "      ", colour)
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,72 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/agentgate/agentgate/client"
+	"github.com/agentgate/agentgate/internal/runs/dynamo"
+	"github.com/agentgate/agentgate/internal/runs/s3state"
+)
+
+// TestCLIStoryOnMoto runs the CLI story on DynamoDB+S3 (moto): start, show
+// with the diff, approve the digest shown, wait, events; every exchange
+// validated against openapi.yaml, so the AWS adapters' answers are held to
+// the same contract as the embedded store's.
+func TestCLIStoryOnMoto(t *testing.T) {
+	ctx := context.Background()
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
+		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
+	table, bucket := "agentgate-cli-"+suffix, "agentgate-cli-"+suffix
+	if _, err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table); err != nil {
+		t.Fatal(err)
+	}
+	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
+	if _, err := s3state.CreateBucket(ctx, s3c, bucket, "us-east-1", "", 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/pages/pricing.md"),
+		Body: strings.NewReader(demoDocuments["pages/pricing.md"])}); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": endpoint(), "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AGENTGATE_TABLE": table, "AGENTGATE_BUCKET": bucket, "AGENTGATE_PUBLIC_BASE_URL": "",
+	} {
+		t.Setenv(k, v)
+	}
+	e := startCLIEnvOn(t, "aws")
+	r := e.waiting("--meta", "ticket=OPS-7")
+	code, out, serr := e.cli("bob", "approvals", "show", r.ID)
+	if code != 0 || !strings.Contains(out, "+- Team: 12 EUR") || !strings.Contains(out, r.Pending.TurnDigest) {
+		t.Fatalf("show: exit %d\n%s\n%s", code, out, serr)
+	}
+	if code, _, serr := e.cli("bob", "approvals", "approve", r.ID, "--digest", r.Pending.TurnDigest); code != 0 {
+		t.Fatalf("approve: %s", serr)
+	}
+	done := e.runJSON("alice", "runs", "wait", r.ID)
+	if done.Status != client.StatusCompleted || done.Metadata["ticket"] != "OPS-7" {
+		t.Fatalf("done: %+v", done)
+	}
+	if code, out, serr := e.cli("alice", "runs", "events", r.ID, "--json"); code != 0 || !strings.Contains(out, `"settled"`) {
+		t.Fatalf("events: exit %d\n%s\n%s", code, out, serr)
+	}
+	if code, _, serr := e.cli("alice", "runs", "cancel", r.ID); code != 1 || !strings.Contains(serr, "HTTP 409") {
+		t.Fatalf("cancel a completed run: exit %d %s", code, serr)
+	}
+}

@@ -1,0 +1,444 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentgate/agentgate/client"
+)
+
+func init() {
+	commands["runs"] = command{
+		summary: "start, inspect, wait for, decide and cancel runs through the API",
+		run: func(ctx context.Context, args []string, stdout io.Writer) error {
+			return runGroup(ctx, "runs", runsVerbs(), args, stdout)
+		},
+	}
+}
+
+// runsVerbs are the verbs of `agentgate runs`. Flag values live in the
+// closures, one set per invocation.
+func runsVerbs() map[string]subcommand {
+	var (
+		start    startFlags
+		after    int64
+		limit    int
+		statuses listFlag
+		timeout  time.Duration
+		dec      decideFlags
+	)
+	return map[string]subcommand{
+		"start": {
+			usage: "--prompt TEXT --approver WHO...", summary: "start a run (prints it QUEUED; --wait waits until it needs a decision or ends)",
+			flags: start.register,
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				if len(args) > 0 {
+					return fmt.Errorf("unexpected arguments %q", args)
+				}
+				req, err := start.request()
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				r, err := c.StartRun(ctx, req)
+				if err != nil {
+					return err
+				}
+				if start.wait {
+					if r, err = waitFor(ctx, c, r.ID, start.timeout, []client.Status{client.StatusWaiting}); err != nil && !errors.Is(err, client.ErrRunEnded) {
+						return err
+					}
+				}
+				return output(g, w, r, func() { writeRun(w, r) })
+			},
+		},
+		"get": {
+			usage: "ID", summary: "show a run",
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				id, err := oneID(args)
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				r, err := c.Run(ctx, id)
+				if err != nil {
+					return err
+				}
+				return output(g, w, r, func() { writeRun(w, r) })
+			},
+		},
+		"events": {
+			usage: "ID [--after N] [--limit N]", summary: "print a run's audit trail (every page)",
+			flags: func(fs *flag.FlagSet) {
+				fs.Int64Var(&after, "after", 0, "only events after this sequence number")
+				fs.IntVar(&limit, "limit", 0, "print at most this many events (0: all)")
+			},
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				id, err := oneID(args)
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				evs := []client.Event{}
+				for ev, err := range c.Events(ctx, id, after) {
+					if err != nil {
+						return err
+					}
+					evs = append(evs, ev)
+					if limit > 0 && len(evs) == limit {
+						break
+					}
+				}
+				return output(g, w, evs, func() {
+					for _, ev := range evs {
+						fmt.Fprintf(w, "%4d  %s  %-14s %s\n", ev.Seq, ev.At.Format(time.RFC3339), ev.Type, ev.Actor)
+					}
+				})
+			},
+		},
+		"wait": {
+			usage: "ID [--status S]... [--timeout D]", summary: "wait until the run reaches a status (default: any terminal one); exit 1 if it ends otherwise",
+			flags: func(fs *flag.FlagSet) {
+				fs.Var(&statuses, "status", "a status to wait for, e.g. WAITING_FOR_APPROVAL (repeatable)")
+				fs.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
+			},
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				id, err := oneID(args)
+				if err != nil {
+					return err
+				}
+				want, err := parseStatuses(statuses)
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				r, err := waitFor(ctx, c, id, timeout, want)
+				if r != nil {
+					if perr := output(g, w, r, func() { writeRun(w, r) }); perr != nil {
+						return perr
+					}
+				}
+				return err
+			},
+		},
+		"decide": {
+			usage: "ID --digest D (--approve | --deny | --call ID=ACTION...)", summary: "decide the held turn you reviewed (the digest binds the decision to it)",
+			flags: dec.register,
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				id, err := oneID(args)
+				if err != nil {
+					return err
+				}
+				d, err := dec.decision()
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				r, err := c.Decide(ctx, id, d)
+				if err != nil {
+					return explainDecideError(id, err)
+				}
+				return output(g, w, r, func() { fmt.Fprintf(w, "decision recorded; run %s is %s\n", r.ID, r.Status) })
+			},
+		},
+		"cancel": {
+			usage: "ID", summary: "cancel a run",
+			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				id, err := oneID(args)
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				r, err := c.Cancel(ctx, id)
+				if err != nil {
+					return err
+				}
+				return output(g, w, r, func() { fmt.Fprintf(w, "run %s is %s\n", r.ID, r.Status) })
+			},
+		},
+	}
+}
+
+// waitFor is client.Wait bounded by timeout.
+func waitFor(ctx context.Context, c *client.Client, id string, timeout time.Duration, want []client.Status) (*client.Run, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return c.Wait(ctx, id, want...)
+}
+
+func parseStatuses(in []string) ([]client.Status, error) {
+	known := []client.Status{client.StatusQueued, client.StatusRunning, client.StatusWaiting, client.StatusResuming,
+		client.StatusCompleted, client.StatusFailed, client.StatusCancelled, client.StatusExpired, client.StatusWaitingForToolResults}
+	var out []client.Status
+	for _, s := range in {
+		st := client.Status(strings.ToUpper(s))
+		ok := false
+		for _, k := range known {
+			ok = ok || k == st
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown status %q", s)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// explainDecideError adds what to do to a refused decision.
+func explainDecideError(id string, err error) error {
+	if client.ErrorCode(err) == client.CodeConflict {
+		return fmt.Errorf("%w\nthe run moved on or was decided since you reviewed it: look again with `agentgate approvals show %s`", err, id)
+	}
+	return err
+}
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// startFlags are the flags of `runs start`.
+type startFlags struct {
+	prompt, promptFile, messagesFile, body string
+	system, model                          string
+	approvers, tools, meta                 listFlag
+	ttl                                    time.Duration
+	maxIterations, maxOutputTokens         int
+	maxTokens                              int64
+	denialEndsRun, fourEyes, wait          bool
+	timeout                                time.Duration
+}
+
+func (s *startFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.prompt, "prompt", "", "the request")
+	fs.StringVar(&s.promptFile, "prompt-file", "", "read the request from a file (- for standard input)")
+	fs.StringVar(&s.messagesFile, "messages-file", "", "an opening conversation: a JSON array of messages")
+	fs.StringVar(&s.body, "body", "", "the whole POST /runs body from a JSON file (- for standard input); other flags override its fields")
+	fs.StringVar(&s.system, "system", "", "the system text")
+	fs.StringVar(&s.model, "model", "", "a model id the deployment allows")
+	fs.Var(&s.approvers, "approver", "who may decide: an e-mail address, an IAM ARN or a local name (repeatable)")
+	fs.Var(&s.tools, "tool", "a tool the model may call (repeatable; default all)")
+	fs.Var(&s.meta, "meta", "a label key=value (repeatable)")
+	fs.DurationVar(&s.ttl, "ttl", 0, "the approval window (1m to 168h; default the deployment's)")
+	fs.IntVar(&s.maxIterations, "max-iterations", 0, "model turns at most")
+	fs.Int64Var(&s.maxTokens, "max-tokens", 0, "tokens at most")
+	fs.IntVar(&s.maxOutputTokens, "max-output-tokens", 0, "output tokens per model call")
+	fs.BoolVar(&s.denialEndsRun, "denial-ends-run", false, "a denied call ends the run")
+	fs.BoolVar(&s.fourEyes, "four-eyes", false, "the initiator may not decide")
+	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or ends")
+	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long")
+}
+
+func readInput(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(cliStdin)
+	}
+	return os.ReadFile(name)
+}
+
+func (s *startFlags) request() (client.StartRunRequest, error) {
+	var req client.StartRunRequest
+	if s.body != "" {
+		b, err := readInput(s.body)
+		if err != nil {
+			return req, err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return req, fmt.Errorf("--body: %v", err)
+		}
+	}
+	if s.promptFile != "" {
+		b, err := readInput(s.promptFile)
+		if err != nil {
+			return req, err
+		}
+		s.prompt = string(b)
+	}
+	if s.prompt != "" {
+		req.Prompt = s.prompt
+	}
+	if s.messagesFile != "" {
+		b, err := readInput(s.messagesFile)
+		if err != nil {
+			return req, err
+		}
+		if err := json.Unmarshal(b, &req.Messages); err != nil {
+			return req, fmt.Errorf("--messages-file: %v", err)
+		}
+	}
+	if s.system != "" {
+		req.System = s.system
+	}
+	if s.model != "" {
+		req.Model = s.model
+	}
+	if len(s.approvers) > 0 {
+		req.Approvers = s.approvers
+	}
+	if len(s.tools) > 0 {
+		req.AllowedTools = s.tools
+	}
+	for _, kv := range s.meta {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return req, fmt.Errorf("--meta %q: want key=value", kv)
+		}
+		if req.Metadata == nil {
+			req.Metadata = map[string]string{}
+		}
+		req.Metadata[k] = v
+	}
+	if s.ttl != 0 {
+		if s.ttl%time.Second != 0 {
+			return req, fmt.Errorf("--ttl %s: whole seconds only", s.ttl)
+		}
+		req.ApprovalTTLSeconds = int64(s.ttl / time.Second)
+	}
+	if s.maxIterations != 0 {
+		req.MaxIterations = s.maxIterations
+	}
+	if s.maxTokens != 0 {
+		req.MaxTokens = s.maxTokens
+	}
+	if s.maxOutputTokens != 0 {
+		req.MaxOutputTokens = s.maxOutputTokens
+	}
+	req.DenialEndsRun = req.DenialEndsRun || s.denialEndsRun
+	req.FourEyes = req.FourEyes || s.fourEyes
+	switch {
+	case req.Prompt == "" && len(req.Messages) == 0:
+		return req, errors.New("give --prompt, --prompt-file, --messages-file or --body")
+	case len(req.Approvers) == 0:
+		return req, errors.New("give at least one --approver")
+	}
+	return req, nil
+}
+
+// decideFlags are the flags of `runs decide`.
+type decideFlags struct {
+	digest, message, file string
+	approve, deny         bool
+	calls                 listFlag
+}
+
+func (d *decideFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.digest, "digest", "", "the turn digest you reviewed (pending.turn_digest; `agentgate approvals show` prints it)")
+	fs.BoolVar(&d.approve, "approve", false, "approve the whole turn")
+	fs.BoolVar(&d.deny, "deny", false, "deny the whole turn")
+	fs.StringVar(&d.message, "message", "", "the reason of a denial (shown to the model)")
+	fs.Var(&d.calls, "call", "a per-call decision: ID=approve, ID=deny[:reason] or ID=edit:@file.json (repeatable)")
+	fs.StringVar(&d.file, "decision-file", "", "the whole decision as JSON (- for standard input)")
+}
+
+func (d *decideFlags) decision() (client.Decision, error) {
+	var out client.Decision
+	modes := 0
+	for _, on := range []bool{d.approve, d.deny, len(d.calls) > 0, d.file != ""} {
+		if on {
+			modes++
+		}
+	}
+	if modes != 1 {
+		return out, errors.New("give exactly one of --approve, --deny, --call or --decision-file")
+	}
+	if d.file != "" {
+		b, err := readInput(d.file)
+		if err != nil {
+			return out, err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out); err != nil {
+			return out, fmt.Errorf("--decision-file: %v", err)
+		}
+	}
+	if d.digest != "" {
+		out.TurnDigest = d.digest
+	}
+	if out.TurnDigest == "" {
+		return out, errors.New("give --digest: the turn digest you reviewed (`agentgate approvals show ID` prints it)")
+	}
+	switch {
+	case d.approve:
+		out.Action = client.Approve
+	case d.deny:
+		out.Action, out.Message = client.Deny, d.message
+	case len(d.calls) > 0:
+		for _, spec := range d.calls {
+			cd, err := parseCallDecision(spec)
+			if err != nil {
+				return out, err
+			}
+			out.Calls = append(out.Calls, cd)
+		}
+	}
+	if d.message != "" && !d.deny {
+		return out, errors.New("--message goes with --deny (per call: --call ID=deny:reason)")
+	}
+	return out, nil
+}
+
+// parseCallDecision reads ID=approve, ID=deny[:reason] or ID=edit:@file.
+func parseCallDecision(spec string) (client.CallDecision, error) {
+	id, rest, ok := strings.Cut(spec, "=")
+	if !ok || id == "" {
+		return client.CallDecision{}, fmt.Errorf("--call %q: want ID=approve, ID=deny[:reason] or ID=edit:@file.json", spec)
+	}
+	action, arg, _ := strings.Cut(rest, ":")
+	cd := client.CallDecision{CallID: id, Action: client.Action(action)}
+	switch cd.Action {
+	case client.Approve:
+		if arg != "" {
+			return cd, fmt.Errorf("--call %q: approve takes nothing after it", spec)
+		}
+	case client.Deny:
+		cd.Message = arg
+	case client.Edit:
+		file, ok := strings.CutPrefix(arg, "@")
+		if !ok || file == "" {
+			return cd, fmt.Errorf("--call %q: edit takes @file.json with the new arguments", spec)
+		}
+		b, err := readInput(file)
+		if err != nil {
+			return cd, err
+		}
+		if !json.Valid(b) {
+			return cd, fmt.Errorf("--call %q: %s is not JSON", spec, file)
+		}
+		cd.Input = json.RawMessage(b)
+	default:
+		return cd, fmt.Errorf("--call %q: the action is approve, deny or edit", spec)
+	}
+	return cd, nil
+}

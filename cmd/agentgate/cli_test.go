@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/client"
+	"github.com/agentgate/agentgate/internal/apispec"
+)
+
+// Bearer tokens of the CLI tests' principals.
+var cliTokens = map[string]string{
+	"cli-alice-token-0123456789": "alice",
+	"cli-bob-token-0123456789ab": "bob",
+	"cli-carol-token-0123456789": "carol",
+}
+
+func cliToken(principal string) string {
+	if principal == "stranger" {
+		return "a-token-this-server-never-issued"
+	}
+	for tok, p := range cliTokens {
+		if p == principal {
+			return tok
+		}
+	}
+	panic("no token for " + principal)
+}
+
+// cliEnv is a local server (started as `serve` starts it) with the CLI's
+// HTTP traffic validated against openapi.yaml.
+type cliEnv struct {
+	t   *testing.T
+	url string
+}
+
+func startCLIEnv(t *testing.T) *cliEnv { t.Helper(); return startCLIEnvOn(t, "") }
+
+// startCLIEnvOn starts the server on a store: "" (embedded) or "aws"
+// (names and endpoint from the environment).
+func startCLIEnvOn(t *testing.T, store string) *cliEnv {
+	t.Helper()
+	s, err := startLocal(context.Background(), serveOptions{
+		addr: "127.0.0.1:0", dir: t.TempDir(), tokens: cliTokens, mailOut: io.Discard, store: store,
+		logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	v := apispec.MustValidator(t)
+	prev, prevTerm, prevIn := cliHTTPClient, cliIsTerminal, cliStdin
+	cliHTTPClient = &http.Client{Transport: v.Transport(t, nil), Timeout: 30 * time.Second}
+	cliIsTerminal, cliStdin = func(any) bool { return false }, strings.NewReader("")
+	t.Cleanup(func() { cliHTTPClient, cliIsTerminal, cliStdin = prev, prevTerm, prevIn })
+	return &cliEnv{t: t, url: s.URL}
+}
+
+// cli runs `agentgate args...` as principal ("" = no token flag) and
+// returns the exit code, stdout and stderr.
+func (e *cliEnv) cli(principal string, args ...string) (int, string, string) {
+	e.t.Helper()
+	full := append([]string{}, args...)
+	if len(full) >= 2 {
+		full = append(full, "--endpoint", e.url)
+		if principal != "" {
+			full = append(full, "--token", cliToken(principal))
+		}
+	}
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code := run(ctx, full, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// runJSON runs a command with --json and decodes its run.
+func (e *cliEnv) runJSON(principal string, args ...string) *client.Run {
+	e.t.Helper()
+	code, out, errOut := e.cli(principal, append(args, "--json")...)
+	if code != 0 {
+		e.t.Fatalf("agentgate %v: exit %d: %s", args, code, errOut)
+	}
+	var r client.Run
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		e.t.Fatalf("agentgate %v: %v: %s", args, err, out)
+	}
+	return &r
+}
+
+// waiting starts a run of the demo script and waits until it needs a
+// decision.
+func (e *cliEnv) waiting(extra ...string) *client.Run {
+	e.t.Helper()
+	args := append([]string{"runs", "start", "--prompt", "update the Team price", "--approver", "bob", "--wait"}, extra...)
+	r := e.runJSON("alice", args...)
+	if r.Status != client.StatusWaiting || r.Pending == nil {
+		e.t.Fatalf("run %s is %s, want it waiting", r.ID, r.Status)
+	}
+	return r
+}
+
+func TestCLIRunsAndApprovals(t *testing.T) {
+	e := startCLIEnv(t)
+	r := e.waiting("--meta", "ticket=OPS-1", "--ttl", "1h")
+	digest := r.Pending.TurnDigest
+	other := e.runJSON("alice", "runs", "start", "--prompt", "x", "--approver", "bob")
+	editFile := filepath.Join(t.TempDir(), "edit.json")
+	if err := os.WriteFile(editFile, []byte(`{"path":7}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name      string
+		who       string
+		args      []string
+		code      int
+		out, serr string // substrings of stdout and stderr
+	}{
+		{"get", "alice", []string{"runs", "get", r.ID}, 0, "WAITING_FOR_APPROVAL", ""},
+		{"get json", "bob", []string{"runs", "get", r.ID, "--json"}, 0, `"turn_digest": "` + digest, ""},
+		{"get unknown", "alice", []string{"runs", "get", "nope"}, 1, "", "HTTP 404 not_found"},
+		{"get forbidden", "carol", []string{"runs", "get", r.ID}, 1, "", "HTTP 403 forbidden"},
+		{"get unauthenticated", "stranger", []string{"runs", "get", r.ID}, 1, "", "HTTP 401 unauthorized"},
+		{"get no id", "alice", []string{"runs", "get"}, 1, "", "give the run id"},
+		{"events", "alice", []string{"runs", "events", r.ID}, 0, "run_started", ""},
+		{"events json limit", "alice", []string{"runs", "events", r.ID, "--json", "--limit", "2"}, 0, `"seq": 2`, ""},
+		{"events forbidden", "carol", []string{"runs", "events", r.ID}, 1, "", "HTTP 403"},
+		{"start without approver", "alice", []string{"runs", "start", "--prompt", "x"}, 1, "", "--approver"},
+		{"start unknown tool", "alice", []string{"runs", "start", "--prompt", "x", "--approver", "bob", "--tool", "rm_rf"}, 1, "", "HTTP 422 unprocessable"},
+		{"start bad ttl", "alice", []string{"runs", "start", "--prompt", "x", "--approver", "bob", "--ttl", "5s"}, 1, "", "approval_ttl_seconds"},
+		{"show", "bob", []string{"approvals", "show", r.ID}, 0, "+- Team: 12 EUR", ""},
+		{"show has the digest", "bob", []string{"approvals", "show", r.ID}, 0, "--digest " + digest, ""},
+		{"show forbidden", "carol", []string{"approvals", "show", r.ID}, 1, "", "HTTP 403"},
+		{"approve without digest", "bob", []string{"approvals", "approve", r.ID}, 1, "", "give --digest"},
+		{"approve stale digest", "bob", []string{"approvals", "approve", r.ID, "--digest", strings.Repeat("0", 64)}, 1, "", "approvals show " + r.ID},
+		{"approve not an approver", "carol", []string{"approvals", "approve", r.ID, "--digest", digest}, 1, "", "HTTP 403"},
+		{"decide edit fails schema", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "toolu_demo_write=edit:@" + editFile}, 1, "", "HTTP 422"},
+		{"decide unknown call", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "nope=approve"}, 1, "", "HTTP 422"},
+		{"decide two modes", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--approve", "--deny"}, 1, "", "exactly one"},
+		{"decide bad call spec", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "x=maybe"}, 1, "", "approve, deny or edit"},
+		{"inbox not yet served", "bob", []string{"approvals", "list"}, 1, "", "HTTP 404 not_found"},
+		{"wait for a status", "alice", []string{"runs", "wait", r.ID, "--status", "waiting_for_approval"}, 0, "WAITING_FOR_APPROVAL", ""},
+		{"wait bad status", "alice", []string{"runs", "wait", r.ID, "--status", "DONE"}, 1, "", "unknown status"},
+		{"unknown verb", "alice", []string{"runs", "frobnicate", "x"}, 1, "", "unknown command"},
+		{"cancel", "alice", []string{"runs", "cancel", other.ID}, 0, "CANCELLED", ""},
+		{"cancel again", "alice", []string{"runs", "cancel", other.ID}, 1, "", "HTTP 409 conflict"},
+		{"show not waiting", "alice", []string{"approvals", "show", other.ID}, 1, "", "nothing waits"},
+		{"wait ends otherwise", "alice", []string{"runs", "wait", other.ID, "--status", "COMPLETED"}, 1, "CANCELLED", "the run ended"},
+		{"decide per call", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "toolu_demo_write=deny:keep the old price"}, 0, "decision recorded", ""},
+		{"decide again", "bob", []string{"approvals", "deny", r.ID, "--digest", digest, "--message", "no"}, 1, "", "HTTP 409"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, serr := e.cli(tt.who, tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.out) || !strings.Contains(serr, tt.serr) {
+				t.Errorf("agentgate %v: exit %d (want %d)\nstdout: %s\nstderr: %s\nwant stdout ⊇ %q, stderr ⊇ %q", tt.args, code, tt.code, out, serr, tt.out, tt.serr)
+			}
+		})
+	}
+	done := e.runJSON("alice", "runs", "wait", r.ID)
+	if done.Status != client.StatusCompleted || done.Decision == nil || done.Decision.Decision.Calls[0].Message != "keep the old price" {
+		t.Errorf("after the per-call denial: %+v", done)
+	}
+}
+
+// TestCLIApproveBindsToTheShownTurn: without --digest on a terminal, the
+// turn is shown and the confirmation decides exactly that digest; a "no"
+// decides nothing.
+func TestCLIApproveBindsToTheShownTurn(t *testing.T) {
+	e := startCLIEnv(t)
+	cliIsTerminal = func(any) bool { return true }
+	t.Setenv("NO_COLOR", "")
+
+	r := e.waiting()
+	cliStdin = strings.NewReader("n\n")
+	code, out, serr := e.cli("bob", "approvals", "approve", r.ID)
+	if code != 1 || !strings.Contains(serr, "nothing decided") || !strings.Contains(out, "[y/N]") {
+		t.Fatalf("answer no: exit %d\n%s\n%s", code, out, serr)
+	}
+	if !strings.Contains(out, ansiGreen+"+- Team: 12 EUR") {
+		t.Errorf("on a terminal the diff is coloured:\n%q", out)
+	}
+	if got := e.runJSON("bob", "runs", "get", r.ID); got.Status != client.StatusWaiting {
+		t.Fatalf("after no: %s", got.Status)
+	}
+	cliStdin = strings.NewReader("y\n")
+	code, out, serr = e.cli("bob", "approvals", "approve", r.ID)
+	if code != 0 || !strings.Contains(out, "approval recorded") {
+		t.Fatalf("answer yes: exit %d\n%s\n%s", code, out, serr)
+	}
+	got := e.runJSON("bob", "runs", "get", r.ID)
+	if got.Decision == nil || got.Decision.Decision.TurnDigest != r.Pending.TurnDigest || got.Decision.By != "bob" {
+		t.Errorf("decision %+v, want bob's approval of %s", got.Decision, r.Pending.TurnDigest)
+	}
+
+	// Not on a terminal: no colour.
+	cliIsTerminal = func(any) bool { return false }
+	r = e.waiting()
+	_, out, _ = e.cli("bob", "approvals", "show", r.ID)
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("colour off a terminal:\n%q", out)
+	}
+	code, out, serr = e.cli("bob", "approvals", "deny", r.ID, "--digest", r.Pending.TurnDigest, "--message", "not today", "--json")
+	var denied client.Run
+	if code != 0 || json.Unmarshal([]byte(out), &denied) != nil || denied.Decision.Decision.Message != "not today" {
+		t.Fatalf("deny: exit %d\n%s\n%s", code, out, serr)
+	}
+}
+
+// TestCLIEnvironment: endpoint and token come from AGENTGATE_ENDPOINT and
+// AGENTGATE_TOKEN when no flag is given.
+func TestCLIEnvironment(t *testing.T) {
+	e := startCLIEnv(t)
+	t.Setenv(EnvEndpoint, e.url)
+	t.Setenv(EnvToken, cliToken("alice"))
+	var out, serr bytes.Buffer
+	code := run(context.Background(), []string{"runs", "start", "--prompt", "x", "--approver", "bob", "--json"}, &out, &serr)
+	if code != 0 || !strings.Contains(out.String(), `"initiator": "alice"`) {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), serr.String())
+	}
+	t.Setenv(EnvEndpoint, "")
+	code = run(context.Background(), []string{"runs", "get", "x"}, &out, &serr)
+	if code != 1 || !strings.Contains(serr.String(), EnvEndpoint) {
+		t.Fatalf("no endpoint: exit %d: %s", code, serr.String())
+	}
+	// --help never prints the token from the environment.
+	out.Reset()
+	run(context.Background(), []string{"runs", "get", "--help"}, &out, &serr)
+	if strings.Contains(out.String(), cliToken("alice")) {
+		t.Error("--help printed the token")
+	}
+}
