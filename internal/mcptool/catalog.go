@@ -154,8 +154,11 @@ func openServer(ctx context.Context, s Server, o Options, getenv func(string) st
 }
 
 // Tools returns the tools of every reachable server, by server in file
-// order, then by name.
+// order, then by name. A nil catalog has none.
 func (c *Catalog) Tools() []loop.Tool {
+	if c == nil {
+		return nil
+	}
 	var out []loop.Tool
 	for _, s := range c.servers {
 		for _, t := range s.tools {
@@ -166,10 +169,18 @@ func (c *Catalog) Tools() []loop.Tool {
 }
 
 // Absent lists the configured servers whose tools are absent, and why.
-func (c *Catalog) Absent() []Absence { return append([]Absence(nil), c.absent...) }
+func (c *Catalog) Absent() []Absence {
+	if c == nil {
+		return nil
+	}
+	return append([]Absence(nil), c.absent...)
+}
 
 // NoteAbsent tells tb why the absent servers' tools are missing.
 func (c *Catalog) NoteAbsent(tb *loop.Toolbox) {
+	if c == nil {
+		return
+	}
 	for _, a := range c.absent {
 		tb.NoteAbsent(a.Prefix, a.Reason)
 	}
@@ -177,6 +188,9 @@ func (c *Catalog) NoteAbsent(tb *loop.Toolbox) {
 
 // Close ends every server session.
 func (c *Catalog) Close() error {
+	if c == nil {
+		return nil
+	}
 	var errs []error
 	for _, s := range c.servers {
 		if err := s.conn.Close(); err != nil {
