@@ -20,6 +20,17 @@ if ! grep -rlq --include='*_test.go' '^//go:build integration' . 2>/dev/null; th
   echo "== no integration tests yet"; exit 0
 fi
 
+# The servers nobody here wrote that the integration tier runs (tools/npm:
+# the MCP reference server and an OpenAI-compatible mock model), installed
+# from the lock file. Without node the tests that need them skip, and fail
+# under CI=true.
+if command -v npm >/dev/null 2>&1; then
+  echo "== npm ci (tools/npm)"
+  npm ci --prefix tools/npm --no-audit --no-fund --loglevel=error
+else
+  echo "== npm not found: the MCP and mock-model integration tests will skip (fail under CI=true)"
+fi
+
 echo "== integration tests against $AWS_ENDPOINT_URL"
 # Stop the emulator afterwards only if this script started it.
 if curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null || curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/_localstack/health" 2>/dev/null; then

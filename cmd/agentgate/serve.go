@@ -13,6 +13,7 @@ import (
 	"github.com/agentgate/agentgate/internal/config"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/mcptool"
 	"io"
 	"log/slog"
 	"net"
@@ -46,6 +47,8 @@ type serveOptions struct {
 	remote map[string]string
 	// store is "embedded" (default) or "aws".
 	store string
+	// tools is the tool-sources file of MCP servers (serve --tools).
+	tools string
 }
 
 // localServer is a running local agentgate.
@@ -55,6 +58,8 @@ type localServer struct {
 	App        *app.App
 	Dispatcher *app.InProcess
 	closeStore func() error
+	// tools are the MCP servers' tools (nil without --tools).
+	tools *mcptool.Catalog
 	// Invoke is the Lambda Invoke API of the remote functions (remote mode).
 	Invoke *gateway.InvokeAPI
 	srv    *http.Server
@@ -71,21 +76,27 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	if len(o.remote) > 0 {
 		return startRemote(ctx, ln, base, o)
 	}
-	model, err := localModel(o.model)
+	model, err := serveModel(ctx, o.model)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	a, disp, closeStore, err := openApp(ctx, o, base, model)
+	tools, err := openServeTools(ctx, o.tools, o.logger)
 	if err != nil {
 		ln.Close()
+		return nil, err
+	}
+	a, disp, closeStore, err := openApp(ctx, o, base, model, tools)
+	if err != nil {
+		ln.Close()
+		_ = tools.Close()
 		return nil, err
 	}
 	handler := a.API.Handle
 	gw := &gateway.Gateway{StartRun: handler, Resume: handler, Tokens: o.tokens, Logger: o.logger}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := context.WithCancel(ctx)
-	s := &localServer{URL: base, App: a, Dispatcher: disp, closeStore: closeStore, srv: srv, done: make(chan struct{}), stop: stop}
+	s := &localServer{URL: base, App: a, Dispatcher: disp, closeStore: closeStore, tools: tools, srv: srv, done: make(chan struct{}), stop: stop}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		defer close(s.done)
@@ -110,13 +121,13 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 // openApp builds the in-process application: on the embedded store by
 // default, or on DynamoDB+S3 (names and endpoint from the environment:
 // AGENTGATE_TABLE, AGENTGATE_BUCKET, AWS_ENDPOINT_URL, ...) with o.store "aws".
-func openApp(ctx context.Context, o serveOptions, base string, model loop.Model) (*app.App, *app.InProcess, func() error, error) {
+func openApp(ctx context.Context, o serveOptions, base string, model loop.Model, tools *mcptool.Catalog) (*app.App, *app.InProcess, func() error, error) {
 	outbox := filepath.Join(o.dir, "outbox")
 	if o.store != "aws" {
 		if err := seedDocuments(o.dir); err != nil {
 			return nil, nil, nil, fmt.Errorf("seed documents: %w", err)
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, BaseURL: base, MailOut: o.mailOut, Logger: o.logger})
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -137,7 +148,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model)
 		return nil, nil, nil, err
 	}
 	disp := &app.InProcess{Logger: o.logger}
-	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, Routes: httpapi.AllRoutes,
+	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: httpapi.AllRoutes,
 		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut})
 	if err != nil {
 		return nil, nil, nil, err
@@ -217,14 +228,15 @@ func (s *localServer) Close() error {
 		return err
 	}
 	s.Dispatcher.Wait()
-	return errors.Join(err, s.closeStore())
+	return errors.Join(err, s.closeStore(), s.tools.Close())
 }
 
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	dir := fs.String("dir", ".agentgate", "folder for the embedded store, documents (content/) and mail (outbox/)")
-	model := fs.String("model", "", "model: scripted:<file> (default: the built-in demo script)")
+	model := fs.String("model", "", "model spec as the Lambdas take it: scripted:<file>, bedrock:<id>, openai:<model> (AGENTGATE_OPENAI_BASE_URL for compatible servers), anthropic:<model> (default: the built-in demo script)")
+	tools := fs.String("tools", "", "tool-sources file: MCP servers whose tools the model may call, behind the approval gate (see README)")
 	var tokens tokenFlag
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable); default: one generated for principal 'local-user'")
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
@@ -240,9 +252,12 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "bearer token for local-user: %s\n", tok)
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools})
 	if err != nil {
 		return err
+	}
+	if s.tools != nil {
+		fmt.Fprint(stdout, s.tools.Summary())
 	}
 	fmt.Fprintf(stdout, "agentgate serving on %s (store %s)\n", s.URL, *dir)
 	<-ctx.Done()

@@ -14,16 +14,19 @@ import (
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
 )
 
 // Deps are the adapters an App is built from.
 type Deps struct {
-	Store    *runs.Store
-	Docs     docstore.Backend
-	Model    loop.Model
-	Dispatch service.Dispatcher
+	Store *runs.Store
+	Docs  docstore.Backend
+	Model loop.Model
+	// ToolSources are the deployment's MCP servers' tools (nil: none).
+	ToolSources *mcptool.Catalog
+	Dispatch    service.Dispatcher
 	// Mailer sends approval links to e-mail approvers (nil: API only).
 	Mailer approval.Mailer
 	// PublicBaseURL is the base of approval links.
@@ -55,10 +58,11 @@ func New(d Deps) (*App, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	tools, err := loop.NewToolbox(docstore.Tools(d.Docs)...)
+	tools, err := loop.NewToolbox(append(docstore.Tools(d.Docs), d.ToolSources.Tools()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("app: tools: %w", err)
 	}
+	d.ToolSources.NoteAbsent(tools)
 	a := &App{Store: d.Store, Tools: tools}
 	var notifier service.Notifier
 	if d.Mailer != nil {

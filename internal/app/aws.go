@@ -16,6 +16,7 @@ import (
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/s3state"
@@ -26,9 +27,11 @@ import (
 type AWSOptions struct {
 	Config config.Config
 	// AWS is the SDK configuration, loaded once in main.
-	AWS    aws.Config
-	Model  loop.Model
-	Routes httpapi.Routes
+	AWS   aws.Config
+	Model loop.Model
+	// ToolSources are MCP servers' tools (nil: none).
+	ToolSources *mcptool.Catalog
+	Routes      httpapi.Routes
 	// Owner names this function instance in lease owners.
 	Owner  string
 	Logger *slog.Logger
@@ -73,7 +76,7 @@ func NewAWS(o AWSOptions) (*App, error) {
 		disp = o.Dispatch
 	}
 	return New(Deps{
-		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer,
+		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer, ToolSources: o.ToolSources,
 		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner, AllowedModels: c.AllowedModels,
 		Routes: o.Routes, Logger: o.Logger,
 	})

@@ -58,11 +58,15 @@ func LambdaEntry(ctx context.Context, fn Function, newModel ModelFactory) (*lamb
 			return nil, err
 		}
 	}
+	tools, err := lambdaToolSources(ctx, fn, awsCfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	routes := httpapi.StartRoutes
 	if fn == Resume {
 		routes = httpapi.ResumeRoutes
 	}
-	a, err := NewAWS(AWSOptions{Config: cfg, AWS: awsCfg, Model: model, Routes: routes,
+	a, err := NewAWS(AWSOptions{Config: cfg, AWS: awsCfg, Model: model, Routes: routes, ToolSources: tools,
 		Owner: string(fn) + "/" + os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME"), Logger: logger})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
 	"github.com/agentgate/agentgate/internal/service"
@@ -68,6 +69,8 @@ type LocalOptions struct {
 	// Dir holds agentgate.db, content/ and outbox/.
 	Dir   string
 	Model loop.Model
+	// ToolSources are MCP servers' tools (OpenToolSources; nil: none).
+	ToolSources *mcptool.Catalog
 	// BaseURL is the local server's address, for approval links.
 	BaseURL     string
 	ApprovalTTL time.Duration
@@ -100,7 +103,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 	}
 	disp := &InProcess{Logger: o.Logger}
 	a, err := New(Deps{
-		Store: store, Docs: docs, Model: o.Model, Dispatch: disp,
+		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, ToolSources: o.ToolSources,
 		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),
 		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: "local",
 		Routes: httpapi.AllRoutes, Logger: o.Logger, Now: o.Now,

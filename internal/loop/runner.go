@@ -65,7 +65,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 	}
 	for _, name := range req.Options.AllowedTools {
 		if _, ok := r.Tools.Lookup(name); !ok {
-			return Outcome{}, fmt.Errorf("%w: allowed tool %q does not exist", ErrInvalidRequest, name)
+			return Outcome{}, fmt.Errorf("%w: allowed tools: %s", ErrInvalidRequest, r.Tools.Missing(name))
 		}
 	}
 	s := r.newSegment(req.RunID, "-", cloneTranscript(req.Transcript), Counters{}, req.Options)
@@ -104,7 +104,7 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 		}
 		got, ok := r.Tools.Hash(c.Name)
 		if !ok {
-			return Outcome{}, fmt.Errorf("%w: tool %q no longer exists", ErrToolChanged, c.Name)
+			return Outcome{}, fmt.Errorf("%w: %s", ErrToolChanged, r.Tools.Missing(c.Name))
 		}
 		if got != want {
 			return Outcome{}, fmt.Errorf("%w: tool %q (call %s)", ErrToolChanged, c.Name, c.ID)
@@ -114,7 +114,12 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if err != nil {
 		return Outcome{}, err
 	}
+	unconfirmed, err := r.confirmDefinitions(ctx, state, actions)
+	if err != nil {
+		return Outcome{}, err
+	}
 	s := r.newSegment(state.RunID, state.SuspensionID, cloneTranscript(state.Transcript), state.Counters, state.Options)
+	s.unconfirmed = unconfirmed
 	if err := s.record(ctx, Step{Kind: StepResumed, SuspensionID: state.SuspensionID, TurnDigest: state.TurnDigest}); err != nil {
 		return s.outcome(), err
 	}
@@ -129,6 +134,41 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 		return s.finish(ctx, ReasonApprovalDenied, "a call was denied and the run's policy ends it on denial")
 	}
 	return s.loop(ctx)
+}
+
+// confirmDefinitions asks the DefinitionChecker tools of the calls that are
+// to run for their current definitions. A definition that changed since the
+// suspension refuses the resume (ErrToolChanged); one that cannot be
+// confirmed is returned by call id with the reason, and that call does not run.
+func (r *Runner) confirmDefinitions(ctx context.Context, state *SuspendedState, actions map[string]CallDecision) (map[string]string, error) {
+	var unconfirmed map[string]string
+	for _, c := range state.PendingCalls {
+		act := actions[c.ID]
+		if act.Action == ActionDeny || (c.Rejected != "" && act.Action != ActionEdit) {
+			continue
+		}
+		tool, ok := r.Tools.Lookup(c.Name)
+		if !ok {
+			continue
+		}
+		checker, ok := tool.(DefinitionChecker)
+		if !ok {
+			continue
+		}
+		def, err := checker.CurrentDefinition(ctx)
+		if err != nil {
+			if unconfirmed == nil {
+				unconfirmed = map[string]string{}
+			}
+			unconfirmed[c.ID] = err.Error()
+			continue
+		}
+		got, err := DefinitionHash(def)
+		if err != nil || got != state.ToolHashes[c.Name] {
+			return nil, fmt.Errorf("%w: tool %q (call %s) is no longer what was approved: its server changed its definition while the run waited", ErrToolChanged, c.Name, c.ID)
+		}
+	}
+	return unconfirmed, nil
 }
 
 // ValidateDecision checks a decision against a held turn without running
@@ -227,7 +267,7 @@ func resolveDecision(tools *Toolbox, calls []PendingCall, digest string, d Decis
 				return nil, fmt.Errorf("%w: calls[%d]: action edit needs the edited input", ErrInvalidDecision, i)
 			}
 			if _, ok := tools.Lookup(c.Name); !ok {
-				return nil, fmt.Errorf("%w: calls[%d]: tool %q does not exist, its call cannot be edited", ErrInvalidDecision, i, c.Name)
+				return nil, fmt.Errorf("%w: calls[%d]: %s, its call cannot be edited", ErrInvalidDecision, i, tools.Missing(c.Name))
 			}
 			if err := tools.ValidateInput(c.Name, cd.Input); err != nil {
 				return nil, fmt.Errorf("%w: calls[%d]: edited input: %v", ErrInvalidDecision, i, err)

@@ -17,6 +17,9 @@ type segment struct {
 	specs        []ToolSpec
 	allowed      map[string]bool
 	trace        []Step
+	// unconfirmed maps the ids of resumed calls whose tool could not confirm
+	// its definition to the reason; they get an error result and never run.
+	unconfirmed map[string]string
 }
 
 func (r *Runner) newSegment(runID, suspensionID string, tr Transcript, c Counters, opts Options) *segment {
@@ -189,7 +192,7 @@ func (s *segment) plan(uses []Block) []PendingCall {
 		c := PendingCall{ID: u.ID, Name: u.Name, Input: in}
 		tool, ok := s.r.Tools.Lookup(u.Name)
 		if !ok || !s.allowed[u.Name] {
-			c.Rejected = fmt.Sprintf("unknown tool %q", u.Name)
+			c.Rejected = s.r.Tools.Missing(u.Name)
 			calls = append(calls, c)
 			continue
 		}
@@ -204,10 +207,11 @@ func (s *segment) plan(uses []Block) []PendingCall {
 	return calls
 }
 
-// needsApproval is the approval trigger: the explicit marker, a write effect,
-// the tool's argument policy, or the runner's policy.
+// needsApproval is the approval trigger: the explicit marker, a write effect
+// (unless the deployment exempted the tool), the tool's argument policy, or
+// the runner's policy.
 func needsApproval(r *Runner, tool Tool, def Definition, c PendingCall) bool {
-	if def.RequiresApproval || def.Effect == EffectWrite {
+	if def.RequiresApproval || (def.Effect == EffectWrite && !def.NoApproval) {
 		return true
 	}
 	if p, ok := tool.(ArgumentPolicy); ok && p.NeedsApproval(c.Input) {
@@ -316,6 +320,13 @@ func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[
 		} else if c.Rejected != "" {
 			results = append(results, ToolResultBlock(c.ID, ErrorResult("Error: %s", c.Rejected)))
 			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Action: act.Action, IsError: true}); err != nil {
+				return denied, "", err
+			}
+			continue
+		}
+		if why, ok := s.unconfirmed[c.ID]; ok {
+			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: the current definition of %s could not be confirmed (%s)", c.Name, why)))
+			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: act.Action, IsError: true}); err != nil {
 				return denied, "", err
 			}
 			continue

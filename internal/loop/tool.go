@@ -33,8 +33,17 @@ type Definition struct {
 	// further effect, so an interrupted call may be retried.
 	Idempotent bool `json:"idempotent,omitempty"`
 	// RequiresApproval is the explicit approval marker, for read tools that
-	// still need a human (writes need approval regardless).
+	// still need a human (writes need approval regardless, unless NoApproval).
 	RequiresApproval bool `json:"requires_approval,omitempty"`
+	// NoApproval exempts a write from "a write needs approval": a deployment's
+	// explicit decision (a tool-sources override "never"). The call still runs
+	// behind the write fence, and RequiresApproval, the tool's ArgumentPolicy
+	// and the runner's Policy still apply.
+	NoApproval bool `json:"no_approval,omitempty"`
+	// Annotations are further facts about the tool that its definition hash
+	// covers (for a remote MCP tool: its server and annotations), as a JSON
+	// object; empty for builtin tools.
+	Annotations json.RawMessage `json:"annotations,omitempty"`
 }
 
 // Spec returns what the model is told about the tool.
@@ -66,6 +75,17 @@ type Tool interface {
 // suspension and shown to approvers.
 type Previewer interface {
 	Preview(ctx context.Context, input json.RawMessage) (string, error)
+}
+
+// DefinitionChecker is implemented by tools whose definition lives outside
+// this process (a remote server's tool) and may change while a run waits for
+// approval. Before a resumed turn runs, Resume asks each tool of a call that
+// is to run for its current definition: one that no longer hashes to the
+// hash recorded at suspension refuses the resume (ErrToolChanged) and nothing
+// of the turn runs; an error (the server cannot be reached) gives that call
+// an error result instead of running it.
+type DefinitionChecker interface {
+	CurrentDefinition(ctx context.Context) (Definition, error)
 }
 
 // ArgumentPolicy is implemented by tools whose need for approval depends on the
@@ -116,7 +136,11 @@ type Toolbox struct {
 	schemas map[string]*jsonschema.Schema
 	hashes  map[string]string
 	order   []string
+	absent  []absentTools
 }
+
+// absentTools explains why tools whose names start with prefix are missing.
+type absentTools struct{ prefix, reason string }
 
 // NewToolbox builds a toolbox; tool names must be unique and non-empty, the
 // effect must be read or write, and every input schema must compile.
@@ -176,6 +200,25 @@ func (tb *Toolbox) Lookup(name string) (Tool, bool) {
 	return t, ok
 }
 
+// NoteAbsent records why tools whose names start with prefix are missing
+// (for example "crm__" when that MCP server could not be reached at
+// start-up), so that Missing can tell callers. Call it before the toolbox
+// is in use.
+func (tb *Toolbox) NoteAbsent(prefix, reason string) {
+	tb.absent = append(tb.absent, absentTools{prefix, reason})
+}
+
+// Missing says why the named tool is not in the toolbox: the reason noted
+// for its prefix, or that no such tool exists.
+func (tb *Toolbox) Missing(name string) string {
+	for _, a := range tb.absent {
+		if strings.HasPrefix(name, a.prefix) {
+			return fmt.Sprintf("tool %q is unavailable: %s", name, a.reason)
+		}
+	}
+	return fmt.Sprintf("unknown tool %q", name)
+}
+
 // Names returns the tool names in the order they were added.
 func (tb *Toolbox) Names() []string { return append([]string(nil), tb.order...) }
 
@@ -210,8 +253,10 @@ func oneLine(s string) string {
 }
 
 // DefinitionHash is the SHA-256 (hex) over a tool's canonical name, input
-// schema, effect and approval flags. The description is left out, so a
-// redeploy that rewords a tool does not strand waiting runs.
+// schema, effect, approval flags and annotations. The description is left
+// out, so a redeploy that rewords a tool does not strand waiting runs. A
+// definition without NoApproval and Annotations hashes as it did before
+// those fields existed.
 func DefinitionHash(def Definition) (string, error) {
 	schema := def.InputSchema
 	if len(schema) == 0 {
@@ -221,13 +266,21 @@ func DefinitionHash(def Definition) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("tool %q: input schema: %w", def.Name, err)
 	}
+	var annotations json.RawMessage
+	if len(bytes.TrimSpace(def.Annotations)) > 0 {
+		if annotations, err = CanonicalJSON(def.Annotations); err != nil {
+			return "", fmt.Errorf("tool %q: annotations: %w", def.Name, err)
+		}
+	}
 	doc := struct {
 		Name             string          `json:"name"`
 		InputSchema      json.RawMessage `json:"input_schema"`
 		Effect           Effect          `json:"effect"`
 		Idempotent       bool            `json:"idempotent"`
 		RequiresApproval bool            `json:"requires_approval"`
-	}{def.Name, canon, def.Effect, def.Idempotent, def.RequiresApproval}
+		NoApproval       bool            `json:"no_approval,omitempty"`
+		Annotations      json.RawMessage `json:"annotations,omitempty"`
+	}{def.Name, canon, def.Effect, def.Idempotent, def.RequiresApproval, def.NoApproval, annotations}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return "", err

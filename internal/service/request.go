@@ -93,7 +93,7 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	}
 	for i, name := range r.AllowedTools {
 		if _, ok := tools.Lookup(name); !ok {
-			return fmt.Errorf("allowed_tools[%d]: unknown tool %q (have %s)", i, name, strings.Join(tools.Names(), ", "))
+			return fmt.Errorf("allowed_tools[%d]: %s (have %s)", i, tools.Missing(name), strings.Join(tools.Names(), ", "))
 		}
 	}
 	switch {

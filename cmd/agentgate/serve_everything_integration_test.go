@@ -1,0 +1,162 @@
+//go:build integration
+
+package main
+
+// The MCP reference server (@modelcontextprotocol/server-everything, pinned
+// in tools/npm) behind the approval gate of the local server: its tools are
+// listed and gated, a scripted model calls one read-only tool (runs at
+// once) and one that is not read-only (waits), the approval goes through
+// the API, and the server's real answers reach the model.
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/gateway"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/mcptool"
+	"github.com/agentgate/agentgate/internal/nodeserver"
+	"github.com/agentgate/agentgate/internal/provider/scripted"
+)
+
+const everythingScript = `{"turns": [
+  {"content": [{"type": "text", "text": "Let me add the numbers."},
+               {"type": "tool_use", "id": "toolu_sum", "name": "everything__get-sum", "input": {"a": 2, "b": 3}}]},
+  {"content": [{"type": "tool_use", "id": "toolu_log", "name": "everything__toggle-simulated-logging", "input": {}}]},
+  {"content": [{"type": "text", "text": "Sum computed and logging toggled."}]}
+]}`
+
+func startEverything(t *testing.T) string {
+	t.Helper()
+	bin := nodeserver.Bin(t, "mcp-server-everything")
+	return nodeserver.Start(t, bin, "", nil, "streamableHttp") + "/mcp"
+}
+
+func TestEverythingServerBehindTheGate(t *testing.T) {
+	url := startEverything(t)
+	dir := t.TempDir()
+	toolsPath := filepath.Join(dir, "tools.json")
+	require.NoError(t, os.WriteFile(toolsPath, []byte(`{"servers": [{"name": "everything", "url": "`+url+`",
+	  "trust_annotations": true, "timeout_seconds": 20,
+	  "exclude": ["trigger-long-running-operation"],
+	  "approval": {"get-env": "always"}}]}`), 0o600))
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	catalog, err := openServeTools(context.Background(), toolsPath, logger)
+	require.NoError(t, err)
+	require.Empty(t, catalog.Absent())
+
+	// What the gate makes of the reference server's tools.
+	tb, err := loop.NewToolbox(catalog.Tools()...)
+	require.NoError(t, err)
+	gated := map[string]string{}
+	for _, name := range tb.Names() {
+		tl, _ := tb.Lookup(name)
+		d := tl.Definition()
+		switch {
+		case d.RequiresApproval:
+			gated[name] = "approval (override always)"
+		case d.Effect == loop.EffectRead:
+			gated[name] = "read"
+		default:
+			gated[name] = "approval"
+		}
+	}
+	t.Logf("reference server tools as gated: %v", gated)
+	assert.Equal(t, "read", gated["everything__get-sum"])
+	assert.Equal(t, "read", gated["everything__echo"])
+	assert.Equal(t, "approval (override always)", gated["everything__get-env"])
+	assert.Equal(t, "approval", gated["everything__toggle-simulated-logging"])
+	assert.Equal(t, "approval", gated["everything__gzip-file-as-resource"])
+	assert.NotContains(t, gated, "everything__trigger-long-running-operation", "excluded")
+
+	// Content kinds: an image becomes a summary, structured content JSON,
+	// an embedded resource its text.
+	for tool, want := range map[string]string{
+		"everything__get-tiny-image":         "[image: image/png,",
+		"everything__get-structured-content": `"temperature"`,
+		"everything__get-resource-reference": "[embedded resource demo://resource/dynamic/text/1, text/plain]",
+	} {
+		tl, ok := tb.Lookup(tool)
+		require.True(t, ok, tool)
+		in := json.RawMessage(`{}`)
+		if tool == "everything__get-structured-content" {
+			in = json.RawMessage(`{"location":"Chicago"}`)
+		}
+		res, err := tl.Call(context.Background(), in)
+		require.NoError(t, err, tool)
+		assert.False(t, res.IsError, "%s: %s", tool, res.Content)
+		assert.Contains(t, res.Content, want, tool)
+	}
+
+	model := &recordingModel{model: must(scripted.Parse([]byte(everythingScript)))}
+	alice, bob := serveApp(t, dir, model, catalog, logs)
+
+	var run runJSON
+	alice.do(http.MethodPost, "/runs", map[string]any{"prompt": "add 2 and 3, then turn on logging", "approvers": []string{"bob"}}, http.StatusAccepted, &run)
+	run = alice.waitStatus(run.ID, "WAITING_FOR_APPROVAL")
+	sum := model.toolResults("toolu_sum")
+	require.Len(t, sum, 1, "the read-only tool ran before the suspension")
+	assert.Contains(t, sum[0].Content, "The sum of 2 and 3 is 5")
+	require.Len(t, run.Pending.Calls, 1)
+	assert.Equal(t, "everything__toggle-simulated-logging", run.Pending.Calls[0].Tool)
+	assert.Contains(t, run.Pending.Calls[0].Preview, "Everything Reference Server")
+	assert.Contains(t, run.Pending.Calls[0].Preview, "needs approval: not read-only")
+	assert.Contains(t, run.Pending.Calls[0].Preview, "destructive=false idempotent=false openWorld=false readOnly=false")
+
+	bob.do(http.MethodPost, "/runs/"+run.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+	done := alice.waitStatus(run.ID, "COMPLETED")
+	assert.Contains(t, string(done.Output), "Sum computed and logging toggled.")
+	toggled := model.toolResults("toolu_log")
+	require.NotEmpty(t, toggled)
+	assert.False(t, toggled[0].IsError, toggled[0].Content)
+	assert.Contains(t, toggled[0].Content, "logging")
+	t.Logf("the server's answers: %q, %q", sum[0].Content, toggled[0].Content)
+	assert.Equal(t, 1, toolExecutions(t, alice.events(run.ID), "everything__toggle-simulated-logging"))
+}
+
+// serveApp serves the local application with the given model and tool
+// sources as `serve` does (app.OpenLocal behind the gateway).
+func serveApp(t *testing.T, dir string, model loop.Model, catalog *mcptool.Catalog, logs *syncBuffer) (*apiClient, *apiClient) {
+	t.Helper()
+	require.NoError(t, seedDocuments(dir))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, ToolSources: catalog, BaseURL: url, MailOut: &syncBuffer{}, Logger: logger})
+	require.NoError(t, err)
+	srv := &http.Server{Handler: &gateway.Gateway{StartRun: local.API.Handle, Resume: local.API.Handle, Tokens: linkTokens, Logger: logger},
+		ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Shutdown(ctx))
+		local.Dispatcher.Wait()
+		assert.NoError(t, local.Close())
+		assert.NoError(t, catalog.Close())
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	return &apiClient{t: t, base: url, token: linkAliceToken}, &apiClient{t: t, base: url, token: linkBobToken}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -1,0 +1,63 @@
+package main
+
+// The parts of `serve` that bring the outside in: --tools (MCP servers
+// behind the approval gate) and --model with the providers the Lambdas use.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/mcptool"
+	"github.com/agentgate/agentgate/internal/provider"
+	"github.com/agentgate/agentgate/internal/provider/scripted"
+)
+
+// serveModel builds the model of `serve --model`: the built-in demo script
+// when spec is empty, otherwise any spec the Lambdas take (scripted:<file>,
+// bedrock:<id>, openai:<model>, anthropic:<model>), built by the same
+// constructor (provider.New) with the same environment (OPENAI_API_KEY,
+// AGENTGATE_OPENAI_BASE_URL, ANTHROPIC_API_KEY, the *_SECRET variables, and
+// the AWS configuration for Bedrock and Secrets Manager).
+func serveModel(ctx context.Context, spec string) (loop.Model, error) {
+	if spec == "" {
+		return scripted.Parse(demoScript)
+	}
+	cfg, err := provider.LoadConfig(func(name string) string {
+		if name == provider.EnvModel {
+			return spec
+		}
+		return os.Getenv(name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	deps := provider.Deps{Config: cfg}
+	if p, _ := provider.ParseSpec(spec); p.Provider == provider.ProviderBedrock || cfg.OpenAIAPIKeySecret != "" || cfg.AnthropicAPIKeySecret != "" {
+		if deps.AWS, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
+			return nil, fmt.Errorf("--model %s: load AWS configuration: %w", spec, err)
+		}
+	}
+	m, err := provider.New(ctx, spec, deps)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	return m, nil
+}
+
+// openServeTools opens the MCP servers of `serve --tools` (nil when the
+// flag is not given). Header values may come from environment variables
+// here; secret_arn values are read with the default AWS configuration.
+func openServeTools(ctx context.Context, path string, logger *slog.Logger) (*mcptool.Catalog, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return app.OpenToolSources(ctx, path, app.ToolSourceOptions{Local: true, Logger: logger,
+		AWS: func(ctx context.Context) (aws.Config, error) { return awsconfig.LoadDefaultConfig(ctx) }})
+}

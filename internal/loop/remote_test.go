@@ -1,0 +1,208 @@
+package loop_test
+
+// Tests of the hooks remote tools (MCP servers) need: NoApproval,
+// Annotations in the definition hash, DefinitionChecker at resume, and the
+// reasons of absent tools.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/loop"
+)
+
+// remoteTool is a loop tool whose current definition can change under it,
+// like a tool of an MCP server.
+type remoteTool struct {
+	loop.FuncTool
+	mu       sync.Mutex
+	current  loop.Definition
+	checkErr error
+	checked  int
+}
+
+func (t *remoteTool) CurrentDefinition(context.Context) (loop.Definition, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checked++
+	return t.current, t.checkErr
+}
+
+func newRemoteTool(log *execLog, def loop.Definition) *remoteTool {
+	rt := &remoteTool{current: def}
+	rt.Def = def
+	rt.CallFunc = func(ctx context.Context, input json.RawMessage) (loop.Result, error) {
+		log.add(def.Name, input, loop.IdempotencyKey(ctx))
+		return loop.Result{Content: def.Name + " ok"}, nil
+	}
+	return rt
+}
+
+func TestDefinitionHashIsStableForDefinitionsWithoutTheNewFields(t *testing.T) {
+	def := loop.Definition{Name: "write_doc", Description: "d", InputSchema: json.RawMessage(writeSchema), Effect: loop.EffectWrite, Idempotent: true}
+	// The hash as it was computed before NoApproval and Annotations existed:
+	// states suspended by an older build must still resume.
+	canon, err := loop.CanonicalJSON(def.InputSchema)
+	require.NoError(t, err)
+	old, err := json.Marshal(struct {
+		Name             string          `json:"name"`
+		InputSchema      json.RawMessage `json:"input_schema"`
+		Effect           loop.Effect     `json:"effect"`
+		Idempotent       bool            `json:"idempotent"`
+		RequiresApproval bool            `json:"requires_approval"`
+	}{def.Name, canon, def.Effect, def.Idempotent, def.RequiresApproval})
+	require.NoError(t, err)
+	sum := sha256.Sum256(old)
+	got, err := loop.DefinitionHash(def)
+	require.NoError(t, err)
+	assert.Equal(t, hex.EncodeToString(sum[:]), got)
+}
+
+func TestDefinitionHashCoversAnnotationsAndNoApproval(t *testing.T) {
+	base := loop.Definition{Name: "crm__create", InputSchema: json.RawMessage(pathSchema), Effect: loop.EffectWrite,
+		Annotations: json.RawMessage(`{"server":"crm","destructiveHint":true}`)}
+	h0, err := loop.DefinitionHash(base)
+	require.NoError(t, err)
+
+	reordered := base
+	reordered.Annotations = json.RawMessage(`{ "destructiveHint": true, "server": "crm" }`)
+	h1, err := loop.DefinitionHash(reordered)
+	require.NoError(t, err)
+	assert.Equal(t, h0, h1, "annotations are hashed canonically")
+
+	changed := base
+	changed.Annotations = json.RawMessage(`{"server":"crm","destructiveHint":false}`)
+	h2, err := loop.DefinitionHash(changed)
+	require.NoError(t, err)
+	assert.NotEqual(t, h0, h2, "a changed annotation changes the hash")
+
+	exempt := base
+	exempt.NoApproval = true
+	h3, err := loop.DefinitionHash(exempt)
+	require.NoError(t, err)
+	assert.NotEqual(t, h0, h3, "the approval rule is part of the hash")
+}
+
+func TestNoApprovalRunsAWriteAtOnceBehindTheFence(t *testing.T) {
+	log := &execLog{}
+	tool := newRemoteTool(log, loop.Definition{Name: "crm__note", InputSchema: json.RawMessage(pathSchema), Effect: loop.EffectWrite, NoApproval: true})
+	tb, err := loop.NewToolbox(tool)
+	require.NoError(t, err)
+	var fenced []string
+	r := &loop.Runner{
+		Model: scriptModel(asst(use("n1", "crm__note", `{"path":"a"}`)), asst(say("noted"))),
+		Tools: tb,
+		Hooks: loop.Hooks{
+			BeforeEffect: func(_ context.Context, c loop.PendingCall) error { fenced = append(fenced, "before "+c.ID); return nil },
+			AfterEffect: func(_ context.Context, c loop.PendingCall, _ loop.Result) error {
+				fenced = append(fenced, "after "+c.ID)
+				return nil
+			},
+		},
+	}
+	out, err := r.Run(context.Background(), request("note it"))
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+	assert.Equal(t, []string{`crm__note({"path":"a"})`}, log.list())
+	assert.Equal(t, []string{"before n1", "after n1"}, fenced, "an exempted write is still fenced")
+
+	// The runner's policy can still ask for approval.
+	r.Policy = func(loop.PendingCall, loop.Definition) bool { return true }
+	out, err = r.Run(context.Background(), request("note it"))
+	require.NoError(t, err)
+	assert.Equal(t, loop.OutcomeSuspended, out.Kind)
+}
+
+// remoteHeldTurn suspends a turn of one read and one write of a remote
+// server and returns the runner, the tools and the state.
+func remoteHeldTurn(t *testing.T, log *execLog) (*loop.Runner, *remoteTool, *remoteTool, *loop.SuspendedState) {
+	t.Helper()
+	read := newRemoteTool(log, loop.Definition{Name: "crm__find", InputSchema: json.RawMessage(pathSchema), Effect: loop.EffectRead,
+		Annotations: json.RawMessage(`{"readOnlyHint":true}`)})
+	write := newRemoteTool(log, loop.Definition{Name: "crm__update", InputSchema: json.RawMessage(writeSchema), Effect: loop.EffectWrite})
+	tb, err := loop.NewToolbox(read, write)
+	require.NoError(t, err)
+	r := &loop.Runner{Model: scriptModel(
+		asst(use("f1", "crm__find", `{"path":"a"}`), use("u1", "crm__update", `{"path":"a","text":"x"}`)),
+		asst(say("done"))), Tools: tb, NewID: seqIDs("s-")}
+	out, err := r.Run(context.Background(), request("update"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	require.Empty(t, log.list())
+	return r, read, write, out.Suspended
+}
+
+func TestResumeRefusesARemoteDefinitionThatChanged(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(d *loop.Definition)
+	}{
+		{"input schema", func(d *loop.Definition) { d.InputSchema = json.RawMessage(`{"type":"object"}`) }},
+		{"annotations", func(d *loop.Definition) { d.Annotations = json.RawMessage(`{"destructiveHint":false}`) }},
+		{"approval rule", func(d *loop.Definition) { d.NoApproval = true }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &execLog{}
+			r, _, write, st := remoteHeldTurn(t, log)
+			tt.change(&write.current)
+			out, err := r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
+			require.ErrorIs(t, err, loop.ErrToolChanged)
+			assert.Contains(t, err.Error(), `"crm__update"`)
+			assert.Contains(t, err.Error(), "changed its definition")
+			assert.Empty(t, log.list(), "nothing of the turn runs, not even the read sibling")
+			assert.Empty(t, out.Trace)
+		})
+	}
+}
+
+func TestResumeChecksOnlyCallsThatRun(t *testing.T) {
+	log := &execLog{}
+	r, read, write, st := remoteHeldTurn(t, log)
+	write.current.InputSchema = json.RawMessage(`{"type":"object"}`) // changed, but denied: irrelevant
+	out, err := r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{
+		{CallID: "u1", Action: loop.ActionDeny, Message: "no"}}})
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+	assert.Equal(t, []string{`crm__find({"path":"a"})`}, log.list())
+	assert.Equal(t, 1, read.checked)
+	assert.Equal(t, 0, write.checked, "a denied call's tool is not asked")
+}
+
+func TestResumeDoesNotRunACallWhoseDefinitionCannotBeConfirmed(t *testing.T) {
+	log := &execLog{}
+	r, _, write, st := remoteHeldTurn(t, log)
+	write.checkErr = errors.New("server crm unreachable")
+	out, err := r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+	assert.Equal(t, []string{`crm__find({"path":"a"})`}, log.list(), "the unconfirmed write never runs")
+	res, ok := resultFor(out.Transcript, "u1")
+	require.True(t, ok)
+	assert.True(t, res.IsError)
+	assert.Contains(t, res.Content, "server crm unreachable")
+	checkTranscript(t, out.Transcript)
+}
+
+func TestMissingToolsSayWhy(t *testing.T) {
+	tb, err := loop.NewToolbox()
+	require.NoError(t, err)
+	tb.NoteAbsent("crm__", "MCP server crm could not be reached at start-up")
+	assert.Equal(t, `tool "crm__find" is unavailable: MCP server crm could not be reached at start-up`, tb.Missing("crm__find"))
+	assert.Equal(t, `unknown tool "other"`, tb.Missing("other"))
+
+	r := &loop.Runner{Model: scriptModel(asst(say("hi"))), Tools: tb}
+	req := request("x")
+	req.Options.AllowedTools = []string{"crm__find"}
+	_, err = r.Run(context.Background(), req)
+	require.ErrorIs(t, err, loop.ErrInvalidRequest)
+	assert.Contains(t, err.Error(), "could not be reached at start-up")
+}

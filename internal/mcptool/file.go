@@ -1,0 +1,288 @@
+package mcptool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// File is a parsed and validated tool-sources file.
+type File struct {
+	// Servers are the MCP servers, in file order.
+	Servers []Server `json:"servers"`
+}
+
+// Server is one remote MCP server of the tool-sources file.
+type Server struct {
+	// Name prefixes the server's tools: "<name>__<tool>".
+	Name string `json:"name"`
+	// URL is the streamable-HTTP endpoint (for example https://crm.example.com/mcp).
+	URL string `json:"url"`
+	// Headers are sent with every request; their values come from Secrets
+	// Manager or (locally) the environment, never from the file.
+	Headers map[string]HeaderValue `json:"headers,omitempty"`
+	// Include, when not empty, keeps only these tools (the server's names).
+	Include []string `json:"include,omitempty"`
+	// Exclude drops these tools (the server's names).
+	Exclude []string `json:"exclude,omitempty"`
+	// TimeoutSeconds bounds one tool call, retries included (default 30).
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// TrustAnnotations lets the server's readOnlyHint make a tool a read.
+	TrustAnnotations bool `json:"trust_annotations,omitempty"`
+	// Approval overrides the approval rule per tool (the server's names).
+	Approval map[string]Approval `json:"approval,omitempty"`
+}
+
+// HeaderValue says where a header's value comes from: a Secrets Manager
+// secret (SecretARN, optionally one JSONKey of a JSON secret) or an
+// environment variable (Env; local server only). Prefix is prepended, for
+// example "Bearer ".
+type HeaderValue struct {
+	SecretARN string `json:"secret_arn,omitempty"`
+	JSONKey   string `json:"json_key,omitempty"`
+	Env       string `json:"env,omitempty"`
+	Prefix    string `json:"prefix,omitempty"`
+}
+
+// Approval is a per-tool override of the approval rule.
+type Approval string
+
+// The approval overrides.
+const (
+	// ApprovalAlways asks a human before every call, even of a read.
+	ApprovalAlways Approval = "always"
+	// ApprovalNever runs the tool without asking; a write is still fenced.
+	ApprovalNever Approval = "never"
+	// ApprovalDefault keeps the rule: reads run, everything else asks.
+	ApprovalDefault Approval = "default"
+)
+
+// Limits of the tool-sources file and of remote tools.
+const (
+	// DefaultTimeout bounds a tool call when the file sets no timeout_seconds.
+	DefaultTimeout = 30 * time.Second
+	// MaxTimeoutSeconds is the largest timeout_seconds (the Lambda limit).
+	MaxTimeoutSeconds = 900
+	// MaxServerNameLen is the longest server name.
+	MaxServerNameLen = 32
+	// MaxToolNameLen is the longest exposed name "<server>__<tool>": the
+	// limit of OpenAI, Bedrock (Converse) and Anthropic alike.
+	MaxToolNameLen = 64
+	// MaxFileBytes is the largest tool-sources file.
+	MaxFileBytes = 1 << 20
+)
+
+// serverNameRe: a letter first, then letters, digits, "-" and single "_",
+// not ending in "_" (so "__" in an exposed name always ends the server name).
+var serverNameRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*(_[A-Za-z0-9-]+)*$`)
+
+// secretARNRe is a Secrets Manager secret ARN (full or partial).
+var secretARNRe = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$`)
+
+// envNameRe is a portable environment variable name.
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// reservedHeaders are set by the MCP transport and cannot be configured.
+var reservedHeaders = map[string]bool{
+	"Accept": true, "Content-Type": true, "Content-Length": true, "Host": true, "Connection": true,
+	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true, "Transfer-Encoding": true,
+}
+
+// ParseOptions say where the file is used.
+type ParseOptions struct {
+	// AllowEnvHeaders permits header values from environment variables (the
+	// local server); on Lambda only Secrets Manager is allowed, so no secret
+	// value ever sits in a function's environment.
+	AllowEnvHeaders bool
+}
+
+// ReadFile reads and parses a tool-sources file.
+func ReadFile(path string, o ParseOptions) (*File, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tool sources: %w", err)
+	}
+	f, err := ParseFile(raw, o)
+	if err != nil {
+		return nil, fmt.Errorf("tool sources %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// ParseFile decodes a tool-sources file strictly (unknown fields are
+// refused) and validates it; every error names the server and the field.
+func ParseFile(raw []byte, o ParseOptions) (*File, error) {
+	if len(raw) > MaxFileBytes {
+		return nil, fmt.Errorf("the file has %d bytes, at most %d are allowed", len(raw), MaxFileBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("not a valid tool-sources file: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("not a valid tool-sources file: trailing data after the JSON object")
+	}
+	if err := f.validate(o); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func (f *File) validate(o ParseOptions) error {
+	var errs []error
+	seen := map[string]int{}
+	for i := range f.Servers {
+		s := &f.Servers[i]
+		where := fmt.Sprintf("servers[%d]", i)
+		if s.Name != "" {
+			where = fmt.Sprintf("servers[%d] (%s)", i, s.Name)
+		}
+		bad := func(field, format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: %s: %s", where, field, fmt.Sprintf(format, args...)))
+		}
+		switch {
+		case s.Name == "":
+			bad("name", "is required")
+		case len(s.Name) > MaxServerNameLen || !serverNameRe.MatchString(s.Name):
+			bad("name", "%q must start with a letter and hold at most %d letters, digits, '-' and single '_' (not at the end)", s.Name, MaxServerNameLen)
+		}
+		if j, dup := seen[s.Name]; dup && s.Name != "" {
+			bad("name", "%q is already used by servers[%d]", s.Name, j)
+		}
+		seen[s.Name] = i
+		u, err := url.Parse(s.URL)
+		if s.URL == "" {
+			bad("url", "is required")
+		} else if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			bad("url", "%q must be an absolute http(s) URL without user info", s.URL)
+		} else if u.Scheme == "http" && len(s.Headers) > 0 && !loopback(u.Hostname()) {
+			bad("url", "headers would travel in clear text to %s: use https (plain http is allowed for loopback hosts only)", u.Host)
+		}
+		for name, hv := range s.Headers {
+			field := "headers." + name
+			switch {
+			case !validHeaderName(name):
+				bad(field, "is not a valid HTTP header name")
+			case reservedHeaders[http.CanonicalHeaderKey(name)]:
+				bad(field, "is set by the MCP transport and cannot be configured")
+			}
+			switch {
+			case hv.SecretARN != "" && hv.Env != "":
+				bad(field, "give secret_arn or env, not both")
+			case hv.SecretARN == "" && hv.Env == "":
+				bad(field, "give secret_arn (a Secrets Manager ARN) or, locally, env (an environment variable); values never sit in the file")
+			case hv.SecretARN != "" && !secretARNRe.MatchString(hv.SecretARN):
+				bad(field+".secret_arn", "%q is not a Secrets Manager secret ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>)", hv.SecretARN)
+			case hv.Env != "" && !o.AllowEnvHeaders:
+				bad(field+".env", "environment variables are for the local server; on Lambda use secret_arn")
+			case hv.Env != "" && !envNameRe.MatchString(hv.Env):
+				bad(field+".env", "%q is not an environment variable name", hv.Env)
+			case hv.JSONKey != "" && hv.SecretARN == "":
+				bad(field+".json_key", "only goes with secret_arn")
+			}
+			if strings.ContainsAny(hv.Prefix, "\r\n") {
+				bad(field+".prefix", "must not hold line breaks")
+			}
+		}
+		if s.TimeoutSeconds < 0 || s.TimeoutSeconds > MaxTimeoutSeconds {
+			bad("timeout_seconds", "%d must be between 1 and %d (0: %s)", s.TimeoutSeconds, MaxTimeoutSeconds, DefaultTimeout)
+		}
+		checkNames := func(field string, names []string) {
+			dup := map[string]bool{}
+			for k, n := range names {
+				if strings.TrimSpace(n) == "" {
+					bad(fmt.Sprintf("%s[%d]", field, k), "is empty")
+				}
+				if dup[n] {
+					bad(fmt.Sprintf("%s[%d]", field, k), "%q is listed twice", n)
+				}
+				dup[n] = true
+			}
+		}
+		checkNames("include", s.Include)
+		checkNames("exclude", s.Exclude)
+		for tool, a := range s.Approval {
+			switch a {
+			case ApprovalAlways, ApprovalNever, ApprovalDefault:
+			default:
+				bad("approval."+tool, "%q must be %q, %q or %q", a, ApprovalAlways, ApprovalNever, ApprovalDefault)
+			}
+			if !s.offers(tool) {
+				bad("approval."+tool, "names a tool that include/exclude leave out")
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// offers reports whether include/exclude keep the server's tool name.
+func (s *Server) offers(name string) bool {
+	if len(s.Include) > 0 && !contains(s.Include, name) {
+		return false
+	}
+	return !contains(s.Exclude, name)
+}
+
+// Timeout is the server's per-call timeout.
+func (s *Server) Timeout() time.Duration {
+	if s.TimeoutSeconds > 0 {
+		return time.Duration(s.TimeoutSeconds) * time.Second
+	}
+	return DefaultTimeout
+}
+
+// SecretARNs returns every Secrets Manager ARN the file names, once each,
+// in file order (what the workers' roles must be allowed to read).
+func (f *File) SecretARNs() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range f.Servers {
+		for _, name := range sortedKeys(s.Headers) {
+			if arn := s.Headers[name].SecretARN; arn != "" && !seen[arn] {
+				seen[arn] = true
+				out = append(out, arn)
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		if c > 0x7e || c <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, c) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,74 @@
+package mcptool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// SecretsClient is the part of the Secrets Manager client the header values
+// need; *secretsmanager.Client satisfies it.
+type SecretsClient interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// resolveHeaders reads each header's value from its secret or environment
+// variable. Errors name the server and the header, never a value.
+func resolveHeaders(ctx context.Context, s Server, secrets SecretsClient, getenv func(string) string) (http.Header, error) {
+	h := http.Header{}
+	for _, name := range sortedKeys(s.Headers) {
+		hv := s.Headers[name]
+		var value string
+		switch {
+		case hv.SecretARN != "":
+			if secrets == nil {
+				return nil, fmt.Errorf("header %s: no Secrets Manager client to read %s", name, hv.SecretARN)
+			}
+			out, err := secrets.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(hv.SecretARN)})
+			if err != nil {
+				return nil, fmt.Errorf("header %s: read secret %s: %w", name, hv.SecretARN, err)
+			}
+			if out.SecretString == nil {
+				return nil, fmt.Errorf("header %s: secret %s has no string value", name, hv.SecretARN)
+			}
+			value = *out.SecretString
+			if hv.JSONKey != "" {
+				var obj map[string]any
+				if err := json.Unmarshal([]byte(value), &obj); err != nil {
+					return nil, fmt.Errorf("header %s: secret %s is not a JSON object, so json_key %q cannot be read", name, hv.SecretARN, hv.JSONKey)
+				}
+				v, ok := obj[hv.JSONKey].(string)
+				if !ok {
+					return nil, fmt.Errorf("header %s: secret %s has no string field %q", name, hv.SecretARN, hv.JSONKey)
+				}
+				value = v
+			}
+		default:
+			value = getenv(hv.Env)
+			if value == "" {
+				return nil, fmt.Errorf("header %s: environment variable %s is not set", name, hv.Env)
+			}
+		}
+		value = strings.TrimSpace(value)
+		if value == "" || strings.ContainsAny(value, "\r\n") {
+			return nil, fmt.Errorf("header %s: the value is empty or holds line breaks", name)
+		}
+		h.Set(name, hv.Prefix+value)
+	}
+	return h, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

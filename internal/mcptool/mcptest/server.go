@@ -1,0 +1,229 @@
+// Package mcptest is an in-process MCP server for tests, built with the
+// official Go SDK and served over streamable HTTP from httptest. It counts
+// the tools/call requests each tool receives, records their arguments and
+// idempotency keys, and can misbehave on purpose: expire its sessions, drop
+// the connection after a call arrived, change a tool's schema.
+package mcptest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Call is one tools/call the server received.
+type Call struct {
+	Tool           string
+	Arguments      json.RawMessage
+	IdempotencyKey string
+}
+
+// Server is a running test MCP server.
+type Server struct {
+	// URL is the streamable-HTTP endpoint.
+	URL string
+	// MCP is the SDK server; add or replace tools on it.
+	MCP *mcp.Server
+	// MetaKey is the _meta key read as the idempotency key.
+	MetaKey string
+
+	mu        sync.Mutex
+	calls     []Call
+	expireOne bool
+	dropTool  string
+	dropLeft  int
+	lists     int
+	expired   int
+	headers   http.Header
+	http      *httptest.Server
+}
+
+// Options configure New.
+type Options struct {
+	// PageSize is the tools/list page size (0: the SDK default).
+	PageSize int
+	// MetaKey is the _meta key of the idempotency key.
+	MetaKey string
+}
+
+// New starts a server with no tools; it stops when the test ends.
+func New(t testing.TB, o Options) *Server {
+	t.Helper()
+	s := &Server{MetaKey: o.MetaKey}
+	s.MCP = mcp.NewServer(&mcp.Implementation{Name: "mcptest", Title: "Test CRM", Version: "1.0.0"}, &mcp.ServerOptions{PageSize: o.PageSize})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.MCP }, nil)
+	s.http = httptest.NewServer(s.middleware(h))
+	s.URL = s.http.URL + "/mcp"
+	t.Cleanup(s.http.Close)
+	return s
+}
+
+// Close stops the server (its URL then refuses connections).
+func (s *Server) Close() { s.http.Close() }
+
+// middleware implements the misbehaviours and counts list requests.
+func (s *Server) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		s.mu.Lock()
+		expire := s.expireOne && r.Header.Get("Mcp-Session-Id") != ""
+		if expire {
+			s.expireOne = false
+			s.expired++
+		}
+		drop := msg.Method == "tools/call" && msg.Params.Name != "" && msg.Params.Name == s.dropTool && s.dropLeft > 0
+		if drop {
+			s.dropLeft--
+		}
+		s.headers = r.Header.Clone()
+		if msg.Method == "tools/list" {
+			s.lists++
+		}
+		s.mu.Unlock()
+		if expire {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		if drop {
+			// The call arrived (and is counted), then the connection dies
+			// before any answer: the client cannot know what happened.
+			s.record(msg.Params.Name, body)
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				panic("mcptest: response writer cannot be hijacked")
+			}
+			c, _, err := hj.Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// record notes a tools/call from its raw JSON-RPC body.
+func (s *Server) record(tool string, body []byte) {
+	var msg struct {
+		Params struct {
+			Arguments json.RawMessage `json:"arguments"`
+			Meta      map[string]any  `json:"_meta"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	key, _ := msg.Params.Meta[s.MetaKey].(string)
+	s.mu.Lock()
+	s.calls = append(s.calls, Call{Tool: tool, Arguments: msg.Params.Arguments, IdempotencyKey: key})
+	s.mu.Unlock()
+}
+
+// AddTool adds (or replaces) a tool whose handler answers text; the call is
+// recorded before the handler runs.
+func (s *Server) AddTool(t *mcp.Tool, answer func(args json.RawMessage) *mcp.CallToolResult) {
+	s.MCP.AddTool(t, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		key, _ := req.Params.Meta[s.MetaKey].(string)
+		s.mu.Lock()
+		s.calls = append(s.calls, Call{Tool: t.Name, Arguments: req.Params.Arguments, IdempotencyKey: key})
+		s.mu.Unlock()
+		return answer(req.Params.Arguments), nil
+	})
+}
+
+// Text is an answer of one text block.
+func Text(text string) func(json.RawMessage) *mcp.CallToolResult {
+	return func(json.RawMessage) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	}
+}
+
+// Calls returns the tools/call requests received so far.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// CallsOf returns the calls of one tool.
+func (s *Server) CallsOf(tool string) []Call {
+	var out []Call
+	for _, c := range s.Calls() {
+		if c.Tool == tool {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Lists returns how many tools/list requests arrived.
+func (s *Server) Lists() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lists
+}
+
+// ExpireSession makes the server answer the next request that carries a
+// session id with 404, as a server that lost the session does.
+func (s *Server) ExpireSession() {
+	s.mu.Lock()
+	s.expireOne = true
+	s.mu.Unlock()
+}
+
+// DropCallsOf makes the next n tools/call requests of tool arrive (and be
+// recorded) and then lose their connection before any answer.
+func (s *Server) DropCallsOf(tool string, n int) {
+	s.mu.Lock()
+	s.dropTool, s.dropLeft = tool, n
+	s.mu.Unlock()
+}
+
+// Expired returns how many requests were answered 404 by ExpireSession.
+func (s *Server) Expired() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expired
+}
+
+// LastHeader returns a header of the last POST the server received.
+func (s *Server) LastHeader(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.headers.Get(name)
+}
+
+// ObjectSchema is a JSON schema of an object with the given string
+// properties, all required, no others allowed.
+func ObjectSchema(props ...string) json.RawMessage {
+	p := map[string]any{}
+	for _, name := range props {
+		p[name] = map[string]any{"type": "string"}
+	}
+	schema := map[string]any{"type": "object", "properties": p, "additionalProperties": false}
+	if len(props) > 0 {
+		schema["required"] = props
+	}
+	b, _ := json.Marshal(schema)
+	return b
+}
+
+// Bool returns a pointer to b (for annotation hints).
+func Bool(b bool) *bool { return &b }

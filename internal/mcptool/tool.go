@@ -1,0 +1,305 @@
+package mcptool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentgate/agentgate/internal/loop"
+)
+
+// NameSeparator joins a server's name and a tool's name.
+const NameSeparator = "__"
+
+// invalidNameChars are the characters no provider accepts in a tool name
+// (OpenAI, Bedrock Converse and Anthropic all accept ^[a-zA-Z0-9_-]{1,64}$).
+var invalidNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// ExposedName is the name the model sees for a server's tool:
+// "<server>__<tool>", with every character no provider accepts replaced by "_".
+func ExposedName(server, tool string) string {
+	return server + NameSeparator + invalidNameChars.ReplaceAllString(tool, "_")
+}
+
+// hints are a tool's annotations with the MCP spec defaults filled in.
+type hints struct {
+	ReadOnly    bool `json:"readOnlyHint"`
+	Destructive bool `json:"destructiveHint"`
+	Idempotent  bool `json:"idempotentHint"`
+	OpenWorld   bool `json:"openWorldHint"`
+	// Given is false when the server sent no annotations at all.
+	Given bool `json:"annotated"`
+}
+
+func hintsOf(a *mcp.ToolAnnotations) hints {
+	h := hints{Destructive: true, OpenWorld: true}
+	if a == nil {
+		return h
+	}
+	h.Given = true
+	h.ReadOnly = a.ReadOnlyHint
+	h.Idempotent = a.IdempotentHint
+	if a.DestructiveHint != nil {
+		h.Destructive = *a.DestructiveHint
+	}
+	if a.OpenWorldHint != nil {
+		h.OpenWorld = *a.OpenWorldHint
+	}
+	return h
+}
+
+// rule is how the loop gates a remote tool, and why.
+type rule struct {
+	effect           loop.Effect
+	requiresApproval bool
+	noApproval       bool
+	why              string
+}
+
+// ruleFor decides a tool's effect and approval: approval by default; a read
+// only for a trusted server's readOnlyHint; the file's override wins.
+func ruleFor(s Server, h hints, override Approval) rule {
+	r := rule{effect: loop.EffectWrite}
+	switch {
+	case s.TrustAnnotations && h.ReadOnly:
+		r.effect = loop.EffectRead
+		r.why = "read-only (readOnlyHint: true, and this server's annotations are trusted)"
+	case !s.TrustAnnotations && h.ReadOnly:
+		r.why = "needs approval: the server says read-only, but its annotations are not trusted (trust_annotations is off)"
+	case !h.Given:
+		r.why = "needs approval: the server gives no annotations (MCP defaults: not read-only, destructive, open world)"
+	default:
+		r.why = "needs approval: not read-only"
+	}
+	switch override {
+	case ApprovalAlways:
+		r.requiresApproval = true
+		r.why = "needs approval: the tool-sources file says approval \"always\""
+	case ApprovalNever:
+		r.noApproval = r.effect == loop.EffectWrite
+		r.why = "runs without approval: the tool-sources file says approval \"never\""
+	}
+	return r
+}
+
+// remoteTool is one tool of an MCP server as a loop.Tool.
+type remoteTool struct {
+	server *serverTools
+	// name is the server's own name of the tool.
+	name string
+	def  loop.Definition
+	h    hints
+	rule rule
+}
+
+var (
+	_ loop.Tool              = (*remoteTool)(nil)
+	_ loop.Previewer         = (*remoteTool)(nil)
+	_ loop.DefinitionChecker = (*remoteTool)(nil)
+)
+
+// newRemoteTool builds the loop tool of a listed MCP tool.
+func newRemoteTool(st *serverTools, t *mcp.Tool) (*remoteTool, error) {
+	schema, err := json.Marshal(t.InputSchema)
+	if err != nil || t.InputSchema == nil {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	h := hintsOf(t.Annotations)
+	s := st.server
+	override := s.Approval[t.Name]
+	if override == "" {
+		override = ApprovalDefault
+	}
+	r := ruleFor(s, h, override)
+	ann, err := json.Marshal(struct {
+		Server           string   `json:"server"`
+		Tool             string   `json:"tool"`
+		TrustAnnotations bool     `json:"trust_annotations"`
+		Hints            hints    `json:"hints"`
+		Approval         Approval `json:"approval"`
+	}{s.Name, t.Name, s.TrustAnnotations, h, override})
+	if err != nil {
+		return nil, err
+	}
+	desc := t.Description
+	if desc == "" {
+		desc = t.Title
+	}
+	if desc == "" {
+		desc = fmt.Sprintf("Tool %s of the MCP server %s.", t.Name, s.Name)
+	}
+	return &remoteTool{
+		server: st,
+		name:   t.Name,
+		h:      h,
+		rule:   r,
+		def: loop.Definition{
+			Name:             ExposedName(s.Name, t.Name),
+			Description:      desc,
+			InputSchema:      schema,
+			Effect:           r.effect,
+			RequiresApproval: r.requiresApproval,
+			NoApproval:       r.noApproval,
+			Annotations:      ann,
+		},
+	}, nil
+}
+
+// Definition returns the tool's definition as listed when the catalog opened.
+func (t *remoteTool) Definition() loop.Definition { return t.def }
+
+// CurrentDefinition lists the server again and returns the tool's
+// definition as the server describes it now. A tool the server no longer
+// offers returns a definition that matches nothing.
+func (t *remoteTool) CurrentDefinition(ctx context.Context) (loop.Definition, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.server.server.Timeout())
+	defer cancel()
+	tools, err := t.server.conn.listTools(ctx)
+	if err != nil {
+		return loop.Definition{}, fmt.Errorf("MCP server %s could not be reached: %v", t.server.server.Name, err)
+	}
+	for _, mt := range tools {
+		if mt.Name == t.name {
+			now, err := newRemoteTool(t.server, mt)
+			if err != nil {
+				return loop.Definition{}, err
+			}
+			return now.def, nil
+		}
+	}
+	gone := t.def
+	gone.Annotations = json.RawMessage(`{"removed":true}`)
+	return gone, nil
+}
+
+// Preview shows approvers what the call is: the server, the tool's hints
+// and description, why it needs approval, and the arguments as pretty JSON.
+func (t *remoteTool) Preview(_ context.Context, input json.RawMessage) (string, error) {
+	var b strings.Builder
+	s := t.server.server
+	fmt.Fprintf(&b, "MCP tool %q on server %q", t.name, s.Name)
+	if info := t.server.conn.serverInfo(); info != nil {
+		label := info.Title
+		if label == "" {
+			label = info.Name
+		}
+		if label != "" {
+			fmt.Fprintf(&b, " (%s)", oneLine(label, 120))
+		}
+		if info.Description != "" {
+			fmt.Fprintf(&b, "\nServer: %s", oneLine(info.Description, 300))
+		}
+	}
+	fmt.Fprintf(&b, "\n%s", t.rule.why)
+	given := "as the server declares them"
+	if !t.h.Given {
+		given = "MCP defaults: the server declares none"
+	}
+	fmt.Fprintf(&b, "\nHints (%s; advisory): destructive=%t idempotent=%t openWorld=%t readOnly=%t",
+		given, t.h.Destructive, t.h.Idempotent, t.h.OpenWorld, t.h.ReadOnly)
+	fmt.Fprintf(&b, "\nDescription: %s", oneLine(t.def.Description, 500))
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, input, "", "  "); err != nil {
+		pretty.Reset()
+		pretty.Write(input)
+	}
+	fmt.Fprintf(&b, "\nArguments:\n%s", pretty.String())
+	return b.String(), nil
+}
+
+// Call sends tools/call with the arguments and the idempotency key. See the
+// package documentation for retries and the write fence.
+func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Result, error) {
+	s := t.server.server
+	key := loop.IdempotencyKey(ctx)
+	callCtx, cancel := context.WithTimeout(ctx, s.Timeout())
+	defer cancel()
+	start := time.Now()
+	read := t.def.Effect == loop.EffectRead
+	var (
+		res      *mcp.CallToolResult
+		err      error
+		attempts int
+	)
+	for attempts = 1; ; attempts++ {
+		res, err = t.server.conn.callTool(callCtx, t.name, input, key)
+		var ce *callError
+		if err == nil || !errors.As(err, &ce) || ce.outcome == outcomeRefused || attempts == maxAttempts || ctx.Err() != nil {
+			break
+		}
+		// A read may be sent again; a write only when it never left.
+		if !read && ce.outcome != outcomeNotSent {
+			break
+		}
+		select {
+		case <-callCtx.Done():
+		case <-time.After(backoff(attempts)):
+		}
+		if callCtx.Err() != nil {
+			break
+		}
+	}
+	log := t.server.logger.With("server", s.Name, "tool", t.name, "effect", string(t.def.Effect),
+		"duration_ms", time.Since(start).Milliseconds(), "attempts", attempts)
+	if err == nil {
+		out := resultOf(res)
+		log.InfoContext(ctx, "mcp tool call", "outcome", outcomeLabel(out))
+		return out, nil
+	}
+	if ctx.Err() != nil {
+		log.WarnContext(ctx, "mcp tool call", "outcome", "cancelled", "err", err)
+		return loop.Result{}, ctx.Err()
+	}
+	var ce *callError
+	errors.As(err, &ce)
+	switch {
+	case ce != nil && ce.outcome == outcomeRefused:
+		log.InfoContext(ctx, "mcp tool call", "outcome", "refused_by_server", "err", err)
+		return loop.ErrorResult("Error: the MCP server %s refused the call of %s: %s", s.Name, t.name, oneLine(err.Error(), 500)), nil
+	case ce != nil && ce.outcome == outcomeNotSent, read:
+		log.WarnContext(ctx, "mcp tool call", "outcome", "unreachable", "err", err)
+		return loop.ErrorResult("Error: the MCP server %s could not be reached, %s did not run: %s", s.Name, t.name, oneLine(err.Error(), 300)), nil
+	default:
+		// The write may have happened: the fence decides (interrupted_write).
+		log.ErrorContext(ctx, "mcp tool call", "outcome", "unknown", "err", err)
+		return loop.Result{}, fmt.Errorf("MCP server %s, tool %s: the outcome of the write is unknown: %w", s.Name, t.name, err)
+	}
+}
+
+// maxAttempts bounds the attempts of one call (within its timeout).
+const maxAttempts = 3
+
+func outcomeLabel(r loop.Result) string {
+	if r.IsError {
+		return "tool_error"
+	}
+	return "ok"
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		cut := max
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// serverTools is one connected server with the tools the file keeps.
+type serverTools struct {
+	server Server
+	conn   *conn
+	logger *slog.Logger
+	tools  []*remoteTool
+}
