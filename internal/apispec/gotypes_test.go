@@ -55,8 +55,8 @@ func TestHandlerTypesMatchSpec(t *testing.T) {
 		{"Run", httpapi.RunView{}, true},
 		{"Pending", httpapi.PendingView{}, true},
 		{"RecordedDecision", httpapi.DecisionView{}, true},
-		{"PendingCall", runs.PendingCall{}, true},
-		{"Counters", runs.Counters{}, true},
+		{"PendingCall", runs.CallSummary{}, true},
+		{"Counters", loop.Counters{}, true},
 		{"Event", runs.Event{}, true},
 	}
 	for _, tt := range tests {

@@ -40,6 +40,6 @@ func (pages) Expired() (int, string)                       { return approvalpage
 func (pages) Problem(status int, msg string) (int, string) { return approvalpage.Problem(status, msg) }
 func (pages) Headers() map[string]string                   { return approvalpage.Headers() }
 
-func (pages) ParseDecision(form url.Values, pending []runs.PendingCall) (loop.Decision, error) {
+func (pages) ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error) {
 	return approvalpage.ParseDecision(form, pending)
 }

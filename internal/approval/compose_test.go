@@ -88,7 +88,7 @@ func TestComposeEscapes(t *testing.T) {
 	m := sampleMessage()
 	m.Initiator = hostile
 	m.Purpose = hostile
-	m.Calls = []runs.PendingCall{{
+	m.Calls = []runs.CallSummary{{
 		ID:            `id"><script>1</script>`,
 		Tool:          "<b>tool</b>",
 		Input:         mustJSON(t, map[string]string{"content": hostile}),

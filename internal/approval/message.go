@@ -40,7 +40,7 @@ type Message struct {
 	// Compose shows at most PurposeLimit characters of it.
 	Purpose string
 	// Calls are the pending calls of the held turn, in turn order.
-	Calls []runs.PendingCall
+	Calls []runs.CallSummary
 	// Deadline is when the run expires without a decision.
 	Deadline time.Time
 	// Link is the approval link, {base}/approvals/{token} (see Link). It is a
@@ -131,7 +131,7 @@ func Compose(m Message) (subject, text, html string, err error) {
 			Number:        i + 1,
 			ID:            CleanText(c.ID),
 			Tool:          CleanText(c.Tool),
-			Effect:        CleanText(c.Effect),
+			Effect:        CleanText(string(c.Effect)),
 			NeedsApproval: c.NeedsApproval,
 			Arguments:     truncate(CleanText(PrettyArguments(c.Input)), ValueLimit),
 			Preview:       truncate(CleanText(c.Preview), ValueLimit),

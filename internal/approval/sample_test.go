@@ -20,7 +20,7 @@ func sampleMessage() approval.Message {
 		Approver:     "alice@example.com",
 		Initiator:    "arn:aws:iam::123456789012:user/bob",
 		Purpose:      "Update the on-call runbook with the new escalation policy & notify the team.\nKeep the old section.",
-		Calls: []runs.PendingCall{
+		Calls: []runs.CallSummary{
 			{
 				ID:            "toolu_01",
 				Tool:          "write_document",

@@ -11,7 +11,7 @@ import (
 // A POST /approvals/{token} handler parses the form against the run's
 // pending calls and shows a Problem page for bad input.
 func ExampleParseDecision() {
-	pending := []runs.PendingCall{
+	pending := []runs.CallSummary{
 		{ID: "toolu_1", Tool: "write_document", NeedsApproval: true},
 		{ID: "toolu_2", Tool: "send_email", NeedsApproval: true},
 	}

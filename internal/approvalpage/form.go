@@ -50,8 +50,8 @@ const MaxReasonLength = 2000
 // shown to the approver: a missing, unknown or repeated field, a malformed
 // digest, a bad action, an unknown call id, or a reason over
 // MaxReasonLength characters.
-func ParseDecision(form url.Values, pending []runs.PendingCall) (loop.Decision, error) {
-	byID := make(map[string]runs.PendingCall, len(pending))
+func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error) {
+	byID := make(map[string]runs.CallSummary, len(pending))
 	for _, c := range pending {
 		byID[c.ID] = c
 	}
@@ -145,7 +145,7 @@ func ParseDecision(form url.Values, pending []runs.PendingCall) (loop.Decision, 
 }
 
 // decidable checks that id names a pending call that needs approval.
-func decidable(byID map[string]runs.PendingCall, id string) error {
+func decidable(byID map[string]runs.CallSummary, id string) error {
 	c, ok := byID[id]
 	switch {
 	case !ok:

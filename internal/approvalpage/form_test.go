@@ -31,7 +31,7 @@ func TestParseDecision(t *testing.T) {
 	tests := []struct {
 		name    string
 		form    url.Values
-		pending []runs.PendingCall
+		pending []runs.CallSummary
 		want    loop.Decision
 		wantErr string // substring of the error message; empty: no error
 	}{

@@ -22,8 +22,8 @@ const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>`
 
 // threeCalls is a turn with two writes needing approval and a read that
 // runs without one.
-func threeCalls() []runs.PendingCall {
-	return []runs.PendingCall{
+func threeCalls() []runs.CallSummary {
+	return []runs.CallSummary{
 		{ID: "toolu_01", Tool: "write_document", Input: json.RawMessage(`{"path":"a.md","content":"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"}`),
 			NeedsApproval: true, Effect: "write", Preview: "--- a.md\n+++ a.md\n-old\n+" + hostile},
 		{ID: "toolu_02", Tool: "send_email", Input: json.RawMessage(`{"to":"team@example.com","subject":"Runbook & policy"}`),

@@ -66,7 +66,7 @@ type ConfirmPage struct {
 	// Approver is the address the link was issued to.
 	Approver string
 	// Calls are the pending calls of the held turn, in turn order.
-	Calls []runs.PendingCall
+	Calls []runs.CallSummary
 	// TurnDigest is the suspension's digest; the form posts it back.
 	TurnDigest string
 	// Deadline is when the run expires without a decision.
@@ -120,7 +120,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 			ID:            c.ID,
 			DisplayID:     approval.CleanText(c.ID),
 			Tool:          approval.CleanText(c.Tool),
-			Effect:        approval.CleanText(c.Effect),
+			Effect:        approval.CleanText(string(c.Effect)),
 			NeedsApproval: c.NeedsApproval,
 			Arguments:     approval.CleanText(approval.PrettyArguments(c.Input)),
 			Preview:       approval.CleanText(c.Preview),
@@ -152,7 +152,7 @@ type DecidedPage struct {
 	// Decision is the recorded decision.
 	Decision loop.Decision
 	// Calls are the pending calls, to name the tools of a per-call decision.
-	Calls []runs.PendingCall
+	Calls []runs.CallSummary
 }
 
 // Decided renders "your decision was recorded" with status 200: approved,

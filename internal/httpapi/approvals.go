@@ -30,7 +30,7 @@ type ApprovalPages interface {
 	// Problem answers a bad form or request with a message.
 	Problem(status int, message string) (int, string)
 	// ParseDecision reads the page's form into a decision on the held turn.
-	ParseDecision(form url.Values, pending []runs.PendingCall) (loop.Decision, error)
+	ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error)
 	// Headers are the security headers every page carries.
 	Headers() map[string]string
 }
@@ -72,7 +72,7 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 		return nil, nil, nil, err
 	}
 	decided := !t.UsedAt.IsZero() || r.SuspensionID != t.SuspensionID ||
-		(r.Status != runs.StatusWaiting && len(r.Decision) > 0 && r.Status != runs.StatusExpired)
+		(r.Status != runs.StatusWaiting && r.Decision != nil && r.Status != runs.StatusExpired)
 	switch {
 	case decided && r.SuspensionID != t.SuspensionID:
 		// The run moved on to a later suspension: the row holds that one's
@@ -109,13 +109,9 @@ func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) 
 			if ev.Type != runs.EventDecision {
 				continue
 			}
-			var data struct {
-				SuspensionID string          `json:"suspension_id"`
-				Via          string          `json:"via"`
-				Decision     json.RawMessage `json:"decision"`
-			}
+			var data runs.DecisionEventData
 			if json.Unmarshal(ev.Data, &data) == nil && data.SuspensionID == suspensionID {
-				d.Decision, d.DecidedBy, d.DecidedVia, d.DecidedAt = data.Decision, ev.Actor, data.Via, ev.At
+				d.Decision, d.DecidedBy, d.DecidedVia, d.DecidedAt = &data.Decision, ev.Actor, data.Via, ev.At
 				return d, nil
 			}
 		}
@@ -174,12 +170,12 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	if err != nil {
 		return a.page(a.Pages.Problem(http.StatusUnprocessableEntity, err.Error())), nil
 	}
-	next, err := a.applyDecision(ctx, r, d, runs.Decision{Decider: t.Approver, Via: runs.ViaLink, Token: t})
+	next, err := a.applyDecision(ctx, r, d, runs.NewDecision{Decider: t.Approver, Via: runs.ViaLink, Token: t})
 	if err != nil {
 		code, status, msg := classify(err)
 		switch code {
 		case runs.EConflict:
-			if fresh, gerr := a.Store.Get(ctx, r.ID); gerr == nil && len(fresh.Decision) > 0 {
+			if fresh, gerr := a.Store.Get(ctx, r.ID); gerr == nil && fresh.Decision != nil {
 				return a.page(a.Pages.AlreadyDecided(fresh)), nil
 			}
 			return a.page(a.Pages.Problem(status, msg)), nil

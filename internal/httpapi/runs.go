@@ -17,20 +17,20 @@ import (
 
 // RunView is the JSON shape of a run in responses.
 type RunView struct {
-	ID        string            `json:"id"`
-	Status    runs.Status       `json:"status"`
-	Reason    string            `json:"termination_reason,omitempty"`
-	Version   int64             `json:"version"`
-	CreatedAt time.Time         `json:"created_at"`
-	UpdatedAt time.Time         `json:"updated_at"`
-	Initiator string            `json:"initiator"`
-	Approvers []string          `json:"approvers"`
-	Counters  runs.Counters     `json:"counters"`
-	Pending   *PendingView      `json:"pending,omitempty"`
-	Decision  *DecisionView     `json:"decision,omitempty"`
-	Output    json.RawMessage   `json:"output,omitempty"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-	Links     map[string]string `json:"links"`
+	ID        string                 `json:"id"`
+	Status    runs.Status            `json:"status"`
+	Reason    loop.TerminationReason `json:"termination_reason,omitempty"`
+	Version   int64                  `json:"version"`
+	CreatedAt time.Time              `json:"created_at"`
+	UpdatedAt time.Time              `json:"updated_at"`
+	Initiator string                 `json:"initiator"`
+	Approvers []string               `json:"approvers"`
+	Counters  loop.Counters          `json:"counters"`
+	Pending   *PendingView           `json:"pending,omitempty"`
+	Decision  *DecisionView          `json:"decision,omitempty"`
+	Output    json.RawMessage        `json:"output,omitempty"`
+	Metadata  map[string]string      `json:"metadata,omitempty"`
+	Links     map[string]string      `json:"links"`
 }
 
 // PendingView is what waits for approval.
@@ -38,15 +38,15 @@ type PendingView struct {
 	SuspensionID string             `json:"suspension_id"`
 	TurnDigest   string             `json:"turn_digest"`
 	Deadline     time.Time          `json:"deadline"`
-	Calls        []runs.PendingCall `json:"calls"`
+	Calls        []runs.CallSummary `json:"calls"`
 }
 
 // DecisionView is the decision of the current suspension and who made it.
 type DecisionView struct {
-	By       string          `json:"by"`
-	Via      string          `json:"via"`
-	At       time.Time       `json:"at"`
-	Decision json.RawMessage `json:"decision"`
+	By       string         `json:"by"`
+	Via      string         `json:"via"`
+	At       time.Time      `json:"at"`
+	Decision *loop.Decision `json:"decision"`
 }
 
 func links(id string) map[string]string {
@@ -74,7 +74,7 @@ func viewOf(r *runs.Run) RunView {
 	if r.Status == runs.StatusWaiting {
 		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: r.PendingCalls}
 	}
-	if len(r.Decision) > 0 {
+	if r.Decision != nil {
 		v.Decision = &DecisionView{By: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Decision: r.Decision}
 	}
 	return v
@@ -186,7 +186,7 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if !mayDecide(r, who) {
 		return events.APIGatewayProxyResponse{}, errorf(CodeForbidden, "run %s requires four eyes: its initiator cannot decide it", id)
 	}
-	r, err = a.applyDecision(ctx, r, d, runs.Decision{Decider: who, Via: runs.ViaAPI})
+	r, err = a.applyDecision(ctx, r, d, runs.NewDecision{Decider: who, Via: runs.ViaAPI})
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
@@ -196,7 +196,7 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 // applyDecision validates a decision against the run's held turn, records it
 // (one conditional write: of concurrent deciders exactly one wins) and
 // dispatches the resume worker. Shared by the API and the approval links.
-func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, how runs.Decision) (*runs.Run, error) {
+func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, how runs.NewDecision) (*runs.Run, error) {
 	if r.Status != runs.StatusWaiting {
 		if r.Status.Terminal() {
 			return nil, errorf(runs.EConflict, "run %s is %s; nothing waits for a decision", r.ID, r.Status)
@@ -206,19 +206,15 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	if !a.now().Before(r.ApprovalDeadline) {
 		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.Format(time.RFC3339))
 	}
-	err := loop.ValidateDecision(a.Tools, service.LoopPending(r.PendingCalls), r.TurnDigest, d)
+	err := loop.ValidateDecision(a.Tools, r.HeldCalls(), r.TurnDigest, d)
 	switch {
 	case errors.Is(err, loop.ErrDigestMismatch):
 		return nil, errorf(runs.EConflict, "the decision names turn %q but run %s waits on turn %q (reload the run and decide again)", d.TurnDigest, r.ID, r.TurnDigest)
 	case err != nil:
 		return nil, errorf(CodeUnprocessable, "%s", err.Error())
 	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil, err
-	}
 	how.SuspensionID = r.SuspensionID
-	how.Body = b
+	how.Decision = d
 	next, err := a.Store.Decide(ctx, r, how)
 	if err != nil {
 		return nil, err

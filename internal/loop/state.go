@@ -186,19 +186,37 @@ var (
 	ErrInvalidDecision = errors.New("invalid decision")
 )
 
-// TerminationReason says why a run ended.
+// TerminationReason says why a run ended. It is the one list of reasons: the
+// loop ends runs with the first group; the worker and the store end runs
+// with the second when something around the loop fails or a human acts.
 type TerminationReason string
 
-// The termination reasons.
+// The termination reasons the loop returns in an Outcome.
 const (
-	ReasonCompleted        TerminationReason = "completed"
-	ReasonMaxIterations    TerminationReason = "max_iterations"
-	ReasonBudgetExhausted  TerminationReason = "budget_exhausted"
-	ReasonApprovalDenied   TerminationReason = "approval_denied"
-	ReasonApprovalExpired  TerminationReason = "approval_expired"
-	ReasonProviderFailed   TerminationReason = "provider_failed"
-	ReasonCancelled        TerminationReason = "cancelled"
+	ReasonCompleted       TerminationReason = "completed"
+	ReasonMaxIterations   TerminationReason = "max_iterations"
+	ReasonBudgetExhausted TerminationReason = "budget_exhausted"
+	ReasonApprovalDenied  TerminationReason = "approval_denied"
+	ReasonProviderFailed  TerminationReason = "provider_failed"
+	ReasonCancelled       TerminationReason = "cancelled"
+)
+
+// The termination reasons set around the loop (by the worker, the sweep and
+// the store); Run and Resume never return them.
+const (
+	// ReasonApprovalExpired ends a run whose approval window closed undecided.
+	ReasonApprovalExpired TerminationReason = "approval_expired"
+	// ReasonInterruptedWrite ends a run whose worker vanished while a write
+	// may have begun, or after a write completed in the lost segment: the
+	// write is never executed again.
 	ReasonInterruptedWrite TerminationReason = "interrupted_write"
+	// ReasonInternalError ends a run whose infrastructure failed mid-segment.
+	ReasonInternalError TerminationReason = "internal_error"
+	// ReasonToolChanged ends a run whose held tool changed before resume.
+	ReasonToolChanged TerminationReason = "tool_changed"
+	// ReasonStateUnreadable ends a run whose stored request, suspended state
+	// or decision cannot be used.
+	ReasonStateUnreadable TerminationReason = "state_unreadable"
 )
 
 // OutcomeKind says whether a run finished or is waiting for a decision.

@@ -6,9 +6,11 @@
 // Store is built from two small adapter contracts, RowStore (rows, events,
 // tokens, the due index) and StateStore (suspended-state blobs), implemented
 // by the subpackages dynamo and s3state on AWS and by embedded on a single
-// bbolt file. The package imports no AWS SDK and nothing from the tool loop:
-// the suspended state is an opaque JSON blob and a decision an opaque JSON
-// document; only the small PendingCall summary the API needs lives on the row.
+// bbolt file. The package imports no AWS SDK. It speaks the tool loop's
+// vocabulary (loop.SuspendedState, loop.Decision, loop.Step, loop.Counters,
+// loop.TerminationReason) and adds only what the row needs by its role: a
+// CallSummary of each pending call, so the API can show a held turn and
+// check a decision without loading the state blob.
 //
 // Every adapter pair passes the conformance suite in runstest.
 package runs

@@ -3,6 +3,8 @@ package runs
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/loop"
 )
 
 // Status is where a run stands in its life cycle.
@@ -58,17 +60,6 @@ func CanTransition(from, to Status) bool {
 	return false
 }
 
-// Termination reasons recorded with a terminal status. The loop may record
-// others (its own reasons are passed through Settle unchanged).
-const (
-	ReasonCompleted       = "completed"
-	ReasonApprovalDenied  = "approval_denied"
-	ReasonApprovalExpired = "approval_expired"
-	ReasonCancelled       = "cancelled"
-	ReasonInterrupted     = "interrupted_write"
-	ReasonLeaseExpired    = "lease_expired"
-)
-
 // Ways a decision can arrive, recorded in Run.DecidedVia.
 const (
 	ViaAPI  = "api"  // POST /runs/{id}/decision by an authenticated caller
@@ -86,30 +77,42 @@ const (
 	NotificationFailed  NotificationState = "failed"  // telling them failed; the API still works
 )
 
-// Counters are the running totals of a run, folded across suspensions.
-type Counters struct {
-	Iterations   int64 `json:"iterations"`
-	ModelCalls   int64 `json:"model_calls"`
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
-	ToolCalls    int64 `json:"tool_calls"`
-}
-
-// PendingCall summarizes one tool call of the held turn, enough for the API
-// to show it and to validate a per-call decision without loading the state.
-type PendingCall struct {
+// CallSummary is the run row's copy of one loop.PendingCall of the held
+// turn, with its preview: enough for the API, the approval page and the
+// approval mail to show the call, and to validate a per-call decision,
+// without loading the suspended state.
+type CallSummary struct {
 	// ID is the tool_use id of the call.
 	ID string `json:"id"`
-	// Tool is the tool name.
+	// Tool is the tool name (loop.PendingCall.Name).
 	Tool string `json:"tool"`
 	// Input is the call's JSON arguments.
 	Input json.RawMessage `json:"input,omitempty"`
 	// NeedsApproval is false for read-only siblings that run on resume.
 	NeedsApproval bool `json:"needs_approval"`
-	// Effect is the tool's declared effect, "read" or "write".
-	Effect string `json:"effect,omitempty"`
+	// Effect is the tool's declared effect.
+	Effect loop.Effect `json:"effect,omitempty"`
 	// Preview is a human-readable preview of a write, if the tool gives one.
 	Preview string `json:"preview,omitempty"`
+}
+
+// SummarizeCalls returns the run row's summary of a suspended state's
+// pending calls, in turn order.
+func SummarizeCalls(st *loop.SuspendedState) []CallSummary {
+	out := make([]CallSummary, 0, len(st.PendingCalls))
+	for _, c := range st.PendingCalls {
+		out = append(out, CallSummary{
+			ID: c.ID, Tool: c.Name, Input: c.Input, NeedsApproval: c.NeedsApproval,
+			Effect: c.Effect, Preview: st.Previews[c.ID],
+		})
+	}
+	return out
+}
+
+// PendingCall returns the loop's view of the summarized call: what
+// loop.ValidateDecision needs to check a decision on the held turn.
+func (c CallSummary) PendingCall() loop.PendingCall {
+	return loop.PendingCall{ID: c.ID, Name: c.Tool, Input: c.Input, NeedsApproval: c.NeedsApproval, Effect: c.Effect}
 }
 
 // StateRef points at a suspended-state blob: its key in the StateStore, the
@@ -129,15 +132,15 @@ func (r StateRef) IsZero() bool { return r.Key == "" }
 type Run struct {
 	ID string `json:"id"`
 	// Status is the life-cycle status; Reason is set when Status is terminal.
-	Status Status `json:"status"`
-	Reason string `json:"reason,omitempty"`
+	Status Status                 `json:"status"`
+	Reason loop.TerminationReason `json:"reason,omitempty"`
 	// Version increases by one with every write; each transition is
 	// conditional on it.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 
-	Counters Counters `json:"counters"`
+	Counters loop.Counters `json:"counters"`
 	// Initiator is the authenticated caller who started the run.
 	Initiator string `json:"initiator"`
 	// Approvers may decide the run's suspensions (and get approval links).
@@ -150,7 +153,7 @@ type Run struct {
 	// last) suspension.
 	SuspensionID string        `json:"suspension_id,omitempty"`
 	TurnDigest   string        `json:"turn_digest,omitempty"`
-	PendingCalls []PendingCall `json:"pending_calls,omitempty"`
+	PendingCalls []CallSummary `json:"pending_calls,omitempty"`
 	// State points at the suspended state blob; zero when there is none.
 	State StateRef `json:"state,omitzero"`
 
@@ -168,12 +171,12 @@ type Run struct {
 	ReminderSent     bool              `json:"reminder_sent,omitempty"`
 	Notification     NotificationState `json:"notification,omitempty"`
 
-	// Decision is the opaque decision document of the current suspension,
+	// Decision is the decision on the current suspension (nil: none yet),
 	// with who made it, how (ViaAPI or ViaLink) and when.
-	Decision   json.RawMessage `json:"decision,omitempty"`
-	DecidedBy  string          `json:"decided_by,omitempty"`
-	DecidedVia string          `json:"decided_via,omitempty"`
-	DecidedAt  time.Time       `json:"decided_at,omitzero"`
+	Decision   *loop.Decision `json:"decision,omitempty"`
+	DecidedBy  string         `json:"decided_by,omitempty"`
+	DecidedVia string         `json:"decided_via,omitempty"`
+	DecidedAt  time.Time      `json:"decided_at,omitzero"`
 
 	// Output is the final output (JSON) of a settled run.
 	Output json.RawMessage `json:"output,omitempty"`
@@ -204,10 +207,10 @@ func (r *Run) Clone() *Run {
 	c.Approvers = append([]string(nil), r.Approvers...)
 	c.TokenHashes = append([]string(nil), r.TokenHashes...)
 	c.Request = cloneRaw(r.Request)
-	c.Decision = cloneRaw(r.Decision)
+	c.Decision = cloneDecision(r.Decision)
 	c.Output = cloneRaw(r.Output)
 	if r.PendingCalls != nil {
-		c.PendingCalls = make([]PendingCall, len(r.PendingCalls))
+		c.PendingCalls = make([]CallSummary, len(r.PendingCalls))
 		for i, p := range r.PendingCalls {
 			p.Input = cloneRaw(p.Input)
 			c.PendingCalls[i] = p
@@ -221,14 +224,14 @@ func (r *Run) LeaseExpired(now time.Time) bool {
 	return !now.Before(r.LeaseUntil)
 }
 
-// PendingCall returns the pending call with the given id.
-func (r *Run) PendingCall(id string) (PendingCall, bool) {
-	for _, p := range r.PendingCalls {
-		if p.ID == id {
-			return p, true
-		}
+// HeldCalls returns the loop's view of the held turn's calls, for
+// loop.ValidateDecision.
+func (r *Run) HeldCalls() []loop.PendingCall {
+	out := make([]loop.PendingCall, len(r.PendingCalls))
+	for i, c := range r.PendingCalls {
+		out[i] = c.PendingCall()
 	}
-	return PendingCall{}, false
+	return out
 }
 
 func cloneRaw(b json.RawMessage) json.RawMessage {
@@ -238,15 +241,31 @@ func cloneRaw(b json.RawMessage) json.RawMessage {
 	return append(json.RawMessage(nil), b...)
 }
 
-// Event types of the audit stream. RecordStep accepts any other non-empty
-// type too.
+func cloneDecision(d *loop.Decision) *loop.Decision {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	if d.Calls != nil {
+		c.Calls = make([]loop.CallDecision, len(d.Calls))
+		for i, cd := range d.Calls {
+			cd.Input = cloneRaw(cd.Input)
+			c.Calls[i] = cd
+		}
+	}
+	return &c
+}
+
+// Event types of the audit stream. The loop's steps recorded by RecordStep
+// keep their step kind as the event type.
 const (
 	EventRunStarted   = "run_started"
 	EventClaimed      = "claimed"
 	EventRedispatched = "redispatched"
 	EventReclaimed    = "reclaimed"
-	EventModelTurn    = "model_turn"
-	EventToolExecuted = "tool_executed"
+	EventModelTurn    = string(loop.StepModelTurn)
+	EventToolExecuted = string(loop.StepToolExecuted)
+	EventToolDenied   = string(loop.StepToolDenied)
 	EventSuspended    = "suspended"
 	EventNotified     = "notified"
 	EventReminded     = "reminded"
@@ -256,6 +275,15 @@ const (
 	EventCancelled    = "cancelled"
 	EventExpired      = "expired"
 )
+
+// DecisionEventData is the data of a decision event: the decision on one
+// suspension and how it arrived (the decider is the event's actor).
+type DecisionEventData struct {
+	SuspensionID string        `json:"suspension_id"`
+	TurnDigest   string        `json:"turn_digest"`
+	Via          string        `json:"via"`
+	Decision     loop.Decision `json:"decision"`
+}
 
 // Event is one entry of a run's audit stream. Seq runs 1, 2, 3... in the
 // order the events were written.

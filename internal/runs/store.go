@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/loop"
 )
 
 // Defaults for Options.
@@ -265,43 +267,34 @@ func (s *Store) RenewLease(ctx context.Context, cur *Run, owner string) (*Run, e
 	return s.commit(ctx, cur, next, Write{})
 }
 
-// Step is one step of a running loop recorded by RecordStep.
-type Step struct {
-	// Type is the event type, e.g. EventModelTurn or EventToolExecuted.
-	Type string
-	// Data is the event's JSON payload (optional).
-	Data json.RawMessage
-	// Counters, when set, are the run's new totals.
-	Counters *Counters
-	// ClearsEffect, when set, is the pending effect (call id) whose result
-	// this step records; the fence is cleared in the same write.
-	ClearsEffect string
-}
-
-// RecordStep appends one event and renews owner's lease in one write.
-// Codes: EInvalid, ENotFound, EConflict.
-func (s *Store) RecordStep(ctx context.Context, cur *Run, owner string, st Step) (*Run, error) {
+// RecordStep appends one step of the running loop as an event (its kind is
+// the event type, the step its data) and renews owner's lease in one write.
+// The tool_executed step of the fenced call clears the fence in the same
+// write. Suspended, resumed and finished steps are refused: Suspend, Claim
+// and Settle record those. Codes: EInvalid, ENotFound, EConflict.
+func (s *Store) RecordStep(ctx context.Context, cur *Run, owner string, st loop.Step) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
 	}
-	if st.Type == "" {
-		return nil, Errorf(EInvalid, "step type is required")
+	switch st.Kind {
+	case "":
+		return nil, Errorf(EInvalid, "step kind is required")
+	case loop.StepSuspended, loop.StepResumed, loop.StepFinished:
+		return nil, Errorf(EInvalid, "a %s step is recorded by the transition itself, not by RecordStep", st.Kind)
 	}
-	if err := checkJSON("step data", st.Data, MaxEventDataSize, true); err != nil {
+	data, err := loop.MarshalJSON(st)
+	if err != nil {
+		return nil, Errorf(EInvalid, "step data: %v", err)
+	}
+	if err := checkJSON("step data", data, MaxEventDataSize, true); err != nil {
 		return nil, err
-	}
-	if st.ClearsEffect != "" && cur.PendingEffect != st.ClearsEffect {
-		return nil, Errorf(EConflict, "run %s has no pending effect %q", cur.ID, st.ClearsEffect)
 	}
 	next := cur.Clone()
 	next.LeaseUntil = s.now().Add(s.opts.LeaseTTL)
-	if st.Counters != nil {
-		next.Counters = *st.Counters
-	}
-	if st.ClearsEffect != "" {
+	if st.Kind == loop.StepToolExecuted && st.CallID != "" && st.CallID == cur.PendingEffect {
 		next.PendingEffect = ""
 	}
-	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: st.Type, Actor: owner, Data: cloneRaw(st.Data)}}})
+	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: string(st.Kind), Actor: owner, Data: data}}})
 }
 
 // MarkPendingEffect stamps the fence pending_effect=callID on owner's run
@@ -345,24 +338,19 @@ type TokenGrant struct {
 	Approver string
 }
 
-// Suspension is what Suspend records about a held turn.
+// Suspension is what Suspend records about a held turn: the loop's state and
+// the approval window with its link tokens.
 type Suspension struct {
-	// ID names the suspension; it must differ from the run's previous one.
-	ID string
-	// TurnDigest is the SHA-256 over the canonical pending calls.
-	TurnDigest string
-	// PendingCalls summarize the held turn's calls.
-	PendingCalls []PendingCall
-	// State is the loop's suspended state (JSON), stored as a blob.
-	State []byte
+	// State is the loop's suspended state. Its suspension id (which must
+	// differ from the run's previous one), turn digest, pending calls and
+	// counters go on the row; the whole state goes into a blob.
+	State *loop.SuspendedState
 	// Deadline is when the approval window closes (must be in the future).
 	Deadline time.Time
 	// RemindAt, when set and before Deadline, is when approvers get a reminder.
 	RemindAt time.Time
 	// Tokens are the approval-link tokens issued to approvers.
 	Tokens []TokenGrant
-	// Counters, when set, are the run's new totals.
-	Counters *Counters
 }
 
 // Suspend moves owner's RUNNING run to WAITING_FOR_APPROVAL: the state blob is
@@ -374,22 +362,24 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 		return nil, err
 	}
 	now := s.now()
-	if err := s.checkSuspension(cur, sp, now); err != nil {
+	calls, blob, err := s.checkSuspension(cur, sp, now)
+	if err != nil {
 		return nil, err
 	}
 	if cur.PendingEffect != "" {
 		return nil, Errorf(EConflict, "run %s has pending effect %q; record its result before suspending", cur.ID, cur.PendingEffect)
 	}
-	ref, err := s.states.PutState(ctx, cur.ID, sp.State)
+	ref, err := s.states.PutState(ctx, cur.ID, blob)
 	if err != nil {
 		return nil, fmt.Errorf("suspend run %s: put state: %w", cur.ID, err)
 	}
+	st := sp.State
 	deadline := ms(sp.Deadline)
 	next := cur.Clone()
 	next.Status = StatusWaiting
-	next.SuspensionID = sp.ID
-	next.TurnDigest = sp.TurnDigest
-	next.PendingCalls = slices.Clone(sp.PendingCalls)
+	next.SuspensionID = st.SuspensionID
+	next.TurnDigest = st.TurnDigest
+	next.PendingCalls = calls
 	next.State = ref
 	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
 	next.ApprovalDeadline = deadline
@@ -397,17 +387,15 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.ReminderSent = false
 	next.Notification = NotificationPending
 	next.Decision, next.DecidedBy, next.DecidedVia, next.DecidedAt = nil, "", "", time.Time{}
-	if sp.Counters != nil {
-		next.Counters = *sp.Counters
-	}
+	next.Counters = st.Counters
 	w := Write{}
 	for _, g := range sp.Tokens {
-		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: sp.ID, Approver: g.Approver, ExpiresAt: deadline})
+		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, ExpiresAt: deadline})
 		next.TokenHashes = append(next.TokenHashes, g.Hash)
 	}
-	calls := make([]string, len(sp.PendingCalls))
-	for i, c := range sp.PendingCalls {
-		calls[i] = c.ID
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.ID
 	}
 	w.Events = []Event{{Type: EventSuspended, Actor: owner, Data: mustJSON(struct {
 		SuspensionID string    `json:"suspension_id"`
@@ -416,72 +404,80 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 		Deadline     time.Time `json:"deadline"`
 		StateSHA256  string    `json:"state_sha256"`
 		StateSize    int64     `json:"state_size"`
-	}{sp.ID, sp.TurnDigest, calls, deadline, ref.SHA256, ref.Size})}}
+	}{st.SuspensionID, st.TurnDigest, ids, deadline, ref.SHA256, ref.Size})}}
 	// A failed write leaves an orphan blob under the run's prefix; purge
 	// deletes the prefix with the run.
 	return s.commit(ctx, cur, next, w)
 }
 
-func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) error {
-	switch {
-	case sp.ID == "":
-		return Errorf(EInvalid, "suspension id is required")
-	case sp.ID == cur.SuspensionID:
-		return Errorf(EInvalid, "suspension id %q was already used by this run", sp.ID)
-	case sp.TurnDigest == "":
-		return Errorf(EInvalid, "turn digest is required")
-	case len(sp.PendingCalls) == 0:
-		return Errorf(EInvalid, "a suspension needs at least one pending call")
-	case len(sp.PendingCalls) > MaxPendingCalls:
-		return Errorf(EInvalid, "%d pending calls, at most %d allowed", len(sp.PendingCalls), MaxPendingCalls)
-	case !sp.Deadline.After(now):
-		return Errorf(EInvalid, "approval deadline %s is not in the future", sp.Deadline.UTC().Format(time.RFC3339))
-	case !sp.RemindAt.IsZero() && !sp.RemindAt.Before(sp.Deadline):
-		return Errorf(EInvalid, "reminder must come before the approval deadline")
+// checkSuspension validates a suspension and returns the row's summary of
+// its calls and the encoded state.
+func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallSummary, []byte, error) {
+	st := sp.State
+	if st == nil {
+		return nil, nil, Errorf(EInvalid, "suspended state is required")
 	}
+	switch {
+	case st.RunID != cur.ID:
+		return nil, nil, Errorf(EInvalid, "suspended state is of run %q, not %s", st.RunID, cur.ID)
+	case st.SuspensionID == "":
+		return nil, nil, Errorf(EInvalid, "suspension id is required")
+	case st.SuspensionID == cur.SuspensionID:
+		return nil, nil, Errorf(EInvalid, "suspension id %q was already used by this run", st.SuspensionID)
+	case st.TurnDigest == "":
+		return nil, nil, Errorf(EInvalid, "turn digest is required")
+	case len(st.PendingCalls) == 0:
+		return nil, nil, Errorf(EInvalid, "a suspension needs at least one pending call")
+	case len(st.PendingCalls) > MaxPendingCalls:
+		return nil, nil, Errorf(EInvalid, "%d pending calls, at most %d allowed", len(st.PendingCalls), MaxPendingCalls)
+	case !sp.Deadline.After(now):
+		return nil, nil, Errorf(EInvalid, "approval deadline %s is not in the future", sp.Deadline.UTC().Format(time.RFC3339))
+	case !sp.RemindAt.IsZero() && !sp.RemindAt.Before(sp.Deadline):
+		return nil, nil, Errorf(EInvalid, "reminder must come before the approval deadline")
+	}
+	calls := SummarizeCalls(st)
 	seen := map[string]bool{}
-	for _, c := range sp.PendingCalls {
+	for _, c := range calls {
 		if c.ID == "" || c.Tool == "" {
-			return Errorf(EInvalid, "pending calls need an id and a tool")
+			return nil, nil, Errorf(EInvalid, "pending calls need an id and a tool")
 		}
 		if seen[c.ID] {
-			return Errorf(EInvalid, "pending call id %q appears twice", c.ID)
+			return nil, nil, Errorf(EInvalid, "pending call id %q appears twice", c.ID)
 		}
 		seen[c.ID] = true
 		if err := checkJSON("pending call input", c.Input, MaxPendingCallsSize, true); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	if b, _ := json.Marshal(sp.PendingCalls); len(b) > MaxPendingCallsSize {
-		return Errorf(EInvalid, "pending calls are %d bytes as JSON, over the %d-byte limit", len(b), MaxPendingCallsSize)
+	if b, _ := json.Marshal(calls); len(b) > MaxPendingCallsSize {
+		return nil, nil, Errorf(EInvalid, "pending calls are %d bytes as JSON, over the %d-byte limit", len(b), MaxPendingCallsSize)
 	}
-	if !json.Valid(sp.State) {
-		if len(sp.State) == 0 {
-			return Errorf(EInvalid, "suspended state is empty")
-		}
-		return Errorf(EInvalid, "suspended state is not valid JSON")
+	blob, err := st.Encode()
+	if err != nil {
+		return nil, nil, Errorf(EInvalid, "suspended state cannot be encoded: %v", err)
 	}
 	if len(sp.Tokens) > MaxApprovers {
-		return Errorf(EInvalid, "%d approval tokens, at most %d allowed", len(sp.Tokens), MaxApprovers)
+		return nil, nil, Errorf(EInvalid, "%d approval tokens, at most %d allowed", len(sp.Tokens), MaxApprovers)
 	}
 	hashes := map[string]bool{}
 	for _, g := range sp.Tokens {
 		if !ValidTokenHash(g.Hash) {
-			return Errorf(EInvalid, "approval token hash must be a lowercase hex sha-256")
+			return nil, nil, Errorf(EInvalid, "approval token hash must be a lowercase hex sha-256")
 		}
 		if g.Approver == "" {
-			return Errorf(EInvalid, "approval token needs an approver")
+			return nil, nil, Errorf(EInvalid, "approval token needs an approver")
 		}
 		if hashes[g.Hash] || slices.Contains(cur.TokenHashes, g.Hash) {
-			return Errorf(EInvalid, "approval token hash appears twice")
+			return nil, nil, Errorf(EInvalid, "approval token hash appears twice")
 		}
 		hashes[g.Hash] = true
 	}
-	return nil
+	return calls, blob, nil
 }
 
-// Decision is a human's answer to one suspension.
-type Decision struct {
+// NewDecision is what Decide needs: a human's answer to one suspension,
+// who gave it and how it arrived.
+type NewDecision struct {
 	// SuspensionID is the suspension decided on.
 	SuspensionID string
 	// Decider is the authenticated caller or, through a link, the token's
@@ -492,8 +488,8 @@ type Decision struct {
 	// Token is the looked-up approval token when Via is ViaLink; it is
 	// consumed (single use) in the same write.
 	Token *ApprovalToken
-	// Body is the opaque decision document (JSON) the loop's Resume reads.
-	Body json.RawMessage
+	// Decision is the answer the loop's Resume applies.
+	Decision loop.Decision
 }
 
 // Decide moves a WAITING_FOR_APPROVAL run whose current suspension is
@@ -505,7 +501,7 @@ type Decision struct {
 // decider may decide is the caller's check. Codes: EInvalid, ENotFound,
 // EConflict (decided, cancelled, other suspension, token used or bound
 // elsewhere), EGone (approval window or link expired).
-func (s *Store) Decide(ctx context.Context, cur *Run, d Decision) (*Run, error) {
+func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, error) {
 	if d.Via == ViaLink {
 		if d.Token == nil {
 			return nil, Errorf(EInvalid, "a decision through a link needs its token")
@@ -525,8 +521,15 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d Decision) (*Run, error) 
 	case d.Decider == "":
 		return nil, Errorf(EInvalid, "decider is required")
 	}
-	if err := checkJSON("decision", d.Body, MaxDecisionSize, false); err != nil {
-		return nil, err
+	if d.Decision.Action == "" && len(d.Decision.Calls) == 0 {
+		return nil, Errorf(EInvalid, "the decision has neither a turn action nor per-call decisions")
+	}
+	body, err := loop.MarshalJSON(d.Decision)
+	if err != nil {
+		return nil, Errorf(EInvalid, "decision: %v", err)
+	}
+	if len(body) > MaxDecisionSize {
+		return nil, Errorf(EInvalid, "decision is %d bytes, over the %d-byte limit", len(body), MaxDecisionSize)
 	}
 	return s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
 		if cur.Status != StatusWaiting {
@@ -538,12 +541,9 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d Decision) (*Run, error) 
 		if !now.Before(cur.ApprovalDeadline) {
 			return nil, Write{}, Errorf(EGone, "the approval window of run %s closed at %s", cur.ID, cur.ApprovalDeadline.Format(time.RFC3339))
 		}
-		w := Write{Events: []Event{{Type: EventDecision, Actor: d.Decider, Data: mustJSON(struct {
-			SuspensionID string          `json:"suspension_id"`
-			TurnDigest   string          `json:"turn_digest"`
-			Via          string          `json:"via"`
-			Decision     json.RawMessage `json:"decision"`
-		}{d.SuspensionID, cur.TurnDigest, d.Via, d.Body})}}}
+		w := Write{Events: []Event{{Type: EventDecision, Actor: d.Decider, Data: mustJSON(DecisionEventData{
+			SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: d.Decision,
+		})}}}
 		if d.Via == ViaLink {
 			if d.Token.RunID != cur.ID || d.Token.SuspensionID != d.SuspensionID {
 				return nil, Write{}, Errorf(EConflict, "approval link is for another suspension")
@@ -555,7 +555,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d Decision) (*Run, error) 
 		}
 		next := cur.Clone()
 		next.Status = StatusResuming
-		next.Decision = cloneRaw(d.Body)
+		next.Decision = cloneDecision(&d.Decision)
 		next.DecidedBy, next.DecidedVia, next.DecidedAt = d.Decider, d.Via, now
 		return next, w, nil
 	}, func(fresh *Run) bool {
@@ -625,24 +625,24 @@ func (s *Store) LoadState(ctx context.Context, r *Run) ([]byte, error) {
 	return b, nil
 }
 
-// Outcome is how a run ends, given to Settle.
-type Outcome struct {
+// Settlement is how a run ends, given to Settle.
+type Settlement struct {
 	// Status is StatusCompleted or StatusFailed.
 	Status Status
-	// Reason is the termination reason; ReasonCompleted when empty and
+	// Reason is the termination reason; loop.ReasonCompleted when empty and
 	// Status is COMPLETED.
-	Reason string
+	Reason loop.TerminationReason
 	// Output is the final output (JSON, optional).
 	Output json.RawMessage
 	// Counters, when set, are the run's final totals.
-	Counters *Counters
+	Counters *loop.Counters
 }
 
 // Settle ends a RUNNING run as COMPLETED or FAILED, sets its retention and
 // deletes its state blobs. The caller must hold the lease, or the lease must
 // have expired (the sweeper settles those with owner ""). Codes: EInvalid,
 // ENotFound, EConflict.
-func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Outcome) (*Run, error) {
+func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Settlement) (*Run, error) {
 	if o.Status != StatusCompleted && o.Status != StatusFailed {
 		return nil, Errorf(EInvalid, "settle status %q: want %s or %s", o.Status, StatusCompleted, StatusFailed)
 	}
@@ -650,7 +650,7 @@ func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Outcome) (
 		if o.Status == StatusFailed {
 			return nil, Errorf(EInvalid, "a failed run needs a termination reason")
 		}
-		o.Reason = ReasonCompleted
+		o.Reason = loop.ReasonCompleted
 	}
 	if err := checkJSON("output", o.Output, MaxOutputSize, true); err != nil {
 		return nil, err
@@ -672,8 +672,8 @@ func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Outcome) (
 		actor = "purge"
 	}
 	return s.finish(ctx, cur, next, Event{Type: EventSettled, Actor: actor, Data: mustJSON(struct {
-		Status Status `json:"status"`
-		Reason string `json:"reason"`
+		Status Status                 `json:"status"`
+		Reason loop.TerminationReason `json:"reason"`
 	}{o.Status, o.Reason})})
 }
 
@@ -688,7 +688,7 @@ func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error
 		if cur.Status.Terminal() {
 			return nil, Write{}, Errorf(EConflict, "run %s is already %s", cur.ID, cur.Status)
 		}
-		next := s.terminal(cur, StatusCancelled, ReasonCancelled, now)
+		next := s.terminal(cur, StatusCancelled, loop.ReasonCancelled, now)
 		return next, Write{Events: []Event{{Type: EventCancelled, Actor: actor}}}, nil
 	}, func(fresh *Run) bool { return !fresh.Status.Terminal() })
 	if err != nil {
@@ -710,7 +710,7 @@ func (s *Store) Expire(ctx context.Context, cur *Run) (*Run, error) {
 		if now.Before(cur.ApprovalDeadline) {
 			return nil, Write{}, Errorf(EConflict, "the approval window of run %s is still open", cur.ID)
 		}
-		next := s.terminal(cur, StatusExpired, ReasonApprovalExpired, now)
+		next := s.terminal(cur, StatusExpired, loop.ReasonApprovalExpired, now)
 		return next, Write{Events: []Event{{Type: EventExpired, Actor: "purge", Data: mustJSON(struct {
 			SuspensionID string `json:"suspension_id"`
 		}{cur.SuspensionID})}}}, nil
@@ -750,7 +750,7 @@ func (s *Store) Purge(ctx context.Context, id string) error {
 }
 
 // terminal returns cur moved to a terminal status at now.
-func (s *Store) terminal(cur *Run, st Status, reason string, now time.Time) *Run {
+func (s *Store) terminal(cur *Run, st Status, reason loop.TerminationReason, now time.Time) *Run {
 	next := cur.Clone()
 	next.Status = st
 	next.Reason = reason

@@ -160,7 +160,7 @@ func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
 	wrote := e.start(t) // its worker finished a write, then vanished
 	claimed, err = e.store.Claim(ctx, wrote.ID, "ghost")
 	require.NoError(t, err)
-	_, err = e.store.RecordStep(ctx, claimed, "ghost", runs.Step{Type: runs.EventToolExecuted, Data: json.RawMessage(`{"kind":"tool_executed","call_id":"w1","tool":"write_note","effect":"write"}`)})
+	_, err = e.store.RecordStep(ctx, claimed, "ghost", loop.Step{Kind: loop.StepToolExecuted, CallID: "w1", Tool: "write_note", Effect: loop.EffectWrite})
 	require.NoError(t, err)
 	lost := e.start(t) // its worker vanished before any write
 	_, err = e.store.Claim(ctx, lost.ID, "ghost")
@@ -181,11 +181,11 @@ func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
 
 	w := e.get(t, waiting.ID)
 	assert.Equal(t, runs.StatusExpired, w.Status)
-	assert.Equal(t, "approval_expired", w.Reason)
+	assert.Equal(t, loop.ReasonApprovalExpired, w.Reason)
 	for _, id := range []string{fenced.ID, wrote.ID} {
 		f := e.get(t, id)
 		assert.Equal(t, runs.StatusFailed, f.Status)
-		assert.Equal(t, "interrupted_write", f.Reason)
+		assert.Equal(t, loop.ReasonInterruptedWrite, f.Reason)
 	}
 	assert.Equal(t, 0, e.writes, "nothing was executed by the sweep")
 
@@ -221,15 +221,14 @@ func TestResumeRefusesCorruptedOrMissingState(t *testing.T) {
 	r := e.start(t)
 	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
 	w := e.get(t, r.ID)
-	body, _ := json.Marshal(loop.Decision{TurnDigest: w.TurnDigest, Action: loop.ActionApprove})
-	w, err := e.store.Decide(ctx, w, runs.Decision{SuspensionID: w.SuspensionID, Decider: "bob", Via: runs.ViaAPI, Body: body})
+	w, err := e.store.Decide(ctx, w, runs.NewDecision{SuspensionID: w.SuspensionID, Decider: "bob", Via: runs.ViaAPI, Decision: loop.Decision{TurnDigest: w.TurnDigest, Action: loop.ActionApprove}})
 	require.NoError(t, err)
 	// Lose the blob: the resume must refuse and run nothing.
 	require.NoError(t, deleteStates(e, r.ID))
 	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}))
 	got := e.get(t, r.ID)
 	assert.Equal(t, runs.StatusFailed, got.Status)
-	assert.Equal(t, service.ReasonStateUnreadable, got.Reason)
+	assert.Equal(t, loop.ReasonStateUnreadable, got.Reason)
 	assert.Equal(t, 0, e.writes)
 }
 

@@ -132,7 +132,7 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			sum.Reaped++
 			return nil
 		}
-		if _, err := s.Store.Settle(ctx, r, "", runs.Outcome{Status: runs.StatusFailed, Reason: string(loop.ReasonInterruptedWrite)}); err != nil {
+		if _, err := s.Store.Settle(ctx, r, "", runs.Settlement{Status: runs.StatusFailed, Reason: loop.ReasonInterruptedWrite}); err != nil {
 			return skipConflict(err, sum)
 		}
 		sum.Interrupted++
@@ -150,7 +150,7 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // jobKind is the job that continues a run: resume when a decision waits to
 // be applied, run otherwise.
 func jobKind(r *runs.Run) JobKind {
-	if len(r.Decision) > 0 && !r.State.IsZero() {
+	if r.Decision != nil && !r.State.IsZero() {
 		return JobResume
 	}
 	return JobRun

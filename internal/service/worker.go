@@ -14,16 +14,6 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// Termination reasons the worker adds to the loop's.
-const (
-	// ReasonInternalError ends a run whose infrastructure failed mid-segment.
-	ReasonInternalError = "internal_error"
-	// ReasonToolChanged ends a run whose held tool changed before resume.
-	ReasonToolChanged = "tool_changed"
-	// ReasonStateUnreadable ends a run whose suspended state cannot be used.
-	ReasonStateUnreadable = "state_unreadable"
-)
-
 // MailRetryDelay is how soon the sweep mails approvers again after the
 // first approval mail of a suspension failed.
 const MailRetryDelay = time.Minute
@@ -102,7 +92,7 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log}
 	var req StartRequest
 	if err := json.Unmarshal(cur.Request, &req); err != nil {
-		return seg.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, "the stored start request cannot be read", nil)
+		return seg.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the stored start request cannot be read", nil)
 	}
 	seg.purpose = req.Purpose()
 	seg.req = &req
@@ -152,12 +142,8 @@ func (s *segmentRun) hooks() loop.Hooks {
 			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended || st.Kind == loop.StepResumed {
 				return nil // recorded by Settle, Suspend and Claim themselves
 			}
-			data, err := loop.MarshalJSON(st)
-			if err != nil {
-				return err
-			}
 			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
-				return s.w.Store.RecordStep(ctx, cur, s.owner, runs.Step{Type: string(st.Kind), Data: data})
+				return s.w.Store.RecordStep(ctx, cur, s.owner, st)
 			})
 		},
 		BeforeEffect: func(ctx context.Context, c loop.PendingCall) error {
@@ -192,26 +178,25 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 		// A missing or corrupted blob is refused: nothing of the held turn runs.
 		s.log.ErrorContext(ctx, "suspended state unusable", "err", err)
 		s.settled = true
-		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, runs.ErrorMessage(err), nil)
+		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(err), nil)
 	}
 	state, err := loop.DecodeState(blob)
 	if err != nil {
 		s.settled = true
-		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, err.Error(), nil)
+		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
 	}
-	var d loop.Decision
-	if err := json.Unmarshal(s.cur.Decision, &d); err != nil {
+	if s.cur.Decision == nil {
 		s.settled = true
-		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, "the stored decision cannot be read", nil)
+		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the run has no decision to resume with", nil)
 	}
-	out, err := runner.Resume(ctx, state, d)
+	out, err := runner.Resume(ctx, state, *s.cur.Decision)
 	switch {
 	case errors.Is(err, loop.ErrToolChanged):
 		s.settled = true
-		return out, s.settle(ctx, runs.StatusFailed, ReasonToolChanged, err.Error(), counters(state.Counters))
+		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonToolChanged, err.Error(), &state.Counters)
 	case errors.Is(err, loop.ErrSchemaVersion), errors.Is(err, loop.ErrDigestMismatch), errors.Is(err, loop.ErrInvalidDecision):
 		s.settled = true
-		return out, s.settle(ctx, runs.StatusFailed, ReasonStateUnreadable, err.Error(), counters(state.Counters))
+		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), &state.Counters)
 	}
 	return out, err
 }
@@ -227,12 +212,12 @@ func (s *segmentRun) fail(ctx context.Context, err error, out loop.Outcome) erro
 		s.log.WarnContext(ctx, "stopped: the run was taken or cancelled", "err", err)
 		return nil
 	}
-	reason := ReasonInternalError
+	reason := loop.ReasonInternalError
 	if s.cur.PendingEffect != "" {
-		reason = string(loop.ReasonInterruptedWrite)
+		reason = loop.ReasonInterruptedWrite
 	}
 	s.log.ErrorContext(ctx, "segment failed", "err", err, "reason", reason)
-	return s.settle(ctx, runs.StatusFailed, reason, "internal error", counters(out.Counters))
+	return s.settle(ctx, runs.StatusFailed, reason, "internal error", &out.Counters)
 }
 
 func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
@@ -247,25 +232,25 @@ func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
 		status = runs.StatusFailed
 	}
 	output, _ := json.Marshal(struct {
-		Text   string `json:"text,omitempty"`
-		Reason string `json:"reason"`
-		Detail string `json:"detail,omitempty"`
-	}{out.FinalText, string(out.Reason), truncate(out.Detail, 2000)})
+		Text   string                 `json:"text,omitempty"`
+		Reason loop.TerminationReason `json:"reason"`
+		Detail string                 `json:"detail,omitempty"`
+	}{out.FinalText, out.Reason, truncate(out.Detail, 2000)})
 	s.log.InfoContext(ctx, "run settled", "status", status, "reason", out.Reason,
 		"model_calls", out.Counters.ModelCalls, "tool_calls", out.Counters.ToolCalls)
-	return s.settleOutput(ctx, status, string(out.Reason), output, counters(out.Counters))
+	return s.settleOutput(ctx, status, out.Reason, output, &out.Counters)
 }
 
-func (s *segmentRun) settle(ctx context.Context, status runs.Status, reason, detail string, c *runs.Counters) error {
+func (s *segmentRun) settle(ctx context.Context, status runs.Status, reason loop.TerminationReason, detail string, c *loop.Counters) error {
 	output, _ := json.Marshal(struct {
-		Reason string `json:"reason"`
-		Detail string `json:"detail,omitempty"`
+		Reason loop.TerminationReason `json:"reason"`
+		Detail string                 `json:"detail,omitempty"`
 	}{reason, truncate(detail, 2000)})
 	return s.settleOutput(ctx, status, reason, output, c)
 }
 
-func (s *segmentRun) settleOutput(ctx context.Context, status runs.Status, reason string, output json.RawMessage, c *runs.Counters) error {
-	next, err := s.w.Store.Settle(ctx, s.cur, s.owner, runs.Outcome{Status: status, Reason: reason, Output: output, Counters: c})
+func (s *segmentRun) settleOutput(ctx context.Context, status runs.Status, reason loop.TerminationReason, output json.RawMessage, c *loop.Counters) error {
+	next, err := s.w.Store.Settle(ctx, s.cur, s.owner, runs.Settlement{Status: status, Reason: reason, Output: output, Counters: c})
 	if runs.ErrorCode(err) == runs.EConflict {
 		s.log.WarnContext(ctx, "settle refused: the run was taken or cancelled", "reason", runs.ErrorMessage(err))
 		return nil
@@ -279,10 +264,6 @@ func (s *segmentRun) settleOutput(ctx context.Context, status runs.Status, reaso
 
 func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	st := out.Suspended
-	blob, err := st.Encode()
-	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
-	}
 	now := s.w.now()
 	deadline := now.Add(s.ttl)
 	type issued struct{ approver, raw string }
@@ -300,19 +281,15 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: a})
 	}
 	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
-		ID:           st.SuspensionID,
-		TurnDigest:   st.TurnDigest,
-		PendingCalls: PendingSummary(st),
-		State:        blob,
-		Deadline:     deadline,
-		RemindAt:     now.Add(s.ttl * 8 / 10),
-		Tokens:       grants,
-		Counters:     counters(st.Counters),
+		State:    st,
+		Deadline: deadline,
+		RemindAt: now.Add(s.ttl * 8 / 10),
+		Tokens:   grants,
 	})
 	if err != nil {
 		if runs.ErrorCode(err) == runs.EInvalid {
 			s.log.ErrorContext(ctx, "suspension refused", "err", err)
-			return s.settle(ctx, runs.StatusFailed, ReasonInternalError, runs.ErrorMessage(err), counters(st.Counters))
+			return s.settle(ctx, runs.StatusFailed, loop.ReasonInternalError, runs.ErrorMessage(err), &st.Counters)
 		}
 		if runs.ErrorCode(err) == runs.EConflict {
 			s.log.WarnContext(ctx, "suspend refused: the run was taken or cancelled", "reason", runs.ErrorMessage(err))
@@ -350,35 +327,6 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		s.log.WarnContext(ctx, "record notification", "err", err)
 	}
 	return nil
-}
-
-// PendingSummary turns a suspended state's pending calls into the run row's summary.
-func PendingSummary(st *loop.SuspendedState) []runs.PendingCall {
-	out := make([]runs.PendingCall, 0, len(st.PendingCalls))
-	for _, c := range st.PendingCalls {
-		out = append(out, runs.PendingCall{
-			ID: c.ID, Tool: c.Name, Input: c.Input, NeedsApproval: c.NeedsApproval,
-			Effect: string(c.Effect), Preview: st.Previews[c.ID],
-		})
-	}
-	return out
-}
-
-// LoopPending turns the run row's summary back into the loop's pending calls
-// (for validating a decision without loading the state).
-func LoopPending(calls []runs.PendingCall) []loop.PendingCall {
-	out := make([]loop.PendingCall, 0, len(calls))
-	for _, c := range calls {
-		out = append(out, loop.PendingCall{ID: c.ID, Name: c.Tool, Input: c.Input, NeedsApproval: c.NeedsApproval, Effect: loop.Effect(c.Effect)})
-	}
-	return out
-}
-
-func counters(c loop.Counters) *runs.Counters {
-	return &runs.Counters{
-		Iterations: int64(c.Iterations), ModelCalls: int64(c.ModelCalls),
-		InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, ToolCalls: int64(c.ToolCalls),
-	}
 }
 
 func truncate(s string, n int) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -116,7 +117,7 @@ type RunData struct {
 	RunID  string      `json:"run_id"`
 	Status runs.Status `json:"status"`
 	// Reason is the termination reason of a terminal run.
-	Reason string `json:"reason,omitempty"`
+	Reason loop.TerminationReason `json:"reason,omitempty"`
 	// SuspensionID names the suspension of a run.waiting_for_approval
 	// event (a run may wait several times).
 	SuspensionID string `json:"suspension_id,omitempty"`

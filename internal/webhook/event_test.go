@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -29,13 +30,13 @@ func sampleEvents() []webhook.Event {
 		{Type: webhook.EventWaitingForToolResults, At: eventTime, Run: webhook.RunData{
 			RunID: "run_1", Status: "WAITING_FOR_TOOL_RESULTS", ToolResultsID: "tr_1", Deadline: deadline, Links: links("run_1")}},
 		{Type: webhook.EventCompleted, At: eventTime, Run: webhook.RunData{
-			RunID: "run_1", Status: runs.StatusCompleted, Reason: runs.ReasonCompleted, Links: links("run_1")}},
+			RunID: "run_1", Status: runs.StatusCompleted, Reason: loop.ReasonCompleted, Links: links("run_1")}},
 		{Type: webhook.EventFailed, At: eventTime, Run: webhook.RunData{
 			RunID: "run_1", Status: runs.StatusFailed, Reason: "provider_failed", Links: links("run_1")}},
 		{Type: webhook.EventCancelled, At: eventTime, Run: webhook.RunData{
-			RunID: "run_1", Status: runs.StatusCancelled, Reason: runs.ReasonCancelled, Links: links("run_1")}},
+			RunID: "run_1", Status: runs.StatusCancelled, Reason: loop.ReasonCancelled, Links: links("run_1")}},
 		{Type: webhook.EventExpired, At: eventTime, Run: webhook.RunData{
-			RunID: "run_1", Status: runs.StatusExpired, Reason: runs.ReasonApprovalExpired, Links: links("run_1")}},
+			RunID: "run_1", Status: runs.StatusExpired, Reason: loop.ReasonApprovalExpired, Links: links("run_1")}},
 	}
 }
 

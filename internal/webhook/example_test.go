@@ -12,6 +12,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -42,7 +43,7 @@ func Example_receiver() {
 	// What agentgate sends (built here with the package, as the worker does).
 	d, _ := webhook.NewDelivery(webhook.Event{
 		Type: webhook.EventCompleted, At: time.Now(),
-		Run: webhook.RunData{RunID: "run_1", Status: runs.StatusCompleted, Reason: runs.ReasonCompleted},
+		Run: webhook.RunData{RunID: "run_1", Status: runs.StatusCompleted, Reason: loop.ReasonCompleted},
 	}, "https://hooks.example.com/agentgate")
 	signer, _ := webhook.NewSigner(testSecret)
 	now := time.Now()

@@ -16,6 +16,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -152,7 +153,7 @@ func completedEvent(runID string) webhook.Event {
 		Type: webhook.EventCompleted,
 		At:   eventTime,
 		Run: webhook.RunData{
-			RunID: runID, Status: runs.StatusCompleted, Reason: runs.ReasonCompleted,
+			RunID: runID, Status: runs.StatusCompleted, Reason: loop.ReasonCompleted,
 			Links: map[string]string{"self": "/runs/" + runID, "events": "/runs/" + runID + "/events"},
 		},
 	}

@@ -7,7 +7,6 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -133,7 +132,7 @@ func BenchmarkStoreVsRawSDK(b *testing.B) {
 		i++
 		b.StopTimer()
 		r := env.Running(b)
-		sp, _ := env.Suspension("s1")
+		sp, _ := env.Suspension(r, "s1")
 		raw.setup(b, i)
 		b.StartTimer()
 		store := func() {
@@ -141,7 +140,7 @@ func BenchmarkStoreVsRawSDK(b *testing.B) {
 			start := time.Now()
 			r, err := env.Store.Suspend(ctx, r, "w1", sp)
 			if err == nil {
-				r, err = env.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"approve"}`)})
+				r, err = env.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: runstest.Approve})
 			}
 			if err == nil {
 				r, err = env.Store.Claim(ctx, r.ID, "w2")

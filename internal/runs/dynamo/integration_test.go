@@ -3,12 +3,12 @@
 package dynamo_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
@@ -26,7 +26,7 @@ func TestRoundTrips(t *testing.T) {
 	e := runstest.NewEnv(t, aws.Harness())
 	ctx := t.Context()
 	r := e.Running(t)
-	sp, raws := e.Suspension("s1")
+	sp, raws := e.Suspension(r, "s1")
 
 	var err error
 	trips := aws.Counter.Measure(func() { r, err = e.Store.Suspend(ctx, r, "w1", sp) })
@@ -36,7 +36,7 @@ func TestRoundTrips(t *testing.T) {
 	tok, err := e.Store.LookupToken(ctx, runstest.HashToken(raws[0]))
 	require.NoError(t, err)
 	trips = aws.Counter.Measure(func() {
-		r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{"action":"approve"}`)})
+		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Decision: runstest.Approve})
 	})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1}, trips, "decide (with token use) = one transaction")
@@ -49,7 +49,7 @@ func TestRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"S3.GetObject": 1}, trips)
 
-	trips = aws.Counter.Measure(func() { r, err = e.Store.RecordStep(ctx, r, "w2", runs.Step{Type: runs.EventModelTurn}) })
+	trips = aws.Counter.Measure(func() { r, err = e.Store.RecordStep(ctx, r, "w2", loop.Step{Kind: loop.StepModelTurn}) })
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1}, trips, "a step = event + lease renewal in one write")
 
@@ -59,7 +59,7 @@ func TestRoundTrips(t *testing.T) {
 
 	w, _ := e.Waiting(t)
 	trips = aws.Counter.Measure(func() {
-		_, err = e.Store.Decide(ctx, w, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"deny"}`)})
+		_, err = e.Store.Decide(ctx, w, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: loop.Decision{TurnDigest: "digest-s1", Action: loop.ActionDeny}})
 	})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1}, trips, "decide through the API = one transaction")
@@ -88,7 +88,7 @@ func TestTransientFaults(t *testing.T) {
 			e := runstest.NewEnv(t, aws.Harness())
 			ctx := t.Context()
 			r := e.Running(t)
-			sp, _ := e.Suspension("s1")
+			sp, _ := e.Suspension(r, "s1")
 			aws.Counter.Reset()
 			aws.Faults.Fail(tt.operation, tt.times, tt.retryable)
 			got, err := e.Store.Suspend(ctx, r, "w1", sp)
@@ -98,7 +98,9 @@ func TestTransientFaults(t *testing.T) {
 				assert.Equal(t, 2+1, aws.Counter.Total(), "one retried attempt: %v", aws.Counter.ByOperation())
 				state, err := e.Store.LoadState(ctx, got)
 				require.NoError(t, err, "the row points at a stored blob")
-				assert.JSONEq(t, string(sp.State), string(state))
+				want, err := sp.State.Encode()
+				require.NoError(t, err)
+				assert.JSONEq(t, string(want), string(state))
 				e.Unchanged(t, got)
 				return
 			}

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -57,13 +58,13 @@ type key struct {
 	SK string `dynamodbav:"sk"`
 }
 
-// counters are runs.Counters with attribute names.
+// counters are loop.Counters with attribute names.
 type counters struct {
-	Iterations   int64 `dynamodbav:"iterations"`
-	ModelCalls   int64 `dynamodbav:"model_calls"`
+	Iterations   int   `dynamodbav:"iterations"`
+	ModelCalls   int   `dynamodbav:"model_calls"`
 	InputTokens  int64 `dynamodbav:"input_tokens"`
 	OutputTokens int64 `dynamodbav:"output_tokens"`
-	ToolCalls    int64 `dynamodbav:"tool_calls"`
+	ToolCalls    int   `dynamodbav:"tool_calls"`
 }
 
 // runItem is the stored form of a run row. Times are unix milliseconds (0 =
@@ -113,7 +114,7 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 		key:              key{PK: runPK(r.ID), SK: runSK},
 		ID:               r.ID,
 		Status:           string(r.Status),
-		Reason:           r.Reason,
+		Reason:           string(r.Reason),
 		Version:          r.Version,
 		CreatedAt:        toMS(r.CreatedAt),
 		UpdatedAt:        toMS(r.UpdatedAt),
@@ -133,7 +134,6 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 		RemindAt:         toMS(r.RemindAt),
 		ReminderSent:     r.ReminderSent,
 		Notification:     string(r.Notification),
-		Decision:         string(r.Decision),
 		DecidedBy:        r.DecidedBy,
 		DecidedVia:       r.DecidedVia,
 		DecidedAt:        toMS(r.DecidedAt),
@@ -149,6 +149,13 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 			return runItem{}, fmt.Errorf("encode pending calls: %w", err)
 		}
 		it.PendingCalls = string(b)
+	}
+	if r.Decision != nil {
+		b, err := loop.MarshalJSON(r.Decision)
+		if err != nil {
+			return runItem{}, fmt.Errorf("encode decision: %w", err)
+		}
+		it.Decision = string(b)
 	}
 	if !r.DueAt.IsZero() {
 		it.DuePK = duePK(shardOf(r.ID, shards))
@@ -171,11 +178,11 @@ func (it runItem) run() (*runs.Run, error) {
 	r := &runs.Run{
 		ID:               it.ID,
 		Status:           runs.Status(it.Status),
-		Reason:           it.Reason,
+		Reason:           loop.TerminationReason(it.Reason),
 		Version:          it.Version,
 		CreatedAt:        fromMS(it.CreatedAt),
 		UpdatedAt:        fromMS(it.UpdatedAt),
-		Counters:         runs.Counters(it.Counters),
+		Counters:         loop.Counters(it.Counters),
 		Initiator:        it.Initiator,
 		Approvers:        it.Approvers,
 		Request:          raw(it.Request),
@@ -189,7 +196,6 @@ func (it runItem) run() (*runs.Run, error) {
 		RemindAt:         fromMS(it.RemindAt),
 		ReminderSent:     it.ReminderSent,
 		Notification:     runs.NotificationState(it.Notification),
-		Decision:         raw(it.Decision),
 		DecidedBy:        it.DecidedBy,
 		DecidedVia:       it.DecidedVia,
 		DecidedAt:        fromMS(it.DecidedAt),
@@ -203,6 +209,12 @@ func (it runItem) run() (*runs.Run, error) {
 	if it.PendingCalls != "" {
 		if err := json.Unmarshal([]byte(it.PendingCalls), &r.PendingCalls); err != nil {
 			return nil, fmt.Errorf("decode pending calls of run %s: %w", it.ID, err)
+		}
+	}
+	if it.Decision != "" {
+		r.Decision = new(loop.Decision)
+		if err := json.Unmarshal([]byte(it.Decision), r.Decision); err != nil {
+			return nil, fmt.Errorf("decode decision of run %s: %w", it.ID, err)
 		}
 	}
 	return r, nil

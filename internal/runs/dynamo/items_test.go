@@ -13,24 +13,25 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
 func TestRunItemRoundTrip(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
 	full := &runs.Run{
-		ID: "r1", Status: runs.StatusCompleted, Reason: "completed", Version: 9,
+		ID: "r1", Status: runs.StatusCompleted, Reason: loop.ReasonCompleted, Version: 9,
 		CreatedAt: at, UpdatedAt: at.Add(time.Minute),
-		Counters:  runs.Counters{Iterations: 1, ModelCalls: 2, InputTokens: 3, OutputTokens: 4, ToolCalls: 5},
+		Counters:  loop.Counters{Iterations: 1, ModelCalls: 2, InputTokens: 3, OutputTokens: 4, ToolCalls: 5},
 		Initiator: "alice", Approvers: []string{"bob", "carol"},
 		Request:      json.RawMessage(`{"prompt":"hi"}`),
 		SuspensionID: "s1", TurnDigest: "d1",
-		PendingCalls: []runs.PendingCall{{ID: "c1", Tool: "send", Input: json.RawMessage(`{"to":"x"}`), NeedsApproval: true, Effect: "write", Preview: "p"}},
+		PendingCalls: []runs.CallSummary{{ID: "c1", Tool: "send", Input: json.RawMessage(`{"to":"x"}`), NeedsApproval: true, Effect: "write", Preview: "p"}},
 		State:        runs.StateRef{Key: "runs/r1/state/x.json.gz", SHA256: "x", Size: 10},
 		LeaseOwner:   "w1", LeaseUntil: at.Add(2 * time.Minute), PendingEffect: "c1",
 		ApprovalDeadline: at.Add(time.Hour), RemindAt: at.Add(30 * time.Minute), ReminderSent: true,
 		Notification: runs.NotificationSent,
-		Decision:     json.RawMessage(`{"action":"approve"}`), DecidedBy: "bob", DecidedVia: runs.ViaLink, DecidedAt: at.Add(3 * time.Minute),
+		Decision:     &loop.Decision{TurnDigest: "d1", Action: loop.ActionApprove}, DecidedBy: "bob", DecidedVia: runs.ViaLink, DecidedAt: at.Add(3 * time.Minute),
 		Output:      json.RawMessage(`{"text":"done"}`),
 		RetainUntil: at.Add(24 * time.Hour), DueAt: at.Add(24 * time.Hour),
 		WriteID: "w", LastSeq: 7, TokenHashes: []string{"h1", "h2"},

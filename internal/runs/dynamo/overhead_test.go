@@ -176,8 +176,9 @@ func BenchmarkStoreOverhead(b *testing.B) {
 	bucket := s3state.NewBucket(s3c, "state", s3state.Options{})
 	env := runstest.NewEnv(b, runstest.Harness{Rows: table, States: bucket})
 	ctx := b.Context()
-	sp, _ := env.Suspension("s1")
-	_, blob, err := runs.EncodeState("x", sp.State)
+	stateJSON, err := runstest.SuspendedState("x", "s1").Encode()
+	require.NoError(b, err)
+	_, blob, err := runs.EncodeState("x", stateJSON)
 	require.NoError(b, err)
 
 	var storeDur, rawDur time.Duration
@@ -186,13 +187,14 @@ func BenchmarkStoreOverhead(b *testing.B) {
 		n++
 		b.StopTimer()
 		r := env.Running(b)
+		sp, _ := env.Suspension(r, "s1")
 		rec.on, rec.calls = true, nil
 		b.StartTimer()
 
 		start := time.Now()
 		r, err := env.Store.Suspend(ctx, r, "w1", sp)
 		if err == nil {
-			r, err = env.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"approve"}`)})
+			r, err = env.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: runstest.Approve})
 		}
 		if err == nil {
 			r, err = env.Store.Claim(ctx, r.ID, "w2")

@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"testing"
 
@@ -22,11 +21,11 @@ func BenchmarkSuspendDecideClaimLoad(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		r := e.Running(b)
-		sp, _ := e.Suspension("s1")
+		sp, _ := e.Suspension(r, "s1")
 		b.StartTimer()
 		r, err := e.Store.Suspend(ctx, r, "w1", sp)
 		if err == nil {
-			r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"approve"}`)})
+			r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: runstest.Approve})
 		}
 		if err == nil {
 			r, err = e.Store.Claim(ctx, r.ID, "w2")

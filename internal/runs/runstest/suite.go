@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -128,28 +129,50 @@ func (e *Env) Running(t testing.TB) *runs.Run {
 func (e *Env) Waiting(t testing.TB) (*runs.Run, []string) {
 	t.Helper()
 	r := e.Running(t)
-	sp, raws := e.Suspension("s1")
+	sp, raws := e.Suspension(r, "s1")
 	r, err := e.Store.Suspend(e.ctx, r, "w1", sp)
 	require.NoError(t, err)
 	return r, raws
 }
 
-// Suspension returns a valid suspension with two calls, an hour-long window
-// and tokens for bob and carol (raw tokens returned).
-func (e *Env) Suspension(id string) (runs.Suspension, []string) {
+// Suspension returns a valid suspension of run r with two calls, an
+// hour-long window and tokens for bob and carol (raw tokens returned).
+func (e *Env) Suspension(r *runs.Run, id string) (runs.Suspension, []string) {
 	rawBob, rawCarol := NewToken(), NewToken()
 	return runs.Suspension{
-		ID:         id,
-		TurnDigest: "digest-" + id,
-		PendingCalls: []runs.PendingCall{
-			{ID: "call-1", Tool: "send_email", Input: json.RawMessage(`{"to":"x@example.com"}`), NeedsApproval: true, Effect: "write", Preview: "Send mail to x@example.com"},
-			{ID: "call-2", Tool: "read_doc", Input: json.RawMessage(`{"path":"a.txt"}`), Effect: "read"},
-		},
-		State:    json.RawMessage(`{"schema_version":1,"suspension":"` + id + `","transcript":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`),
+		State:    SuspendedState(r.ID, id),
 		Deadline: e.Clock.Now().Add(time.Hour),
 		Tokens:   []runs.TokenGrant{{Hash: HashToken(rawBob), Approver: "bob"}, {Hash: HashToken(rawCarol), Approver: "carol"}},
 	}, []string{rawBob, rawCarol}
 }
+
+// SuspendedState returns a loop state of run runID held on suspension id with
+// two calls: a write that needs approval (with a preview) and a read.
+func SuspendedState(runID, id string) *loop.SuspendedState {
+	return &loop.SuspendedState{
+		SchemaVersion: loop.SchemaVersion,
+		RunID:         runID,
+		SuspensionID:  id,
+		Transcript: loop.Transcript{Messages: []loop.Message{
+			loop.UserText("hi"),
+			{Role: loop.RoleAssistant, Content: []loop.Block{
+				loop.ToolUseBlock("call-1", "send_email", json.RawMessage(`{"to":"x@example.com"}`)),
+				loop.ToolUseBlock("call-2", "read_doc", json.RawMessage(`{"path":"a.txt"}`)),
+			}},
+		}},
+		PendingCalls: []loop.PendingCall{
+			{ID: "call-1", Name: "send_email", Input: json.RawMessage(`{"to":"x@example.com"}`), NeedsApproval: true, Effect: loop.EffectWrite},
+			{ID: "call-2", Name: "read_doc", Input: json.RawMessage(`{"path":"a.txt"}`), Effect: loop.EffectRead},
+		},
+		Counters:   loop.Counters{Iterations: 1, ModelCalls: 1, InputTokens: 120, OutputTokens: 30},
+		ToolHashes: map[string]string{"send_email": "h1", "read_doc": "h2"},
+		Previews:   map[string]string{"call-1": "Send mail to x@example.com"},
+		TurnDigest: "digest-" + id,
+	}
+}
+
+// Approve is a decision approving the whole held turn.
+var Approve = loop.Decision{TurnDigest: "digest-s1", Action: loop.ActionApprove}
 
 // NewToken returns a random raw approval token.
 func NewToken() string {
@@ -212,31 +235,35 @@ func testLifecycle(t *testing.T, e *Env) {
 	assert.Equal(t, int64(2), r.Version)
 
 	e.Clock.Advance(10 * time.Second)
-	counters := runs.Counters{Iterations: 1, ModelCalls: 1, InputTokens: 120, OutputTokens: 30}
-	r, err = e.Store.RecordStep(ctx, r, "w1", runs.Step{Type: runs.EventModelTurn, Data: json.RawMessage(`{"stop":"tool_use"}`), Counters: &counters})
+	r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepModelTurn, StopReason: loop.StopToolUse, ToolCalls: 1})
 	require.NoError(t, err)
-	assert.Equal(t, counters, r.Counters)
 	assert.Equal(t, t0.Add(10*time.Second+LeaseTTL), r.LeaseUntil, "a step renews the lease")
 
 	r, err = e.Store.MarkPendingEffect(ctx, r, "w1", "call-0")
 	require.NoError(t, err)
 	assert.Equal(t, "call-0", r.PendingEffect)
 	e.Unchanged(t, r)
-	r, err = e.Store.RecordStep(ctx, r, "w1", runs.Step{Type: runs.EventToolExecuted, Data: json.RawMessage(`{"call":"call-0"}`), ClearsEffect: "call-0"})
+	r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "call-0", Tool: "send_email", Effect: loop.EffectWrite})
 	require.NoError(t, err)
-	assert.Empty(t, r.PendingEffect)
+	assert.Empty(t, r.PendingEffect, "the fenced call's result clears the fence")
 
 	r, err = e.Store.RenewLease(ctx, r, "w1")
 	require.NoError(t, err)
 
-	sp, raws := e.Suspension("s1")
+	sp, raws := e.Suspension(r, "s1")
+	blob, err := sp.State.Encode()
+	require.NoError(t, err)
 	r, err = e.Store.Suspend(ctx, r, "w1", sp)
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusWaiting, r.Status)
 	assert.Equal(t, "s1", r.SuspensionID)
 	assert.Equal(t, "digest-s1", r.TurnDigest)
-	assert.Equal(t, sp.PendingCalls, r.PendingCalls)
-	sum := sha256.Sum256(sp.State)
+	assert.Equal(t, []runs.CallSummary{
+		{ID: "call-1", Tool: "send_email", Input: json.RawMessage(`{"to":"x@example.com"}`), NeedsApproval: true, Effect: loop.EffectWrite, Preview: "Send mail to x@example.com"},
+		{ID: "call-2", Tool: "read_doc", Input: json.RawMessage(`{"path":"a.txt"}`), Effect: loop.EffectRead},
+	}, r.PendingCalls)
+	assert.Equal(t, sp.State.Counters, r.Counters, "suspend stores the state's counters")
+	sum := sha256.Sum256(blob)
 	assert.Equal(t, hex.EncodeToString(sum[:]), r.State.SHA256)
 	assert.Equal(t, runs.StateKey(r.ID, r.State.SHA256), r.State.Key)
 	assert.Positive(t, r.State.Size)
@@ -250,7 +277,7 @@ func testLifecycle(t *testing.T, e *Env) {
 
 	state, err := e.Store.LoadState(ctx, r)
 	require.NoError(t, err)
-	assert.JSONEq(t, string(sp.State), string(state))
+	assert.JSONEq(t, string(blob), string(state))
 
 	tok, err := e.Store.LookupToken(ctx, HashToken(raws[0]))
 	require.NoError(t, err)
@@ -261,13 +288,13 @@ func testLifecycle(t *testing.T, e *Env) {
 	assert.Equal(t, runs.NotificationSent, r.Notification)
 
 	e.Clock.Advance(time.Minute)
-	r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{"digest":"digest-s1","action":"approve"}`)})
+	r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Decision: Approve})
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusResuming, r.Status)
 	assert.Equal(t, "bob", r.DecidedBy)
 	assert.Equal(t, runs.ViaLink, r.DecidedVia)
 	assert.Equal(t, e.Clock.Now().UTC().Truncate(time.Millisecond), r.DecidedAt)
-	assert.JSONEq(t, `{"digest":"digest-s1","action":"approve"}`, string(r.Decision))
+	assert.Equal(t, &Approve, r.Decision)
 	e.Unchanged(t, r)
 	tok, err = e.Store.LookupToken(ctx, HashToken(raws[0]))
 	require.NoError(t, err)
@@ -279,13 +306,13 @@ func testLifecycle(t *testing.T, e *Env) {
 	assert.Equal(t, "w2", r.LeaseOwner)
 	state, err = e.Store.LoadState(ctx, r)
 	require.NoError(t, err, "the resuming worker loads the state")
-	assert.JSONEq(t, string(sp.State), string(state))
+	assert.JSONEq(t, string(blob), string(state))
 
-	final := runs.Counters{Iterations: 2, ModelCalls: 2, InputTokens: 300, OutputTokens: 80, ToolCalls: 3}
-	r, err = e.Store.Settle(ctx, r, "w2", runs.Outcome{Status: runs.StatusCompleted, Output: json.RawMessage(`{"text":"done"}`), Counters: &final})
+	final := loop.Counters{Iterations: 2, ModelCalls: 2, InputTokens: 300, OutputTokens: 80, ToolCalls: 3}
+	r, err = e.Store.Settle(ctx, r, "w2", runs.Settlement{Status: runs.StatusCompleted, Output: json.RawMessage(`{"text":"done"}`), Counters: &final})
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusCompleted, r.Status)
-	assert.Equal(t, runs.ReasonCompleted, r.Reason)
+	assert.Equal(t, loop.ReasonCompleted, r.Reason)
 	assert.Equal(t, final, r.Counters)
 	assert.True(t, r.State.IsZero())
 	assert.Empty(t, r.LeaseOwner)
@@ -305,7 +332,7 @@ func testLifecycle(t *testing.T, e *Env) {
 	assert.Equal(t, runs.EventDecision, evs[0].Type)
 	assert.Equal(t, "bob", evs[0].Actor)
 	assert.Equal(t, r.ID, evs[0].RunID)
-	assert.JSONEq(t, `{"suspension_id":"s1","turn_digest":"digest-s1","via":"link","decision":{"digest":"digest-s1","action":"approve"}}`, string(evs[0].Data))
+	assert.JSONEq(t, `{"suspension_id":"s1","turn_digest":"digest-s1","via":"link","decision":{"turn_digest":"digest-s1","action":"approve"}}`, string(evs[0].Data))
 }
 
 func testCreateRefusals(t *testing.T, e *Env) {
@@ -342,15 +369,15 @@ func testNotFound(t *testing.T, e *Env) {
 	ghost := &runs.Run{ID: "ghost", Status: runs.StatusRunning, Version: 3, LeaseOwner: "w1", LastSeq: 2}
 	_, err = e.Store.RenewLease(ctx, ghost, "w1")
 	AssertCode(t, runs.ENotFound, err)
-	_, err = e.Store.RecordStep(ctx, ghost, "w1", runs.Step{Type: runs.EventModelTurn})
+	_, err = e.Store.RecordStep(ctx, ghost, "w1", loop.Step{Kind: loop.StepModelTurn})
 	AssertCode(t, runs.ENotFound, err)
-	sp, _ := e.Suspension("s1")
+	sp, _ := e.Suspension(ghost, "s1")
 	_, err = e.Store.Suspend(ctx, ghost, "w1", sp)
 	AssertCode(t, runs.ENotFound, err)
-	_, err = e.Store.Settle(ctx, ghost, "w1", runs.Outcome{Status: runs.StatusCompleted})
+	_, err = e.Store.Settle(ctx, ghost, "w1", runs.Settlement{Status: runs.StatusCompleted})
 	AssertCode(t, runs.ENotFound, err)
 	waitingGhost := &runs.Run{ID: "ghost", Status: runs.StatusWaiting, Version: 4, SuspensionID: "s1", ApprovalDeadline: e.Clock.Now().Add(time.Hour)}
-	_, err = e.Store.Decide(ctx, waitingGhost, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{}`)})
+	_, err = e.Store.Decide(ctx, waitingGhost, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
 	AssertCode(t, runs.ENotFound, err)
 	_, err = e.Store.Cancel(ctx, waitingGhost, "alice")
 	AssertCode(t, runs.ENotFound, err)
@@ -371,7 +398,7 @@ func testClaimRefusals(t *testing.T, e *Env) {
 	running := e.Running(t)
 	waiting, _ := e.Waiting(t)
 	done := e.Running(t)
-	done, err := e.Store.Settle(ctx, done, "w1", runs.Outcome{Status: runs.StatusCompleted})
+	done, err := e.Store.Settle(ctx, done, "w1", runs.Settlement{Status: runs.StatusCompleted})
 	require.NoError(t, err)
 	for _, r := range []*runs.Run{running, waiting, done} {
 		t.Run(string(r.Status), func(t *testing.T) {
@@ -389,21 +416,21 @@ func testClaimRefusals(t *testing.T, e *Env) {
 func testLeaseGuards(t *testing.T, e *Env) {
 	ctx := t.Context()
 	stale := e.Running(t)
-	cur, err := e.Store.RecordStep(ctx, stale, "w1", runs.Step{Type: runs.EventModelTurn})
+	cur, err := e.Store.RecordStep(ctx, stale, "w1", loop.Step{Kind: loop.StepModelTurn})
 	require.NoError(t, err)
-	sp, _ := e.Suspension("s1")
+	sp, _ := e.Suspension(cur, "s1")
 	ops := []struct {
 		name string
 		fn   func(r *runs.Run, owner string) (*runs.Run, error)
 	}{
 		{"RenewLease", func(r *runs.Run, o string) (*runs.Run, error) { return e.Store.RenewLease(ctx, r, o) }},
 		{"RecordStep", func(r *runs.Run, o string) (*runs.Run, error) {
-			return e.Store.RecordStep(ctx, r, o, runs.Step{Type: runs.EventModelTurn})
+			return e.Store.RecordStep(ctx, r, o, loop.Step{Kind: loop.StepModelTurn})
 		}},
 		{"MarkPendingEffect", func(r *runs.Run, o string) (*runs.Run, error) { return e.Store.MarkPendingEffect(ctx, r, o, "call-9") }},
 		{"Suspend", func(r *runs.Run, o string) (*runs.Run, error) { return e.Store.Suspend(ctx, r, o, sp) }},
 		{"Settle", func(r *runs.Run, o string) (*runs.Run, error) {
-			return e.Store.Settle(ctx, r, o, runs.Outcome{Status: runs.StatusCompleted})
+			return e.Store.Settle(ctx, r, o, runs.Settlement{Status: runs.StatusCompleted})
 		}},
 	}
 	for _, op := range ops {
@@ -429,8 +456,10 @@ func testLeaseGuards(t *testing.T, e *Env) {
 		AssertCode(t, runs.EConflict, err)
 		_, err = e.Store.ClearPendingEffect(ctx, r, "w1", "call-2")
 		AssertCode(t, runs.EConflict, err)
-		_, err = e.Store.RecordStep(ctx, r, "w1", runs.Step{Type: runs.EventToolExecuted, ClearsEffect: "call-2"})
-		AssertCode(t, runs.EConflict, err)
+		r2, err := e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "call-2", Effect: loop.EffectRead})
+		require.NoError(t, err)
+		assert.Equal(t, "call-1", r2.PendingEffect, "another call's result leaves the fence")
+		r = r2
 		_, err = e.Store.Suspend(ctx, r, "w1", sp)
 		AssertCode(t, runs.EConflict, err)
 		_, err = e.Store.ClearPendingEffect(ctx, r, "w2", "call-1")
@@ -452,7 +481,7 @@ func testStaleLease(t *testing.T, e *Env) {
 	r := e.Running(t)
 	r, err := e.Store.MarkPendingEffect(ctx, r, "w1", "call-1")
 	require.NoError(t, err)
-	_, err = e.Store.Settle(ctx, r, "", runs.Outcome{Status: runs.StatusFailed, Reason: runs.ReasonInterrupted})
+	_, err = e.Store.Settle(ctx, r, "", runs.Settlement{Status: runs.StatusFailed, Reason: loop.ReasonInterruptedWrite})
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, r)
 
@@ -461,12 +490,12 @@ func testStaleLease(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	require.Len(t, due, 1, "a stale lease is due")
 	assert.Equal(t, r.ID, due[0].ID)
-	_, err = e.Store.Settle(ctx, due[0], "", runs.Outcome{Status: runs.StatusFailed})
+	_, err = e.Store.Settle(ctx, due[0], "", runs.Settlement{Status: runs.StatusFailed})
 	AssertCode(t, runs.EInvalid, err)
-	r, err = e.Store.Settle(ctx, due[0], "", runs.Outcome{Status: runs.StatusFailed, Reason: runs.ReasonInterrupted})
+	r, err = e.Store.Settle(ctx, due[0], "", runs.Settlement{Status: runs.StatusFailed, Reason: loop.ReasonInterruptedWrite})
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusFailed, r.Status)
-	assert.Equal(t, runs.ReasonInterrupted, r.Reason)
+	assert.Equal(t, loop.ReasonInterruptedWrite, r.Reason)
 	assert.Equal(t, "call-1", r.PendingEffect, "the fence stays on the row for the audit")
 	evs, err := e.Store.Events(ctx, r.ID, r.LastSeq-1, 10)
 	require.NoError(t, err)
@@ -477,29 +506,32 @@ func testStaleLease(t *testing.T, e *Env) {
 func testSuspendRefusals(t *testing.T, e *Env) {
 	ctx := t.Context()
 	r := e.Running(t)
-	valid, _ := e.Suspension("s1")
+	valid, _ := e.Suspension(r, "s1")
 	tests := []struct {
 		name   string
 		change func(sp *runs.Suspension)
 	}{
-		{"no id", func(sp *runs.Suspension) { sp.ID = "" }},
-		{"no digest", func(sp *runs.Suspension) { sp.TurnDigest = "" }},
-		{"no pending calls", func(sp *runs.Suspension) { sp.PendingCalls = nil }},
-		{"duplicate call ids", func(sp *runs.Suspension) { sp.PendingCalls[1].ID = sp.PendingCalls[0].ID }},
-		{"call without tool", func(sp *runs.Suspension) { sp.PendingCalls[0].Tool = "" }},
-		{"empty state", func(sp *runs.Suspension) { sp.State = nil }},
-		{"state not JSON", func(sp *runs.Suspension) { sp.State = []byte(`{"transcript":`) }},
+		{"no state", func(sp *runs.Suspension) { sp.State = nil }},
+		{"state of another run", func(sp *runs.Suspension) { sp.State.RunID = "other" }},
+		{"no id", func(sp *runs.Suspension) { sp.State.SuspensionID = "" }},
+		{"no digest", func(sp *runs.Suspension) { sp.State.TurnDigest = "" }},
+		{"no pending calls", func(sp *runs.Suspension) { sp.State.PendingCalls = nil }},
+		{"duplicate call ids", func(sp *runs.Suspension) { sp.State.PendingCalls[1].ID = sp.State.PendingCalls[0].ID }},
+		{"call without tool", func(sp *runs.Suspension) { sp.State.PendingCalls[0].Name = "" }},
+		{"input not JSON", func(sp *runs.Suspension) { sp.State.PendingCalls[0].Input = json.RawMessage(`{"to":`) }},
 		{"deadline passed", func(sp *runs.Suspension) { sp.Deadline = e.Clock.Now() }},
 		{"reminder after deadline", func(sp *runs.Suspension) { sp.RemindAt = sp.Deadline.Add(time.Second) }},
 		{"bad token hash", func(sp *runs.Suspension) { sp.Tokens[0].Hash = "abc" }},
 		{"token without approver", func(sp *runs.Suspension) { sp.Tokens[0].Approver = "" }},
 		{"same token twice", func(sp *runs.Suspension) { sp.Tokens[1].Hash = sp.Tokens[0].Hash }},
-		{"oversized state", func(sp *runs.Suspension) { sp.State = Incompressible(runs.MaxStateSize + 1<<20) }},
+		{"oversized state", func(sp *runs.Suspension) {
+			sp.State.Transcript.Messages[0] = loop.UserText(string(Incompressible(runs.MaxStateSize + 1<<20)))
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sp := valid
-			sp.PendingCalls = slices.Clone(valid.PendingCalls)
+			sp.State = SuspendedState(r.ID, "s1")
 			sp.Tokens = slices.Clone(valid.Tokens)
 			tt.change(&sp)
 			_, err := e.Store.Suspend(ctx, r, "w1", sp)
@@ -525,31 +557,31 @@ func testResuspend(t *testing.T, e *Env) {
 	r, raws := e.Waiting(t)
 	tok, err := e.Store.LookupToken(ctx, HashToken(raws[1]))
 	require.NoError(t, err)
-	r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "carol", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"approve"}`)})
+	r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "carol", Via: runs.ViaAPI, Decision: Approve})
 	require.NoError(t, err)
 	r, err = e.Store.Claim(ctx, r.ID, "w2")
 	require.NoError(t, err)
 
-	sp, _ := e.Suspension("s1")
+	sp, _ := e.Suspension(r, "s1")
 	_, err = e.Store.Suspend(ctx, r, "w2", sp)
 	AssertCode(t, runs.EInvalid, err)
 	e.Unchanged(t, r)
 
-	sp, raws2 := e.Suspension("s2")
+	sp, raws2 := e.Suspension(r, "s2")
 	r, err = e.Store.Suspend(ctx, r, "w2", sp)
 	require.NoError(t, err)
 	assert.Equal(t, "s2", r.SuspensionID)
-	assert.Empty(t, r.Decision, "a new suspension clears the last decision")
+	assert.Nil(t, r.Decision, "a new suspension clears the last decision")
 	assert.Empty(t, r.DecidedBy)
 	assert.Len(t, r.TokenHashes, 4, "the run remembers every token it issued")
 
-	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{}`)})
+	_, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Decision: Approve})
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, r)
 
 	tok2, err := e.Store.LookupToken(ctx, HashToken(raws2[1]))
 	require.NoError(t, err)
-	r, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s2", Via: runs.ViaLink, Token: tok2, Body: json.RawMessage(`{"action":"deny"}`)})
+	r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s2", Via: runs.ViaLink, Token: tok2, Decision: loop.Decision{TurnDigest: "digest-s2", Action: loop.ActionDeny}})
 	require.NoError(t, err)
 	assert.Equal(t, "carol", r.DecidedBy)
 }
@@ -557,19 +589,20 @@ func testResuspend(t *testing.T, e *Env) {
 func testDecideRefusals(t *testing.T, e *Env) {
 	ctx := t.Context()
 	r, _ := e.Waiting(t)
-	body := json.RawMessage(`{"action":"approve"}`)
+	body := Approve
 	tests := []struct {
 		name string
-		d    runs.Decision
+		d    runs.NewDecision
 		code string
 	}{
-		{"other suspension", runs.Decision{SuspensionID: "s0", Decider: "bob", Via: runs.ViaAPI, Body: body}, runs.EConflict},
-		{"no suspension", runs.Decision{Decider: "bob", Via: runs.ViaAPI, Body: body}, runs.EInvalid},
-		{"no decider", runs.Decision{SuspensionID: "s1", Via: runs.ViaAPI, Body: body}, runs.EInvalid},
-		{"unknown channel", runs.Decision{SuspensionID: "s1", Decider: "bob", Via: "fax", Body: body}, runs.EInvalid},
-		{"link without token", runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaLink, Body: body}, runs.EInvalid},
-		{"no body", runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI}, runs.EInvalid},
-		{"body not JSON", runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{`)}, runs.EInvalid},
+		{"other suspension", runs.NewDecision{SuspensionID: "s0", Decider: "bob", Via: runs.ViaAPI, Decision: body}, runs.EConflict},
+		{"no suspension", runs.NewDecision{Decider: "bob", Via: runs.ViaAPI, Decision: body}, runs.EInvalid},
+		{"no decider", runs.NewDecision{SuspensionID: "s1", Via: runs.ViaAPI, Decision: body}, runs.EInvalid},
+		{"unknown channel", runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: "fax", Decision: body}, runs.EInvalid},
+		{"link without token", runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaLink, Decision: body}, runs.EInvalid},
+		{"empty decision", runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI}, runs.EInvalid},
+		{"decision too large", runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI,
+			Decision: loop.Decision{Action: loop.ActionDeny, Message: string(make([]byte, runs.MaxDecisionSize))}}, runs.EInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -581,7 +614,7 @@ func testDecideRefusals(t *testing.T, e *Env) {
 
 	t.Run("decided twice", func(t *testing.T) {
 		w, _ := e.Waiting(t)
-		d := runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: body}
+		d := runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: body}
 		decided, err := e.Store.Decide(ctx, w, d)
 		require.NoError(t, err)
 		_, err = e.Store.Decide(ctx, w, d)
@@ -594,7 +627,7 @@ func testDecideRefusals(t *testing.T, e *Env) {
 	t.Run("window closed", func(t *testing.T) {
 		w, _ := e.Waiting(t)
 		e.Clock.Advance(time.Hour)
-		_, err := e.Store.Decide(ctx, w, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: body})
+		_, err := e.Store.Decide(ctx, w, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: body})
 		AssertCode(t, runs.EGone, err)
 		e.Unchanged(t, w)
 	})
@@ -608,25 +641,25 @@ func testDecideThroughLink(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	otherTok, err := e.Store.LookupToken(ctx, HashToken(otherRaws[0]))
 	require.NoError(t, err)
-	body := json.RawMessage(`{"action":"approve"}`)
+	body := Approve
 
-	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: otherTok, Body: body})
+	_, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: otherTok, Decision: body})
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, r)
-	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "carol", Via: runs.ViaLink, Token: tok, Body: body})
+	_, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "carol", Via: runs.ViaLink, Token: tok, Decision: body})
 	AssertCode(t, runs.EInvalid, err)
 	e.Unchanged(t, r)
 
 	// A forged token the store never issued cannot decide.
 	forged := &runs.ApprovalToken{Hash: HashToken(NewToken()), RunID: r.ID, SuspensionID: "s1", Approver: "bob", ExpiresAt: r.ApprovalDeadline}
-	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: forged, Body: body})
+	_, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: forged, Decision: body})
 	AssertCode(t, runs.ENotFound, err)
 	e.Unchanged(t, r)
 
 	// A token whose use was recorded elsewhere meanwhile (stale copy) conflicts.
-	decided, err := e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: body})
+	decided, err := e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Decision: body})
 	require.NoError(t, err)
-	_, err = e.Store.Decide(ctx, other, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: otherTok, Body: body})
+	_, err = e.Store.Decide(ctx, other, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: otherTok, Decision: body})
 	require.NoError(t, err)
 	used, err := e.Store.LookupToken(ctx, HashToken(raws[0]))
 	require.NoError(t, err)
@@ -639,7 +672,7 @@ func testDecideRetry(t *testing.T, e *Env) {
 	read, _ := e.Waiting(t) // the API handler read the run ...
 	notified, err := e.Store.RecordNotification(ctx, read, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent})
 	require.NoError(t, err) // ... and the worker recorded the notification meanwhile
-	r, err := e.Store.Decide(ctx, read, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{"action":"approve"}`)})
+	r, err := e.Store.Decide(ctx, read, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
 	require.NoError(t, err, "a version-only move must not refuse a decision on the same suspension")
 	assert.Equal(t, notified.Version+1, r.Version)
 	assert.Equal(t, runs.NotificationSent, r.Notification, "the retry builds on the fresh row")
@@ -681,9 +714,9 @@ func testLoadStateFaults(t *testing.T, e *Env) {
 
 func testTerminal(t *testing.T, e *Env) {
 	ctx := t.Context()
-	completed, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Outcome{Status: runs.StatusCompleted})
+	completed, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Settlement{Status: runs.StatusCompleted})
 	require.NoError(t, err)
-	failed, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Outcome{Status: runs.StatusFailed, Reason: "provider_failed"})
+	failed, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Settlement{Status: runs.StatusFailed, Reason: loop.ReasonProviderFailed})
 	require.NoError(t, err)
 	cancelled, err := e.Store.Cancel(ctx, e.Queued(t), "alice")
 	require.NoError(t, err)
@@ -703,11 +736,11 @@ func testTerminal(t *testing.T, e *Env) {
 				"Cancel": func() error { _, err := e.Store.Cancel(ctx, r, "alice"); return err },
 				"Expire": func() error { _, err := e.Store.Expire(ctx, r); return err },
 				"Settle": func() error {
-					_, err := e.Store.Settle(ctx, r, "w1", runs.Outcome{Status: runs.StatusCompleted})
+					_, err := e.Store.Settle(ctx, r, "w1", runs.Settlement{Status: runs.StatusCompleted})
 					return err
 				},
 				"Decide": func() error {
-					_, err := e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{}`)})
+					_, err := e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
 					return err
 				},
 				"RecordNotification": func() error {
@@ -715,11 +748,11 @@ func testTerminal(t *testing.T, e *Env) {
 					return err
 				},
 				"forged RUNNING copy": func() error {
-					_, err := e.Store.RecordStep(ctx, &asRunning, "w1", runs.Step{Type: runs.EventModelTurn})
+					_, err := e.Store.RecordStep(ctx, &asRunning, "w1", loop.Step{Kind: loop.StepModelTurn})
 					return err
 				},
 				"forged WAITING copy": func() error {
-					_, err := e.Store.Decide(ctx, &asWaiting, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{}`)})
+					_, err := e.Store.Decide(ctx, &asWaiting, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
 					return err
 				},
 			}
@@ -738,7 +771,7 @@ func testCancel(t *testing.T, e *Env) {
 		r, err := e.Store.Cancel(ctx, e.Queued(t), "alice")
 		require.NoError(t, err)
 		assert.Equal(t, runs.StatusCancelled, r.Status)
-		assert.Equal(t, runs.ReasonCancelled, r.Reason)
+		assert.Equal(t, loop.ReasonCancelled, r.Reason)
 		assert.Equal(t, r.RetainUntil, r.DueAt)
 		e.Unchanged(t, r)
 	})
@@ -746,13 +779,13 @@ func testCancel(t *testing.T, e *Env) {
 		worker := e.Running(t)
 		r, err := e.Store.Cancel(ctx, worker, "alice")
 		require.NoError(t, err)
-		_, err = e.Store.RecordStep(ctx, worker, "w1", runs.Step{Type: runs.EventModelTurn})
+		_, err = e.Store.RecordStep(ctx, worker, "w1", loop.Step{Kind: loop.StepModelTurn})
 		AssertCode(t, runs.EConflict, err)
 		e.Unchanged(t, r)
 	})
 	t.Run("running with a stale copy retries", func(t *testing.T) {
 		stale := e.Running(t)
-		_, err := e.Store.RecordStep(ctx, stale, "w1", runs.Step{Type: runs.EventModelTurn})
+		_, err := e.Store.RecordStep(ctx, stale, "w1", loop.Step{Kind: loop.StepModelTurn})
 		require.NoError(t, err)
 		r, err := e.Store.Cancel(ctx, stale, "alice")
 		require.NoError(t, err)
@@ -767,13 +800,13 @@ func testCancel(t *testing.T, e *Env) {
 		assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)))
 		tok, err := e.Store.LookupToken(ctx, HashToken(raws[0]))
 		require.NoError(t, err)
-		_, err = e.Store.Decide(ctx, w, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{}`)})
+		_, err = e.Store.Decide(ctx, w, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Decision: Approve})
 		AssertCode(t, runs.EConflict, err)
 		e.Unchanged(t, r)
 	})
 	t.Run("resuming", func(t *testing.T) {
 		w, _ := e.Waiting(t)
-		w, err := e.Store.Decide(ctx, w, runs.Decision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Body: json.RawMessage(`{}`)})
+		w, err := e.Store.Decide(ctx, w, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
 		require.NoError(t, err)
 		r, err := e.Store.Cancel(ctx, w, "alice")
 		require.NoError(t, err)
@@ -802,7 +835,7 @@ func testExpire(t *testing.T, e *Env) {
 	r, err := e.Store.Expire(ctx, w)
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusExpired, r.Status)
-	assert.Equal(t, runs.ReasonApprovalExpired, r.Reason)
+	assert.Equal(t, loop.ReasonApprovalExpired, r.Reason)
 	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "expiry deletes the state blob")
 	e.Unchanged(t, r)
 	assert.Equal(t, runs.EventExpired, e.eventTypes(t, r.ID)[r.LastSeq-1])
@@ -813,7 +846,7 @@ func testEvents(t *testing.T, e *Env) {
 	r := e.Running(t)
 	var err error
 	for i := range 25 {
-		r, err = e.Store.RecordStep(ctx, r, "w1", runs.Step{Type: runs.EventModelTurn, Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepModelTurn, Iteration: i + 1})
 		require.NoError(t, err)
 	}
 	assert.Equal(t, int64(27), r.LastSeq)
@@ -834,7 +867,9 @@ func testEvents(t *testing.T, e *Env) {
 		assert.Equal(t, int64(i+1), ev.Seq)
 		assert.Equal(t, r.ID, ev.RunID)
 		if i >= 2 {
-			assert.JSONEq(t, fmt.Sprintf(`{"i":%d}`, i-2), string(ev.Data), "events keep write order")
+			var st loop.Step
+			require.NoError(t, json.Unmarshal(ev.Data, &st))
+			assert.Equal(t, loop.Step{Kind: loop.StepModelTurn, Iteration: i - 1}, st, "events keep write order")
 		}
 	}
 	page, err := e.Store.Events(ctx, r.ID, 27, 10)
@@ -848,11 +883,11 @@ func testDue(t *testing.T, e *Env) {
 	queued := e.Queued(t)   // due t0+2m (dispatch grace)
 	running := e.Running(t) // due t0+1m (lease)
 	waiting := e.Running(t)
-	sp, _ := e.Suspension("s1")
+	sp, _ := e.Suspension(waiting, "s1")
 	sp.RemindAt = t0.Add(30 * time.Minute)
 	waiting, err := e.Store.Suspend(ctx, waiting, "w1", sp) // due t0+30m (reminder), then t0+1h
 	require.NoError(t, err)
-	done, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Outcome{Status: runs.StatusCompleted}) // due t0+24h
+	done, err := e.Store.Settle(ctx, e.Running(t), "w1", runs.Settlement{Status: runs.StatusCompleted}) // due t0+24h
 	require.NoError(t, err)
 
 	dueIDs := func(at time.Time, limit int) []string {
@@ -959,7 +994,7 @@ func testRenotify(t *testing.T, e *Env) {
 	_, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent}, nil)
 	AssertCode(t, runs.EGone, err)
 	e.Unchanged(t, r)
-	_, err = e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Body: json.RawMessage(`{}`)})
+	_, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Decision: Approve})
 	AssertCode(t, runs.EGone, err) // a reminder link expires with the window
 }
 
@@ -1013,7 +1048,7 @@ func testConcurrentDecide(t *testing.T, e *Env) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, err := e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Decider: fmt.Sprintf("approver-%d", i), Via: runs.ViaAPI, Body: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+			_, err := e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: fmt.Sprintf("approver-%d", i), Via: runs.ViaAPI, Decision: loop.Decision{Action: loop.ActionDeny, Message: fmt.Sprintf("no %d", i)}})
 			errs[i] = err
 			if err == nil {
 				wins.Add(1)
@@ -1049,7 +1084,7 @@ func testConcurrentLinkDecide(t *testing.T, e *Env) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			_, err := e.Store.Decide(ctx, r, runs.Decision{SuspensionID: "s1", Via: runs.ViaLink, Token: toks[i%2], Body: json.RawMessage(`{"action":"approve"}`)})
+			_, err := e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: toks[i%2], Decision: Approve})
 			if err == nil {
 				wins.Add(1)
 			} else if runs.ErrorCode(err) != runs.EConflict {
