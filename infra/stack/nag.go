@@ -26,7 +26,7 @@ var NagPacks = []string{"AwsSolutions", "Serverless", "NIST.800.53.R5"}
 
 // CheckCompliance adds the AwsSolutions, Serverless and NIST 800-53 R5 rule
 // packs to scope (an app or a stack). With reports, each pack writes a CSV
-// report (<pack>-<stack>-NagReport.csv) into the cloud assembly.
+// report (NagReportFile) into the cloud assembly.
 func CheckCompliance(scope constructs.IConstruct, reports bool) {
 	props := &cdknag.NagPackProps{Reports: jsii.Bool(reports), Verbose: jsii.Bool(false)}
 	for _, pack := range []awscdk.IAspect{
@@ -36,6 +36,13 @@ func CheckCompliance(scope constructs.IConstruct, reports bool) {
 	} {
 		awscdk.Aspects_Of(scope).Add(pack, nil)
 	}
+}
+
+// NagReportFile is the name of the CSV report pack writes for a stack into
+// the assembly directory (columns: Rule ID, Resource ID, Compliance,
+// Exception Reason, Rule Level, Rule Info).
+func NagReportFile(pack, stackName string) string {
+	return pack + "--" + stackName + "-NagReport.csv"
 }
 
 // Finding is a cdk-nag message on a construct.
@@ -79,8 +86,8 @@ type built struct {
 // suppression accepts the findings of one rule on some resources.
 type suppression struct {
 	rule string
-	// on are the constructs (their CloudFormation resources, children
-	// included) the findings are reported on.
+	// on are the constructs whose CloudFormation resource (the construct
+	// itself or its default child) the findings are reported on.
 	on []constructs.IConstruct
 	// appliesTo limits the suppression to these findings of the rule (IAM5
 	// and IAM4 name the wildcard resource or the managed policy); empty:
@@ -94,7 +101,10 @@ type suppression struct {
 func acceptedFindings(st awscdk.Stack, p AgentgateStackProps, b built) []suppression {
 	bucket := st.Resolve(b.data.bucket.Node().DefaultChild().(awscdk.CfnResource).LogicalId()).(string)
 	objects := func(prefix string) string { return "Resource::<" + bucket + ".Arn>/" + prefix }
-	role := func(fn string) constructs.IConstruct { return b.fns.roles[fn] }
+	// A role's statements are in its DefaultPolicy, where the IAM findings are.
+	role := func(fn string) constructs.IConstruct {
+		return b.fns.roles[fn].Node().FindChild(jsii.String("DefaultPolicy"))
+	}
 	fn := func(name string) constructs.IConstruct {
 		return map[string]constructs.IConstruct{"startrun": b.fns.startrun, "resume": b.fns.resume, "purge": b.fns.purge}[name]
 	}
@@ -131,9 +141,6 @@ func acceptedFindings(st awscdk.Stack, p AgentgateStackProps, b built) []suppres
 			reason: "the builtin document tools read (startrun, resume) and write (resume, after approval) documents under content/; the document path is a tool argument, so the prefix is the narrowest resource"},
 		{rule: "NIST.800.53.R5-IAMNoInlinePolicy", on: roles,
 			reason: "each function's policy belongs to its role alone and lives and dies with it (AWS documents inline policies for a strict one-to-one policy-identity relationship); a managed policy could be attached to other principals, which least privilege does not want; iam_test.go checks every statement"},
-		{rule: "AwsSolutions-IAM4", on: []constructs.IConstruct{b.api.RestApi},
-			appliesTo: []string{"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs"},
-			reason:    "the account-wide role API Gateway writes access and execution logs with; AmazonAPIGatewayPushToCloudWatchLogs is the policy AWS documents for it (API Gateway names the log groups per API and stage, so there is no narrower resource); skipApiGatewayAccountRole leaves an existing account role in place"},
 
 		// API: authorization, caching, backend certificates.
 		{rule: "AwsSolutions-COG4", on: signed,
@@ -173,6 +180,21 @@ func acceptedFindings(st awscdk.Stack, p AgentgateStackProps, b built) []suppres
 		out = append(out, suppression{rule: "AwsSolutions-IAM5", on: roles, appliesTo: []string{"Resource::*"},
 			reason: "X-Ray's PutTraceSegments and PutTelemetryRecords, the two actions CDK adds with active tracing, support no resource-level permissions (AWS service authorization reference); every other statement names its resources"})
 	}
+	if !p.SkipAPIGatewayAccountRole {
+		out = append(out, suppression{rule: "AwsSolutions-IAM4", on: []constructs.IConstruct{b.api.Node().TryFindChild(jsii.String("CloudWatchRole"))},
+			appliesTo: []string{"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs"},
+			reason:    "the account-wide role API Gateway writes access and execution logs with; AmazonAPIGatewayPushToCloudWatchLogs is the policy AWS documents for it (API Gateway names the log groups per API and stage, so there is no narrower resource); skipApiGatewayAccountRole leaves an existing account role in place"})
+	}
+	if !p.Tracing {
+		const off = "tracing is off in this deployment by the deployer's choice (context tracing=false, e.g. on an emulator); the production settings turn X-Ray on for the functions and the stage"
+		out = append(out,
+			suppression{rule: "Serverless-LambdaTracing", on: fns, reason: off},
+			suppression{rule: "Serverless-APIGWXrayEnabled", on: []constructs.IConstruct{stage}, reason: off})
+	}
+	if p.AlarmEmail != "" {
+		out = append(out, suppression{rule: "Serverless-SNSRedrivePolicy", on: []constructs.IConstruct{b.ops.alarms.Node().FindChild(jsii.String(p.AlarmEmail))},
+			reason: "SNS retries an e-mail delivery for hours on its own; a redrive queue for alarm mails that still fail would need an alarm of its own, whose notifications would take the same undeliverable path"})
+	}
 	for name, cap := range map[string]int{"startrun": p.StartRunConcurrency, "resume": p.ResumeConcurrency} {
 		if cap == 0 {
 			out = append(out, suppression{rule: "NIST.800.53.R5-LambdaConcurrency", on: []constructs.IConstruct{fn(name)},
@@ -193,7 +215,18 @@ func suppressAcceptedFindings(st awscdk.Stack, p AgentgateStackProps, b built) {
 			}
 			ns.AppliesTo = &applies
 		}
-		on := s.on
-		cdknag.NagSuppressions_AddResourceSuppressions(&on, &[]*cdknag.NagPackSuppression{ns}, jsii.Bool(true))
+		on := make([]constructs.IConstruct, len(s.on))
+		for i, c := range s.on {
+			on[i] = cfnResource(c)
+		}
+		cdknag.NagSuppressions_AddResourceSuppressions(&on, &[]*cdknag.NagPackSuppression{ns}, jsii.Bool(false))
 	}
+}
+
+// cfnResource is c's CloudFormation resource: c itself or its default child.
+func cfnResource(c constructs.IConstruct) constructs.IConstruct {
+	if child := c.Node().DefaultChild(); child != nil {
+		return child
+	}
+	return c
 }
