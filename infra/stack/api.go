@@ -3,6 +3,7 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -13,8 +14,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/agentgate/agentgate/internal/apispec"
 	"github.com/agentgate/agentgate/internal/httpapi"
-	"github.com/agentgate/agentgate/internal/requestschema"
 )
 
 // restAPI is the REST API with the log group API Gateway writes its
@@ -83,8 +84,8 @@ func newRestAPI(st awscdk.Stack, p AgentgateStackProps) restAPI {
 	})
 
 	// A body the request validator refuses gets the API's error shape, with
-	// the status and code the handler would answer it with (see package
-	// requestschema).
+	// the status and code the handler would answer it with (see
+	// apispec.Draft4Shape).
 	api.AddGatewayResponse(jsii.String("BadRequestBody"), &awsapigateway.GatewayResponseOptions{
 		Type:       awsapigateway.ResponseType_BAD_REQUEST_BODY(),
 		StatusCode: jsii.String("400"),
@@ -132,10 +133,10 @@ var Routes = []Route{
 	{"POST", "/approvals/{token}", "resume", false},
 }
 
-// addRoutes adds Routes to api as Lambda proxy integrations. Routes with a
-// JSON body (requestschema.Bodies) validate it against a model generated
-// from the Go type their handler decodes it into. It returns the methods by
-// "METHOD /path".
+// addRoutes adds Routes to api as Lambda proxy integrations. Routes whose
+// operation in openapi.yaml requires a JSON body validate it against the
+// shape of that body's component schema (RequestBodies). It returns the
+// methods by "METHOD /path".
 func addRoutes(api restAPI, fns functions) map[string]awsapigateway.Method {
 	integrations := map[string]awsapigateway.LambdaIntegration{}
 	for name, fn := range map[string]awslambda.Function{"startrun": fns.startrun, "resume": fns.resume} {
@@ -150,7 +151,11 @@ func addRoutes(api restAPI, fns functions) map[string]awsapigateway.Method {
 		ValidateRequestParameters: jsii.Bool(true),
 	})
 	models := map[string]awsapigateway.Model{}
-	for _, b := range requestschema.Bodies {
+	bodies, err := RequestBodies()
+	if err != nil {
+		panic(fmt.Sprintf("request models from openapi.yaml: %v", err))
+	}
+	for _, b := range bodies {
 		models[b.Method+" "+b.Path] = bodyModel(api, b)
 	}
 	methods := map[string]awsapigateway.Method{}
@@ -168,10 +173,57 @@ func addRoutes(api restAPI, fns functions) map[string]awsapigateway.Method {
 		}
 		methods[key] = api.Root().ResourceForPath(jsii.String(r.Path)).AddMethod(jsii.String(r.Method), integrations[r.Function], opts)
 	}
-	for key := range models {
-		panic(fmt.Sprintf("requestschema.Bodies names %s, which is not in Routes", key))
-	}
 	return methods
+}
+
+// RequestBody is an operation of openapi.yaml (planned parts left out) that
+// requires a JSON body: its route, the component schema of the body, and the
+// API Gateway model of it.
+type RequestBody struct {
+	Method, Path string
+	// Component names the schema in components/schemas (StartRequest...).
+	Component string
+	// Model is apispec.Draft4Shape(Component): the shape of the body only,
+	// so that the gateway refuses what the handler would refuse as
+	// malformed (400) and leaves the value rules (422) to the handler.
+	Model map[string]any
+}
+
+// RequestBodies lists the operations of the current spec that require a
+// JSON body, sorted by path and method. An optional body (cancel) is not
+// validated: API Gateway would judge its absence against the model.
+func RequestBodies() ([]RequestBody, error) {
+	doc, err := apispec.Current()
+	if err != nil {
+		return nil, err
+	}
+	var out []RequestBody
+	for _, path := range doc.Paths.InMatchingOrder() {
+		for method, op := range doc.Paths.Value(path).Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil || !op.RequestBody.Value.Required {
+				continue
+			}
+			media := op.RequestBody.Value.Content.Get("application/json")
+			if media == nil || media.Schema == nil {
+				continue
+			}
+			name, ok := strings.CutPrefix(media.Schema.Ref, "#/components/schemas/")
+			if !ok {
+				return nil, fmt.Errorf("%s %s: the JSON body is not a component schema $ref", method, path)
+			}
+			raw, err := apispec.Draft4Shape(name)
+			if err != nil {
+				return nil, err
+			}
+			var model map[string]any
+			if err := json.Unmarshal(raw, &model); err != nil {
+				return nil, err
+			}
+			out = append(out, RequestBody{Method: method, Path: path, Component: name, Model: model})
+		}
+	}
+	slices.SortFunc(out, func(a, b RequestBody) int { return strings.Compare(a.Path+" "+a.Method, b.Path+" "+b.Method) })
+	return out, nil
 }
 
 // pathParameters declares the {name} segments of path as required request
@@ -187,16 +239,16 @@ func pathParameters(path string) *map[string]*bool {
 }
 
 // bodyModel is the API Gateway model of b: its JSON schema document, set on
-// the CloudFormation resource as generated (CDK's typed JsonSchema cannot
-// carry a type list such as ["string","null"]).
-func bodyModel(api restAPI, b requestschema.Body) awsapigateway.Model {
-	m := api.AddModel(jsii.String(b.Name+"Model"), &awsapigateway.ModelOptions{
-		ModelName:   jsii.String(b.Name),
+// the CloudFormation resource as exported (CDK's typed JsonSchema would
+// rename and filter keywords).
+func bodyModel(api restAPI, b RequestBody) awsapigateway.Model {
+	m := api.AddModel(jsii.String(b.Component+"Model"), &awsapigateway.ModelOptions{
+		ModelName:   jsii.String(b.Component),
 		ContentType: jsii.String("application/json"),
-		Description: jsii.String(fmt.Sprintf("body of %s %s (generated from %s)", b.Method, b.Path, strings.TrimPrefix(b.Type.String(), "*"))),
+		Description: jsii.String(fmt.Sprintf("shape of the body of %s %s (openapi.yaml %s)", b.Method, b.Path, b.Component)),
 		Schema:      &awsapigateway.JsonSchema{},
 	})
-	m.Node().DefaultChild().(awsapigateway.CfnModel).SetSchema(b.Document())
+	m.Node().DefaultChild().(awsapigateway.CfnModel).SetSchema(b.Model)
 	return m
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/agentgate/agentgate/internal/apispec"
 	"github.com/agentgate/agentgate/internal/httpapi"
-	"github.com/agentgate/agentgate/internal/requestschema"
 )
 
 // Issue 17, one test per item: edge protection of the approval routes,
@@ -306,11 +306,24 @@ func TestRequestValidation(t *testing.T) {
 	for id, m := range s.resources("AWS::ApiGateway::Model") {
 		models[id] = m["Properties"].(map[string]any)
 	}
-	if len(models) != len(requestschema.Bodies) {
-		t.Errorf("%d models, want one per body in requestschema.Bodies (%d)", len(models), len(requestschema.Bodies))
+	list, err := RequestBodies()
+	if err != nil {
+		t.Fatal(err)
 	}
-	bodies := map[string]requestschema.Body{}
-	for _, b := range requestschema.Bodies {
+	var got []string
+	for _, b := range list {
+		got = append(got, b.Method+" "+b.Path+" "+b.Component)
+	}
+	// The operations of openapi.yaml that require a JSON body; a new one
+	// must be a route (and is then validated).
+	if want := []string{"POST /runs StartRequest", "POST /runs/{id}/decision Decision"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("JSON request bodies of the spec %v, want %v", got, want)
+	}
+	if len(models) != len(list) {
+		t.Errorf("%d models, want one per JSON request body of the spec (%d)", len(models), len(list))
+	}
+	bodies := map[string]RequestBody{}
+	for _, b := range list {
 		bodies[b.Method+" "+b.Path] = b
 	}
 	paths := apiPaths(s)
@@ -331,15 +344,21 @@ func TestRequestValidation(t *testing.T) {
 		}
 		modelRef := p["RequestModels"].(map[string]any)["application/json"].(map[string]any)["Ref"].(string)
 		mp := models[modelRef]
-		if mp == nil || mp["Name"] != b.Name || mp["ContentType"] != "application/json" {
+		if mp == nil || mp["Name"] != b.Component || mp["ContentType"] != "application/json" {
 			t.Errorf("%s: model %s %v", key, modelRef, mp)
 			continue
 		}
-		// The model is the generated schema itself, not a copy.
+		// The model is the spec's export itself, not a copy.
 		got, _ := json.Marshal(mp["Schema"])
-		want, _ := json.Marshal(b.Document())
+		want, _ := apispec.Draft4Shape(b.Component)
+		var wantDoc any
+		_ = json.Unmarshal(want, &wantDoc)
+		want, _ = json.Marshal(wantDoc)
 		if string(got) != string(want) {
 			t.Errorf("%s: model schema\n got %s\nwant %s", key, got, want)
+		}
+		if mp["Schema"].(map[string]any)["additionalProperties"] != false {
+			t.Errorf("%s: the model must refuse unknown fields", key)
 		}
 		for param, required := range p["RequestParameters"].(map[string]any) {
 			if !strings.HasPrefix(param, "method.request.path.") || required != true {
@@ -348,7 +367,7 @@ func TestRequestValidation(t *testing.T) {
 		}
 	}
 	for key := range bodies {
-		t.Errorf("body %s has no method", key)
+		t.Errorf("the spec's body of %s has no method in Routes", key)
 	}
 	_, resp := s.resource(t, "AWS::ApiGateway::GatewayResponse", func(p map[string]any) bool { return p["ResponseType"] == "BAD_REQUEST_BODY" })
 	rp := resp["Properties"].(map[string]any)
