@@ -25,7 +25,12 @@ import (
 //	publicBaseUrl              AGENTGATE_PUBLIC_BASE_URL (default: the API stage URL)
 //	stageName                  API stage (default v1)
 //	purgeRateMinutes           purge schedule (default 1)
-//	tracing                    X-Ray on functions and stage (default false)
+//	tracing                    X-Ray on functions and stage (default true)
+//	startRunConcurrency        reserved (capped) concurrency of startrun (default: no cap)
+//	resumeConcurrency          reserved (capped) concurrency of resume (default: no cap; also caps its API routes)
+//	approvalRateLimit          WAF: requests per client IP per 5 minutes to /approvals/ (default 300)
+//	approvalThrottleRate, approvalThrottleBurst  each approval method (default 10 rps, burst 20)
+//	alarmEmail                 address subscribed to the alarm topic (default: none)
 //	logRetentionDays           1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180 or 365 (default 30)
 //	approvalTtl, retention     AGENTGATE_APPROVAL_TTL, AGENTGATE_RETENTION (Go durations)
 //	dueShards                  AGENTGATE_DUE_SHARDS (default 8)
@@ -83,6 +88,14 @@ func readConfig(get func(key string) string) (config, error) {
 		return n
 	}
 
+	// optionalInteger is a positive integer, or 0 when unset.
+	optionalInteger := func(key string) int {
+		if get(key) == "" {
+			return 0
+		}
+		return integer(key, 0)
+	}
+
 	cfg := config{stackName: str("stackName", defaultStackName)}
 	p := &cfg.props
 	p.DeletionProtection = boolean("deletionProtection", true)
@@ -97,7 +110,13 @@ func readConfig(get func(key string) string) (config, error) {
 	p.APIKeySecretArn = str("apiKeySecretArn", "")
 	p.StageName = str("stageName", stack.DefaultStageName)
 	p.PurgeRateMinutes = integer("purgeRateMinutes", stack.DefaultPurgeRateMinutes)
-	p.Tracing = boolean("tracing", false)
+	p.Tracing = boolean("tracing", true)
+	p.StartRunConcurrency = optionalInteger("startRunConcurrency")
+	p.ResumeConcurrency = optionalInteger("resumeConcurrency")
+	p.ApprovalRateLimit = integer("approvalRateLimit", stack.DefaultApprovalRateLimit)
+	p.ApprovalThrottleRateLimit = float64(integer("approvalThrottleRate", stack.DefaultApprovalThrottleRateLimit))
+	p.ApprovalThrottleBurstLimit = float64(integer("approvalThrottleBurst", stack.DefaultApprovalThrottleBurstLimit))
+	p.AlarmEmail = str("alarmEmail", "")
 	days := integer("logRetentionDays", 30)
 	if r, ok := retentionDays[days]; ok {
 		p.LogRetention = r

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/agentgate/agentgate/infra/stack"
 )
 
 func contextOf(kv map[string]string) func(string) string {
@@ -26,8 +28,14 @@ func TestReadConfigDefaults(t *testing.T) {
 		{"deletion protection", p.DeletionProtection, true},
 		{"model", p.Model, "bedrock:" + defaultModelID},
 		{"log retention", p.LogRetention, awslogs.RetentionDays_ONE_MONTH},
-		{"tracing", p.Tracing, false},
+		{"tracing (production: on)", p.Tracing, true},
 		{"purge rate", p.PurgeRateMinutes, 1},
+		{"startrun concurrency (no cap)", p.StartRunConcurrency, 0},
+		{"resume concurrency (no cap)", p.ResumeConcurrency, 0},
+		{"approval rate limit", p.ApprovalRateLimit, stack.DefaultApprovalRateLimit},
+		{"approval throttle", p.ApprovalThrottleRateLimit, float64(stack.DefaultApprovalThrottleRateLimit)},
+		{"approval burst", p.ApprovalThrottleBurstLimit, float64(stack.DefaultApprovalThrottleBurstLimit)},
+		{"alarm e-mail", p.AlarmEmail, ""},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -6,11 +6,16 @@
 //
 // Settings are CDK context values (cdk.json, `-c key=value`, or the
 // CDK_CONTEXT_JSON environment variable the CLI itself uses); see config.go.
+//
+// Every synth runs the cdk-nag packs (stack.CheckCompliance), writes their
+// CSV reports into the assembly and fails on a finding infra/stack/nag.go
+// neither fixes nor accepts.
 package main
 
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -36,7 +41,15 @@ func run() error {
 		return err
 	}
 	stack.NewAgentgateStack(app, cfg.stackName, &cfg.props)
-	app.Synth(nil)
+	stack.CheckCompliance(app, true)
+	asm := app.Synth(nil)
+	if findings := stack.UnacceptedFindings(asm, cfg.stackName); len(findings) > 0 {
+		lines := make([]string, len(findings))
+		for i, f := range findings {
+			lines[i] = f.String()
+		}
+		return fmt.Errorf("cdk-nag: %d findings neither fixed nor accepted (infra/stack/nag.go):\n  %s", len(findings), strings.Join(lines, "\n  "))
+	}
 	return nil
 }
 

@@ -11,11 +11,11 @@ export CDK_DISABLE_CLI_TELEMETRY ?= true
 
 .PHONY: synth infra-test deploy-local destroy-local localstack-up localstack-down deploy ci-infra
 
-## synth: the stack's CloudFormation template and assets in infra/cdk.out, offline (needs `make build`)
+## synth: the stack's CloudFormation template, assets and cdk-nag reports in infra/cdk.out, offline (needs `make build`; fails on an unaccepted cdk-nag finding)
 synth:
 	scripts/infra-synth.sh infra/cdk.out
 
-## infra-test: CDK assertion tests (resources, properties, IAM statement by statement) and checker tests
+## infra-test: CDK assertion tests (resources, properties, IAM statement by statement, cdk-nag packs) and checker tests
 infra-test:
 	cd infra && $(GO) test -count=1 ./...
 

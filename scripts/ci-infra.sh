@@ -4,8 +4,10 @@
 #   1. installs the pinned CDK CLIs under infra/ (npm ci: aws-cdk 2.1148.1,
 #      aws-cdk-local 3.0.4);
 #   2. builds the function zips (`make build`);
-#   3. synthesizes the stack offline (production settings) and runs the CDK
-#      assertion tests (`cd infra && go test ./...`);
+#   3. synthesizes the stack offline (production settings), which runs the
+#      cdk-nag packs (AwsSolutions, Serverless, NIST 800-53 R5) and fails on
+#      a finding infra/stack/nag.go neither fixes nor accepts; prints the
+#      packs' report counts; runs the CDK assertion tests (`go test ./...`);
 #   4. starts moto on :4566 (a no-op when an emulator already answers),
 #      deploys the synthesized stack with cdklocal (bootstrap, then a direct
 #      create) and checks table, bucket, functions, REST API and rule through
@@ -41,6 +43,21 @@ import collections, json, sys
 t = json.load(open(sys.argv[1]))
 counts = collections.Counter(r["Type"] for r in t["Resources"].values())
 print("synth: %d resources: %s" % (sum(counts.values()), ", ".join("%s %d" % kv for kv in sorted(counts.items()))))
+EOF
+
+python3 - infra/cdk.out "$INFRA_STACK" <<'EOF'
+import collections, csv, glob, os, sys
+out, stack = sys.argv[1], sys.argv[2]
+reports = sorted(glob.glob(os.path.join(out, "*--%s-NagReport.csv" % stack)))
+if len(reports) != 3:
+    sys.exit("cdk-nag: want 3 reports in %s, found %d" % (out, len(reports)))
+for path in reports:
+    rows = list(csv.DictReader(open(path)))
+    c = collections.Counter(r["Compliance"] for r in rows)
+    print("cdk-nag %s: %d compliant, %d accepted (suppressed with a reason), %d unaccepted" % (
+        os.path.basename(path).split("--")[0], c["Compliant"], c["Suppressed"], c["Non-Compliant"]))
+    if c["Non-Compliant"]:
+        sys.exit("cdk-nag: unaccepted findings in " + path)
 EOF
 
 echo "== infra: vet and gofmt (the root lint skips infra/)"

@@ -36,9 +36,13 @@ func newMailParameters(st awscdk.Stack) mailParameters {
 	}
 }
 
-// functions are the three Lambda functions.
+// functions are the three Lambda functions, their roles, log groups and
+// event-invoke configurations (by asset name: startrun, resume, purge).
 type functions struct {
 	startrun, resume, purge awslambda.Function
+	roles                   map[string]awsiam.Role
+	logs                    []awslogs.LogGroup
+	asyncConfigs            map[string]awslambda.CfnEventInvokeConfig
 }
 
 // functionNames derives the physical function names from the stack name, so
@@ -93,9 +97,12 @@ type functionSpec struct {
 	timeout     awscdk.Duration
 	env         map[string]*string
 	statements  []awsiam.PolicyStatement
+	// reserved is the reserved concurrency (0: none).
+	reserved int
+	async    asyncSettings
 }
 
-func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail mailParameters, restAPIID *string) functions {
+func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail mailParameters, ops operations, restAPIID *string) functions {
 	names := newFunctionNames(st)
 	if n := len(names.startrun); n > 64 {
 		panic(fmt.Sprintf("stack name %q too long: function name %q has %d characters, Lambda allows 64", *st.StackName(), names.startrun, n))
@@ -116,7 +123,8 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 			ResourceName: mail.identity.ValueAsString(),
 			ArnFormat:    awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 		}),
-		mailFrom: mail.from.ValueAsString(),
+		mailFrom:     mail.from.ValueAsString(),
+		failedEvents: ops.failures.QueueArn(),
 	}
 	for _, m := range p.ModelArns {
 		arns.models = append(arns.models, jsii.String(m))
@@ -166,29 +174,34 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 	})
 
 	worker := awscdk.Duration_Minutes(jsii.Number(15))
-	return functions{
-		startrun: newFunction(st, p, functionSpec{
-			id: "StartRun", name: names.startrun, asset: "startrun",
-			description: "agentgate POST /runs and the async run worker",
-			memoryMB:    512, timeout: worker, env: startEnv,
-			statements: startRunStatements(arns),
-		}),
-		resume: newFunction(st, p, functionSpec{
-			id: "Resume", name: names.resume, asset: "resume",
-			description: "agentgate /runs/{id}/..., /approvals/{token} and the async resume worker",
-			memoryMB:    512, timeout: worker, env: resumeEnv,
-			statements: resumeStatements(arns),
-		}),
-		purge: newFunction(st, p, functionSpec{
-			id: "Purge", name: names.purge, asset: "purge",
-			description: "agentgate scheduled sweep: approval expiry, stale leases, lost dispatches, retention",
-			memoryMB:    256, timeout: awscdk.Duration_Minutes(jsii.Number(5)), env: purgeEnv,
-			statements: purgeStatements(arns),
-		}),
-	}
+	workerAsync := asyncSettings{retryAttempts: WorkerRetryAttempts, maxEventAge: WorkerMaxEventAge}
+	fns := functions{roles: map[string]awsiam.Role{}, asyncConfigs: map[string]awslambda.CfnEventInvokeConfig{}}
+	fns.startrun = newFunction(st, p, ops, &fns, functionSpec{
+		id: "StartRun", name: names.startrun, asset: "startrun",
+		description: "agentgate POST /runs and the async run worker",
+		memoryMB:    512, timeout: worker, env: startEnv,
+		statements: startRunStatements(arns),
+		reserved:   p.StartRunConcurrency, async: workerAsync,
+	})
+	fns.resume = newFunction(st, p, ops, &fns, functionSpec{
+		id: "Resume", name: names.resume, asset: "resume",
+		description: "agentgate /runs/{id}/..., /approvals/{token} and the async resume worker",
+		memoryMB:    512, timeout: worker, env: resumeEnv,
+		statements: resumeStatements(arns),
+		reserved:   p.ResumeConcurrency, async: workerAsync,
+	})
+	fns.purge = newFunction(st, p, ops, &fns, functionSpec{
+		id: "Purge", name: names.purge, asset: "purge",
+		description: "agentgate scheduled sweep: approval expiry, stale leases, lost dispatches, retention",
+		memoryMB:    256, timeout: awscdk.Duration_Minutes(jsii.Number(5)), env: purgeEnv,
+		statements: purgeStatements(arns),
+		reserved:   PurgeReservedConcurrency,
+		async:      asyncSettings{retryAttempts: PurgeRetryAttempts, maxEventAge: PurgeMaxEventAge},
+	})
+	return fns
 }
 
-func newFunction(st awscdk.Stack, p AgentgateStackProps, s functionSpec) awslambda.Function {
+func newFunction(st awscdk.Stack, p AgentgateStackProps, ops operations, fns *functions, s functionSpec) awslambda.Function {
 	logs := awslogs.NewLogGroup(st, jsii.String(s.id+"Logs"), &awslogs.LogGroupProps{
 		Retention:     p.LogRetention,
 		RemovalPolicy: p.removalPolicy(),
@@ -210,7 +223,11 @@ func newFunction(st awscdk.Stack, p AgentgateStackProps, s functionSpec) awslamb
 		arch = awslambda.Architecture_X86_64()
 	}
 	env := s.env
-	return awslambda.NewFunction(st, jsii.String(s.id), &awslambda.FunctionProps{
+	var reserved *float64
+	if s.reserved > 0 {
+		reserved = jsii.Number(s.reserved)
+	}
+	fn := awslambda.NewFunction(st, jsii.String(s.id), &awslambda.FunctionProps{
 		FunctionName: jsii.String(s.name),
 		Description:  jsii.String(s.description),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
@@ -223,5 +240,11 @@ func newFunction(st awscdk.Stack, p AgentgateStackProps, s functionSpec) awslamb
 		Role:         role,
 		LogGroup:     logs,
 		Tracing:      tracing,
+
+		ReservedConcurrentExecutions: reserved,
 	})
+	fns.roles[s.asset] = role
+	fns.logs = append(fns.logs, logs)
+	fns.asyncConfigs[s.asset] = configureAsync(st, s.id, fn, role, ops, s.async)
+	return fn
 }

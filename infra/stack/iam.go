@@ -16,6 +16,8 @@ import (
 //	          startrun); dispatches itself.
 //	purge:    deletes items and objects (expiry, retention) and batch-writes;
 //	          queries the due index; dispatches startrun and resume.
+//	all:      send their failed asynchronous invocations to the failed-events
+//	          queue (Lambda delivers on-failure records with the role).
 
 // accessArns are the resources the statements name.
 type accessArns struct {
@@ -25,6 +27,7 @@ type accessArns struct {
 	models                                           []*string
 	apiKeySecret                                     *string
 	sesIdentity, mailFrom                            *string
+	failedEvents                                     *string
 }
 
 // Statement ids, one per kind of access; the tests look statements up by them.
@@ -42,6 +45,7 @@ const (
 	sidReadAPIKey    = "ReadModelAPIKey"
 	sidSendMail      = "SendApprovalMail"
 	sidPurgeStateObj = "PurgeStateObjects"
+	sidFailedEvents  = "RecordFailedEvents"
 )
 
 func allow(sid string, actions []string, resources []*string, conditions map[string]any) awsiam.PolicyStatement {
@@ -81,6 +85,13 @@ func listBucket(a accessArns) awsiam.PolicyStatement {
 	return allow(sidListBucket, []string{"s3:ListBucket"}, []*string{a.bucket}, nil)
 }
 
+// recordFailedEvents lets Lambda deliver the function's failed asynchronous
+// invocations to the failed-events queue (its on-failure destination, which
+// Lambda writes to with the function's role).
+func recordFailedEvents(a accessArns) awsiam.PolicyStatement {
+	return allow(sidFailedEvents, []string{"sqs:SendMessage"}, []*string{a.failedEvents}, nil)
+}
+
 func sendMail(a accessArns) awsiam.PolicyStatement {
 	return allow(sidSendMail, []string{"ses:SendEmail"}, []*string{a.sesIdentity},
 		map[string]any{"StringEquals": map[string]any{"ses:FromAddress": a.mailFrom}})
@@ -109,6 +120,7 @@ func startRunStatements(a accessArns) []awsiam.PolicyStatement {
 		allow(sidStateKey, stateKeyActions, []*string{a.key}, nil),
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.startrun}, nil),
 		sendMail(a),
+		recordFailedEvents(a),
 	}
 	return append(append(out, invokeModels(a)...), readAPIKey(a)...)
 }
@@ -123,6 +135,7 @@ func resumeStatements(a accessArns) []awsiam.PolicyStatement {
 		allow(sidStateKey, stateKeyActions, []*string{a.key}, nil),
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.resume}, nil),
 		sendMail(a),
+		recordFailedEvents(a),
 	}
 	return append(append(out, invokeModels(a)...), readAPIKey(a)...)
 }
@@ -138,5 +151,6 @@ func purgeStatements(a accessArns) []awsiam.PolicyStatement {
 		listBucket(a),
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.startrun, a.resume}, nil),
 		sendMail(a),
+		recordFailedEvents(a),
 	}
 }

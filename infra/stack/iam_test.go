@@ -66,7 +66,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 	t.Helper()
 	table, _ := s.resource(t, "AWS::DynamoDB::Table", func(map[string]any) bool { return true })
 	bucket, _ := s.resource(t, "AWS::S3::Bucket", func(map[string]any) bool { return true })
-	key, _ := s.resource(t, "AWS::KMS::Key", func(map[string]any) bool { return true })
+	key, _ := s.resource(t, "AWS::KMS::Key", isStateKey)
 	tableArn := "${" + table + ".Arn}"
 	bucketArn := "${" + bucket + ".Arn}"
 	fnArn := func(name string) string {
@@ -84,6 +84,8 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 	model := statement{sid: sidInvokeModel, actions: []string{"bedrock:InvokeModel"}, resources: []string{testModelArn}}
 	mail := statement{sid: sidSendMail, actions: []string{"ses:SendEmail"}, resources: []string{ses}, condition: sesCond}
 	listBucket := statement{sid: sidListBucket, actions: []string{"s3:ListBucket"}, resources: []string{bucketArn}}
+	queue, _ := s.resource(t, "AWS::SQS::Queue", func(map[string]any) bool { return true })
+	failed := statement{sid: sidFailedEvents, actions: []string{"sqs:SendMessage"}, resources: []string{"${" + queue + ".Arn}"}}
 
 	byID := func(sts ...statement) map[string]statement {
 		out := map[string]statement{}
@@ -99,7 +101,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 			statement{sid: sidRunTable, actions: workerTable, resources: []string{tableArn}},
 			statement{sid: sidStateBlobs, actions: []string{"s3:GetObject", "s3:PutObject"}, resources: []string{bucketArn + "/runs/*"}},
 			statement{sid: sidDocuments, actions: []string{"s3:GetObject"}, resources: []string{bucketArn + "/content/*"}},
-			listBucket, kms, mail, model,
+			listBucket, kms, mail, model, failed,
 			statement{sid: sidDispatch, actions: []string{"lambda:InvokeFunction"}, resources: []string{fnArn("startrun")}},
 		),
 		"resume": byID(
@@ -108,7 +110,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 			statement{sid: sidStateBlobs, actions: []string{"s3:GetObject", "s3:PutObject"}, resources: []string{bucketArn + "/runs/*"}},
 			statement{sid: sidDeleteState, actions: []string{"s3:DeleteObject"}, resources: []string{bucketArn + "/runs/*/state/*"}},
 			statement{sid: sidDocuments, actions: []string{"s3:DeleteObject", "s3:GetObject", "s3:PutObject"}, resources: []string{bucketArn + "/content/*"}},
-			listBucket, kms, mail, model,
+			listBucket, kms, mail, model, failed,
 			statement{sid: sidDispatch, actions: []string{"lambda:InvokeFunction"}, resources: []string{fnArn("resume")}},
 		),
 		"purge": byID(
@@ -117,7 +119,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 				resources: []string{tableArn}},
 			statement{sid: sidDueIndex, actions: []string{"dynamodb:Query"}, resources: []string{tableArn + "/index/due-index"}},
 			statement{sid: sidPurgeStateObj, actions: []string{"s3:DeleteObject"}, resources: []string{bucketArn + "/runs/*"}},
-			listBucket, mail,
+			listBucket, mail, failed,
 			statement{sid: sidDispatch, actions: []string{"lambda:InvokeFunction"}, resources: []string{fnArn("resume"), fnArn("startrun")}},
 		),
 	}

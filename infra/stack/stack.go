@@ -33,6 +33,15 @@ const (
 	DefaultNoncurrentDays     = 7
 	DefaultThrottleRateLimit  = 50
 	DefaultThrottleBurstLimit = 100
+	// The approval routes (no AWS credentials, the token is the credential)
+	// get their own, lower method throttles and a per-IP rate rule.
+	DefaultApprovalThrottleRateLimit  = 10
+	DefaultApprovalThrottleBurstLimit = 20
+	DefaultApprovalRateLimit          = 300 // requests per client IP in ApprovalRateWindow
+	// ApprovalRateWindow is the WAF evaluation window of the per-IP rate rule.
+	ApprovalRateWindow = 5 * time.Minute
+	// WAF accepts per-IP rate limits from 10 to 2,000,000,000 per window.
+	minApprovalRateLimit = 10
 )
 
 // AgentgateStackProps configures NewAgentgateStack. The zero value of every
@@ -81,8 +90,34 @@ type AgentgateStackProps struct {
 	// DefaultPurgeRateMinutes.
 	PurgeRateMinutes int
 
-	// Tracing turns on X-Ray for the functions and the API stage.
+	// Tracing turns on X-Ray for the functions and the API stage (on in
+	// the production settings of the CDK app, see config.go).
 	Tracing bool
+
+	// StartRunConcurrency and ResumeConcurrency, when positive, reserve (and
+	// so cap) that many concurrent executions for startrun and resume. A cap
+	// bounds a runaway self-dispatch loop and the model spend behind it; it
+	// is carved out of the account's concurrency pool, and a cap on resume
+	// also caps the API routes it serves. Zero (the default): no cap. Purge
+	// always runs with reserved concurrency 1, so sweeps never overlap.
+	StartRunConcurrency int
+	ResumeConcurrency   int
+
+	// ApprovalRateLimit is the per-IP rate rule of the web ACL on the
+	// approval routes: requests per client IP in ApprovalRateWindow, beyond
+	// which WAF answers 403. Default DefaultApprovalRateLimit.
+	ApprovalRateLimit int
+
+	// ApprovalThrottleRateLimit and ApprovalThrottleBurstLimit throttle each
+	// approval method (GET and POST /approvals/{token}) below the stage.
+	// Defaults DefaultApprovalThrottleRateLimit and
+	// DefaultApprovalThrottleBurstLimit.
+	ApprovalThrottleRateLimit  float64
+	ApprovalThrottleBurstLimit float64
+
+	// AlarmEmail, when set, subscribes this address to the alarm topic
+	// (the subscription must be confirmed from the mail AWS sends).
+	AlarmEmail string
 
 	// LogRetention applies to the function and access log groups. Default
 	// one month.
@@ -161,6 +196,15 @@ func (p AgentgateStackProps) withDefaults() AgentgateStackProps {
 	if p.ThrottleBurstLimit == 0 {
 		p.ThrottleBurstLimit = DefaultThrottleBurstLimit
 	}
+	if p.ApprovalRateLimit == 0 {
+		p.ApprovalRateLimit = DefaultApprovalRateLimit
+	}
+	if p.ApprovalThrottleRateLimit == 0 {
+		p.ApprovalThrottleRateLimit = DefaultApprovalThrottleRateLimit
+	}
+	if p.ApprovalThrottleBurstLimit == 0 {
+		p.ApprovalThrottleBurstLimit = DefaultApprovalThrottleBurstLimit
+	}
 	return p
 }
 
@@ -197,6 +241,19 @@ func (p AgentgateStackProps) Validate() error {
 		if apiKeySecretEnv(p.Model) == "" {
 			errs = append(errs, fmt.Errorf("an API key secret goes with an openai: or anthropic: model, not %q", p.Model))
 		}
+	}
+	if p.StartRunConcurrency < 0 || p.ResumeConcurrency < 0 {
+		errs = append(errs, errors.New("startrun and resume concurrency must not be negative (0: no cap)"))
+	}
+	if p.ApprovalRateLimit < minApprovalRateLimit || p.ApprovalRateLimit > 2_000_000_000 {
+		errs = append(errs, fmt.Errorf("approval rate limit %d: WAF accepts %d to 2000000000 requests per window", p.ApprovalRateLimit, minApprovalRateLimit))
+	}
+	if p.ApprovalThrottleRateLimit > p.ThrottleRateLimit || p.ApprovalThrottleBurstLimit > p.ThrottleBurstLimit {
+		errs = append(errs, fmt.Errorf("approval throttles (%g rps, burst %g) must not exceed the stage's (%g rps, burst %g)",
+			p.ApprovalThrottleRateLimit, p.ApprovalThrottleBurstLimit, p.ThrottleRateLimit, p.ThrottleBurstLimit))
+	}
+	if p.AlarmEmail != "" && !strings.Contains(p.AlarmEmail, "@") {
+		errs = append(errs, fmt.Errorf("alarm e-mail %q: want an e-mail address", p.AlarmEmail))
 	}
 	if !stageNamePattern.MatchString(p.StageName) {
 		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))
@@ -250,10 +307,15 @@ func NewAgentgateStack(scope constructs.Construct, id string, props *AgentgateSt
 
 	mail := newMailParameters(st)
 	data := newDataStore(st, p)
+	ops := newOperations(st, p)
 	api := newRestAPI(st, p)
-	fns := newFunctions(st, p, data, mail, api.RestApiId())
-	addRoutes(api, fns)
-	newPurgeSchedule(st, p, fns.purge)
+	fns := newFunctions(st, p, data, mail, ops, api.RestApiId())
+	methods := addRoutes(api, fns)
+	schedule := newPurgeSchedule(st, p, fns.purge, ops)
+	acl := newWebACL(st, p, api)
+	suppressAcceptedFindings(st, p, built{
+		data: data, ops: ops, api: api, fns: fns, methods: methods, schedule: schedule, acl: acl,
+	})
 
 	output(st, "ApiUrl", jsii.String(*stageURL(p, api.RestApiId())+"/"), "Base URL of the REST API stage")
 	output(st, "TableName", data.table.TableName(), "DynamoDB table (AGENTGATE_TABLE)")
@@ -262,6 +324,8 @@ func NewAgentgateStack(scope constructs.Construct, id string, props *AgentgateSt
 	output(st, "StartRunFunctionName", fns.startrun.FunctionName(), "startrun function")
 	output(st, "ResumeFunctionName", fns.resume.FunctionName(), "resume function")
 	output(st, "PurgeFunctionName", fns.purge.FunctionName(), "purge function")
+	output(st, "FailedEventsQueueUrl", ops.failures.QueueUrl(), "SQS queue of failed async invocations and purge deliveries")
+	output(st, "AlarmTopicArn", ops.alarms.TopicArn(), "SNS topic the stack's alarms notify (subscribe to it)")
 	return st
 }
 

@@ -78,14 +78,14 @@ func TestDeletionProtection(t *testing.T) {
 
 func TestBucket(t *testing.T) {
 	s := defaultTemplate(t)
-	keyID, _ := s.resource(t, "AWS::KMS::Key", func(map[string]any) bool { return true })
+	keyID, _ := s.resource(t, "AWS::KMS::Key", isStateKey)
 	must(t, "key rotation", func() {
 		s.assert.HasResourceProperties(str("AWS::KMS::Key"), obj(map[string]any{"EnableKeyRotation": true}))
 	})
 	// The key policy is CDK's default: kms:* for the account root only, which
 	// delegates access to IAM; the functions get Decrypt and GenerateDataKey
 	// through their own policies (iam_test.go).
-	_, key := s.resource(t, "AWS::KMS::Key", func(map[string]any) bool { return true })
+	_, key := s.resource(t, "AWS::KMS::Key", isStateKey)
 	var principals []string
 	for _, st := range list(key["Properties"].(map[string]any)["KeyPolicy"].(map[string]any)["Statement"]) {
 		principals = append(principals, render(st.(map[string]any)["Principal"]))
@@ -215,7 +215,8 @@ func TestFunctions(t *testing.T) {
 		})
 	}
 	must(t, "function log groups keep a month", func() {
-		s.assert.ResourcePropertiesCountIs(str("AWS::Logs::LogGroup"), obj(map[string]any{"RetentionInDays": 30}), jsii.Number(4))
+		// three functions, API access and execution logs, WAF logs
+		s.assert.ResourcePropertiesCountIs(str("AWS::Logs::LogGroup"), obj(map[string]any{"RetentionInDays": 30}), jsii.Number(6))
 	})
 }
 
@@ -410,17 +411,17 @@ func TestPurgeSchedule(t *testing.T) {
 func TestOutputsAndParameters(t *testing.T) {
 	s := defaultTemplate(t)
 	for _, name := range []string{"ApiUrl", "TableName", "BucketName", "KmsKeyArn",
-		"StartRunFunctionName", "ResumeFunctionName", "PurgeFunctionName"} {
+		"StartRunFunctionName", "ResumeFunctionName", "PurgeFunctionName", "FailedEventsQueueUrl", "AlarmTopicArn"} {
 		must(t, "output "+name, func() { s.assert.HasOutput(str(name), obj(map[string]any{})) })
 	}
 	outputs := s.json["Outputs"].(map[string]any)
-	if len(outputs) != 7 {
+	if len(outputs) != 9 {
 		var names []string
 		for k := range outputs {
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		t.Errorf("outputs %v, want exactly the seven above", names)
+		t.Errorf("outputs %v, want exactly the nine above", names)
 	}
 	apiID, _ := s.resource(t, "AWS::ApiGateway::RestApi", func(map[string]any) bool { return true })
 	if got, want := render(outputs["ApiUrl"].(map[string]any)["Value"]), "https://${"+apiID+"}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1/"; got != want {

@@ -138,6 +138,11 @@ func (s synthesized) resource(t *testing.T, typ string, match func(props map[str
 	return ids[0], found
 }
 
+// isStateKey matches the state bucket's KMS key (the alarm topic has its own).
+func isStateKey(p map[string]any) bool {
+	return p["Description"] == "agentgate state bucket (S3 bucket key)"
+}
+
 // functionByName returns the logical id and properties of the function named name.
 func (s synthesized) functionByName(t *testing.T, name string) (string, map[string]any) {
 	t.Helper()

@@ -325,25 +325,50 @@ func (c *checker) checkAPI(ctx context.Context) {
 	sort.Strings(extra)
 	c.expect("api", "no other methods", strings.Join(extra, ", "), "", nil)
 
+	// Throttles (stage, and lower on the approval methods) and execution
+	// logs at ERROR without data trace on every method setting.
+	const wantStage = "throttled=true approval-throttles=2 logging=ERROR access-logs=true"
 	stage := ""
 	if o, err := c.apg.GetStage(ctx, &apigateway.GetStageInput{RestApiId: &id, StageName: &c.expectStage}); err != nil {
 		stage = "error: " + err.Error()
 	} else {
-		throttled := false
-		for _, s := range o.MethodSettings {
+		throttled, approval, logging := false, 0, "ERROR"
+		for key, s := range o.MethodSettings {
 			throttled = throttled || s.ThrottlingRateLimit > 0
+			if strings.Contains(key, "approvals") && s.ThrottlingRateLimit > 0 {
+				approval++
+			}
+			if aws.ToString(s.LoggingLevel) != "ERROR" || s.DataTraceEnabled {
+				logging = fmt.Sprintf("%s(%s, data trace %t)", aws.ToString(s.LoggingLevel), key, s.DataTraceEnabled)
+			}
 		}
-		stage = fmt.Sprintf("throttled=%t access-logs=%t", throttled, o.AccessLogSettings != nil && aws.ToString(o.AccessLogSettings.DestinationArn) != "")
+		if len(o.MethodSettings) == 0 {
+			logging = "none"
+		}
+		stage = fmt.Sprintf("throttled=%t approval-throttles=%d logging=%s access-logs=%t", throttled, approval, logging,
+			o.AccessLogSettings != nil && aws.ToString(o.AccessLogSettings.DestinationArn) != "")
 	}
-	c.expect("api", "stage "+c.expectStage, stage, "throttled=true access-logs=true", func() (string, bool) {
+	c.expect("api", "stage "+c.expectStage, stage, wantStage, func() (string, bool) {
 		_, p, err := c.template.only("AWS::ApiGateway::Stage")
 		if err != nil {
 			return err.Error(), false
 		}
-		got := fmt.Sprintf("stage=%s throttled=%t access-logs=%t", flat(at(p, "StageName")),
-			at(p, "MethodSettings", 0, "ThrottlingRateLimit") != nil, at(p, "AccessLogSetting", "DestinationArn") != nil)
-		return got, got == fmt.Sprintf("stage=%s throttled=true access-logs=true", c.expectStage)
+		throttled, approval, logging := false, 0, "ERROR"
+		settings, _ := at(p, "MethodSettings").([]any)
+		for _, s := range settings {
+			throttled = throttled || at(s, "ThrottlingRateLimit") != nil
+			if strings.Contains(flat(at(s, "ResourcePath")), "approvals") && at(s, "ThrottlingRateLimit") != nil {
+				approval++
+			}
+			if flat(at(s, "LoggingLevel")) != "ERROR" || flat(at(s, "DataTraceEnabled")) != "false" {
+				logging = flat(at(s, "LoggingLevel")) + "(" + flat(at(s, "ResourcePath")) + ")"
+			}
+		}
+		got := fmt.Sprintf("stage=%s throttled=%t approval-throttles=%d logging=%s access-logs=%t", flat(at(p, "StageName")),
+			throttled, approval, logging, at(p, "AccessLogSetting", "DestinationArn") != nil)
+		return got, got == "stage="+c.expectStage+" "+wantStage
 	})
+	c.checkValidationAndEdge(ctx, id)
 }
 
 func (c *checker) checkRule(ctx context.Context) {

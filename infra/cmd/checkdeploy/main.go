@@ -1,9 +1,11 @@
 // Command checkdeploy checks a deployed agentgate stack through the AWS APIs:
 // the table (keys, due-index, billing, TTL, PITR), the bucket (KMS
 // encryption, bucket key, versioning, public access block, lifecycle), the
-// three functions (runtime, handler, architecture, environment), the REST
-// API (every route, its authorization and Lambda proxy integration, the
-// stage) and the purge rule (schedule, target).
+// three functions (runtime, handler, architecture, environment, reserved
+// concurrency, event-invoke config), the failed-events queue and its alarm,
+// the REST API (every route, its authorization and Lambda proxy
+// integration, request validation, the stage's throttles and logging), the
+// web ACL on the stage and the purge rule (schedule, target).
 //
 //	AWS_ENDPOINT_URL=http://localhost:4566 go run ./cmd/checkdeploy -stack Agentgate
 //
@@ -12,7 +14,10 @@
 // Architectures and a bucket's VersioningConfiguration); when the endpoint is
 // moto and a live value differs for one of those known gaps, the property is
 // checked in the template the emulator deployed instead, and the line says so.
-// Against LocalStack or AWS every check is live.
+// Against LocalStack or AWS every check is live. Resource types the
+// emulator's CloudFormation does not create at all (moto: the stage, the
+// web ACL, event-invoke configs, alarms, request validators, models...) are
+// listed in a "does not hold" note and checked in the deployed template.
 package main
 
 import (
@@ -28,10 +33,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/apigateway"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/wafv2"
 )
 
 func main() {
@@ -49,9 +57,11 @@ func main() {
 	}
 	c.expectStage, c.expectPurgeRate = *stage, *purgeRate
 	fmt.Printf("checkdeploy: stack %s on %s (%s)\n", *stackName, c.endpointLabel(), c.emulator)
+	c.checkNotHeld()
 	c.checkTable(ctx)
 	c.checkBucket(ctx)
 	c.checkFunctions(ctx)
+	c.checkAsync(ctx)
 	c.checkAPI(ctx)
 	c.checkRule(ctx)
 	c.report()
@@ -71,6 +81,14 @@ type checker struct {
 	lam *lambda.Client
 	apg *apigateway.Client
 	evb *eventbridge.Client
+	sqs *sqs.Client
+	cw  *cloudwatch.Client
+	waf *wafv2.Client
+
+	region string
+	// notHeld counts the template's resources by type that the emulator's
+	// CloudFormation did not create.
+	notHeld map[string]int
 
 	outputs   map[string]string
 	physical  map[string][]resource // by resource type
@@ -99,6 +117,10 @@ func newChecker(ctx context.Context, stackName string) (*checker, error) {
 		lam:       lambda.NewFromConfig(cfg),
 		apg:       apigateway.NewFromConfig(cfg),
 		evb:       eventbridge.NewFromConfig(cfg),
+		sqs:       sqs.NewFromConfig(cfg),
+		cw:        cloudwatch.NewFromConfig(cfg),
+		waf:       wafv2.NewFromConfig(cfg),
+		region:    cfg.Region,
 		outputs:   map[string]string{},
 		physical:  map[string][]resource{},
 	}
