@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 // DirBackend keeps documents as files in a local folder, for embedded mode.
@@ -23,6 +24,8 @@ import (
 type DirBackend struct {
 	root *os.Root
 	dir  string
+	// Bounds of List; tests lower them.
+	maxFolderEntries, maxListVisits int
 }
 
 var _ Backend = (*DirBackend)(nil)
@@ -40,7 +43,7 @@ func NewDirBackend(dir string) (*DirBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open document folder %s: %w", dir, err)
 	}
-	return &DirBackend{root: root, dir: dir}, nil
+	return &DirBackend{root: root, dir: dir, maxFolderEntries: maxFolderEntries, maxListVisits: maxListVisits}, nil
 }
 
 // Dir returns the folder the backend keeps its documents in.
@@ -57,7 +60,9 @@ func (b *DirBackend) Get(ctx context.Context, p string) (string, string, error) 
 	if err := ValidatePath(p); err != nil {
 		return "", "", err
 	}
-	f, err := b.root.Open(p)
+	// O_NONBLOCK: opening a named pipe for reading must not wait for a
+	// writer; it has no effect on regular files.
+	f, err := b.root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if err := mapDirError(err, "read "+p); !errors.Is(err, ErrPathConflict) {
 			return "", "", err
@@ -69,18 +74,23 @@ func (b *DirBackend) Get(ctx context.Context, p string) (string, string, error) 
 	if err != nil {
 		return "", "", fmt.Errorf("read %s: %w", p, err)
 	}
-	if !st.Mode().IsRegular() {
-		return "", "", ErrNotFound
-	}
-	if st.Size() > MaxDocumentBytes {
+	switch {
+	case st.IsDir():
+		return "", "", ErrNotFound // a folder is not a document
+	case !st.Mode().IsRegular():
+		return "", "", ErrNotDocument
+	case st.Size() > MaxDocumentBytes:
 		return "", "", ErrTooLarge
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxDocumentBytes+1))
 	if err != nil {
-		return "", "", fmt.Errorf("read %s: %w", p, err)
+		return "", "", mapDirError(err, "read "+p)
 	}
 	if len(data) > MaxDocumentBytes {
 		return "", "", ErrTooLarge
+	}
+	if !utf8.Valid(data) {
+		return "", "", ErrNotText
 	}
 	sum := sha256.Sum256(data)
 	return string(data), hex.EncodeToString(sum[:]), nil
@@ -97,10 +107,15 @@ func (b *DirBackend) Put(ctx context.Context, p, text string) error {
 	}
 	if dir := path.Dir(p); dir != "." {
 		if err := b.root.MkdirAll(dir, 0o755); err != nil {
-			return mapDirError(err, "create folder for "+p)
+			return fmt.Errorf("%w: %w", ErrNotApplied, mapDirError(err, "create folder for "+p))
 		}
 	}
-	return b.writeAtomic(p, []byte(text))
+	if err := b.writeAtomic(p, []byte(text)); err != nil {
+		// Until the rename, which happens whole or not at all, the
+		// document is untouched (only empty folders may have been made).
+		return fmt.Errorf("%w: %w", ErrNotApplied, err)
+	}
+	return nil
 }
 
 func (b *DirBackend) writeAtomic(name string, data []byte) error {
@@ -134,8 +149,16 @@ func (b *DirBackend) writeAtomic(name string, data []byte) error {
 }
 
 // Delete implements Backend. It also removes folders the deletion left
-// empty, up to the store's folder.
+// empty, up to the store's folder. Removing a file happens whole or not at
+// all, so every failure wraps ErrNotApplied.
 func (b *DirBackend) Delete(ctx context.Context, p string) error {
+	if err := b.delete(ctx, p); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotApplied, err)
+	}
+	return nil
+}
+
+func (b *DirBackend) delete(ctx context.Context, p string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -168,7 +191,22 @@ func (b *DirBackend) Delete(ctx context.Context, p string) error {
 	return nil
 }
 
-// List implements Backend.
+// Bounds on one listing of a folder tree.
+const (
+	// maxFolderEntries is the most entries one folder may have for List to
+	// read it; a larger folder is ErrTooManyEntries, not a slow walk.
+	maxFolderEntries = 100_000
+	// maxListVisits is the most entries (documents, folders, anything else)
+	// one List call looks at; past it the listing stops as if at its limit.
+	maxListVisits = 200_000
+)
+
+// List implements Backend. It walks the folders in the byte order of the
+// paths below them, so it can stop as soon as it has limit documents. It
+// does not follow symbolic links to folders, lists only regular files with
+// valid document paths, and stops (more = true) after looking at
+// maxListVisits entries. A folder with more than maxFolderEntries entries
+// is ErrTooManyEntries.
 func (b *DirBackend) List(ctx context.Context, prefix string, limit int) ([]DocumentInfo, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
@@ -179,45 +217,119 @@ func (b *DirBackend) List(ctx context.Context, prefix string, limit int) ([]Docu
 	// Walk only the deepest folder the prefix names in full.
 	start := "."
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		start = path.Clean(prefix[:i])
+		start = prefix[:i]
 	}
-	var docs []DocumentInfo
-	err := fs.WalkDir(b.root.FS(), start, func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-				return fs.SkipDir
-			}
-			return err
+	w := &dirLister{b: b, ctx: ctx, prefix: prefix, limit: limit}
+	if err := w.walk(start); err != nil {
+		if errors.Is(err, ErrTooManyEntries) || ctx.Err() != nil {
+			return nil, false, err
 		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name == appliedDir {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() || !strings.HasPrefix(name, prefix) || ValidatePath(name) != nil {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil // removed while walking
-		}
-		docs = append(docs, DocumentInfo{Path: name, Size: info.Size()})
-		return nil
-	})
-	if err != nil {
 		return nil, false, fmt.Errorf("list documents under %q: %w", prefix, err)
 	}
-	// WalkDir orders names per folder ("a/b" before "a-c"); sort by bytes
-	// like S3 does.
-	sort.Slice(docs, func(i, j int) bool { return docs[i].Path < docs[j].Path })
-	if limit >= 0 && len(docs) > limit {
-		return docs[:limit], true, nil
+	return w.docs, w.more, nil
+}
+
+// ErrTooManyEntries means a folder has more entries than DirBackend lists.
+var ErrTooManyEntries = errors.New("too many entries")
+
+type dirLister struct {
+	b      *DirBackend
+	ctx    context.Context
+	prefix string
+	limit  int
+	visits int
+	docs   []DocumentInfo
+	more   bool // set when the walk stopped early
+}
+
+// walk lists folder dir; it returns nil once the listing is complete or
+// stopped early (w.more).
+func (w *dirLister) walk(dir string) error {
+	if err := w.ctx.Err(); err != nil {
+		return err
 	}
-	return docs, false, nil
+	entries, err := w.readFolder(dir)
+	if err != nil {
+		if errors.Is(err, ErrTooManyEntries) || !isPathProblem(mapDirError(err, "")) {
+			return err
+		}
+		return nil // nothing listable there: gone, a link out, no permission
+	}
+	for _, e := range entries {
+		if w.visits++; w.visits > w.b.maxListVisits {
+			w.more = true
+			return nil
+		}
+		name := e.Name()
+		if dir != "." {
+			name = dir + "/" + name
+		}
+		switch {
+		case e.IsDir():
+			sub := name + "/"
+			if name == appliedDir || ValidatePath(name) != nil ||
+				!(strings.HasPrefix(sub, w.prefix) || strings.HasPrefix(w.prefix, sub)) {
+				continue
+			}
+			if err := w.walk(name); err != nil || w.more {
+				return err
+			}
+		case e.Type().IsRegular():
+			if !strings.HasPrefix(name, w.prefix) || ValidatePath(name) != nil {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil {
+				continue // removed while listing
+			}
+			if w.limit >= 0 && len(w.docs) == w.limit {
+				w.more = true
+				return nil
+			}
+			w.docs = append(w.docs, DocumentInfo{Path: name, Size: info.Size()})
+		}
+	}
+	return nil
+}
+
+// readFolder reads the entries of folder dir (at most maxFolderEntries),
+// sorted so that a depth-first walk visits paths in byte order: a folder
+// sorts as its name followed by "/" ("a-c" before "a/b", like S3).
+func (w *dirLister) readFolder(dir string) ([]fs.DirEntry, error) {
+	f, err := w.b.root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var entries []fs.DirEntry
+	for {
+		batch, err := f.ReadDir(1024)
+		entries = append(entries, batch...)
+		if len(entries) > w.b.maxFolderEntries {
+			name := fmt.Sprintf("the folder %q", dir)
+			if dir == "." {
+				name = "the top folder"
+			}
+			return nil, fmt.Errorf("%w: %s has more than %d entries; these tools cannot list it", ErrTooManyEntries, name, w.b.maxFolderEntries)
+		}
+		if err == io.EOF || (err == nil && len(batch) == 0) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := w.ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	key := func(e fs.DirEntry) string {
+		if e.IsDir() {
+			return e.Name() + "/"
+		}
+		return e.Name()
+	}
+	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+	return entries, nil
 }
 
 // Applied implements Backend.
@@ -250,16 +362,45 @@ func (b *DirBackend) MarkApplied(ctx context.Context, marker string, record []by
 }
 
 // mapDirError turns file-system errors that describe the path rather than
-// the system into the Backend's sentinel errors.
+// the system into the Backend's sentinel errors (a name too long, a
+// symbolic link out of the folder or in a loop, a permission the store
+// lacks on this document); anything else is wrapped with what.
 func mapDirError(err error, what string) error {
 	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
 	case errors.Is(err, fs.ErrNotExist):
 		return ErrNotFound
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR),
 		errors.Is(err, fs.ErrExist), errors.Is(err, syscall.ENOTEMPTY):
 		return fmt.Errorf("%s: %w", what, ErrPathConflict)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("%w: a folder or file name in the path is too long for the file system", ErrInvalidPath)
+	case errors.Is(err, syscall.ELOOP):
+		return ErrLinkLoop
+	case isRootEscape(err):
+		return ErrOutsideStore
+	case errors.Is(err, fs.ErrPermission):
+		return ErrPermission
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// rootEscapeMessage is the text of the error os.Root returns when a path
+// or a symbolic link on it leads out of the root. The os package does not
+// export that error; TestRootEscapeIsRecognised fails if its text changes.
+const rootEscapeMessage = "path escapes from parent"
+
+func isRootEscape(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, ok := e.(syscall.Errno); ok {
+			return false
+		}
+		if e.Error() == rootEscapeMessage {
+			return true
+		}
+	}
+	return false
 }
 
 func validMarker(m string) bool {

@@ -83,5 +83,5 @@ func TestDirBackendLayout(t *testing.T) {
 	res = call(t, toolByName(t, b, ToolReadDocument), "", `{"path":"big.md"}`)
 	wantResult(t, res, true, `document "big.md" is larger than 1048576 bytes and cannot be handled by these tools`)
 	res = call(t, toolByName(t, b, ToolSearchDocuments), "", `{"query":"x"}`)
-	wantResult(t, res, false, "no documents match \"x\" (searched 0 documents)\nskipped 1 document (too large, or deleted while searching)")
+	wantResult(t, res, false, "no documents match \"x\" (searched 0 documents)\nskipped 1 document (too large, unreadable, or deleted while searching)")
 }

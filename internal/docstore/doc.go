@@ -13,7 +13,13 @@
 // folder, which no document path may use), and a repeated call with the same
 // key changes nothing and returns the result text of the first call.
 //
-// Bad input (a malformed path, a missing document, an oversized text) is a
-// tool error result the model can read and correct; a Go error means the
-// backend failed or the context was cancelled.
+// Tool failures are tool results. Whatever the model can react to — a
+// malformed or too long path, a missing, oversized or binary document, a
+// symbolic link out of the folder or in a loop, a special file, a denied
+// permission — is an error result in plain words (never a system error's
+// text, in results and in approvers' previews alike); a write or delete
+// that fails that way has changed nothing. A Go error means the backend
+// failed or the context was cancelled; for a write tool it is marked
+// loop.ErrNoEffect when the write surely did not begin (the store refused
+// it, or failed before it), so the run does not end as an interrupted write.
 package docstore

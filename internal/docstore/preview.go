@@ -26,10 +26,10 @@ func (s *toolset) previewWrite(ctx context.Context, input json.RawMessage) (stri
 		return s.diff("/dev/null", "b/"+in.Path, "", *in.Text), nil
 	case errors.Is(err, ErrTooLarge):
 		return fmt.Sprintf("replaces %s, whose current text is over %d bytes (no diff), with %d bytes", in.Path, MaxDocumentBytes, len(*in.Text)), nil
-	case errors.Is(err, ErrInvalidPath):
-		return "this call will fail: " + err.Error(), nil
+	case errors.Is(err, ErrNotText):
+		return fmt.Sprintf("replaces %s, whose current content is not UTF-8 text (no diff), with %d bytes", in.Path, len(*in.Text)), nil
 	case err != nil:
-		return "", err
+		return failingPreview(in.Path, err)
 	}
 	if old == *in.Text {
 		return fmt.Sprintf("no change: %s already has this text", in.Path), nil
@@ -44,19 +44,29 @@ func (s *toolset) previewDelete(ctx context.Context, input json.RawMessage) (str
 	}
 	old, _, err := s.b.Get(ctx, in.Path)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return fmt.Sprintf("this call will fail: document %q does not exist", in.Path), nil
 	case errors.Is(err, ErrTooLarge):
 		return fmt.Sprintf("deletes %s, whose text is over %d bytes (no diff)", in.Path, MaxDocumentBytes), nil
-	case errors.Is(err, ErrInvalidPath):
-		return "this call will fail: " + err.Error(), nil
+	case errors.Is(err, ErrNotText):
+		return fmt.Sprintf("deletes %s, whose content is not UTF-8 text (no diff)", in.Path), nil
 	case err != nil:
-		return "", err
+		return failingPreview(in.Path, err)
 	}
 	if old == "" {
 		return fmt.Sprintf("deletes %s, which is empty", in.Path), nil
 	}
 	return s.diff("a/"+in.Path, "/dev/null", old, ""), nil
+}
+
+// failingPreview says why the call will fail when the document cannot be
+// read for a reason about the path, in the words the call itself will use;
+// any other error is returned (the loop shows approvers that the preview
+// is unavailable, never the error's text).
+func failingPreview(p string, err error) (string, error) {
+	res, err := toolError(p, err)
+	if err != nil {
+		return "", err
+	}
+	return "this call will fail: " + res.Content, nil
 }
 
 // diff returns a unified diff of old and new, cut after the preview limit.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -15,6 +17,13 @@ import (
 
 // DefaultS3Prefix is where documents live in the service bucket.
 const DefaultS3Prefix = "content/"
+
+// maxS3KeyBytes is the longest S3 object key.
+const maxS3KeyBytes = 1024
+
+// maxS3ListKeys is the most keys one List call looks at (valid or not);
+// past it the listing stops as if at its limit.
+const maxS3ListKeys = maxListVisits
 
 // S3Client is the part of *s3.Client that S3Backend uses.
 type S3Client interface {
@@ -62,6 +71,13 @@ func NewS3Backend(client S3Client, cfg S3Config) (*S3Backend, error) {
 	if !strings.HasSuffix(cfg.Prefix, "/") || strings.HasPrefix(cfg.Prefix, "/") {
 		return nil, fmt.Errorf("docstore: S3 prefix %q must be relative and end with \"/\"", cfg.Prefix)
 	}
+	if err := validatePrefix(cfg.Prefix); err != nil {
+		return nil, fmt.Errorf("docstore: S3 prefix %q: %w", cfg.Prefix, err)
+	}
+	// Every valid path and every marker key must fit in an S3 key.
+	if n := len(cfg.Prefix) + max(MaxPathBytes, len(appliedDir)+1+64); n > maxS3KeyBytes {
+		return nil, fmt.Errorf("docstore: S3 prefix %q is too long: with a %d-byte document path the key would have %d bytes; S3 allows %d", cfg.Prefix, MaxPathBytes, n, maxS3KeyBytes)
+	}
 	return &S3Backend{client: client, cfg: cfg}, nil
 }
 
@@ -80,6 +96,9 @@ func (b *S3Backend) Get(ctx context.Context, p string) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
+	if !utf8.Valid(data) {
+		return "", "", ErrNotText
+	}
 	return string(data), etag, nil
 }
 
@@ -88,6 +107,9 @@ func (b *S3Backend) getObject(ctx context.Context, key string) ([]byte, string, 
 	if err != nil {
 		if isS3NotFound(err) {
 			return nil, "", ErrNotFound
+		}
+		if s3ErrorCode(err) == "InvalidObjectState" { // archived (Glacier)
+			return nil, "", ErrNotDocument
 		}
 		return nil, "", fmt.Errorf("get %s: %w", b.uri(key), err)
 	}
@@ -127,9 +149,21 @@ func (b *S3Backend) putObject(ctx context.Context, key, body, contentType string
 		in.SSEKMSKeyId = aws.String(b.cfg.KMSKeyID)
 	}
 	if _, err := b.client.PutObject(ctx, in); err != nil {
-		return fmt.Errorf("put %s: %w", b.uri(key), err)
+		return notAppliedIfRefused(fmt.Errorf("put %s: %w", b.uri(key), err))
 	}
 	return nil
+}
+
+// notAppliedIfRefused marks an S3 error as ErrNotApplied when S3 answered
+// with a 4xx status (the request was refused: access denied, no such
+// bucket, a KMS key it may not use…); a 5xx or a transport error leaves the
+// outcome unknown.
+func notAppliedIfRefused(err error) error {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500 {
+		return fmt.Errorf("%w: %w", ErrNotApplied, err)
+	}
+	return err
 }
 
 // Delete implements Backend.
@@ -140,7 +174,7 @@ func (b *S3Backend) Delete(ctx context.Context, p string) error {
 	key := b.key(p)
 	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(key)})
 	if err != nil && !isS3NotFound(err) {
-		return fmt.Errorf("delete %s: %w", b.uri(key), err)
+		return notAppliedIfRefused(fmt.Errorf("delete %s: %w", b.uri(key), err))
 	}
 	return nil
 }
@@ -158,6 +192,7 @@ func (b *S3Backend) List(ctx context.Context, prefix string, limit int) ([]Docum
 		in.MaxKeys = aws.Int32(int32(limit) + 1)
 	}
 	var docs []DocumentInfo
+	seen := 0
 	for {
 		out, err := b.client.ListObjectsV2(ctx, in)
 		if err != nil {
@@ -165,6 +200,9 @@ func (b *S3Backend) List(ctx context.Context, prefix string, limit int) ([]Docum
 		}
 		lastIsMarker := false
 		for _, obj := range out.Contents {
+			if seen++; seen > maxS3ListKeys {
+				return docs, true, nil
+			}
 			key := aws.ToString(obj.Key)
 			lastIsMarker = strings.HasPrefix(key, markers)
 			p := strings.TrimPrefix(key, b.cfg.Prefix)
@@ -221,12 +259,17 @@ func isS3NotFound(err error) bool {
 	if errors.As(err, &nf) {
 		return true
 	}
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		switch api.ErrorCode() {
-		case "NoSuchKey", "NotFound":
-			return true
-		}
+	switch s3ErrorCode(err) {
+	case "NoSuchKey", "NotFound":
+		return true
 	}
 	return false
+}
+
+func s3ErrorCode(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
 }

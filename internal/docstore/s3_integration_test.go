@@ -6,9 +6,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/agentgate/agentgate/internal/loop"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -132,5 +135,65 @@ func TestS3BackendKMS(t *testing.T) {
 	}
 	if head.ServerSideEncryption != s3types.ServerSideEncryptionAwsKms || aws.ToString(head.SSEKMSKeyId) == "" {
 		t.Errorf("encryption = %q key %q, want aws:kms with a key", head.ServerSideEncryption, aws.ToString(head.SSEKMSKeyId))
+	}
+}
+
+// Keys another writer put in the bucket that are no valid document path
+// (issue #10 item 3's siblings on S3: a 300-byte segment, a decomposed
+// accent, control and invisible characters, a backslash, "..", folder
+// placeholders) are neither listed nor searched, and reading them is an
+// error result, never a failure of the run.
+func TestS3BackendForeignKeys(t *testing.T) {
+	client := newMotoS3Client(t)
+	bucket := newTestBucket(t, client)
+	b, err := NewS3Backend(client, S3Config{Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	put(t, b, "ok.md", "needle\n")
+	foreign := []string{
+		strings.Repeat("s", 300) + ".md",
+		"cafe\u0301.md",
+		"tab\there.md",
+		"zw\u200bsp.md",
+		`back\slash.md`,
+		"a/../b.md",
+		"a//b.md",
+		"folder/",
+		" lead.md",
+		".applied/not-a-marker",
+	}
+	for _, name := range foreign {
+		if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/" + name), Body: strings.NewReader("needle\n")}); err != nil {
+			t.Fatalf("put %q: %v", name, err)
+		}
+	}
+	wantResult(t, call(t, toolByName(t, b, ToolListDocuments), "", `{}`), false, "ok.md (7 bytes)")
+	wantResult(t, call(t, toolByName(t, b, ToolSearchDocuments), "", `{"query":"needle"}`), false, "1 matching (searched 1 document):\nok.md:1: needle")
+	for _, name := range foreign {
+		got := call(t, toolByName(t, b, ToolReadDocument), "", jsonInput(t, map[string]any{"path": name}))
+		wantErrorContaining(t, got, "invalid path: ")
+	}
+}
+
+// A write S3 refuses (here: the bucket is gone) surely changed nothing: the
+// tool's Go error says so, and the run will not record an interrupted write.
+func TestS3BackendRefusedWriteIsNotApplied(t *testing.T) {
+	client := newMotoS3Client(t)
+	b, err := NewS3Backend(client, S3Config{Bucket: "agentgate-docstore-no-such-bucket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.Put(ctx, "a.md", "x"); !errors.Is(err, ErrNotApplied) {
+		t.Errorf("Put into a missing bucket: error = %v, want ErrNotApplied", err)
+	}
+	if err := b.Delete(ctx, "a.md"); !errors.Is(err, ErrNotApplied) {
+		t.Errorf("Delete in a missing bucket: error = %v, want ErrNotApplied", err)
+	}
+	_, err = toolByName(t, b, ToolWriteDocument).Call(loop.WithIdempotencyKey(ctx, "run/-/c1"), []byte(`{"path":"a.md","text":"x"}`))
+	if !errors.Is(err, loop.ErrNoEffect) {
+		t.Errorf("write_document into a missing bucket: error = %v, want one marked loop.ErrNoEffect", err)
 	}
 }

@@ -3,6 +3,7 @@ package docstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,6 +38,11 @@ func TestNewS3BackendConfig(t *testing.T) {
 		{"no bucket", S3Config{}, true},
 		{"prefix without slash", S3Config{Bucket: "b", Prefix: "site"}, true},
 		{"absolute prefix", S3Config{Bucket: "b", Prefix: "/site/"}, true},
+		{"longest prefix", S3Config{Bucket: "b", Prefix: strings.Repeat("p", 255) + "/" + strings.Repeat("q", 255) + "/"}, false},
+		// A 512-byte document path would make a key over S3's 1024 bytes.
+		{"prefix too long", S3Config{Bucket: "b", Prefix: strings.Repeat("p", 255) + "/" + strings.Repeat("q", 255) + "/x/"}, true},
+		{"prefix with a control character", S3Config{Bucket: "b", Prefix: "si\nte/"}, true},
+		{"prefix with ..", S3Config{Bucket: "b", Prefix: "a/../b/"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,8 @@ package docstore
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -91,5 +93,40 @@ func TestToolSchemas(t *testing.T) {
 				t.Errorf("ValidateInput(%s, %s) = %v, want ok %v", tt.tool, tt.input, err, tt.ok)
 			}
 		})
+	}
+}
+
+// The limits live in one place (the constants); the schemas the model sees
+// and the README say the same.
+func TestLimitsAgreeWithSchemasAndREADME(t *testing.T) {
+	for _, tool := range Tools(newTestDirBackend(t)) {
+		var schema struct {
+			Properties map[string]struct {
+				MaxLength *int `json:"maxLength"`
+			} `json:"properties"`
+		}
+		def := tool.Definition()
+		if err := json.Unmarshal(def.InputSchema, &schema); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string]int{"path": MaxPathBytes, "prefix": MaxPathBytes, "text": MaxDocumentBytes} {
+			if p, ok := schema.Properties[name]; ok && (p.MaxLength == nil || *p.MaxLength != want) {
+				t.Errorf("%s: %s maxLength = %v, want %d", def.Name, name, p.MaxLength, want)
+			}
+		}
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("at most %d bytes of UTF-8 and each folder or file name at most %d bytes", MaxPathBytes, MaxSegmentBytes),
+		fmt.Sprintf("at most %d bytes of UTF-8 text", MaxDocumentBytes),
+		fmt.Sprintf("at most at %d entries and refuses a local folder with more than %d entries", maxListVisits, maxFolderEntries),
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("README does not say %q", want)
+		}
 	}
 }

@@ -25,6 +25,40 @@ func testBackend(t *testing.T, newBackend func(t *testing.T) Backend) {
 	t.Run("bad paths", func(t *testing.T) { testBadPaths(t, newBackend(t)) })
 	t.Run("previews", func(t *testing.T) { testPreviews(t, newBackend(t)) })
 	t.Run("idempotent writes", func(t *testing.T) { testIdempotentWrites(t, newBackend(t)) })
+	t.Run("binary documents", func(t *testing.T) { testBinaryDocuments(t, newBackend(t)) })
+}
+
+// A document that is not UTF-8 (someone copied a binary file into the
+// store) is reported, skipped by search, and replaced or deleted without a
+// diff; its bytes never reach the transcript or a preview.
+func testBinaryDocuments(t *testing.T, b Backend) {
+	put(t, b, "bin.md", "PNG\xff\xfe\x00needle")
+	put(t, b, "text.md", "needle\n")
+	wantResult(t, call(t, toolByName(t, b, ToolReadDocument), "", `{"path":"bin.md"}`), true,
+		`document "bin.md" is not UTF-8 text (a binary file?) and cannot be shown by these tools`)
+	wantResult(t, call(t, toolByName(t, b, ToolSearchDocuments), "", `{"query":"needle"}`), false,
+		"1 matching (searched 1 document):\ntext.md:1: needle\nskipped 1 document (too large, unreadable, or deleted while searching)")
+	preview := func(tool, input string) string {
+		t.Helper()
+		got, err := toolByName(t, b, tool).(loop.Previewer).Preview(context.Background(), json.RawMessage(input))
+		if err != nil {
+			t.Fatalf("Preview: %v", err)
+		}
+		return got
+	}
+	if got, want := preview(ToolWriteDocument, `{"path":"bin.md","text":"hi"}`), "replaces bin.md, whose current content is not UTF-8 text (no diff), with 2 bytes"; got != want {
+		t.Errorf("write preview = %q, want %q", got, want)
+	}
+	if got, want := preview(ToolDeleteDocument, `{"path":"bin.md"}`), "deletes bin.md, whose content is not UTF-8 text (no diff)"; got != want {
+		t.Errorf("delete preview = %q, want %q", got, want)
+	}
+	wantResult(t, call(t, toolByName(t, b, ToolWriteDocument), "", `{"path":"bin.md","text":"hi"}`), false,
+		"wrote bin.md (2 bytes, replacing a document that was not UTF-8 text)")
+	put(t, b, "bin.md", "\xff")
+	wantResult(t, call(t, toolByName(t, b, ToolDeleteDocument), "", `{"path":"bin.md"}`), false, "deleted bin.md")
+	if _, ok := get(t, b, "bin.md"); ok {
+		t.Errorf("bin.md still there")
+	}
 }
 
 // countingBackend counts the effects that reach the wrapped backend.
@@ -372,6 +406,28 @@ func testBadPaths(t *testing.T, b Backend) {
 		{"control character", "a\nb.md", "contains a control character"},
 		{"reserved folder", ".applied/x", "reserved folder"},
 		{"reserved name", ".applied", "reserved folder"},
+		// Issue #10 item 3: a 256–512-byte segment passed and then failed
+		// with "file name too long".
+		{"segment of 256 bytes", strings.Repeat("s", 256), "is 256 bytes long; each folder or file name may have at most 255 bytes"},
+		{"segment of 512 bytes", strings.Repeat("s", 512), "is 512 bytes long; each folder or file name may have at most 255 bytes"},
+		{"long folder segment", "docs/" + strings.Repeat("f", 300) + "/a.md", "is 300 bytes long"},
+		{"multi-byte segment over 255 bytes", strings.Repeat("é", 128), "is 256 bytes long"},
+		{"multi-byte path over 512 bytes", strings.Repeat("é", 256) + "x", "the path is 513 bytes long"},
+		{"NUL", "a\x00b.md", "contains a control character"},
+		{"NEL", "a\u0085b.md", "contains a control character"},
+		{"line separator", "a\u2028b.md", "invisible or special character U+2028"},
+		{"paragraph separator", "a\u2029b.md", "invisible or special character U+2029"},
+		{"zero-width space", "a\u200bb.md", "invisible or special character U+200B"},
+		{"right-to-left override", "report\u202Edm.exe", "invisible or special character U+202E"},
+		{"byte order mark", "\ufeffa.md", "invisible or special character U+FEFF"},
+		{"private use", "a\ue000.md", "invisible or special character U+E000"},
+		{"replacement character", "a\ufffd.md", "invisible or special character U+FFFD"},
+		{"not NFC", "cafe\u0301.md", "not in Unicode normalization form C"},
+		{"leading space", " a.md", "starts or ends with white space"},
+		{"trailing space", "a.md ", "starts or ends with white space"},
+		{"folder with trailing space", "docs /a.md", "starts or ends with white space"},
+		{"ideographic space", "docs/\u3000a.md", "starts or ends with white space"},
+		{"backslash traversal", `docs\..\..\x`, "contains a backslash"},
 	}
 	tools := []string{ToolReadDocument, ToolWriteDocument, ToolDeleteDocument}
 	for _, tt := range tests {
@@ -391,8 +447,26 @@ func testBadPaths(t *testing.T, b Backend) {
 			})
 		}
 	}
-	if got := ValidatePath(strings.Repeat("a", MaxPathBytes)); got != nil {
-		t.Errorf("ValidatePath(512 bytes) = %v, want nil", got)
+	// The longest paths and segments are documents like any other.
+	for _, p := range []string{
+		strings.Repeat("a", MaxSegmentBytes),
+		strings.Repeat("a", MaxSegmentBytes) + "/" + strings.Repeat("b", MaxSegmentBytes-1) + "/c",
+		strings.Repeat("é", 127) + "/" + strings.Repeat("ü", 127) + "/12",
+		"café/naïve résumé.md",
+		"日本語/ドキュメント.md",
+	} {
+		if len(p) > MaxPathBytes {
+			t.Fatalf("test path %q is %d bytes", p, len(p))
+		}
+		write := toolByName(t, b, ToolWriteDocument)
+		wantResult(t, call(t, write, "", jsonInput(t, map[string]any{"path": p, "text": "x"})), false, fmt.Sprintf("created %s (1 bytes)", p))
+		if text, ok := get(t, b, p); !ok || text != "x" {
+			t.Errorf("Get(%d-byte path) = %q, %v; want \"x\", true", len(p), text, ok)
+		}
+		if res := call(t, toolByName(t, b, ToolListDocuments), "", jsonInput(t, map[string]any{"prefix": p})); !strings.Contains(res.Content, p+" (1 bytes)") {
+			t.Errorf("list of %d-byte path = %q", len(p), res.Content)
+		}
+		wantResult(t, call(t, toolByName(t, b, ToolDeleteDocument), "", jsonInput(t, map[string]any{"path": p})), false, fmt.Sprintf("deleted %s (1 bytes)", p))
 	}
 }
 

@@ -73,7 +73,7 @@ func (s *toolset) tools() []loop.Tool {
 			Def: loop.Definition{
 				Name:        ToolReadDocument,
 				Description: "Read the full text of one document.",
-				InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1,"maxLength":512,"description":"Relative path of the document, for example \"guide/intro.md\"."}},"required":["path"],"additionalProperties":false}`),
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1,"maxLength":512,"description":"Relative path of the document, for example \"guide/intro.md\": at most 512 bytes of UTF-8, each folder or file name at most 255 bytes."}},"required":["path"],"additionalProperties":false}`),
 				Effect:      loop.EffectRead,
 			},
 			CallFunc: s.read,
@@ -91,7 +91,7 @@ func (s *toolset) tools() []loop.Tool {
 			Def: loop.Definition{
 				Name:        ToolWriteDocument,
 				Description: "Create a document or replace its whole text. Needs human approval; the approver sees a diff against the current text.",
-				InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1,"maxLength":512,"description":"Relative path of the document, for example \"guide/intro.md\"."},"text":{"type":"string","maxLength":1048576,"description":"The complete new text of the document (at most 1 MB)."}},"required":["path","text"],"additionalProperties":false}`),
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1,"maxLength":512,"description":"Relative path of the document, for example \"guide/intro.md\": at most 512 bytes of UTF-8, each folder or file name at most 255 bytes."},"text":{"type":"string","maxLength":1048576,"description":"The complete new text of the document (at most 1 MB)."}},"required":["path","text"],"additionalProperties":false}`),
 				Effect:      loop.EffectWrite,
 				Idempotent:  true,
 			},
@@ -102,7 +102,7 @@ func (s *toolset) tools() []loop.Tool {
 			Def: loop.Definition{
 				Name:        ToolDeleteDocument,
 				Description: "Delete a document. Needs human approval; the approver sees the text that would be removed.",
-				InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1,"maxLength":512,"description":"Relative path of the document to delete."}},"required":["path"],"additionalProperties":false}`),
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1,"maxLength":512,"description":"Relative path of the document to delete: at most 512 bytes of UTF-8, each folder or file name at most 255 bytes."}},"required":["path"],"additionalProperties":false}`),
 				Effect:      loop.EffectWrite,
 				Idempotent:  true,
 			},
@@ -146,20 +146,53 @@ func decodeInput(input json.RawMessage, v any) error {
 	return nil
 }
 
-// toolError turns backend errors about the input into an error result and
-// passes anything else on as a Go error.
+// toolError turns backend errors about the input — the path, the document
+// at it — into an error result the model can act on, in words without
+// system detail, and passes anything else on as a Go error.
 func toolError(p string, err error) (loop.Result, error) {
 	switch {
-	case errors.Is(err, ErrInvalidPath):
+	case errors.Is(err, ErrInvalidPath), errors.Is(err, ErrTooManyEntries):
 		return loop.ErrorResult("%v", err), nil
 	case errors.Is(err, ErrNotFound):
 		return loop.ErrorResult("document %q does not exist", p), nil
 	case errors.Is(err, ErrTooLarge):
 		return loop.ErrorResult("document %q is larger than %d bytes and cannot be handled by these tools", p, MaxDocumentBytes), nil
+	case errors.Is(err, ErrNotText):
+		return loop.ErrorResult("document %q is not UTF-8 text (a binary file?) and cannot be shown by these tools", p), nil
 	case errors.Is(err, ErrPathConflict):
 		return loop.ErrorResult("cannot use %q: a document or folder in the way conflicts with it", p), nil
+	case errors.Is(err, ErrOutsideStore):
+		return loop.ErrorResult("cannot use %q: it leads outside the document store through a symbolic link", p), nil
+	case errors.Is(err, ErrLinkLoop):
+		return loop.ErrorResult("cannot use %q: it passes through a loop of symbolic links", p), nil
+	case errors.Is(err, ErrNotDocument):
+		return loop.ErrorResult("cannot use %q: it is not a readable document (a special file such as a named pipe, or an archived object)", p), nil
+	case errors.Is(err, ErrPermission):
+		return loop.ErrorResult("cannot use %q: the document store is not permitted to access it", p), nil
 	}
 	return loop.Result{}, err
+}
+
+// beforeEffect is toolError for a failure before a write changed anything:
+// a Go error is marked loop.ErrNoEffect, so the run does not end as an
+// interrupted write.
+func beforeEffect(p string, err error) (loop.Result, error) {
+	res, err := toolError(p, err)
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", loop.ErrNoEffect, err)
+	}
+	return res, nil
+}
+
+// effectError is toolError for a failed Put or Delete: path problems are
+// error results (the backend changed nothing), a failure the backend knows
+// changed nothing is marked loop.ErrNoEffect, and any other is an effect
+// whose outcome is unknown.
+func effectError(p string, err error) (loop.Result, error) {
+	if errors.Is(err, ErrNotApplied) {
+		return beforeEffect(p, err)
+	}
+	return toolError(p, err)
 }
 
 func (s *toolset) list(ctx context.Context, input json.RawMessage) (loop.Result, error) {
@@ -222,7 +255,7 @@ func (s *toolset) search(ctx context.Context, input json.RawMessage) (loop.Resul
 	}
 	docs, moreDocs, err := s.b.List(ctx, "", s.lim.searchDocuments)
 	if err != nil {
-		return loop.Result{}, err
+		return toolError("", err)
 	}
 	query := strings.ToLower(in.Query)
 	var (
@@ -242,8 +275,8 @@ func (s *toolset) search(ctx context.Context, input json.RawMessage) (loop.Resul
 			break
 		}
 		text, _, err := s.b.Get(ctx, d.Path)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooLarge) {
-			skipped++ // deleted meanwhile, or too large to search
+		if err != nil && isPathProblem(err) {
+			skipped++ // deleted meanwhile, too large, or unreadable
 			continue
 		}
 		if err != nil {
@@ -265,7 +298,7 @@ func (s *toolset) search(ctx context.Context, input json.RawMessage) (loop.Resul
 		fmt.Fprintf(&sb, "%d matching (searched %s):\n%s", len(hits), documents(searched), strings.Join(hits, "\n"))
 	}
 	if skipped > 0 {
-		fmt.Fprintf(&sb, "\nskipped %s (too large, or deleted while searching)", documents(skipped))
+		fmt.Fprintf(&sb, "\nskipped %s (too large, unreadable, or deleted while searching)", documents(skipped))
 	}
 	if stopped != "" {
 		sb.WriteString("\n" + stopped)
@@ -361,12 +394,12 @@ func (s *toolset) once(ctx context.Context, tool string, input json.RawMessage, 
 	}
 	raw, ok, err := s.b.Applied(ctx, marker)
 	if err != nil {
-		return loop.Result{}, fmt.Errorf("%s: read idempotency marker: %w", tool, err)
+		return loop.Result{}, fmt.Errorf("%s: read idempotency marker: %w: %w", tool, loop.ErrNoEffect, err)
 	}
 	if ok {
 		var rec appliedRecord
 		if err := json.Unmarshal(raw, &rec); err != nil {
-			return loop.Result{}, fmt.Errorf("%s: idempotency marker %s is corrupt: %w", tool, marker, err)
+			return loop.Result{}, fmt.Errorf("%s: idempotency marker %s is corrupt: %w: %w", tool, marker, loop.ErrNoEffect, err)
 		}
 		if rec.Tool != tool || rec.InputSHA256 != inputHash {
 			return loop.ErrorResult("this call's idempotency key was already used by a different %s call; nothing was changed", rec.Tool), nil
@@ -432,20 +465,22 @@ func (s *toolset) write(ctx context.Context, input json.RawMessage) (loop.Result
 	text := *in.Text
 	return s.once(ctx, ToolWriteDocument, input, func() (loop.Result, error) {
 		old, _, err := s.b.Get(ctx, in.Path)
-		tooLarge := errors.Is(err, ErrTooLarge) // replaced without comparing
-		exists := err == nil || tooLarge
+		opaque := errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNotText) // replaced without comparing
+		exists := err == nil || opaque
 		if err != nil && !exists && !errors.Is(err, ErrNotFound) {
-			return toolError(in.Path, err)
+			return beforeEffect(in.Path, err)
 		}
 		if err == nil && old == text {
 			return loop.Result{Content: fmt.Sprintf("%s already has this text (%d bytes); nothing changed", in.Path, len(text))}, nil
 		}
 		if err := s.b.Put(ctx, in.Path, text); err != nil {
-			return toolError(in.Path, err)
+			return effectError(in.Path, err)
 		}
 		switch {
-		case tooLarge:
+		case errors.Is(err, ErrTooLarge):
 			return loop.Result{Content: fmt.Sprintf("wrote %s (%d bytes, replacing a document over %d bytes)", in.Path, len(text), MaxDocumentBytes)}, nil
+		case opaque:
+			return loop.Result{Content: fmt.Sprintf("wrote %s (%d bytes, replacing a document that was not UTF-8 text)", in.Path, len(text))}, nil
 		case exists:
 			return loop.Result{Content: fmt.Sprintf("wrote %s (%d bytes, replacing %d bytes)", in.Path, len(text), len(old))}, nil
 		}
@@ -460,14 +495,14 @@ func (s *toolset) delete(ctx context.Context, input json.RawMessage) (loop.Resul
 	}
 	return s.once(ctx, ToolDeleteDocument, input, func() (loop.Result, error) {
 		old, _, err := s.b.Get(ctx, in.Path)
-		tooLarge := errors.Is(err, ErrTooLarge) // deleted without reading
-		if err != nil && !tooLarge {
-			return toolError(in.Path, err)
+		opaque := errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNotText) // deleted without reading
+		if err != nil && !opaque {
+			return beforeEffect(in.Path, err)
 		}
 		if err := s.b.Delete(ctx, in.Path); err != nil {
-			return toolError(in.Path, err)
+			return effectError(in.Path, err)
 		}
-		if tooLarge {
+		if opaque {
 			return loop.Result{Content: fmt.Sprintf("deleted %s", in.Path)}, nil
 		}
 		return loop.Result{Content: fmt.Sprintf("deleted %s (%d bytes)", in.Path, len(old))}, nil

@@ -235,7 +235,9 @@ func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, er
 		if p, ok := tool.(Previewer); ok {
 			text, err := p.Preview(ctx, c.Input)
 			if err != nil {
-				text = "preview unavailable: " + err.Error()
+				// Approvers never see a raw system error; the call itself
+				// reports what is wrong when it runs.
+				text = "preview unavailable: the tool could not compute it"
 			}
 			if len(text) > maxPreviewBytes {
 				text = text[:maxPreviewBytes] + "\n… (preview truncated)"
@@ -376,6 +378,13 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 	res, err := tool.Call(WithIdempotencyKey(ctx, key), input)
 	dur := s.r.now().Sub(start)
 	if err != nil {
+		if def.Effect == EffectWrite && errors.Is(err, ErrNoEffect) && s.r.Hooks.AfterEffect != nil {
+			// Nothing happened: lift the fence, so the run does not end as
+			// an interrupted write.
+			if ferr := s.r.Hooks.AfterEffect(ctx, pc, ErrorResult("not executed: the tool failed before it changed anything")); ferr != nil {
+				return Result{}, fmt.Errorf("fence after %s: %w", c.ID, ferr)
+			}
+		}
 		return Result{}, fmt.Errorf("tool %s (call %s): %w", c.Name, c.ID, err)
 	}
 	s.counters.ToolCalls++

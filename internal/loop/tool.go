@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -62,6 +63,15 @@ type Result struct {
 func ErrorResult(format string, args ...any) Result {
 	return Result{Content: fmt.Sprintf(format, args...), IsError: true}
 }
+
+// ErrNoEffect marks a Go error from a write tool's Call as one that happened
+// before the call changed anything (the store was unreachable before the
+// write began, say). Wrap it: fmt.Errorf("read marker: %w: %w", loop.ErrNoEffect, err).
+// The loop then clears the call's pending-effect fence before it stops the
+// run, so the run ends as an infrastructure failure and not as an
+// interrupted write. A tool returns it only when it knows nothing happened;
+// when in doubt it returns the plain error.
+var ErrNoEffect = errors.New("the call failed before it had any effect")
 
 // Tool is a capability the model may call. Call returns a Go error only for
 // infrastructure failures and cancellation; the loop then stops the run.
