@@ -114,6 +114,13 @@ type AgentgateStackProps struct {
 	ThrottleRateLimit  float64
 	ThrottleBurstLimit float64
 
+	// ToolSourcesFile is the tool-sources file of the deployment's MCP
+	// servers (see the README). It is validated at synth time, shipped to
+	// startrun and resume in a layer (AGENTGATE_TOOL_SOURCES names it), and
+	// the two workers may read exactly the secrets it names. Empty: no MCP
+	// servers.
+	ToolSourcesFile string
+
 	// SkipAPIGatewayAccountRole leaves the account-wide API Gateway
 	// CloudWatch role alone (set it when the account already has one);
 	// access logging needs that role to exist.
@@ -198,6 +205,9 @@ func (p AgentgateStackProps) Validate() error {
 			errs = append(errs, fmt.Errorf("an API key secret goes with an openai: or anthropic: model, not %q", p.Model))
 		}
 	}
+	if err := validateToolSources(p.ToolSourcesFile); err != nil {
+		errs = append(errs, err)
+	}
 	if !stageNamePattern.MatchString(p.StageName) {
 		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))
 	}
@@ -253,6 +263,7 @@ func NewAgentgateStack(scope constructs.Construct, id string, props *AgentgateSt
 	api := newRestAPI(st, p)
 	fns := newFunctions(st, p, data, mail, api.RestApiId())
 	addRoutes(api, fns)
+	addToolSources(p, fns)
 	newPurgeSchedule(st, p, fns.purge)
 
 	output(st, "ApiUrl", jsii.String(*stageURL(p, api.RestApiId())+"/"), "Base URL of the REST API stage")
