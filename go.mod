@@ -94,3 +94,6 @@ require (
 )
 
 tool github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
+
+// tools/npm holds the npm-installed servers of the integration tier.
+ignore ./tools/npm/node_modules

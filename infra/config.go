@@ -20,6 +20,7 @@ import (
 //	                           (default ../dist/lambda/arm64, or ../dist/lambda/amd64 for x86_64)
 //	model                      AGENTGATE_MODEL (default bedrock:<defaultModelID>)
 //	apiKeySecretArn            Secrets Manager ARN of the API key of an openai:/anthropic: model
+//	toolSources                tool-sources file of MCP servers (path from infra/), shipped in a layer
 //	modelArns                  comma-separated ARNs for bedrock:InvokeModel; default: the
 //	                           foundation model of a bedrock: model in the stack's region
 //	publicBaseUrl              AGENTGATE_PUBLIC_BASE_URL (default: the API stage URL)
@@ -108,6 +109,7 @@ func readConfig(get func(key string) string) (config, error) {
 	p.Model = str("model", "bedrock:"+defaultModelID)
 	p.PublicBaseURL = str("publicBaseUrl", "")
 	p.APIKeySecretArn = str("apiKeySecretArn", "")
+	p.ToolSourcesFile = str("toolSources", "")
 	p.StageName = str("stageName", stack.DefaultStageName)
 	p.PurgeRateMinutes = integer("purgeRateMinutes", stack.DefaultPurgeRateMinutes)
 	p.Tracing = boolean("tracing", true)

@@ -149,6 +149,13 @@ type AgentgateStackProps struct {
 	ThrottleRateLimit  float64
 	ThrottleBurstLimit float64
 
+	// ToolSourcesFile is the tool-sources file of the deployment's MCP
+	// servers (see the README). It is validated at synth time, shipped to
+	// startrun and resume in a layer (AGENTGATE_TOOL_SOURCES names it), and
+	// the two workers may read exactly the secrets it names. Empty: no MCP
+	// servers.
+	ToolSourcesFile string
+
 	// SkipAPIGatewayAccountRole leaves the account-wide API Gateway
 	// CloudWatch role alone (set it when the account already has one);
 	// access logging needs that role to exist.
@@ -255,6 +262,9 @@ func (p AgentgateStackProps) Validate() error {
 	if p.AlarmEmail != "" && !strings.Contains(p.AlarmEmail, "@") {
 		errs = append(errs, fmt.Errorf("alarm e-mail %q: want an e-mail address", p.AlarmEmail))
 	}
+	if err := validateToolSources(p.ToolSourcesFile); err != nil {
+		errs = append(errs, err)
+	}
 	if !stageNamePattern.MatchString(p.StageName) {
 		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))
 	}
@@ -311,6 +321,7 @@ func NewAgentgateStack(scope constructs.Construct, id string, props *AgentgateSt
 	api := newRestAPI(st, p)
 	fns := newFunctions(st, p, data, mail, ops, api.RestApiId())
 	methods := addRoutes(api, fns)
+	addToolSources(p, fns)
 	schedule := newPurgeSchedule(st, p, fns.purge, ops)
 	acl := newWebACL(st, p, api)
 	suppressAcceptedFindings(st, p, built{

@@ -14,8 +14,8 @@ import (
 )
 
 // EnvToolSources names the tool-sources file of a deployment (on Lambda
-// the CDK stack ships it in a layer: /opt/agentgate/tool-sources.json).
-const EnvToolSources = "AGENTGATE_TOOL_SOURCES"
+// the CDK stack ships it in a layer at mcptool.LayerPath).
+const EnvToolSources = mcptool.EnvFile
 
 // lambdaConnectTimeout bounds connecting to one MCP server in a Lambda's
 // init phase (which Lambda limits to 10 s); servers are opened in parallel.

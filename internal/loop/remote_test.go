@@ -206,3 +206,31 @@ func TestMissingToolsSayWhy(t *testing.T) {
 	require.ErrorIs(t, err, loop.ErrInvalidRequest)
 	assert.Contains(t, err.Error(), "could not be reached at start-up")
 }
+
+func TestResumeInAProcessWhereTheToolsSourceIsAbsent(t *testing.T) {
+	log := &execLog{}
+	r, read, _, st := remoteHeldTurn(t, log)
+	// The resuming process could not reach the server of crm__update at
+	// start-up: the tool is absent, with a noted reason.
+	tb, err := loop.NewToolbox(read)
+	require.NoError(t, err)
+	tb.NoteAbsent("crm__update", "MCP server crm was unavailable when this process started")
+	r.Tools = tb
+	out, err := r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+	assert.Equal(t, []string{`crm__find({"path":"a"})`}, log.list(), "the absent tool's call does not run")
+	res, ok := resultFor(out.Transcript, "u1")
+	require.True(t, ok)
+	assert.True(t, res.IsError)
+	assert.Contains(t, res.Content, "unavailable when this process started")
+	checkTranscript(t, out.Transcript)
+
+	// Without a noted reason a vanished tool still refuses the resume.
+	r2, _, _, st2 := remoteHeldTurn(t, &execLog{})
+	tb2, err := loop.NewToolbox(read)
+	require.NoError(t, err)
+	r2.Tools = tb2
+	_, err = r2.Resume(context.Background(), st2, loop.Decision{TurnDigest: st2.TurnDigest, Action: loop.ActionApprove})
+	require.ErrorIs(t, err, loop.ErrToolChanged)
+}

@@ -97,12 +97,19 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if err := heldTurnMatches(state); err != nil {
 		return Outcome{}, err
 	}
+	absent := map[string]string{}
 	for _, c := range state.PendingCalls {
 		want, recorded := state.ToolHashes[c.Name]
 		if !recorded {
 			continue // rejected at suspension (unknown tool): it gets an error result
 		}
 		got, ok := r.Tools.Hash(c.Name)
+		if !ok && r.Tools.noted(c.Name) {
+			// Its source is unavailable in this process (an MCP server down
+			// at start-up): the call cannot run here, and gets an error result.
+			absent[c.ID] = r.Tools.Missing(c.Name)
+			continue
+		}
 		if !ok {
 			return Outcome{}, fmt.Errorf("%w: %s", ErrToolChanged, r.Tools.Missing(c.Name))
 		}
@@ -117,6 +124,12 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	unconfirmed, err := r.confirmDefinitions(ctx, state, actions)
 	if err != nil {
 		return Outcome{}, err
+	}
+	for id, why := range absent {
+		if unconfirmed == nil {
+			unconfirmed = map[string]string{}
+		}
+		unconfirmed[id] = why
 	}
 	s := r.newSegment(state.RunID, state.SuspensionID, cloneTranscript(state.Transcript), state.Counters, state.Options)
 	s.unconfirmed = unconfirmed

@@ -327,7 +327,7 @@ func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[
 			continue
 		}
 		if why, ok := s.unconfirmed[c.ID]; ok {
-			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: the current definition of %s could not be confirmed (%s)", c.Name, why)))
+			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: %s could not be run or its current definition confirmed here (%s)", c.Name, why)))
 			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: act.Action, IsError: true}); err != nil {
 				return denied, "", err
 			}

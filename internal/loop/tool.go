@@ -229,6 +229,16 @@ func (tb *Toolbox) Missing(name string) string {
 	return fmt.Sprintf("unknown tool %q", name)
 }
 
+// noted reports whether a reason was noted for the named tool's absence.
+func (tb *Toolbox) noted(name string) bool {
+	for _, a := range tb.absent {
+		if strings.HasPrefix(name, a.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // Names returns the tool names in the order they were added.
 func (tb *Toolbox) Names() []string { return append([]string(nil), tb.order...) }
 

@@ -348,3 +348,25 @@ func TestToolErrorsAndContentKinds(t *testing.T) {
 	assert.Contains(t, res.Content, fmt.Sprintf("[result truncated by agentgate: %d of %d bytes kept]", mcptool.MaxResultBytes, 2*mcptool.MaxResultBytes))
 	assert.True(t, strings.HasPrefix(res.Content, "éé"))
 }
+
+func TestWritesGoOnAFreshConnection(t *testing.T) {
+	s := crmServer(t, mcptest.Options{})
+	c := open(t, file(t, mcptool.Server{Name: "crm", URL: s.URL, TrustAnnotations: true}), mcptool.Options{})
+	tb := toolbox(t, c)
+	read, _ := tb.Lookup("crm__find_customer")
+	write, _ := tb.Lookup("crm__create_ticket")
+	for range 2 {
+		_, err := read.Call(context.Background(), json.RawMessage(`{"query":"a"}`))
+		require.NoError(t, err)
+	}
+	before := s.Conns()
+	for range 2 {
+		_, err := write.Call(context.Background(), json.RawMessage(`{"title":"a"}`))
+		require.NoError(t, err)
+	}
+	// A pooled connection the server already closed (an idle one, after a
+	// Lambda thawed) would leave a write's outcome unknown; writes never
+	// take one.
+	assert.Equal(t, before+2, s.Conns(), "each write dials its own connection")
+	assert.Len(t, s.CallsOf("create_ticket"), 2)
+}

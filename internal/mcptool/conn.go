@@ -40,6 +40,10 @@ type attempt struct {
 	gotConn     atomic.Bool
 	status      atomic.Int32
 	sentSession atomic.Bool
+	// fresh sends the request on a new connection, never a pooled one: an
+	// idle connection the server closed (say while a Lambda was frozen)
+	// would make a write's outcome unknown for nothing.
+	fresh bool
 }
 
 type attemptKey struct{}
@@ -57,7 +61,20 @@ func (a *attempt) neverSent() bool { return !a.gotConn.Load() }
 // fate of tracked requests in their attempt.
 type transport struct {
 	base    http.RoundTripper
+	fresh   http.RoundTripper
 	headers http.Header
+}
+
+// newTransport wraps base; fresh-connection requests go through a clone of
+// base without keep-alives (or base itself when it is not an *http.Transport).
+func newTransport(base http.RoundTripper, headers http.Header) *transport {
+	t := &transport{base: base, fresh: base, headers: headers}
+	if ht, ok := base.(*http.Transport); ok {
+		c := ht.Clone()
+		c.DisableKeepAlives = true
+		t.fresh = c
+	}
+	return t
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -73,7 +90,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { a.gotConn.Store(true) }}
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	}
-	resp, err := t.base.RoundTrip(req)
+	rt := t.base
+	if a != nil && a.fresh && req.Method == http.MethodPost {
+		rt = t.fresh
+	}
+	resp, err := rt.RoundTrip(req)
 	if a != nil && resp != nil && req.Method == http.MethodPost {
 		a.status.Store(int32(resp.StatusCode))
 	}
@@ -99,7 +120,7 @@ func newConn(s Server, headers http.Header, base http.RoundTripper, logger *slog
 	return &conn{
 		server: s,
 		client: mcp.NewClient(&mcp.Implementation{Name: ClientName, Version: version}, nil),
-		http:   &http.Client{Transport: &transport{base: base, headers: headers}},
+		http:   &http.Client{Transport: newTransport(base, headers)},
 		logger: logger,
 	}
 }
@@ -156,7 +177,7 @@ func (c *conn) Close() error {
 // withSession runs f on the current session; when the server answers that
 // the session expired (404 on a session id) it re-initializes once and
 // runs f again. f gets a fresh attempt each time.
-func (c *conn) withSession(ctx context.Context, f func(ctx context.Context, cs *mcp.ClientSession) error) (*attempt, error) {
+func (c *conn) withSession(ctx context.Context, fresh bool, f func(ctx context.Context, cs *mcp.ClientSession) error) (*attempt, error) {
 	var a *attempt
 	for try := 0; ; try++ {
 		cs, err := c.current(ctx)
@@ -164,7 +185,7 @@ func (c *conn) withSession(ctx context.Context, f func(ctx context.Context, cs *
 			// Connecting failed: the request itself was never sent.
 			return &attempt{}, err
 		}
-		a = &attempt{}
+		a = &attempt{fresh: fresh}
 		err = f(context.WithValue(ctx, attemptKey{}, a), cs)
 		if err == nil {
 			return a, nil
@@ -185,7 +206,7 @@ func (c *conn) withSession(ctx context.Context, f func(ctx context.Context, cs *
 // listTools lists every tool of the server, following the pagination cursor.
 func (c *conn) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
-	_, err := c.withSession(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
+	_, err := c.withSession(ctx, false, func(ctx context.Context, cs *mcp.ClientSession) error {
 		tools = tools[:0]
 		params := &mcp.ListToolsParams{}
 		for page := 0; ; page++ {
@@ -231,14 +252,14 @@ func (e *callError) Error() string { return e.err.Error() }
 func (e *callError) Unwrap() error { return e.err }
 
 // callTool sends one tools/call (one attempt, plus one re-initialization
-// when the session expired).
-func (c *conn) callTool(ctx context.Context, name string, args json.RawMessage, key string) (*mcp.CallToolResult, error) {
+// when the session expired); a write goes on a fresh connection.
+func (c *conn) callTool(ctx context.Context, name string, args json.RawMessage, key string, write bool) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
 	if key != "" {
 		params.Meta = mcp.Meta{IdempotencyKeyMeta: key}
 	}
 	var res *mcp.CallToolResult
-	a, err := c.withSession(ctx, func(ctx context.Context, cs *mcp.ClientSession) error {
+	a, err := c.withSession(ctx, write, func(ctx context.Context, cs *mcp.ClientSession) error {
 		var err error
 		res, err = cs.CallTool(ctx, params)
 		return err

@@ -286,3 +286,11 @@ func validHeaderName(name string) bool {
 	}
 	return true
 }
+
+// EnvFile is the environment variable that names a deployment's
+// tool-sources file (read by the startrun and resume functions at init).
+const EnvFile = "AGENTGATE_TOOL_SOURCES"
+
+// LayerPath is where the CDK stack's tool-sources layer puts the file on
+// Lambda (layers are extracted under /opt).
+const LayerPath = "/opt/agentgate/tool-sources.json"

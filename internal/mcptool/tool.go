@@ -230,7 +230,7 @@ func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Resu
 		attempts int
 	)
 	for attempts = 1; ; attempts++ {
-		res, err = t.server.conn.callTool(callCtx, t.name, input, key)
+		res, err = t.server.conn.callTool(callCtx, t.name, input, key, !read)
 		var ce *callError
 		if err == nil || !errors.As(err, &ce) || ce.outcome == outcomeRefused || attempts == maxAttempts || ctx.Err() != nil {
 			break

@@ -135,8 +135,8 @@ func runOneCall(t *testing.T, docs docstore.Backend, tool string, in map[string]
 		require.Equal(t, runs.StatusWaiting, got.Status, "a write waits for its approver")
 		require.Len(t, got.PendingCalls, 1)
 		preview = got.PendingCalls[0].Preview
-		body, _ := json.Marshal(loop.Decision{TurnDigest: got.TurnDigest, Action: loop.ActionApprove})
-		_, err = store.Decide(ctx, got, runs.Decision{SuspensionID: got.SuspensionID, Decider: "ops@example.com", Via: runs.ViaAPI, Body: body})
+		d := loop.Decision{TurnDigest: got.TurnDigest, Action: loop.ActionApprove}
+		_, err = store.Decide(ctx, got, runs.NewDecision{SuspensionID: got.SuspensionID, Decider: "ops@example.com", Via: runs.ViaAPI, Decision: d})
 		require.NoError(t, err)
 		require.NoError(t, worker.Handle(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}))
 		got, err = store.Get(ctx, r.ID)
@@ -171,11 +171,11 @@ func TestInfrastructureFailureOfAWriteNamesWhetherItBegan(t *testing.T) {
 	tests := []struct {
 		name       string
 		store      brokenStore
-		wantReason string
+		wantReason loop.TerminationReason
 	}{
-		{"store unreadable before the write", brokenStore{appliedErr: errors.New("connection refused")}, service.ReasonInternalError},
-		{"put refused", brokenStore{putErr: fmt.Errorf("put: %w: %w", docstore.ErrNotApplied, errors.New("AccessDenied"))}, service.ReasonInternalError},
-		{"put outcome unknown", brokenStore{putErr: errors.New("timeout after sending")}, string(loop.ReasonInterruptedWrite)},
+		{"store unreadable before the write", brokenStore{appliedErr: errors.New("connection refused")}, loop.ReasonInternalError},
+		{"put refused", brokenStore{putErr: fmt.Errorf("put: %w: %w", docstore.ErrNotApplied, errors.New("AccessDenied"))}, loop.ReasonInternalError},
+		{"put outcome unknown", brokenStore{putErr: errors.New("timeout after sending")}, loop.ReasonInterruptedWrite},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

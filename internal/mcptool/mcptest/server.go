@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -41,6 +42,7 @@ type Server struct {
 	dropLeft  int
 	lists     int
 	expired   int
+	conns     int
 	headers   http.Header
 	http      *httptest.Server
 }
@@ -59,7 +61,15 @@ func New(t testing.TB, o Options) *Server {
 	s := &Server{MetaKey: o.MetaKey}
 	s.MCP = mcp.NewServer(&mcp.Implementation{Name: "mcptest", Title: "Test CRM", Version: "1.0.0"}, &mcp.ServerOptions{PageSize: o.PageSize})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.MCP }, nil)
-	s.http = httptest.NewServer(s.middleware(h))
+	s.http = httptest.NewUnstartedServer(s.middleware(h))
+	s.http.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.mu.Lock()
+			s.conns++
+			s.mu.Unlock()
+		}
+	}
+	s.http.Start()
 	s.URL = s.http.URL + "/mcp"
 	t.Cleanup(s.http.Close)
 	return s
@@ -194,6 +204,13 @@ func (s *Server) DropCallsOf(tool string, n int) {
 	s.mu.Lock()
 	s.dropTool, s.dropLeft = tool, n
 	s.mu.Unlock()
+}
+
+// Conns returns how many TCP connections clients opened so far.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns
 }
 
 // Expired returns how many requests were answered 404 by ExpireSession.
