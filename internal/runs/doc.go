@@ -12,5 +12,12 @@
 // CallSummary of each pending call, so the API can show a held turn and
 // check a decision without loading the state blob.
 //
+// Store's methods are split by phase: create.go (a new run), reads.go
+// (rows, events, tokens, the due index, state blobs), lease.go (claim,
+// redispatch, steps and the write fence), approval.go (suspend, decide,
+// notices), terminal.go (settle, cancel, expire, purge); commit.go holds the
+// optimistic-concurrency core every transition goes through (write, explain
+// a lost condition, retry on a version-only move).
+//
 // Every adapter pair passes the conformance suite in runstest.
 package runs

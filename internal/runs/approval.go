@@ -1,0 +1,291 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/loop"
+)
+
+// TokenGrant is one approval token issued with a suspension; only the
+// SHA-256 of the raw token is given.
+type TokenGrant struct {
+	Hash     string
+	Approver string
+}
+
+// Suspension is what Suspend records about a held turn: the loop's state and
+// the approval window with its link tokens.
+type Suspension struct {
+	// State is the loop's suspended state. Its suspension id (which must
+	// differ from the run's previous one), turn digest, pending calls and
+	// counters go on the row; the whole state goes into a blob.
+	State *loop.SuspendedState
+	// Deadline is when the approval window closes (must be in the future).
+	Deadline time.Time
+	// RemindAt, when set and before Deadline, is when approvers get a reminder.
+	RemindAt time.Time
+	// Tokens are the approval-link tokens issued to approvers.
+	Tokens []TokenGrant
+}
+
+// Suspend moves owner's RUNNING run to WAITING_FOR_APPROVAL: the state blob is
+// put first (so a row never points at a missing blob), then one atomic write
+// stores the row, the suspended event and the approval tokens. Codes:
+// EInvalid (including state over MaxStateSize), ENotFound, EConflict.
+func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspension) (*Run, error) {
+	if err := s.guardLease(cur, owner); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	calls, blob, err := s.checkSuspension(cur, sp, now)
+	if err != nil {
+		return nil, err
+	}
+	if cur.PendingEffect != "" {
+		return nil, Errorf(EConflict, "run %s has pending effect %q; record its result before suspending", cur.ID, cur.PendingEffect)
+	}
+	ref, err := s.states.PutState(ctx, cur.ID, blob)
+	if err != nil {
+		return nil, fmt.Errorf("suspend run %s: put state: %w", cur.ID, err)
+	}
+	st := sp.State
+	deadline := ms(sp.Deadline)
+	next := cur.Clone()
+	next.Status = StatusWaiting
+	next.SuspensionID = st.SuspensionID
+	next.TurnDigest = st.TurnDigest
+	next.PendingCalls = calls
+	next.State = ref
+	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
+	next.ApprovalDeadline = deadline
+	next.RemindAt = ms(sp.RemindAt)
+	next.ReminderSent = false
+	next.Notification = NotificationPending
+	next.Decision, next.DecidedBy, next.DecidedVia, next.DecidedAt = nil, "", "", time.Time{}
+	next.Counters = st.Counters
+	w := Write{}
+	for _, g := range sp.Tokens {
+		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, ExpiresAt: deadline})
+		next.TokenHashes = append(next.TokenHashes, g.Hash)
+	}
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.ID
+	}
+	w.Events = []Event{{Type: EventSuspended, Actor: owner, Data: mustJSON(struct {
+		SuspensionID string    `json:"suspension_id"`
+		TurnDigest   string    `json:"turn_digest"`
+		Calls        []string  `json:"calls"`
+		Deadline     time.Time `json:"deadline"`
+		StateSHA256  string    `json:"state_sha256"`
+		StateSize    int64     `json:"state_size"`
+	}{st.SuspensionID, st.TurnDigest, ids, deadline, ref.SHA256, ref.Size})}}
+	// A failed write leaves an orphan blob under the run's prefix; purge
+	// deletes the prefix with the run.
+	return s.commit(ctx, cur, next, w)
+}
+
+// checkSuspension validates a suspension and returns the row's summary of
+// its calls and the encoded state.
+func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallSummary, []byte, error) {
+	st := sp.State
+	if st == nil {
+		return nil, nil, Errorf(EInvalid, "suspended state is required")
+	}
+	switch {
+	case st.RunID != cur.ID:
+		return nil, nil, Errorf(EInvalid, "suspended state is of run %q, not %s", st.RunID, cur.ID)
+	case st.SuspensionID == "":
+		return nil, nil, Errorf(EInvalid, "suspension id is required")
+	case st.SuspensionID == cur.SuspensionID:
+		return nil, nil, Errorf(EInvalid, "suspension id %q was already used by this run", st.SuspensionID)
+	case st.TurnDigest == "":
+		return nil, nil, Errorf(EInvalid, "turn digest is required")
+	case len(st.PendingCalls) == 0:
+		return nil, nil, Errorf(EInvalid, "a suspension needs at least one pending call")
+	case len(st.PendingCalls) > MaxPendingCalls:
+		return nil, nil, Errorf(EInvalid, "%d pending calls, at most %d allowed", len(st.PendingCalls), MaxPendingCalls)
+	case !sp.Deadline.After(now):
+		return nil, nil, Errorf(EInvalid, "approval deadline %s is not in the future", sp.Deadline.UTC().Format(time.RFC3339))
+	case !sp.RemindAt.IsZero() && !sp.RemindAt.Before(sp.Deadline):
+		return nil, nil, Errorf(EInvalid, "reminder must come before the approval deadline")
+	}
+	calls := SummarizeCalls(st)
+	seen := map[string]bool{}
+	for _, c := range calls {
+		if c.ID == "" || c.Tool == "" {
+			return nil, nil, Errorf(EInvalid, "pending calls need an id and a tool")
+		}
+		if seen[c.ID] {
+			return nil, nil, Errorf(EInvalid, "pending call id %q appears twice", c.ID)
+		}
+		seen[c.ID] = true
+		if err := checkJSON("pending call input", c.Input, MaxPendingCallsSize, true); err != nil {
+			return nil, nil, err
+		}
+	}
+	if b, _ := json.Marshal(calls); len(b) > MaxPendingCallsSize {
+		return nil, nil, Errorf(EInvalid, "pending calls are %d bytes as JSON, over the %d-byte limit", len(b), MaxPendingCallsSize)
+	}
+	blob, err := st.Encode()
+	if err != nil {
+		return nil, nil, Errorf(EInvalid, "suspended state cannot be encoded: %v", err)
+	}
+	if len(sp.Tokens) > MaxApprovers {
+		return nil, nil, Errorf(EInvalid, "%d approval tokens, at most %d allowed", len(sp.Tokens), MaxApprovers)
+	}
+	hashes := map[string]bool{}
+	for _, g := range sp.Tokens {
+		if !ValidTokenHash(g.Hash) {
+			return nil, nil, Errorf(EInvalid, "approval token hash must be a lowercase hex sha-256")
+		}
+		if g.Approver == "" {
+			return nil, nil, Errorf(EInvalid, "approval token needs an approver")
+		}
+		if hashes[g.Hash] || slices.Contains(cur.TokenHashes, g.Hash) {
+			return nil, nil, Errorf(EInvalid, "approval token hash appears twice")
+		}
+		hashes[g.Hash] = true
+	}
+	return calls, blob, nil
+}
+
+// NewDecision is what Decide needs: a human's answer to one suspension,
+// who gave it and how it arrived.
+type NewDecision struct {
+	// SuspensionID is the suspension decided on.
+	SuspensionID string
+	// Decider is the authenticated caller or, through a link, the token's
+	// approver (filled in when empty).
+	Decider string
+	// Via is ViaAPI or ViaLink.
+	Via string
+	// Token is the looked-up approval token when Via is ViaLink; it is
+	// consumed (single use) in the same write.
+	Token *ApprovalToken
+	// Decision is the answer the loop's Resume applies.
+	Decision loop.Decision
+}
+
+// Decide moves a WAITING_FOR_APPROVAL run whose current suspension is
+// d.SuspensionID to RESUMING, storing the decision, decider and channel with
+// a decision event and, through a link, consuming the token, in one write.
+// It is conditional on the suspension, not on the caller's copy being the
+// latest: if only the version moved (say, a notification was recorded) it
+// re-reads and retries. Of concurrent deciders exactly one wins. Whether the
+// decider may decide is the caller's check. Codes: EInvalid, ENotFound,
+// EConflict (decided, cancelled, other suspension, token used or bound
+// elsewhere), EGone (approval window or link expired).
+func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, error) {
+	if d.Via == ViaLink {
+		if d.Token == nil {
+			return nil, Errorf(EInvalid, "a decision through a link needs its token")
+		}
+		if d.Decider == "" {
+			d.Decider = d.Token.Approver
+		}
+		if d.Decider != d.Token.Approver {
+			return nil, Errorf(EInvalid, "the decider of a link decision is the token's approver")
+		}
+	} else if d.Via != ViaAPI {
+		return nil, Errorf(EInvalid, "decision channel %q: want %q or %q", d.Via, ViaAPI, ViaLink)
+	}
+	switch {
+	case d.SuspensionID == "":
+		return nil, Errorf(EInvalid, "suspension id is required")
+	case d.Decider == "":
+		return nil, Errorf(EInvalid, "decider is required")
+	}
+	if d.Decision.Action == "" && len(d.Decision.Calls) == 0 {
+		return nil, Errorf(EInvalid, "the decision has neither a turn action nor per-call decisions")
+	}
+	body, err := loop.MarshalJSON(d.Decision)
+	if err != nil {
+		return nil, Errorf(EInvalid, "decision: %v", err)
+	}
+	if len(body) > MaxDecisionSize {
+		return nil, Errorf(EInvalid, "decision is %d bytes, over the %d-byte limit", len(body), MaxDecisionSize)
+	}
+	return s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
+		if cur.Status != StatusWaiting {
+			return nil, Write{}, Errorf(EConflict, "run %s is %s, not waiting for approval", cur.ID, cur.Status)
+		}
+		if cur.SuspensionID != d.SuspensionID {
+			return nil, Write{}, Errorf(EConflict, "run %s waits on suspension %s, not %s", cur.ID, cur.SuspensionID, d.SuspensionID)
+		}
+		if !now.Before(cur.ApprovalDeadline) {
+			return nil, Write{}, Errorf(EGone, "the approval window of run %s closed at %s", cur.ID, cur.ApprovalDeadline.Format(time.RFC3339))
+		}
+		w := Write{Events: []Event{{Type: EventDecision, Actor: d.Decider, Data: mustJSON(DecisionEventData{
+			SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: d.Decision,
+		})}}}
+		if d.Via == ViaLink {
+			if d.Token.RunID != cur.ID || d.Token.SuspensionID != d.SuspensionID {
+				return nil, Write{}, Errorf(EConflict, "approval link is for another suspension")
+			}
+			if err := d.Token.Usable(now); err != nil {
+				return nil, Write{}, err
+			}
+			w.UseToken = &TokenUse{Hash: d.Token.Hash, RunID: cur.ID, SuspensionID: d.SuspensionID, At: now}
+		}
+		next := cur.Clone()
+		next.Status = StatusResuming
+		next.Decision = cloneDecision(&d.Decision)
+		next.DecidedBy, next.DecidedVia, next.DecidedAt = d.Decider, d.Via, now
+		return next, w, nil
+	}, func(fresh *Run) bool {
+		return fresh.Status == StatusWaiting && fresh.SuspensionID == d.SuspensionID
+	})
+}
+
+// Notice reports what happened when approvers were told about the current
+// suspension.
+type Notice struct {
+	// SuspensionID is the suspension the notice is about.
+	SuspensionID string
+	// State is NotificationSent or NotificationFailed.
+	State NotificationState
+	// Reminder marks a reminder rather than the first notification.
+	Reminder bool
+	// Data is the event payload (JSON, optional): channels, recipients.
+	Data json.RawMessage
+	// RetryAt, with State NotificationFailed, brings the run's reminder time
+	// forward so the sweep mails the approvers again soon (a retry then
+	// takes the place of the reminder). Ignored when not before RemindAt.
+	RetryAt time.Time
+}
+
+// RecordNotification stores the notification state of a waiting run with a
+// notified (or reminded) event. Like Decide it retries when only the version
+// moved. Codes: EInvalid, ENotFound, EConflict.
+func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Run, error) {
+	if n.State != NotificationSent && n.State != NotificationFailed {
+		return nil, Errorf(EInvalid, "notification state %q: want %q or %q", n.State, NotificationSent, NotificationFailed)
+	}
+	if err := checkJSON("notice data", n.Data, MaxEventDataSize, true); err != nil {
+		return nil, err
+	}
+	return s.retry(ctx, cur, func(cur *Run, _ time.Time) (*Run, Write, error) {
+		if cur.Status != StatusWaiting || cur.SuspensionID != n.SuspensionID {
+			return nil, Write{}, Errorf(EConflict, "run %s is not waiting on suspension %s", cur.ID, n.SuspensionID)
+		}
+		next := cur.Clone()
+		next.Notification = n.State
+		typ := EventNotified
+		if n.Reminder {
+			typ = EventReminded
+			next.ReminderSent = true
+		}
+		if retry := ms(n.RetryAt); n.State == NotificationFailed && !retry.IsZero() && !next.ReminderSent &&
+			retry.Before(next.ApprovalDeadline) && (next.RemindAt.IsZero() || retry.Before(next.RemindAt)) {
+			next.RemindAt = retry
+		}
+		return next, Write{Events: []Event{{Type: typ, Data: cloneRaw(n.Data)}}}, nil
+	}, func(fresh *Run) bool {
+		return fresh.Status == StatusWaiting && fresh.SuspensionID == n.SuspensionID
+	})
+}

@@ -1,0 +1,105 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// commit writes next in place of cur (conditional on cur's status and
+// version) with w's events numbered after cur.LastSeq.
+func (s *Store) commit(ctx context.Context, cur, next *Run, w Write) (*Run, error) {
+	r, _, err := s.write(ctx, cur, next, w)
+	return r, err
+}
+
+// write is commit that also returns the run as read back after a refused
+// write (nil otherwise).
+func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run, error) {
+	if !ValidRunID(cur.ID) {
+		return nil, nil, Errorf(ENotFound, "run %q not found", cur.ID)
+	}
+	if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
+		return nil, nil, Errorf(EConflict, "run %s cannot go from %s to %s", cur.ID, cur.Status, next.Status)
+	}
+	now := s.now()
+	next.Version = cur.Version + 1
+	next.UpdatedAt = now
+	next.DueAt = s.dueAt(next)
+	next.WriteID = newWriteID()
+	for i := range w.Events {
+		next.LastSeq++
+		w.Events[i].RunID = cur.ID
+		w.Events[i].Seq = next.LastSeq
+		w.Events[i].At = now
+	}
+	w.Run = next
+	w.ExpectStatus = cur.Status
+	w.ExpectVersion = cur.Version
+	if err := s.rows.Write(ctx, w); err != nil {
+		fresh, err := s.explain(ctx, cur, w, err)
+		if fresh != nil && fresh.WriteID == next.WriteID {
+			// Our own write landed and only its response was lost (an SDK
+			// retry then failed its condition): that is success.
+			return next.Clone(), nil, nil
+		}
+		return nil, fresh, err
+	}
+	return next.Clone(), nil, nil
+}
+
+// explain turns a failed conditional write into the error the caller needs,
+// reading the run (and token) back; it also returns the fresh run, if any.
+func (s *Store) explain(ctx context.Context, cur *Run, w Write, err error) (*Run, error) {
+	if ErrorCode(err) != EConflict {
+		return nil, fmt.Errorf("write run %s: %w", cur.ID, err)
+	}
+	fresh, gerr := s.rows.GetRun(ctx, cur.ID)
+	switch {
+	case ErrorCode(gerr) == ENotFound:
+		return nil, Errorf(ENotFound, "run %s not found", cur.ID)
+	case gerr != nil:
+		return nil, fmt.Errorf("write run %s: %w (re-read: %v)", cur.ID, err, gerr)
+	case fresh.Version != cur.Version || fresh.Status != cur.Status:
+		return fresh, Errorf(EConflict, "run %s changed meanwhile: now %s at version %d, not %s at version %d",
+			cur.ID, fresh.Status, fresh.Version, cur.Status, cur.Version)
+	}
+	if w.UseToken != nil {
+		t, terr := s.rows.Token(ctx, w.UseToken.Hash)
+		switch {
+		case ErrorCode(terr) == ENotFound:
+			return fresh, Errorf(ENotFound, "approval link not found")
+		case terr == nil:
+			if uerr := t.Usable(w.UseToken.At); uerr != nil {
+				return fresh, uerr
+			}
+			if t.RunID != w.UseToken.RunID || t.SuspensionID != w.UseToken.SuspensionID {
+				return fresh, Errorf(EConflict, "approval link is for another suspension")
+			}
+		}
+	}
+	return fresh, Errorf(EConflict, "run %s: write refused: %s", cur.ID, ErrorMessage(err))
+}
+
+// retry runs a caller-intent transition: build computes the next row from
+// the latest run; when the write fails only because the version moved and
+// again(fresh) still holds, it runs again on the fresh row.
+func (s *Store) retry(ctx context.Context, cur *Run, build func(cur *Run, now time.Time) (*Run, Write, error), again func(fresh *Run) bool) (*Run, error) {
+	if cur == nil {
+		return nil, Errorf(EInvalid, "run is required")
+	}
+	for attempt := 0; ; attempt++ {
+		next, w, err := build(cur, s.now())
+		if err != nil {
+			return nil, err
+		}
+		r, fresh, err := s.write(ctx, cur, next, w)
+		if err == nil || ErrorCode(err) != EConflict || attempt == maxRetries {
+			return r, err
+		}
+		if fresh == nil || fresh.Version == cur.Version || !again(fresh) {
+			return nil, err
+		}
+		cur = fresh
+	}
+}

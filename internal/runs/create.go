@@ -1,0 +1,73 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// NewRun is what Create needs to start a run.
+type NewRun struct {
+	// ID names the run; NewRunID() when empty.
+	ID string
+	// Initiator is the authenticated caller starting the run.
+	Initiator string
+	// Approvers may decide the run's suspensions.
+	Approvers []string
+	// Request is the opaque start request (JSON) the worker reads.
+	Request json.RawMessage
+}
+
+// Create stores a new QUEUED run with its run_started event. Codes:
+// EInvalid, EConflict (the id exists).
+func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
+	if in.ID == "" {
+		in.ID = NewRunID()
+	}
+	if !ValidRunID(in.ID) {
+		return nil, Errorf(EInvalid, "run id %q: use 1 to 64 letters, digits, '-' or '_'", in.ID)
+	}
+	if in.Initiator == "" {
+		return nil, Errorf(EInvalid, "initiator is required")
+	}
+	if len(in.Approvers) > MaxApprovers {
+		return nil, Errorf(EInvalid, "%d approvers, at most %d allowed", len(in.Approvers), MaxApprovers)
+	}
+	for _, a := range in.Approvers {
+		if a == "" {
+			return nil, Errorf(EInvalid, "approvers must not be empty strings")
+		}
+	}
+	if err := checkJSON("request", in.Request, MaxRequestSize, true); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	r := &Run{
+		ID:        in.ID,
+		Status:    StatusQueued,
+		Version:   1,
+		CreatedAt: now,
+		UpdatedAt: now,
+		Initiator: in.Initiator,
+		Approvers: slices.Clone(in.Approvers),
+		Request:   cloneRaw(in.Request),
+		LastSeq:   1,
+	}
+	r.DueAt = s.dueAt(r)
+	r.WriteID = newWriteID()
+	ev := Event{RunID: r.ID, Seq: 1, Type: EventRunStarted, At: now, Actor: in.Initiator,
+		Data: mustJSON(struct {
+			Approvers []string `json:"approvers,omitempty"`
+		}{r.Approvers})}
+	if err := s.rows.Write(ctx, Write{Run: r, Create: true, Events: []Event{ev}}); err != nil {
+		if ErrorCode(err) == EConflict {
+			if fresh, gerr := s.rows.GetRun(ctx, r.ID); gerr == nil && fresh.WriteID == r.WriteID {
+				return r.Clone(), nil // our write landed; its response was lost
+			}
+			return nil, Errorf(EConflict, "run %s already exists", r.ID)
+		}
+		return nil, fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	return r.Clone(), nil
+}

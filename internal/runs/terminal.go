@@ -1,0 +1,163 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/loop"
+)
+
+// Settlement is how a run ends, given to Settle.
+type Settlement struct {
+	// Status is StatusCompleted or StatusFailed.
+	Status Status
+	// Reason is the termination reason; loop.ReasonCompleted when empty and
+	// Status is COMPLETED.
+	Reason loop.TerminationReason
+	// Output is the final output (JSON, optional).
+	Output json.RawMessage
+	// Counters, when set, are the run's final totals.
+	Counters *loop.Counters
+}
+
+// Settle ends a RUNNING run as COMPLETED or FAILED, sets its retention and
+// deletes its state blobs. The caller must hold the lease, or the lease must
+// have expired (the sweeper settles those with owner ""). Codes: EInvalid,
+// ENotFound, EConflict.
+func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Settlement) (*Run, error) {
+	if o.Status != StatusCompleted && o.Status != StatusFailed {
+		return nil, Errorf(EInvalid, "settle status %q: want %s or %s", o.Status, StatusCompleted, StatusFailed)
+	}
+	if o.Reason == "" {
+		if o.Status == StatusFailed {
+			return nil, Errorf(EInvalid, "a failed run needs a termination reason")
+		}
+		o.Reason = loop.ReasonCompleted
+	}
+	if err := checkJSON("output", o.Output, MaxOutputSize, true); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if cur.Status != StatusRunning {
+		return nil, Errorf(EConflict, "run %s is %s, not running", cur.ID, cur.Status)
+	}
+	if cur.LeaseOwner != owner && !cur.LeaseExpired(now) {
+		return nil, Errorf(EConflict, "run %s is leased by another worker", cur.ID)
+	}
+	next := s.terminal(cur, o.Status, o.Reason, now)
+	next.Output = cloneRaw(o.Output)
+	if o.Counters != nil {
+		next.Counters = *o.Counters
+	}
+	actor := owner
+	if actor == "" {
+		actor = "purge"
+	}
+	return s.finish(ctx, cur, next, Event{Type: EventSettled, Actor: actor, Data: mustJSON(struct {
+		Status Status                 `json:"status"`
+		Reason loop.TerminationReason `json:"reason"`
+	}{o.Status, o.Reason})})
+}
+
+// Cancel ends any non-terminal run as CANCELLED and deletes its state blobs;
+// a running worker finds out at its next write. It retries when only the
+// version moved. Codes: EInvalid, ENotFound, EConflict (already terminal).
+func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error) {
+	if actor == "" {
+		return nil, Errorf(EInvalid, "actor is required")
+	}
+	r, err := s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
+		if cur.Status.Terminal() {
+			return nil, Write{}, Errorf(EConflict, "run %s is already %s", cur.ID, cur.Status)
+		}
+		next := s.terminal(cur, StatusCancelled, loop.ReasonCancelled, now)
+		return next, Write{Events: []Event{{Type: EventCancelled, Actor: actor}}}, nil
+	}, func(fresh *Run) bool { return !fresh.Status.Terminal() })
+	if err != nil {
+		return nil, err
+	}
+	s.dropStates(ctx, r.ID)
+	return r, nil
+}
+
+// Expire ends a WAITING_FOR_APPROVAL run whose approval deadline has passed
+// as EXPIRED (reason approval_expired) and deletes its state blobs. Codes:
+// ENotFound, EConflict (not waiting, or the deadline has not passed).
+func (s *Store) Expire(ctx context.Context, cur *Run) (*Run, error) {
+	suspension := cur.SuspensionID
+	r, err := s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
+		if cur.Status != StatusWaiting || cur.SuspensionID != suspension {
+			return nil, Write{}, Errorf(EConflict, "run %s is %s, not waiting for approval", cur.ID, cur.Status)
+		}
+		if now.Before(cur.ApprovalDeadline) {
+			return nil, Write{}, Errorf(EConflict, "the approval window of run %s is still open", cur.ID)
+		}
+		next := s.terminal(cur, StatusExpired, loop.ReasonApprovalExpired, now)
+		return next, Write{Events: []Event{{Type: EventExpired, Actor: "purge", Data: mustJSON(struct {
+			SuspensionID string `json:"suspension_id"`
+		}{cur.SuspensionID})}}}, nil
+	}, func(fresh *Run) bool { return fresh.Status == StatusWaiting && fresh.SuspensionID == suspension })
+	if err != nil {
+		return nil, err
+	}
+	s.dropStates(ctx, r.ID)
+	return r, nil
+}
+
+// Purge deletes a terminal run: its state blobs (the whole prefix), then its
+// row, events and tokens. Purging a run that no longer exists deletes any
+// blobs left under its prefix and succeeds. Codes: EConflict (not terminal).
+func (s *Store) Purge(ctx context.Context, id string) error {
+	if !ValidRunID(id) {
+		return Errorf(EInvalid, "run id %q is not valid", id)
+	}
+	r, err := s.rows.GetRun(ctx, id)
+	switch {
+	case ErrorCode(err) == ENotFound:
+		r = &Run{ID: id, Status: StatusCompleted}
+	case err != nil:
+		return fmt.Errorf("purge run %s: %w", id, err)
+	case !r.Status.Terminal():
+		return Errorf(EConflict, "run %s is %s; only terminal runs are purged", id, r.Status)
+	}
+	// Blobs first: if the row delete then fails, the run stays in the due
+	// index and the next sweep retries.
+	if err := s.states.DeleteRunStates(ctx, id); err != nil {
+		return fmt.Errorf("purge run %s: delete blobs: %w", id, err)
+	}
+	if err := s.rows.DeleteRun(ctx, id, r.TokenHashes); err != nil {
+		return fmt.Errorf("purge run %s: delete rows: %w", id, err)
+	}
+	return nil
+}
+
+// terminal returns cur moved to a terminal status at now.
+func (s *Store) terminal(cur *Run, st Status, reason loop.TerminationReason, now time.Time) *Run {
+	next := cur.Clone()
+	next.Status = st
+	next.Reason = reason
+	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
+	next.State = StateRef{}
+	next.RetainUntil = now.Add(s.opts.Retention)
+	return next
+}
+
+// finish commits a terminal transition and then deletes the state blobs.
+func (s *Store) finish(ctx context.Context, cur, next *Run, ev Event) (*Run, error) {
+	r, err := s.commit(ctx, cur, next, Write{Events: []Event{ev}})
+	if err != nil {
+		return nil, err
+	}
+	s.dropStates(ctx, r.ID)
+	return r, nil
+}
+
+// dropStates deletes a settled run's blobs, best effort: what remains is
+// deleted with the run's prefix at purge.
+func (s *Store) dropStates(ctx context.Context, id string) {
+	if err := s.states.DeleteRunStates(ctx, id); err != nil {
+		s.opts.Logger.WarnContext(ctx, "delete state blobs of a settled run", "run_id", id, "err", err)
+	}
+}
