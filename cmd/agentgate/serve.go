@@ -100,6 +100,15 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		defer close(s.done)
+		// Due work is handled at start-up, not after the first tick. On the
+		// embedded store this process is the only dispatcher, so jobs a
+		// previous process dispatched died with it: Recover dispatches
+		// waiting runs at once instead of after their grace period.
+		if o.store != "aws" {
+			_, _ = a.Sweeper.Recover(ctx)
+		} else {
+			_, _ = a.Sweeper.Sweep(ctx)
+		}
 		if o.sweepEvery <= 0 {
 			<-ctx.Done()
 			return

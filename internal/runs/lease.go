@@ -11,7 +11,10 @@ import (
 // Claim moves a QUEUED or RESUMING run to RUNNING under a lease held by owner
 // for LeaseTTL, appending a claimed (or resumed) event. A RUNNING run whose
 // lease expired with no pending effect is taken over the same way (a
-// reclaimed event). Of concurrent claimers exactly one wins. Codes: EInvalid, ENotFound, EConflict.
+// reclaimed event). Of concurrent claimers exactly one wins. A write that
+// moved the run's version meanwhile without making it unclaimable (a
+// re-dispatch, a notification record) does not make the claim lose: Claim
+// tries again on the fresh row. Codes: EInvalid, ENotFound, EConflict.
 func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 	if owner == "" {
 		return nil, Errorf(EInvalid, "lease owner is required")
@@ -20,32 +23,41 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
-	reclaim := cur.Status == StatusRunning && cur.LeaseExpired(now) && cur.PendingEffect == ""
-	if cur.Status != StatusQueued && cur.Status != StatusResuming && !reclaim {
-		return nil, Errorf(EConflict, "run %s is %s, not claimable", id, cur.Status)
-	}
-	next := cur.Clone()
-	next.Status = StatusRunning
-	next.LeaseOwner = owner
-	next.LeaseUntil = now.Add(s.opts.LeaseTTL)
-	typ := EventClaimed
-	var data json.RawMessage
-	switch {
-	case reclaim:
-		// The previous worker vanished with no write in flight; a new one
-		// takes the run over (the sweep decides when that is safe).
-		typ = EventReclaimed
-		data = mustJSON(struct {
-			PreviousOwner string `json:"previous_owner"`
-		}{cur.LeaseOwner})
-	case cur.Status == StatusResuming:
-		typ = EventResumed
-		data = mustJSON(struct {
-			SuspensionID string `json:"suspension_id"`
-		}{cur.SuspensionID})
-	}
-	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: typ, Actor: owner, Data: data}}})
+	return s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
+		reclaim := claimableByReclaim(cur, now)
+		if cur.Status != StatusQueued && cur.Status != StatusResuming && !reclaim {
+			return nil, Write{}, Errorf(EConflict, "run %s is %s, not claimable", id, cur.Status)
+		}
+		next := cur.Clone()
+		next.Status = StatusRunning
+		next.LeaseOwner = owner
+		next.LeaseUntil = now.Add(s.opts.LeaseTTL)
+		typ := EventClaimed
+		var data json.RawMessage
+		switch {
+		case reclaim:
+			// The previous worker vanished with no write in flight; a new one
+			// takes the run over (the sweep decides when that is safe).
+			typ = EventReclaimed
+			data = mustJSON(struct {
+				PreviousOwner string `json:"previous_owner"`
+			}{cur.LeaseOwner})
+		case cur.Status == StatusResuming:
+			typ = EventResumed
+			data = mustJSON(struct {
+				SuspensionID string `json:"suspension_id"`
+			}{cur.SuspensionID})
+		}
+		return next, Write{Events: []Event{{Type: typ, Actor: owner, Data: data}}}, nil
+	}, func(fresh *Run) bool {
+		return fresh.Status == StatusQueued || fresh.Status == StatusResuming || claimableByReclaim(fresh, s.now())
+	})
+}
+
+// claimableByReclaim reports whether cur is a RUNNING run whose worker's
+// lease expired with no write in flight.
+func claimableByReclaim(cur *Run, now time.Time) bool {
+	return cur.Status == StatusRunning && cur.LeaseExpired(now) && cur.PendingEffect == ""
 }
 
 // Redispatch records that the worker of a QUEUED or RESUMING run was

@@ -72,3 +72,7 @@ func ms(t time.Time) time.Time {
 	}
 	return t.UTC().Truncate(time.Millisecond)
 }
+
+// DispatchGrace is how long a QUEUED or RESUMING run waits for its worker
+// before it is due for re-dispatch.
+func (s *Store) DispatchGrace() time.Duration { return s.opts.DispatchGrace }

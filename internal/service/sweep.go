@@ -87,6 +87,63 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	return sum, nil
 }
 
+// Recover dispatches, at once, every QUEUED or RESUMING run whose dispatch
+// grace has not run out yet, then runs an ordinary Sweep. A process that
+// starts on a store no other process dispatches from (serve on the embedded
+// store) calls it at start-up: jobs dispatched by a previous process died
+// with it, so waiting out their grace period would only delay them.
+func (s *Sweeper) Recover(ctx context.Context) (SweepSummary, error) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	at := now()
+	var sum SweepSummary
+	cursor := ""
+	for {
+		page, next, err := s.Store.Due(ctx, at.Add(s.Store.DispatchGrace()), 100, cursor)
+		if err != nil {
+			return sum, fmt.Errorf("recover: %w", err)
+		}
+		for _, r := range page {
+			if r.Status != runs.StatusQueued && r.Status != runs.StatusResuming {
+				continue
+			}
+			sum.Scanned++
+			if err := s.one(ctx, r, at, &sum); err != nil {
+				sum.Errors++
+				s.logger().WarnContext(ctx, "recover: run not handled", "run_id", r.ID, "status", r.Status, "err", err)
+			}
+		}
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	more, err := s.Sweep(ctx)
+	sum.add(more)
+	return sum, err
+}
+
+func (s *Sweeper) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+func (sum *SweepSummary) add(o SweepSummary) {
+	sum.Scanned += o.Scanned
+	sum.Expired += o.Expired
+	sum.Redispatched += o.Redispatched
+	sum.Reaped += o.Reaped
+	sum.Interrupted += o.Interrupted
+	sum.Purged += o.Purged
+	sum.Reminded += o.Reminded
+	sum.Skipped += o.Skipped
+	sum.Errors += o.Errors
+	sum.More = sum.More || o.More
+}
+
 func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary) error {
 	switch {
 	case r.Status == runs.StatusWaiting && !now.Before(r.ApprovalDeadline):
@@ -104,11 +161,14 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		}
 		sum.Reminded++
 	case r.Status == runs.StatusQueued || r.Status == runs.StatusResuming:
-		if err := s.Dispatch.Dispatch(ctx, Job{Kind: jobKind(r), RunID: r.ID}); err != nil {
-			return err
+		// Record the re-dispatch (moving the run's due time on, so the next
+		// tick does not dispatch it again at once) before dispatching: a
+		// write after the dispatch would move the version under the
+		// worker's claim. A conflict means a worker claimed it meanwhile.
+		if _, err := s.Store.Redispatch(ctx, r, "purge"); err != nil {
+			return skipConflict(err, sum)
 		}
-		// Move the run's due time on, so the next tick does not dispatch it again at once.
-		if _, err := s.Store.Redispatch(ctx, r, "purge"); err != nil && runs.ErrorCode(err) != runs.EConflict {
+		if err := s.Dispatch.Dispatch(ctx, Job{Kind: jobKind(r), RunID: r.ID}); err != nil {
 			return err
 		}
 		sum.Redispatched++

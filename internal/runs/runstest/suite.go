@@ -73,6 +73,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ConcurrentDecide", testConcurrentDecide},
 		{"ConcurrentLinkDecide", testConcurrentLinkDecide},
 		{"ConcurrentClaim", testConcurrentClaim},
+		{"ClaimRetriesVersionOnlyMoves", testClaimRetry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1142,4 +1143,67 @@ func count(xs []string, x string) int {
 		}
 	}
 	return n
+}
+
+// betweenReadAndWrite runs hook once, right after the next GetRun of the
+// wrapped adapter returned: a write that lands between a transition's read
+// and its conditional write.
+type betweenReadAndWrite struct {
+	runs.RowStore
+	mu   sync.Mutex
+	hook func()
+}
+
+func (b *betweenReadAndWrite) GetRun(ctx context.Context, id string) (*runs.Run, error) {
+	r, err := b.RowStore.GetRun(ctx, id)
+	b.mu.Lock()
+	h := b.hook
+	b.hook = nil
+	b.mu.Unlock()
+	if h != nil {
+		h()
+	}
+	return r, err
+}
+
+// testClaimRetry: a write that moves only the version (a re-dispatch by the
+// sweep, issue #10 item 1) between Claim's read and its write does not make
+// the claim lose; one that makes the run unclaimable does.
+func testClaimRetry(t *testing.T, e *Env) {
+	ctx := t.Context()
+	rows := &betweenReadAndWrite{RowStore: e.H.Rows}
+	claimer := runs.NewStore(rows, e.H.States, runs.Options{Now: e.Clock.Now, LeaseTTL: LeaseTTL, DispatchGrace: DispatchGrace, Retention: Retention})
+	q := e.Queued(t)
+	rows.hook = func() {
+		cur, err := e.Store.Get(ctx, q.ID)
+		require.NoError(t, err)
+		_, err = e.Store.Redispatch(ctx, cur, "purge")
+		require.NoError(t, err)
+	}
+	got, err := claimer.Claim(ctx, q.ID, "w2")
+	require.NoError(t, err, "a version-only move does not make the claim lose")
+	assert.Equal(t, runs.StatusRunning, got.Status)
+	assert.Equal(t, "w2", got.LeaseOwner)
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventRedispatched, runs.EventClaimed}, e.eventTypes(t, q.ID))
+
+	q = e.Queued(t)
+	rows.hook = func() {
+		_, err := e.Store.Claim(ctx, q.ID, "w1")
+		require.NoError(t, err)
+	}
+	_, err = claimer.Claim(ctx, q.ID, "w2")
+	assert.Equal(t, runs.EConflict, runs.ErrorCode(err), "another claimer won meanwhile: %v", err)
+	got, err = e.Store.Get(ctx, q.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "w1", got.LeaseOwner)
+
+	q = e.Queued(t)
+	rows.hook = func() {
+		cur, err := e.Store.Get(ctx, q.ID)
+		require.NoError(t, err)
+		_, err = e.Store.Cancel(ctx, cur, "alice")
+		require.NoError(t, err)
+	}
+	_, err = claimer.Claim(ctx, q.ID, "w2")
+	assert.Equal(t, runs.EConflict, runs.ErrorCode(err), "cancelled meanwhile: %v", err)
 }
