@@ -200,7 +200,11 @@ func (e *Error) Error() string {
 
 // The codes of Error.Code.
 const (
-	CodeBadRequest           = "bad_request"
+	CodeBadRequest = "bad_request"
+	// CodeInvalid is no longer sent: the API answers CodeUnprocessable (422)
+	// for well-formed but invalid input and CodeTooLarge (413) for a limit.
+	//
+	// Deprecated: use CodeUnprocessable or CodeTooLarge.
 	CodeInvalid              = "invalid"
 	CodeUnauthorized         = "unauthorized"
 	CodeForbidden            = "forbidden"

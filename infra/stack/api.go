@@ -15,7 +15,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/agentgate/agentgate/internal/apispec"
-	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // restAPI is the REST API with the log group API Gateway writes its
@@ -100,7 +100,7 @@ func newRestAPI(st awscdk.Stack, p AgentgateStackProps) restAPI {
 // body its model refuses. The validator's own error string is not used: it
 // holds unescaped quotes and would break the JSON.
 var badRequestBodyTemplate = mustJSON(map[string]any{"error": map[string]string{
-	"code":    httpapi.CodeBadRequest,
+	"code":    runs.EBadRequest,
 	"message": "the body does not match the JSON schema of this route (field types, unknown fields)",
 }})
 

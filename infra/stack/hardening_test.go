@@ -10,7 +10,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/agentgate/agentgate/internal/apispec"
-	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // Issue 17, one test per item: edge protection of the approval routes,
@@ -375,7 +375,7 @@ func TestRequestValidation(t *testing.T) {
 	var body struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(tmpl), &body); err != nil || body.Error.Code != httpapi.CodeBadRequest || rp["StatusCode"] != "400" {
-		t.Errorf("BAD_REQUEST_BODY %v %s (%v): want 400 and the handler's error shape with code %q", rp["StatusCode"], tmpl, err, httpapi.CodeBadRequest)
+	if err := json.Unmarshal([]byte(tmpl), &body); err != nil || body.Error.Code != runs.EBadRequest || rp["StatusCode"] != "400" {
+		t.Errorf("BAD_REQUEST_BODY %v %s (%v): want 400 and the handler's error shape with code %q", rp["StatusCode"], tmpl, err, runs.EBadRequest)
 	}
 }

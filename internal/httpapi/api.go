@@ -95,7 +95,7 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest) (eve
 	switch {
 	case len(segs) == 1 && segs[0] == "runs" && a.Routes&StartRoutes != 0:
 		if m != http.MethodPost {
-			return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "use POST /runs")
+			return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "use POST /runs")
 		}
 		return a.startRun(ctx, req)
 	case len(segs) >= 2 && segs[0] == "runs" && a.Routes&ResumeRoutes != 0:
@@ -110,7 +110,7 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest) (eve
 		case len(segs) == 3 && segs[2] == "cancel" && m == http.MethodPost:
 			return a.cancel(ctx, req, id)
 		case len(segs) == 2 || len(segs) == 3 && (segs[2] == "events" || segs[2] == "decision" || segs[2] == "cancel"):
-			return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "method %s is not allowed on %s", m, req.Path)
+			return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "method %s is not allowed on %s", m, req.Path)
 		}
 	case len(segs) == 2 && segs[0] == "approvals" && a.Routes&ResumeRoutes != 0 && a.Pages != nil && a.HashToken != nil:
 		token := pathParam(req, "token", segs[1])
@@ -120,7 +120,7 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest) (eve
 		case http.MethodPost:
 			return a.approvalDecide(ctx, req, token)
 		}
-		return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "method %s is not allowed on an approval link", m)
+		return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "method %s is not allowed on an approval link", m)
 	}
 	return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", m, req.Path)
 }
@@ -169,7 +169,7 @@ func Identity(req events.APIGatewayProxyRequest) string {
 func requireIdentity(req events.APIGatewayProxyRequest) (string, error) {
 	id := Identity(req)
 	if id == "" {
-		return "", errorf(CodeUnauthorized, "authentication required: sign the request (AWS_IAM) or send a bearer token")
+		return "", errorf(runs.EUnauthorized, "authentication required: sign the request (AWS_IAM) or send a bearer token")
 	}
 	return id, nil
 }
@@ -181,11 +181,11 @@ func body(req events.APIGatewayProxyRequest, max int) ([]byte, error) {
 	if req.IsBase64Encoded {
 		var err error
 		if b, err = base64.StdEncoding.DecodeString(req.Body); err != nil {
-			return nil, errorf(CodeBadRequest, "body is not valid base64")
+			return nil, errorf(runs.EBadRequest, "body is not valid base64")
 		}
 	}
 	if len(b) > max {
-		return nil, errorf(CodeTooLarge, "body is %d bytes, the limit is %d", len(b), max)
+		return nil, errorf(runs.ETooLarge, "body is %d bytes, the limit is %d", len(b), max)
 	}
 	return b, nil
 }
@@ -210,7 +210,7 @@ func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 	if ct := header(req, "Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			return errorf(CodeUnsupportedMedia, "Content-Type must be application/json")
+			return errorf(runs.EUnsupportedMedia, "Content-Type must be application/json")
 		}
 	}
 	b, err := body(req, max)
@@ -218,15 +218,15 @@ func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 		return err
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		return errorf(CodeBadRequest, "body is empty; send a JSON object")
+		return errorf(runs.EBadRequest, "body is empty; send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errorf(CodeBadRequest, "body is not valid: %s", jsonProblem(err))
+		return errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errorf(CodeBadRequest, "body has data after the JSON object")
+		return errorf(runs.EBadRequest, "body has data after the JSON object")
 	}
 	return nil
 }
@@ -273,7 +273,7 @@ func queryInt(req events.APIGatewayProxyRequest, name string, def, minV, maxV in
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < minV || n > maxV {
-		return 0, errorf(CodeBadRequest, "query parameter %s must be an integer from %d to %d", name, minV, maxV)
+		return 0, errorf(runs.EBadRequest, "query parameter %s must be an integer from %d to %d", name, minV, maxV)
 	}
 	return n, nil
 }

@@ -168,7 +168,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	}
 	d, err := a.Pages.ParseDecision(form, r.PendingCalls)
 	if err != nil {
-		return a.page(a.Pages.Problem(http.StatusUnprocessableEntity, err.Error())), nil
+		return a.page(a.Pages.Problem(http.StatusUnprocessableEntity, runs.ErrorMessage(err))), nil
 	}
 	next, err := a.applyDecision(ctx, r, d, runs.NewDecision{Decider: t.Approver, Via: runs.ViaLink, Token: t})
 	if err != nil {

@@ -90,10 +90,10 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		return events.APIGatewayProxyResponse{}, err
 	}
 	if err := sr.Validate(a.Tools); err != nil {
-		return events.APIGatewayProxyResponse{}, errorf(CodeUnprocessable, "%s", err.Error())
+		return events.APIGatewayProxyResponse{}, err
 	}
 	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {
-		return events.APIGatewayProxyResponse{}, errorf(CodeUnprocessable, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
+		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
 	}
 	raw, err := json.Marshal(sr)
 	if err != nil {
@@ -125,7 +125,7 @@ func (a *API) readable(ctx context.Context, req events.APIGatewayProxyRequest, i
 		return nil, "", err
 	}
 	if r.Initiator != who && !slices.Contains(r.Approvers, who) {
-		return nil, "", errorf(CodeForbidden, "%s is neither the initiator nor an approver of run %s", who, id)
+		return nil, "", errorf(runs.EForbidden, "%s is neither the initiator nor an approver of run %s", who, id)
 	}
 	return r, who, nil
 }
@@ -181,10 +181,10 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 		return events.APIGatewayProxyResponse{}, err
 	}
 	if !slices.Contains(r.Approvers, who) {
-		return events.APIGatewayProxyResponse{}, errorf(CodeForbidden, "%s is not an approver of run %s", who, id)
+		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "%s is not an approver of run %s", who, id)
 	}
 	if !mayDecide(r, who) {
-		return events.APIGatewayProxyResponse{}, errorf(CodeForbidden, "run %s requires four eyes: its initiator cannot decide it", id)
+		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "run %s requires four eyes: its initiator cannot decide it", id)
 	}
 	r, err = a.applyDecision(ctx, r, d, runs.NewDecision{Decider: who, Via: runs.ViaAPI})
 	if err != nil {
@@ -211,7 +211,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	case errors.Is(err, loop.ErrDigestMismatch):
 		return nil, errorf(runs.EConflict, "the decision names turn %q but run %s waits on turn %q (reload the run and decide again)", d.TurnDigest, r.ID, r.TurnDigest)
 	case err != nil:
-		return nil, errorf(CodeUnprocessable, "%s", err.Error())
+		return nil, runs.FromLoop(err)
 	}
 	how.SuspensionID = r.SuspensionID
 	how.Decision = d
@@ -231,7 +231,7 @@ func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if b, err := body(req, 1024); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	} else if len(b) > 0 && string(b) != "{}" {
-		return events.APIGatewayProxyResponse{}, errorf(CodeBadRequest, "cancel takes no body")
+		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "cancel takes no body")
 	}
 	r, who, err := a.readable(ctx, req, id)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // Limits on a start request.
@@ -49,64 +50,64 @@ type StartRequest struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// Validate checks the request against the tools that exist; the error
-// message is meant for the API caller.
+// Validate checks the request against the tools that exist. Every error is
+// a *runs.Error (EInvalid) whose message is meant for the API caller.
 func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	switch {
 	case r.Prompt == "" && len(r.Messages) == 0:
-		return fmt.Errorf("give prompt or messages")
+		return runs.Errorf(runs.EInvalid, "give prompt or messages")
 	case r.Prompt != "" && len(r.Messages) > 0:
-		return fmt.Errorf("give prompt or messages, not both")
+		return runs.Errorf(runs.EInvalid, "give prompt or messages, not both")
 	case len(r.Prompt) > MaxPromptBytes || len(r.System) > MaxPromptBytes:
-		return fmt.Errorf("prompt and system are limited to %d bytes each", MaxPromptBytes)
+		return runs.Errorf(runs.EInvalid, "prompt and system are limited to %d bytes each", MaxPromptBytes)
 	}
 	if len(r.Messages) > 0 {
 		t := loop.Transcript{Messages: r.Messages}
 		if err := t.Validate(); err != nil {
-			return fmt.Errorf("messages: %v", err)
+			return runs.Errorf(runs.EInvalid, "messages: %v", err)
 		}
 		if r.Messages[len(r.Messages)-1].Role != loop.RoleUser {
-			return fmt.Errorf("messages must end with a user message")
+			return runs.Errorf(runs.EInvalid, "messages must end with a user message")
 		}
 		if err := loop.CheckToolPairing(t); err != nil {
-			return fmt.Errorf("messages: %v", err)
+			return runs.Errorf(runs.EInvalid, "messages: %v", err)
 		}
 	}
 	if len(r.Approvers) == 0 {
-		return fmt.Errorf("approvers: at least one approver is required")
+		return runs.Errorf(runs.EInvalid, "approvers: at least one approver is required")
 	}
 	seen := map[string]bool{}
 	for i, a := range r.Approvers {
 		if err := validPrincipal(a); err != nil {
-			return fmt.Errorf("approvers[%d]: %v", i, err)
+			return runs.Errorf(runs.EInvalid, "approvers[%d]: %v", i, err)
 		}
 		if seen[a] {
-			return fmt.Errorf("approvers[%d]: %q is listed twice", i, a)
+			return runs.Errorf(runs.EInvalid, "approvers[%d]: %q is listed twice", i, a)
 		}
 		seen[a] = true
 	}
 	if r.ApprovalTTLSeconds != 0 {
 		ttl := time.Duration(r.ApprovalTTLSeconds) * time.Second
 		if ttl < MinApprovalTTL || ttl > MaxApprovalTTL {
-			return fmt.Errorf("approval_ttl_seconds must be between %d and %d", int(MinApprovalTTL.Seconds()), int(MaxApprovalTTL.Seconds()))
+			return runs.Errorf(runs.EInvalid, "approval_ttl_seconds must be between %d and %d", int(MinApprovalTTL.Seconds()), int(MaxApprovalTTL.Seconds()))
 		}
 	}
 	for i, name := range r.AllowedTools {
 		if _, ok := tools.Lookup(name); !ok {
-			return fmt.Errorf("allowed_tools[%d]: %s (have %s)", i, tools.Missing(name), strings.Join(tools.Names(), ", "))
+			return runs.Errorf(runs.EInvalid, "allowed_tools[%d]: %s (have %s)", i, tools.Missing(name), strings.Join(tools.Names(), ", "))
 		}
 	}
 	switch {
 	case r.MaxIterations < 0 || r.MaxIterations > 200:
-		return fmt.Errorf("max_iterations must be between 0 and 200")
+		return runs.Errorf(runs.EInvalid, "max_iterations must be between 0 and 200")
 	case r.MaxTokens < 0:
-		return fmt.Errorf("max_tokens must not be negative")
+		return runs.Errorf(runs.EInvalid, "max_tokens must not be negative")
 	case r.MaxOutputTokens < 0 || r.MaxOutputTokens > 200_000:
-		return fmt.Errorf("max_output_tokens must be between 0 and 200000")
+		return runs.Errorf(runs.EInvalid, "max_output_tokens must be between 0 and 200000")
 	case len(r.Metadata) > MaxMetadataEntries:
-		return fmt.Errorf("metadata: at most %d entries", MaxMetadataEntries)
+		return runs.Errorf(runs.EInvalid, "metadata: at most %d entries", MaxMetadataEntries)
 	case len(r.Model) > 200:
-		return fmt.Errorf("model: at most 200 characters")
+		return runs.Errorf(runs.EInvalid, "model: at most 200 characters")
 	}
 	return nil
 }
