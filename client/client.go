@@ -200,12 +200,7 @@ func (e *Error) Error() string {
 
 // The codes of Error.Code.
 const (
-	CodeBadRequest = "bad_request"
-	// CodeInvalid is no longer sent: the API answers CodeUnprocessable (422)
-	// for well-formed but invalid input and CodeTooLarge (413) for a limit.
-	//
-	// Deprecated: use CodeUnprocessable or CodeTooLarge.
-	CodeInvalid              = "invalid"
+	CodeBadRequest           = "bad_request"
 	CodeUnauthorized         = "unauthorized"
 	CodeForbidden            = "forbidden"
 	CodeNotFound             = "not_found"
