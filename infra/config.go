@@ -1,7 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -148,6 +153,9 @@ func readConfig(get func(key string) string) (config, error) {
 		p.ModelArns = []string{arn}
 	}
 
+	if err := checkAssetProviders(p.AssetDir, p.Model); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if err := p.Validate(); err != nil {
 		errs = append(errs, err.Error())
 	}
@@ -155,6 +163,32 @@ func readConfig(get func(key string) string) (config, error) {
 		return config{}, fmt.Errorf("invalid settings:\n  %s", strings.Join(errs, "\n  "))
 	}
 	return cfg, nil
+}
+
+// assetProvidersFile is the file `make build` writes next to the zips: the
+// model providers the startrun and resume binaries link (build tags), one a
+// line. Providers are opt-in per build, so zips built for one provider cannot
+// run a model of another.
+const assetProvidersFile = "providers"
+
+// checkAssetProviders fails when the zips in dir were built without the
+// provider of model. A folder without the file (zips built by hand, the CDK
+// tests' placeholders) is not checked.
+func checkAssetProviders(dir, model string) error {
+	data, err := os.ReadFile(filepath.Join(dir, assetProvidersFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("assetDir %s: %w", dir, err)
+	}
+	want, _, _ := strings.Cut(model, ":")
+	built := strings.Fields(string(data))
+	if slices.Contains(built, want) || want == "scripted" {
+		return nil
+	}
+	return fmt.Errorf("context model=%q: the function zips in %s link only the %s provider(s); rebuild with `make build LAMBDA_PROVIDER=%s`",
+		model, dir, strings.Join(built, ", "), want)
 }
 
 // inferenceProfileGeos are the prefixes of Bedrock cross-region inference

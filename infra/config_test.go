@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +51,7 @@ func TestReadConfigDefaults(t *testing.T) {
 
 func TestReadConfigSettings(t *testing.T) {
 	cfg, err := readConfig(contextOf(map[string]string{
-		"stackName": "AgentgateDev", "deletionProtection": "false", "model": "openai:gpt-test",
+		"stackName": "AgentgateDev", "deletionProtection": "false", "model": "openai:gpt-test", "assetDir": t.TempDir(),
 		"modelArns": "arn:a, arn:b", "tracing": "true", "logRetentionDays": "7", "purgeRateMinutes": "5",
 	}))
 	if err != nil {
@@ -60,7 +62,7 @@ func TestReadConfigSettings(t *testing.T) {
 		p.LogRetention != awslogs.RetentionDays_ONE_WEEK || !slices.Equal(p.ModelArns, []string{"arn:a", "arn:b"}) {
 		t.Errorf("readConfig = %+v, want the given settings", cfg)
 	}
-	cfg, err = readConfig(contextOf(map[string]string{"model": "openai:gpt-test"}))
+	cfg, err = readConfig(contextOf(map[string]string{"model": "openai:gpt-test", "assetDir": t.TempDir()}))
 	if err != nil || len(cfg.props.ModelArns) != 0 {
 		t.Errorf("non-Bedrock model: ModelArns = %v (err %v), want none", cfg.props.ModelArns, err)
 	}
@@ -85,5 +87,27 @@ func TestReadConfigErrors(t *testing.T) {
 				t.Errorf("readConfig(%v) = %v, want an error naming %s", tt.kv, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestCheckAssetProviders(t *testing.T) {
+	dir := t.TempDir()
+	if err := checkAssetProviders(dir, "openai:gpt-test"); err != nil {
+		t.Errorf("no providers file: %v, want no check", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, assetProvidersFile), []byte("bedrock\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		model string
+		ok    bool
+	}{{"bedrock:m", true}, {"scripted:/x.json", true}, {"openai:gpt-test", false}, {"anthropic:claude", false}} {
+		err := checkAssetProviders(dir, tt.model)
+		if (err == nil) != tt.ok {
+			t.Errorf("checkAssetProviders(bedrock zips, %s) = %v, want ok=%t", tt.model, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "LAMBDA_PROVIDER=") {
+			t.Errorf("error %q does not say how to rebuild", err)
+		}
 	}
 }

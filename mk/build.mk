@@ -4,11 +4,15 @@
 LAMBDA_FUNCTIONS ?= startrun resume purge
 LAMBDA_ARCHES ?= arm64 amd64
 LAMBDA_DIST ?= dist/lambda
-# Build tags of the Lambda binaries. Add agentgate_no_openai, agentgate_no_anthropic
-# or agentgate_no_bedrock to leave a provider's SDK out (a Bedrock-only startrun
-# is ~29 MB instead of ~90 MB), e.g.
-#   make build LAMBDA_TAGS=lambda.norpc,agentgate_no_openai,agentgate_no_anthropic
-LAMBDA_TAGS ?= lambda.norpc
+# Model providers are opt-in per build (internal/provider/without.go): the
+# workers link the SDK of the deployed model's provider only. LAMBDA_PROVIDER
+# is that provider (bedrock, openai, anthropic or scripted; the stack's
+# default model is bedrock:); several, space-separated, are allowed. The list
+# goes into $(LAMBDA_DIST)/<arch>/providers, and the CDK app refuses a model
+# whose provider the zips leave out (infra/config.go).
+LAMBDA_PROVIDER ?= bedrock
+comma := ,
+LAMBDA_TAGS ?= lambda.norpc,$(subst $() ,$(comma),$(strip $(LAMBDA_PROVIDER)))
 
 .PHONY: build
 
@@ -31,4 +35,5 @@ build:
 	    (cd "$$dir" && zip -q -X "../$$fn.zip" bootstrap); \
 	  done; \
 	  rmdir "$$tmp"; \
+	  printf '%s\n' $(LAMBDA_PROVIDER) > "$(LAMBDA_DIST)/$$arch/providers"; \
 	done

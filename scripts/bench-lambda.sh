@@ -31,7 +31,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-tags="${LAMBDA_TAGS:-lambda.norpc}" # e.g. lambda.norpc,agentgate_no_openai,agentgate_no_anthropic
+# The deployed configuration: the tags `make build` uses (mk/build.mk), the
+# model provider's SDK only (LAMBDA_PROVIDER, default bedrock).
+provider="${LAMBDA_PROVIDER:-bedrock}"
+tags="${LAMBDA_TAGS:-lambda.norpc,${provider// /,}}"
 echo "== build (linux/amd64, -tags $tags -trimpath -ldflags='-s -w'; hello with lambda.norpc)" >&2
 for fn in "${functions[@]}"; do
   src="./functions/$fn"; [ "$fn" = hello ] && src=./internal/benchdata/hello

@@ -1,4 +1,4 @@
-//go:build !agentgate_no_bedrock
+//go:build bedrock || !(openai || anthropic || scripted)
 
 package provider
 

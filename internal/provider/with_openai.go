@@ -1,4 +1,4 @@
-//go:build !agentgate_no_openai
+//go:build openai || !(bedrock || anthropic || scripted)
 
 package provider
 

@@ -1,4 +1,4 @@
-//go:build agentgate_no_anthropic
+//go:build !anthropic && (bedrock || openai || scripted)
 
 package provider
 
