@@ -252,3 +252,63 @@ func TestFourEyes(t *testing.T) {
 	status, out = f.call(req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
 	assert.Equal(t, 202, status, out)
 }
+
+// TestStatusCodeRule is the README's one rule for status codes: a malformed
+// body answers 400, a well-formed but invalid one 422, one over any limit
+// 413 — whichever layer (body limit, validator, store) enforces the limit.
+func TestStatusCodeRule(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	dec := "/runs/" + r.ID + "/decision"
+	approvers := func(n int) string {
+		var as []string
+		for i := range n {
+			as = append(as, fmt.Sprintf(`"a%d@example.com"`, i))
+		}
+		return "[" + strings.Join(as, ",") + "]"
+	}
+	// 130 KB of messages: under the 256 KB body limit, over the store's
+	// 128 KB request limit.
+	var msgs []string
+	for range 3 {
+		msgs = append(msgs, `{"role":"user","content":[{"type":"text","text":"`+strings.Repeat("m", 44<<10)+`"}]}`)
+	}
+	bigRequest := `{"messages":[` + strings.Join(msgs, ",") + `],"approvers":["b@example.com"]}`
+	tests := []struct {
+		name string
+		req  events.APIGatewayProxyRequest
+		want int
+		code string
+	}{
+		{"malformed start", req("POST", "/runs", alice, `{"prompt":`), 400, "bad_request"},
+		{"wrong type", req("POST", "/runs", alice, `{"prompt":"x","approvers":"b@example.com"}`), 400, "bad_request"},
+		{"duplicate approver", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com","b@example.com"]}`), 422, "unprocessable"},
+		{"20 approvers", req("POST", "/runs", alice, `{"prompt":"x","approvers":`+approvers(20)+`}`), 202, ""},
+		{"21 approvers", req("POST", "/runs", alice, `{"prompt":"x","approvers":`+approvers(21)+`}`), 413, "too_large"},
+		{"prompt over 64 KB", req("POST", "/runs", alice, `{"prompt":"`+strings.Repeat("p", 65<<10)+`","approvers":["b@example.com"]}`), 413, "too_large"},
+		{"request over 128 KB", req("POST", "/runs", alice, bigRequest), 413, "too_large"},
+		{"start body over 256 KB", req("POST", "/runs", alice, `{"prompt":"`+strings.Repeat("p", 257<<10)+`"}`), 413, "too_large"},
+		{"malformed decision", req("POST", dec, bob, `{"turn_digest":`), 400, "bad_request"},
+		{"invalid decision", req("POST", dec, bob, `{"turn_digest":"`+r.TurnDigest+`","action":"maybe"}`), 422, "unprocessable"},
+		{"decision over 32 KB", req("POST", dec, bob, `{"turn_digest":"`+r.TurnDigest+`","action":"deny","message":"`+strings.Repeat("d", 40<<10)+`"}`), 413, "too_large"},
+		{"decision body over 64 KB", req("POST", dec, bob, `{"turn_digest":"`+r.TurnDigest+`","action":"deny","message":"`+strings.Repeat("d", 65<<10)+`"}`), 413, "too_large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out := f.call(tt.req)
+			if status != tt.want {
+				t.Fatalf("status %d, want %d: %v", status, tt.want, out)
+			}
+			if tt.code == "" {
+				return
+			}
+			e, _ := out["error"].(map[string]any)
+			if e["code"] != tt.code {
+				t.Errorf("code %v, want %s: %v", e["code"], tt.code, out)
+			}
+		})
+	}
+	after, err := f.store.Get(context.Background(), r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, r.Version, after.Version, "no decision was recorded")
+}

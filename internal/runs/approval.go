@@ -177,7 +177,7 @@ type NewDecision struct {
 // It is conditional on the suspension, not on the caller's copy being the
 // latest: if only the version moved (say, a notification was recorded) it
 // re-reads and retries. Of concurrent deciders exactly one wins. Whether the
-// decider may decide is the caller's check. Codes: EInvalid, ENotFound,
+// decider may decide is the caller's check. Codes: EInvalid, ETooLarge, ENotFound,
 // EConflict (decided, cancelled, other suspension, token used or bound
 // elsewhere), EGone (approval window or link expired).
 func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, error) {
@@ -208,7 +208,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		return nil, Errorf(EInvalid, "decision: %v", err)
 	}
 	if len(body) > MaxDecisionSize {
-		return nil, Errorf(EInvalid, "decision is %d bytes, over the %d-byte limit", len(body), MaxDecisionSize)
+		return nil, Errorf(ETooLarge, "the decision is %d bytes as stored, over the %d-byte limit", len(body), MaxDecisionSize)
 	}
 	return s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
 		if cur.Status != StatusWaiting {

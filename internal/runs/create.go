@@ -20,7 +20,7 @@ type NewRun struct {
 }
 
 // Create stores a new QUEUED run with its run_started event. Codes:
-// EInvalid, EConflict (the id exists).
+// EInvalid, ETooLarge (approvers, request), EConflict (the id exists).
 func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 	if in.ID == "" {
 		in.ID = NewRunID()
@@ -32,12 +32,15 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 		return nil, Errorf(EInvalid, "initiator is required")
 	}
 	if len(in.Approvers) > MaxApprovers {
-		return nil, Errorf(EInvalid, "%d approvers, at most %d allowed", len(in.Approvers), MaxApprovers)
+		return nil, Errorf(ETooLarge, "%d approvers, at most %d allowed", len(in.Approvers), MaxApprovers)
 	}
 	for _, a := range in.Approvers {
 		if a == "" {
 			return nil, Errorf(EInvalid, "approvers must not be empty strings")
 		}
+	}
+	if len(in.Request) > MaxRequestSize {
+		return nil, Errorf(ETooLarge, "the request is %d bytes as stored, over the %d-byte limit", len(in.Request), MaxRequestSize)
 	}
 	if err := checkJSON("request", in.Request, MaxRequestSize, true); err != nil {
 		return nil, err

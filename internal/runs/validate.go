@@ -7,7 +7,9 @@ import (
 )
 
 // Size limits that keep a run row well under DynamoDB's 400 KB item limit.
-// Inputs above them are refused with EInvalid.
+// A caller's input above them (approvers, request, decision) is refused with
+// ETooLarge; the worker's own (pending calls, output, event data) with
+// EInvalid.
 const (
 	MaxRequestSize      = 128 << 10 // Run.Request
 	MaxPendingCallsSize = 96 << 10  // Run.PendingCalls, as JSON

@@ -51,7 +51,8 @@ type StartRequest struct {
 }
 
 // Validate checks the request against the tools that exist. Every error is
-// a *runs.Error (EInvalid) whose message is meant for the API caller.
+// a *runs.Error whose message is meant for the API caller: ETooLarge for a
+// size or count limit, EInvalid for anything else.
 func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	switch {
 	case r.Prompt == "" && len(r.Messages) == 0:
@@ -59,7 +60,11 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	case r.Prompt != "" && len(r.Messages) > 0:
 		return runs.Errorf(runs.EInvalid, "give prompt or messages, not both")
 	case len(r.Prompt) > MaxPromptBytes || len(r.System) > MaxPromptBytes:
-		return runs.Errorf(runs.EInvalid, "prompt and system are limited to %d bytes each", MaxPromptBytes)
+		return runs.Errorf(runs.ETooLarge, "prompt and system are limited to %d bytes each", MaxPromptBytes)
+	case len(r.Approvers) > runs.MaxApprovers:
+		return runs.Errorf(runs.ETooLarge, "approvers: %d listed, at most %d allowed", len(r.Approvers), runs.MaxApprovers)
+	case len(r.Metadata) > MaxMetadataEntries:
+		return runs.Errorf(runs.ETooLarge, "metadata: %d entries, at most %d allowed", len(r.Metadata), MaxMetadataEntries)
 	}
 	if len(r.Messages) > 0 {
 		t := loop.Transcript{Messages: r.Messages}
@@ -104,8 +109,6 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		return runs.Errorf(runs.EInvalid, "max_tokens must not be negative")
 	case r.MaxOutputTokens < 0 || r.MaxOutputTokens > 200_000:
 		return runs.Errorf(runs.EInvalid, "max_output_tokens must be between 0 and 200000")
-	case len(r.Metadata) > MaxMetadataEntries:
-		return runs.Errorf(runs.EInvalid, "metadata: at most %d entries", MaxMetadataEntries)
 	case len(r.Model) > 200:
 		return runs.Errorf(runs.EInvalid, "model: at most 200 characters")
 	}

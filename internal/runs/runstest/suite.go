@@ -338,20 +338,26 @@ func testLifecycle(t *testing.T, e *Env) {
 
 func testCreateRefusals(t *testing.T, e *Env) {
 	ctx := t.Context()
+	many := make([]string, runs.MaxApprovers+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("a%d", i)
+	}
 	tests := []struct {
 		name string
 		in   runs.NewRun
+		code string
 	}{
-		{"bad id", runs.NewRun{ID: "a/b", Initiator: "alice"}},
-		{"no initiator", runs.NewRun{}},
-		{"request not JSON", runs.NewRun{Initiator: "alice", Request: json.RawMessage(`{"prompt":`)}},
-		{"request too large", runs.NewRun{Initiator: "alice", Request: json.RawMessage(`"` + string(make([]byte, runs.MaxRequestSize)) + `"`)}},
-		{"empty approver", runs.NewRun{Initiator: "alice", Approvers: []string{""}}},
+		{"bad id", runs.NewRun{ID: "a/b", Initiator: "alice"}, runs.EInvalid},
+		{"no initiator", runs.NewRun{}, runs.EInvalid},
+		{"request not JSON", runs.NewRun{Initiator: "alice", Request: json.RawMessage(`{"prompt":`)}, runs.EInvalid},
+		{"request too large", runs.NewRun{Initiator: "alice", Request: json.RawMessage(`"` + string(make([]byte, runs.MaxRequestSize)) + `"`)}, runs.ETooLarge},
+		{"too many approvers", runs.NewRun{Initiator: "alice", Approvers: many}, runs.ETooLarge},
+		{"empty approver", runs.NewRun{Initiator: "alice", Approvers: []string{""}}, runs.EInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := e.Store.Create(ctx, tt.in)
-			AssertCode(t, runs.EInvalid, err)
+			AssertCode(t, tt.code, err)
 		})
 	}
 	r := e.Queued(t)
@@ -603,7 +609,7 @@ func testDecideRefusals(t *testing.T, e *Env) {
 		{"link without token", runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaLink, Decision: body}, runs.EInvalid},
 		{"empty decision", runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI}, runs.EInvalid},
 		{"decision too large", runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI,
-			Decision: loop.Decision{Action: loop.ActionDeny, Message: string(make([]byte, runs.MaxDecisionSize))}}, runs.EInvalid},
+			Decision: loop.Decision{Action: loop.ActionDeny, Message: string(make([]byte, runs.MaxDecisionSize))}}, runs.ETooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
