@@ -25,6 +25,7 @@ func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run,
 	now := s.now()
 	next.Version = cur.Version + 1
 	next.UpdatedAt = now
+	s.schedule(cur, next, &w, now)
 	next.DueAt = s.dueAt(next)
 	next.WriteID = newWriteID()
 	for i := range w.Events {

@@ -17,6 +17,8 @@ type NewRun struct {
 	Approvers []string
 	// Request is the opaque start request (JSON) the worker reads.
 	Request json.RawMessage
+	// Webhook is where the caller is told about the run (nil: nowhere).
+	Webhook *Subscription
 }
 
 // Create stores a new QUEUED run with its run_started event. Codes:
@@ -45,6 +47,9 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 	if err := checkJSON("request", in.Request, MaxRequestSize, true); err != nil {
 		return nil, err
 	}
+	if in.Webhook != nil && (in.Webhook.URL == "" || len(in.Webhook.URL) > 2048 || len(in.Webhook.Events) > 16) {
+		return nil, Errorf(EInvalid, "webhook: a URL of at most 2048 bytes and at most 16 event types")
+	}
 	now := s.now()
 	r := &Run{
 		ID:        in.ID,
@@ -55,6 +60,7 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 		Initiator: in.Initiator,
 		Approvers: slices.Clone(in.Approvers),
 		Request:   cloneRaw(in.Request),
+		Webhook:   cloneSubscription(in.Webhook),
 		LastSeq:   1,
 	}
 	r.DueAt = s.dueAt(r)

@@ -171,6 +171,19 @@ func (s *Store) guardLease(cur *Run, owner string) error {
 
 // dueAt is the run's next deadline, the sort key of the due index.
 func (s *Store) dueAt(r *Run) time.Time {
+	due := s.LifecycleDue(r)
+	if r.OutboxSendable() {
+		if o := r.OutboxDue(); !o.IsZero() && (due.IsZero() || o.Before(due)) {
+			due = o
+		}
+	}
+	return due
+}
+
+// LifecycleDue is when r has time-based work of its own (approval expiry
+// or reminder, lease expiry, dispatch grace, retention), leaving its
+// outbox aside: the run's DueAt is the earlier of the two.
+func (s *Store) LifecycleDue(r *Run) time.Time {
 	switch r.Status {
 	case StatusQueued, StatusResuming:
 		return r.UpdatedAt.Add(s.opts.DispatchGrace)

@@ -196,6 +196,12 @@ type Run struct {
 	// TokenHashes lists every approval token issued for the run, so that
 	// purge can delete them.
 	TokenHashes []string `json:"token_hashes,omitempty"`
+
+	// Webhook is where the caller is told about the run (nil: nowhere).
+	Webhook *Subscription `json:"webhook,omitempty"`
+	// Outbox holds the webhook deliveries not yet delivered or given up
+	// (at most MaxOutbox).
+	Outbox []OutboxEntry `json:"outbox,omitempty"`
 }
 
 // Clone returns a deep copy of r.
@@ -209,6 +215,8 @@ func (r *Run) Clone() *Run {
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)
 	c.Output = cloneRaw(r.Output)
+	c.Webhook = cloneSubscription(r.Webhook)
+	c.Outbox = cloneOutbox(r.Outbox)
 	if r.PendingCalls != nil {
 		c.PendingCalls = make([]CallSummary, len(r.PendingCalls))
 		for i, p := range r.PendingCalls {

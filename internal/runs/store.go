@@ -29,6 +29,9 @@ type Options struct {
 	DispatchGrace time.Duration
 	// Retention is how long a terminal run is kept before purge deletes it.
 	Retention time.Duration
+	// Outbound, when set, schedules the outbox entries (webhook
+	// deliveries) of a subscribed run's transitions in the same write.
+	Outbound OutboundFunc
 	// Logger receives failures of best-effort cleanups; slog.Default when nil.
 	Logger *slog.Logger
 }

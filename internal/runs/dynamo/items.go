@@ -107,6 +107,8 @@ type runItem struct {
 	WriteID          string   `dynamodbav:"write_id,omitempty"`
 	LastSeq          int64    `dynamodbav:"last_seq"`
 	TokenHashes      []string `dynamodbav:"token_hashes,omitempty"`
+	Webhook          string   `dynamodbav:"webhook,omitempty"`
+	Outbox           string   `dynamodbav:"outbox,omitempty"`
 }
 
 func newRunItem(r *runs.Run, shards int) (runItem, error) {
@@ -149,6 +151,20 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 			return runItem{}, fmt.Errorf("encode pending calls: %w", err)
 		}
 		it.PendingCalls = string(b)
+	}
+	if r.Webhook != nil {
+		b, err := json.Marshal(r.Webhook)
+		if err != nil {
+			return runItem{}, fmt.Errorf("encode webhook: %w", err)
+		}
+		it.Webhook = string(b)
+	}
+	if len(r.Outbox) > 0 {
+		b, err := json.Marshal(r.Outbox)
+		if err != nil {
+			return runItem{}, fmt.Errorf("encode outbox: %w", err)
+		}
+		it.Outbox = string(b)
 	}
 	if r.Decision != nil {
 		b, err := loop.MarshalJSON(r.Decision)
@@ -209,6 +225,17 @@ func (it runItem) run() (*runs.Run, error) {
 	if it.PendingCalls != "" {
 		if err := json.Unmarshal([]byte(it.PendingCalls), &r.PendingCalls); err != nil {
 			return nil, fmt.Errorf("decode pending calls of run %s: %w", it.ID, err)
+		}
+	}
+	if it.Webhook != "" {
+		r.Webhook = new(runs.Subscription)
+		if err := json.Unmarshal([]byte(it.Webhook), r.Webhook); err != nil {
+			return nil, fmt.Errorf("decode webhook of run %s: %w", it.ID, err)
+		}
+	}
+	if it.Outbox != "" {
+		if err := json.Unmarshal([]byte(it.Outbox), &r.Outbox); err != nil {
+			return nil, fmt.Errorf("decode outbox of run %s: %w", it.ID, err)
 		}
 	}
 	if it.Decision != "" {

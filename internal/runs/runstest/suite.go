@@ -80,6 +80,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			tt.fn(t, NewEnv(t, newHarness(t)))
 		})
 	}
+	t.Run("Outbox", func(t *testing.T) { testOutbox(t, newHarness(t)) })
 }
 
 // Env is a Store over one Harness with a settable clock, plus helpers to
