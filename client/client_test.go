@@ -151,7 +151,7 @@ func TestErrors(t *testing.T) {
 			return err
 		}, 422, client.CodeUnprocessable},
 		{"start: planned field", func() error {
-			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, WebhookURL: "https://example.com/h"})
+			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, ToolResultsTTLSeconds: 60})
 			return err
 		}, 400, client.CodeBadRequest},
 		{"start: unknown token", func() error {

@@ -112,7 +112,9 @@ type StartRunRequest struct {
 	ClientTools           []ClientTool `json:"client_tools,omitempty"`
 	ToolResultsTTLSeconds int64        `json:"tool_results_ttl_seconds,omitempty"`
 	ToolExecutors         []string     `json:"tool_executors,omitempty"`
-	// WebhookURL and WebhookEvents ask for signed webhooks (planned, #13).
+	// WebhookURL and WebhookEvents ask for signed webhooks (see the
+	// README's "Webhooks"); a deployment without a signing secret, or a
+	// refused target, answers 422.
 	WebhookURL    string   `json:"webhook_url,omitempty"`
 	WebhookEvents []string `json:"webhook_events,omitempty"`
 	// RequiredApprovals is a quorum of distinct persons (planned, #14).
@@ -249,11 +251,22 @@ type Run struct {
 	Metadata          map[string]string `json:"metadata,omitempty"`
 	Links             RunLinks          `json:"links"`
 
-	// ToolResults, Votes, VotesNeeded and WebhookURL are planned (#13, #14).
+	// Webhook is the run's webhook subscription (nil: none).
+	Webhook *WebhookSubscription `json:"webhook,omitempty"`
+
+	// ToolResults, Votes and VotesNeeded are planned (#13, #14).
 	ToolResults *PendingToolResults `json:"tool_results,omitempty"`
 	Votes       []Vote              `json:"votes,omitempty"`
 	VotesNeeded *int                `json:"votes_needed,omitempty"`
-	WebhookURL  string              `json:"webhook_url,omitempty"`
+}
+
+// WebhookSubscription is where a run's caller is told about the run; the
+// attempts are webhook_attempt events.
+type WebhookSubscription struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events,omitempty"`
+	// PendingDeliveries are neither delivered nor given up yet.
+	PendingDeliveries int `json:"pending_deliveries"`
 }
 
 // Event is one step of a run's audit trail.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/gateway"
+	"github.com/agentgate/agentgate/internal/webhook"
 )
 
 func init() {
@@ -49,6 +50,8 @@ type serveOptions struct {
 	store string
 	// tools is the tool-sources file of MCP servers (serve --tools).
 	tools string
+	// webhooks configure webhook delivery (nil: none; see serveWebhooks).
+	webhooks *app.Webhooks
 }
 
 // localServer is a running local agentgate.
@@ -136,7 +139,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 		if err := seedDocuments(o.dir); err != nil {
 			return nil, nil, nil, fmt.Errorf("seed documents: %w", err)
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger})
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -158,7 +161,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	}
 	disp := &app.InProcess{Logger: o.logger}
 	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: httpapi.AllRoutes,
-		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut})
+		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut, Webhooks: o.webhooks})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -250,6 +253,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable); default: one generated for principal 'local-user'")
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
 	store := fs.String("store", "embedded", "embedded (bbolt file in --dir) or aws (DynamoDB+S3 named by AGENTGATE_TABLE and AGENTGATE_BUCKET, endpoint from AWS_ENDPOINT_URL)")
+	whFile := fs.String("webhook-secret-file", "", "enable webhooks, signing with the whsec_ secrets in this file (created with a new secret when missing)")
+	whSecret := fs.String("webhook-secret", "", "enable webhooks, signing with this whsec_ secret (visible to other local users in the process list; prefer --webhook-secret-file)")
+	whHTTP := fs.Bool("webhook-allow-http", false, "accept plain-http webhook URLs (local tests only)")
+	whAllow := fs.String("webhook-allow", "", "internal address prefixes webhooks may go to, comma-separated (e.g. 127.0.0.1,::1 for a receiver on this machine)")
 	var remote remoteFlag
 	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -260,8 +267,12 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		tokens = tokenFlag{tok: "local-user"}
 		fmt.Fprintf(stdout, "bearer token for local-user: %s\n", tok)
 	}
+	hooks, err := serveWebhooks(*whFile, *whSecret, *whHTTP, *whAllow, stdout)
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks})
 	if err != nil {
 		return err
 	}
@@ -305,4 +316,36 @@ func (r *remoteFlag) Set(v string) error {
 	}
 	(*r)[name] = url
 	return nil
+}
+
+// serveWebhooks builds the local server's webhook configuration from its
+// flags: nil (webhooks off) unless a secret file or value is given.
+func serveWebhooks(file, secret string, allowHTTP bool, allow string, stdout io.Writer) (*app.Webhooks, error) {
+	prefixes, err := webhook.ParseAllowList(allow)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-allow: %w", err)
+	}
+	var signer *webhook.Signer
+	switch {
+	case file != "" && secret != "":
+		return nil, fmt.Errorf("give --webhook-secret-file or --webhook-secret, not both")
+	case file != "":
+		var created bool
+		if signer, created, err = webhook.EnsureSecretFile(file); err != nil {
+			return nil, err
+		}
+		if created {
+			fmt.Fprintf(stdout, "webhook signing secret written to %s\n", file)
+		}
+	case secret != "":
+		if signer, err = webhook.NewSigner(secret); err != nil {
+			return nil, fmt.Errorf("--webhook-secret: %w", err)
+		}
+	default:
+		if allowHTTP || len(prefixes) > 0 {
+			return nil, fmt.Errorf("--webhook-allow-http and --webhook-allow need --webhook-secret-file or --webhook-secret")
+		}
+		return nil, nil
+	}
+	return &app.Webhooks{Signer: signer, Policy: webhook.Policy{AllowHTTP: allowHTTP, Allow: prefixes}}, nil
 }

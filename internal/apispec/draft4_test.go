@@ -33,7 +33,7 @@ func TestDraft4AgreesWithSpec(t *testing.T) {
 			`{"prompt":"x","messages":[{"role":"user","content":[]}],"approvers":["bob"]}`,
 			`{"approvers":["bob"]}`,
 			`{"prompt":"x","approvers":["bob"],"colour":"red"}`,
-			`{"prompt":"x","approvers":["bob"],"webhook_url":"https://example.com/h"}`,
+			`{"prompt":"x","approvers":["bob"],"tool_results_ttl_seconds":60}`,
 			`{"prompt":"x","approvers":["bob"],"approval_ttl_seconds":9999999}`,
 			`{"prompt":"x","approvers":["bob"],"max_iterations":201}`,
 			`{"prompt":"x","approvers":["bob"],"metadata":{"k":1}}`,

@@ -73,7 +73,7 @@ func TestCurrentSpecHasNoPlannedParts(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ schema, prop string }{
-		{"StartRequest", "client_tools"}, {"StartRequest", "webhook_url"}, {"Run", "votes"}, {"Run", "tool_results"},
+		{"StartRequest", "client_tools"}, {"StartRequest", "tool_results_ttl_seconds"}, {"Run", "votes"}, {"Run", "tool_results"},
 	} {
 		if full.Components.Schemas[tt.schema].Value.Properties[tt.prop] == nil {
 			t.Errorf("Full: %s lacks %s", tt.schema, tt.prop)

@@ -58,7 +58,7 @@ func TestValidatorCatches(t *testing.T) {
 		{"invalid request accepted", exchange(t, "POST", "/runs", `{"prompt":"x"}`, 202, apiHeaders("Location", "/runs/r1"), runJSON), "refuses this request but the server accepted it"},
 		{"invalid request refused", exchange(t, "POST", "/runs", `{"prompt":"x"}`, 422, apiHeaders(), errBody("unprocessable")), ""},
 		{"valid request called malformed", exchange(t, "POST", "/runs", start, 400, apiHeaders(), errBody("bad_request")), "refused it as malformed"},
-		{"planned field accepted", exchange(t, "POST", "/runs", `{"prompt":"x","approvers":["bob"],"webhook_url":"https://example.com/h"}`, 202,
+		{"planned field accepted", exchange(t, "POST", "/runs", `{"prompt":"x","approvers":["bob"],"tool_results_ttl_seconds":60}`, 202,
 			apiHeaders("Location", "/runs/r1"), runJSON), "refuses this request but the server accepted it"},
 		{"planned status answered", exchange(t, "GET", "/runs/r1", "", 200, apiHeaders(),
 			strings.Replace(runJSON, "QUEUED", "WAITING_FOR_TOOL_RESULTS", 1)), "does not describe this response"},

@@ -50,6 +50,8 @@ type Options struct {
 	Now func() time.Time
 	// Validator checks the traffic (nil: a new one for the current spec).
 	Validator *apispec.Validator
+	// Webhooks configure webhook delivery (nil: none).
+	Webhooks *app.Webhooks
 }
 
 // Server is a running local server.
@@ -129,7 +131,7 @@ func Start(t testing.TB, o Options) *Server {
 	base := "http://" + ln.Addr().String()
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mail := &syncBuffer{}
-	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, BaseURL: base, Logger: logger, Now: o.Now, MailOut: mail})
+	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, BaseURL: base, Logger: logger, Now: o.Now, MailOut: mail, Webhooks: o.Webhooks})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

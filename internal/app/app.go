@@ -37,8 +37,10 @@ type Deps struct {
 	// Owner names this process in lease owners.
 	Owner  string
 	Routes httpapi.Routes
-	Logger *slog.Logger
-	Now    func() time.Time
+	// Webhooks configure webhook delivery (nil: none).
+	Webhooks *Webhooks
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // App is a wired agentgate.
@@ -85,6 +87,9 @@ func New(d Deps) (*App, error) {
 		Pages: pages{}, HashToken: approval.HashToken, AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
 	}
 	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Logger: d.Logger, Now: d.Now}
+	if err := a.wireWebhooks(d.Webhooks); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

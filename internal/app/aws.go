@@ -42,6 +42,8 @@ type AWSOptions struct {
 	// local outbox in OutboxDir instead of SES.
 	OutboxDir string
 	MailOut   io.Writer
+	// Webhooks configure webhook delivery (nil: none).
+	Webhooks *Webhooks
 }
 
 // NewAWS builds the App on DynamoDB, S3, SES v2 and Lambda async dispatch.
@@ -56,7 +58,7 @@ func NewAWS(o AWSOptions) (*App, error) {
 	s3c := s3.NewFromConfig(o.AWS, func(opts *s3.Options) { opts.UsePathStyle = o.AWS.BaseEndpoint != nil })
 	rows := dynamo.NewTable(dynamodb.NewFromConfig(o.AWS), c.Table, dynamo.Options{DueShards: c.DueShards})
 	states := s3state.NewBucket(s3c, c.Bucket, s3state.Options{KMSKeyID: c.KMSKeyID})
-	store := runs.NewStore(rows, states, runs.Options{Retention: c.Retention, Logger: o.Logger})
+	store := runs.NewStore(rows, states, runs.Options{Retention: c.Retention, Logger: o.Logger, Outbound: outbound()})
 	docs, err := docstore.NewS3Backend(s3c, docstore.S3Config{Bucket: c.Bucket, KMSKeyID: c.KMSKeyID})
 	if err != nil {
 		return nil, err
@@ -78,6 +80,6 @@ func NewAWS(o AWSOptions) (*App, error) {
 	return New(Deps{
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer, ToolSources: o.ToolSources,
 		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner, AllowedModels: c.AllowedModels,
-		Routes: o.Routes, Logger: o.Logger,
+		Routes: o.Routes, Webhooks: o.Webhooks, Logger: o.Logger,
 	})
 }

@@ -8,11 +8,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/agentgate/agentgate/internal/config"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/lambdaentry"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/webhook"
 )
 
 // Function names the three Lambdas.
@@ -66,8 +68,12 @@ func LambdaEntry(ctx context.Context, fn Function, newModel ModelFactory) (*lamb
 	if fn == Resume {
 		routes = httpapi.ResumeRoutes
 	}
+	hooks, err := lambdaWebhooks(awsCfg)
+	if err != nil {
+		return nil, err
+	}
 	a, err := NewAWS(AWSOptions{Config: cfg, AWS: awsCfg, Model: model, Routes: routes, ToolSources: tools,
-		Owner: string(fn) + "/" + os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME"), Logger: logger})
+		Owner: string(fn) + "/" + os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME"), Logger: logger, Webhooks: hooks})
 	if err != nil {
 		return nil, err
 	}
@@ -77,4 +83,19 @@ func LambdaEntry(ctx context.Context, fn Function, newModel ModelFactory) (*lamb
 	default:
 		return &lambdaentry.Entry{API: a.API.Handle, Worker: a.Worker.Handle}, nil
 	}
+}
+
+// lambdaWebhooks reads the webhook configuration (AGENTGATE_WEBHOOK_SECRET,
+// AGENTGATE_WEBHOOK_ALLOW): nil when webhooks are off. The secret is read
+// from Secrets Manager only when a delivery is signed (the purge function),
+// and re-read after webhook.SecretRefresh.
+func lambdaWebhooks(awsCfg aws.Config) (*Webhooks, error) {
+	wc, err := webhook.LoadConfig(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !wc.Enabled() {
+		return nil, nil
+	}
+	return &Webhooks{Signer: webhook.NewSecretsManagerSource(secretsmanager.NewFromConfig(awsCfg), wc.SecretID, nil), Policy: wc.Policy}, nil
 }

@@ -77,8 +77,10 @@ type LocalOptions struct {
 	Retention   time.Duration
 	// MailOut receives the approval links the outbox prints.
 	MailOut io.Writer
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Webhooks configure webhook delivery (nil: none).
+	Webhooks *Webhooks
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // OpenLocal builds the embedded-default App.
@@ -88,7 +90,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 			return nil, fmt.Errorf("create %s: %w", sub, err)
 		}
 	}
-	store, db, err := embedded.OpenStore(filepath.Join(o.Dir, "agentgate.db"), runs.Options{Now: o.Now, Retention: o.Retention, Logger: o.Logger})
+	store, db, err := embedded.OpenStore(filepath.Join(o.Dir, "agentgate.db"), runs.Options{Now: o.Now, Retention: o.Retention, Logger: o.Logger, Outbound: outbound()})
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store: %w", err)
 	}
@@ -106,7 +108,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, ToolSources: o.ToolSources,
 		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),
 		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: "local",
-		Routes: httpapi.AllRoutes, Logger: o.Logger, Now: o.Now,
+		Routes: httpapi.AllRoutes, Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now,
 	})
 	if err != nil {
 		db.Close()

@@ -54,7 +54,10 @@ type API struct {
 	// AllowedModels are the model ids a run may ask for (AGENTGATE_ALLOWED_MODELS);
 	// empty: runs use the configured model only.
 	AllowedModels []string
-	Logger        *slog.Logger
+	// Webhooks, when set, accepts runs' webhook_url under its policy; nil:
+	// this deployment does not deliver webhooks and refuses the field.
+	Webhooks *WebhookTargets
+	Logger   *slog.Logger
 	Now           func() time.Time
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
+	"github.com/agentgate/agentgate/internal/webhook"
 )
 
 // RunView is the JSON shape of a run in responses.
@@ -30,7 +31,16 @@ type RunView struct {
 	Decision  *DecisionView          `json:"decision,omitempty"`
 	Output    json.RawMessage        `json:"output,omitempty"`
 	Metadata  map[string]string      `json:"metadata,omitempty"`
+	Webhook   *WebhookView           `json:"webhook,omitempty"`
 	Links     map[string]string      `json:"links"`
+}
+
+// WebhookView is a run's webhook subscription and the deliveries not yet
+// done (their attempts are in the events).
+type WebhookView struct {
+	URL     string   `json:"url"`
+	Events  []string `json:"events,omitempty"`
+	Pending int      `json:"pending_deliveries"`
 }
 
 // PendingView is what waits for approval.
@@ -48,6 +58,17 @@ type DecisionView struct {
 	At       time.Time      `json:"at"`
 	Decision *loop.Decision `json:"decision"`
 }
+
+// WebhookTargets is the submit-time check of webhook URLs.
+type WebhookTargets struct {
+	Policy webhook.Policy
+	// Resolver resolves target hosts (nil: the system resolver).
+	Resolver webhook.Resolver
+}
+
+// RunLinks returns a run's API links, as responses and webhook payloads
+// carry them.
+func RunLinks(id string) map[string]string { return links(id) }
 
 func links(id string) map[string]string {
 	return map[string]string{
@@ -74,6 +95,9 @@ func viewOf(r *runs.Run) RunView {
 	if r.Status == runs.StatusWaiting {
 		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: r.PendingCalls}
 	}
+	if r.Webhook != nil {
+		v.Webhook = &WebhookView{URL: r.Webhook.URL, Events: r.Webhook.Events, Pending: len(r.Outbox)}
+	}
 	if r.Decision != nil {
 		v.Decision = &DecisionView{By: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Decision: r.Decision}
 	}
@@ -95,11 +119,22 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
 	}
+	sub := sr.Subscription()
+	if sub != nil {
+		if a.Webhooks == nil {
+			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: this deployment does not deliver webhooks (no signing secret configured)")
+		}
+		if _, err := a.Webhooks.Policy.CheckTarget(ctx, a.Webhooks.Resolver, sub.URL); err != nil {
+			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: %s", err.Error())
+		}
+	}
+	// The subscription lives on the run row, not in the stored request.
+	sr.WebhookURL, sr.WebhookEvents = "", nil
 	raw, err := json.Marshal(sr)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	r, err := a.Store.Create(ctx, runs.NewRun{Initiator: who, Approvers: sr.Approvers, Request: raw})
+	r, err := a.Store.Create(ctx, runs.NewRun{Initiator: who, Approvers: sr.Approvers, Request: raw, Webhook: sub})
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/webhook"
 )
 
 // Limits on a start request.
@@ -48,6 +49,11 @@ type StartRequest struct {
 	FourEyes bool `json:"four_eyes,omitempty"`
 	// Metadata is the caller's own labels, returned as given.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// WebhookURL is where signed webhook events about the run are POSTed
+	// (optional; the deployment's target policy applies).
+	WebhookURL string `json:"webhook_url,omitempty"`
+	// WebhookEvents are the event types wanted (default: all).
+	WebhookEvents []string `json:"webhook_events,omitempty"`
 }
 
 // Validate checks the request against the tools that exist. Every error is
@@ -111,8 +117,31 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		return runs.Errorf(runs.EInvalid, "max_output_tokens must be between 0 and 200000")
 	case len(r.Model) > 200:
 		return runs.Errorf(runs.EInvalid, "model: at most 200 characters")
+	case r.WebhookURL == "" && len(r.WebhookEvents) > 0:
+		return runs.Errorf(runs.EInvalid, "webhook_events needs webhook_url")
+	case len(r.WebhookURL) > webhook.MaxURLLength:
+		return runs.Errorf(runs.EInvalid, "webhook_url: at most %d bytes", webhook.MaxURLLength)
+	case len(r.WebhookEvents) > len(webhook.AllEventTypes()):
+		return runs.Errorf(runs.EInvalid, "webhook_events: at most %d entries", len(webhook.AllEventTypes()))
+	}
+	if _, err := webhook.ParseEventTypes(r.WebhookEvents); err != nil {
+		return runs.Errorf(runs.EInvalid, "webhook_events: %v", err)
 	}
 	return nil
+}
+
+// Subscription returns the run's webhook subscription (nil: none), with
+// the event types in canonical order.
+func (r *StartRequest) Subscription() *runs.Subscription {
+	if r.WebhookURL == "" {
+		return nil
+	}
+	types, _ := webhook.ParseEventTypes(r.WebhookEvents)
+	sub := &runs.Subscription{URL: r.WebhookURL}
+	for _, t := range types {
+		sub.Events = append(sub.Events, string(t))
+	}
+	return sub
 }
 
 // validPrincipal accepts an e-mail address or a principal name (IAM ARN or

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/webhook"
 )
 
 // SweepSummary counts what one sweep did.
@@ -22,6 +23,8 @@ type SweepSummary struct {
 	Purged      int `json:"purged"`
 	Reminded    int `json:"reminded"`
 	Skipped     int `json:"skipped"`
+	// Deliveries counts webhook attempts.
+	Deliveries int `json:"webhook_attempts"`
 	Errors      int `json:"errors"`
 	// More is set when the sweep stopped at its bound with due work left.
 	More bool `json:"more"`
@@ -36,8 +39,18 @@ type Sweeper struct {
 	Store    *runs.Store
 	Dispatch Dispatcher
 	// Remind, when set, sends the reminder for a waiting run (80% of the window).
-	Remind  func(ctx context.Context, r *runs.Run) error
-	MaxRuns int
+	Remind func(ctx context.Context, r *runs.Run) error
+	// Webhooks sends the runs' due webhook deliveries (nil: this
+	// deployment has no signing secret, and due deliveries fail until
+	// they are given up).
+	Webhooks WebhookSender
+	// Schedule is the retry schedule of deliveries (zero:
+	// webhook.DefaultSchedule).
+	Schedule webhook.Schedule
+	// MaxDeliveries bounds the attempts per sweep (default
+	// DefaultMaxDeliveries).
+	MaxDeliveries int
+	MaxRuns       int
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -67,6 +80,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 		}
 		for _, r := range page {
 			sum.Scanned++
+			if r.OutboxSendable() {
+				r = s.deliver(ctx, r, at, &sum, log)
+				if at.Before(s.Store.LifecycleDue(r)) {
+					continue // it was due for its deliveries only
+				}
+			}
 			if err := s.one(ctx, r, at, &sum); err != nil {
 				sum.Errors++
 				log.WarnContext(ctx, "sweep: run not handled", "run_id", r.ID, "status", r.Status, "err", err)
@@ -83,7 +102,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	}
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
 		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "purged", sum.Purged, "reminded", sum.Reminded,
-		"skipped", sum.Skipped, "errors", sum.Errors, "more", sum.More)
+		"skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
 }
 

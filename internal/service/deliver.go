@@ -1,0 +1,98 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/webhook"
+)
+
+// WebhookSender makes one delivery attempt; *webhook.Sender is one.
+type WebhookSender interface {
+	Send(ctx context.Context, d *webhook.Delivery) webhook.Attempt
+}
+
+// DefaultMaxDeliveries bounds the webhook attempts of one sweep (each takes
+// at most webhook.DefaultTimeout); what is left is due on the next tick.
+const DefaultMaxDeliveries = 20
+
+// errClassNotConfigured is the error class of an attempt that could not be
+// made because this deployment has no webhook sender (no secret).
+const errClassNotConfigured = "not_configured"
+
+// webhookAttemptData is the data of a webhook_attempt event.
+type webhookAttemptData struct {
+	ID      string                `json:"id"`
+	Type    webhook.EventType     `json:"type"`
+	State   webhook.DeliveryState `json:"state"`
+	Next    time.Time             `json:"next_attempt_at,omitzero"`
+	Attempt webhook.Attempt       `json:"attempt"`
+}
+
+// deliver makes one attempt at every due outbox entry of r and records each
+// in its own write; it returns the run as last written (r when nothing
+// was). Failures are logged: a delivery never fails the run or the sweep.
+func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary, log *slog.Logger) *runs.Run {
+	max := s.MaxDeliveries
+	if max <= 0 {
+		max = DefaultMaxDeliveries
+	}
+	sched := s.Schedule
+	if sched.Attempts == 0 {
+		sched = webhook.DefaultSchedule
+	}
+	for _, e := range append([]runs.OutboxEntry(nil), r.Outbox...) {
+		if now.Before(e.DueAt) {
+			continue
+		}
+		if sum.Deliveries >= max {
+			sum.More = true
+			return r
+		}
+		d, err := webhook.DeliveryOf(e)
+		var a webhook.Attempt
+		switch {
+		case err != nil:
+			// Unreadable: give it up rather than retry forever.
+			log.ErrorContext(ctx, "sweep: outbox entry unreadable", "run_id", r.ID, "webhook_id", e.ID, "err", err)
+			d = &webhook.Delivery{ID: e.ID, Type: webhook.EventType(e.Type), State: webhook.DeliveryFailed}
+			a = webhook.Attempt{At: now, Outcome: webhook.OutcomeRefused, Error: webhook.ErrClassInternal}
+			d.Attempts++
+			a.Number = d.Attempts
+		case s.Webhooks == nil:
+			a = webhook.Attempt{At: now, Outcome: webhook.OutcomeFailed, Error: errClassNotConfigured}
+			d.Record(a, sched)
+		default:
+			a = s.Webhooks.Send(ctx, d)
+			d.Record(a, sched)
+		}
+		sum.Deliveries++
+		if d.Last != nil {
+			a = *d.Last
+		}
+		var next *runs.OutboxEntry
+		if d.State == webhook.DeliveryPending {
+			entries, err := d.Entry()
+			if err != nil {
+				log.ErrorContext(ctx, "sweep: re-encode delivery", "run_id", r.ID, "webhook_id", e.ID, "err", err)
+				continue
+			}
+			next = &entries[0]
+		}
+		data, _ := json.Marshal(webhookAttemptData{ID: d.ID, Type: d.Type, State: d.State, Next: d.NextAttemptAt, Attempt: a})
+		fresh, err := s.Store.RecordOutbox(ctx, r, e.ID, next, runs.Event{Type: runs.EventWebhookAttempt, Actor: "purge", Data: data})
+		if err != nil {
+			// The attempt stays unrecorded and is made again (same
+			// webhook-id): at least once.
+			log.WarnContext(ctx, "sweep: webhook attempt not recorded", "run_id", r.ID, "webhook_id", e.ID, "err", err)
+			return r
+		}
+		log.InfoContext(ctx, "webhook attempt", "run_id", r.ID, "webhook_id", d.ID, "type", d.Type,
+			"outcome", a.Outcome, "status_code", a.StatusCode, "latency_ms", a.LatencyMS, "state", d.State)
+		r = fresh
+	}
+	return r
+}
