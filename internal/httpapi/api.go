@@ -58,7 +58,7 @@ type API struct {
 	// this deployment does not deliver webhooks and refuses the field.
 	Webhooks *WebhookTargets
 	Logger   *slog.Logger
-	Now           func() time.Time
+	Now      func() time.Time
 }
 
 func (a *API) now() time.Time {

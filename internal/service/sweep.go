@@ -25,7 +25,7 @@ type SweepSummary struct {
 	Skipped     int `json:"skipped"`
 	// Deliveries counts webhook attempts.
 	Deliveries int `json:"webhook_attempts"`
-	Errors      int `json:"errors"`
+	Errors     int `json:"errors"`
 	// More is set when the sweep stopped at its bound with due work left.
 	More bool `json:"more"`
 }
@@ -51,8 +51,8 @@ type Sweeper struct {
 	// DefaultMaxDeliveries).
 	MaxDeliveries int
 	MaxRuns       int
-	Logger  *slog.Logger
-	Now     func() time.Time
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // Sweep runs one pass and logs a summary line.
