@@ -30,11 +30,21 @@ type Suspension struct {
 	RemindAt time.Time
 	// Tokens are the approval-link tokens issued to approvers.
 	Tokens []TokenGrant
+	// Purpose is the inbox's summary of what the run is for.
+	Purpose string
+	// InboxApprovers are the approver entries whose inbox lists the
+	// suspension, one entry per distinct ApproverKey; nil: the run's
+	// approvers. The caller leaves out who may not decide (the initiator
+	// under four-eyes).
+	InboxApprovers []string
+	// VotesNeeded is how many approvals the suspension needs (0: one).
+	VotesNeeded int
 }
 
 // Suspend moves owner's RUNNING run to WAITING_FOR_APPROVAL: the state blob is
 // put first (so a row never points at a missing blob), then one atomic write
-// stores the row, the suspended event and the approval tokens. Codes:
+// stores the row, the suspended event, the approval tokens and the
+// approvers' inbox entries. Codes:
 // EInvalid (including state over MaxStateSize), ENotFound, EConflict.
 func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspension) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
@@ -67,7 +77,12 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.Notification = NotificationPending
 	next.Decision, next.DecidedBy, next.DecidedVia, next.DecidedAt = nil, "", "", time.Time{}
 	next.Counters = st.Counters
-	w := Write{}
+	next.SuspendedAt = now
+	w := Write{NewInbox: inboxEntries(cur, sp, calls, deadline, now)}
+	next.InboxKeys = nil
+	for _, e := range w.NewInbox {
+		next.InboxKeys = append(next.InboxKeys, e.Approver)
+	}
 	for _, g := range sp.Tokens {
 		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, ExpiresAt: deadline})
 		next.TokenHashes = append(next.TokenHashes, g.Hash)
@@ -134,6 +149,15 @@ func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallS
 	blob, err := st.Encode()
 	if err != nil {
 		return nil, nil, Errorf(EInvalid, "suspended state cannot be encoded: %v", err)
+	}
+	if len(sp.InboxApprovers) > MaxApprovers {
+		return nil, nil, Errorf(EInvalid, "%d inbox approvers, at most %d allowed", len(sp.InboxApprovers), MaxApprovers)
+	}
+	if len(sp.Purpose) > MaxPurposeSize {
+		return nil, nil, Errorf(EInvalid, "purpose is %d bytes, over the %d-byte limit", len(sp.Purpose), MaxPurposeSize)
+	}
+	if sp.VotesNeeded < 0 || sp.VotesNeeded > MaxApprovers {
+		return nil, nil, Errorf(EInvalid, "votes needed must be from 0 to %d", MaxApprovers)
 	}
 	if len(sp.Tokens) > MaxApprovers {
 		return nil, nil, Errorf(EInvalid, "%d approval tokens, at most %d allowed", len(sp.Tokens), MaxApprovers)

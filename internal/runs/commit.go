@@ -23,6 +23,7 @@ func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run,
 		return nil, nil, Errorf(EConflict, "run %s cannot go from %s to %s", cur.ID, cur.Status, next.Status)
 	}
 	now := s.now()
+	leaveInbox(cur, next, &w)
 	next.Version = cur.Version + 1
 	next.UpdatedAt = now
 	s.schedule(cur, next, &w, now)

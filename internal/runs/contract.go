@@ -27,6 +27,13 @@ type RowStore interface {
 	// DeleteRun deletes the run row, all its events and the given tokens.
 	// Deleting what does not exist is not an error.
 	DeleteRun(ctx context.Context, runID string, tokenHashes []string) error
+	// Inbox returns up to limit entries indexed under the approver key, in
+	// InboxKey order (newest suspension first, then run id), and a cursor
+	// for the next page ("" when there is none). Its cost grows with that
+	// approver's entries, never with the number of runs or other
+	// approvers' entries. Codes: EInvalid (a malformed cursor, or one of
+	// another approver's inbox).
+	Inbox(ctx context.Context, approver string, limit int, cursor string) ([]InboxEntry, string, error)
 }
 
 // Write is one atomic change: the new run row, the events appended with it,
@@ -46,6 +53,11 @@ type Write struct {
 	// UseToken, when set, marks a token used; it must exist, be bound to the
 	// same run and suspension, be unused and expire after UseToken.At.
 	UseToken *TokenUse
+	// NewInbox entries are stored (the approver's inbox index).
+	NewInbox []InboxEntry
+	// DropInbox entries are deleted; deleting what does not exist is not
+	// an error.
+	DropInbox []InboxKey
 }
 
 // TokenUse consumes one approval token inside a Write.

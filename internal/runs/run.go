@@ -154,6 +154,11 @@ type Run struct {
 	SuspensionID string        `json:"suspension_id,omitempty"`
 	TurnDigest   string        `json:"turn_digest,omitempty"`
 	PendingCalls []CallSummary `json:"pending_calls,omitempty"`
+	// SuspendedAt is when the current (or last) suspension began.
+	SuspendedAt time.Time `json:"suspended_at,omitzero"`
+	// InboxKeys are the approver keys whose inbox lists the current
+	// suspension (see InboxEntry); cleared when the run leaves it.
+	InboxKeys []string `json:"inbox_keys,omitempty"`
 	// State points at the suspended state blob; zero when there is none.
 	State StateRef `json:"state,omitzero"`
 
@@ -212,6 +217,7 @@ func (r *Run) Clone() *Run {
 	c := *r
 	c.Approvers = append([]string(nil), r.Approvers...)
 	c.TokenHashes = append([]string(nil), r.TokenHashes...)
+	c.InboxKeys = append([]string(nil), r.InboxKeys...)
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)
 	c.Output = cloneRaw(r.Output)

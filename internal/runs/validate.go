@@ -17,6 +17,7 @@ const (
 	MaxDecisionSize     = 32 << 10  // Run.Decision
 	MaxEventDataSize    = 128 << 10 // Event.Data
 	MaxApprovers        = 20
+	MaxPurposeSize      = 1 << 10 // Suspension.Purpose, copied into each inbox entry
 	MaxPendingCalls     = 64
 )
 

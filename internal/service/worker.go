@@ -280,11 +280,19 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		links = append(links, issued{a, raw})
 		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: a})
 	}
+	inbox := []string{}
+	for _, a := range s.cur.Approvers {
+		if s.req.MayDecide(a, s.cur.Initiator) {
+			inbox = append(inbox, a)
+		}
+	}
 	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
-		State:    st,
-		Deadline: deadline,
-		RemindAt: now.Add(s.ttl * 8 / 10),
-		Tokens:   grants,
+		State:          st,
+		Deadline:       deadline,
+		RemindAt:       now.Add(s.ttl * 8 / 10),
+		Tokens:         grants,
+		Purpose:        s.purpose,
+		InboxApprovers: inbox,
 	})
 	if err != nil {
 		if runs.ErrorCode(err) == runs.EInvalid {

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
 )
@@ -265,4 +266,64 @@ func (p *rawPath) cycle(b *testing.B, i int) {
 	_, err = buf.ReadFrom(obj.Body)
 	obj.Body.Close()
 	require.NoError(b, err)
+}
+
+// seedInbox writes inbox entries straight into the table: mine for the
+// approver "bob", others spread over 50 other approvers.
+func seedInbox(tb testing.TB, e *awstest.Env, mine, others int, now time.Time) {
+	tb.Helper()
+	ctx := tb.Context()
+	var reqs []types.WriteRequest
+	flush := func() {
+		for len(reqs) > 0 {
+			out, err := e.DynamoDB.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{e.Table.Name(): reqs}})
+			require.NoError(tb, err)
+			reqs = out.UnprocessedItems[e.Table.Name()]
+		}
+	}
+	for i := range mine + others {
+		approver := "bob"
+		if i >= mine {
+			approver = fmt.Sprintf("approver-%d", i%50)
+		}
+		id := fmt.Sprintf("seed-%06d", i)
+		at := now.Add(-time.Duration(i) * time.Second)
+		item, err := attributevalue.MarshalMap(dynamo.NewInboxItemForTest(runs.InboxEntry{
+			Approver: approver, RunID: id, SuspensionID: "s1", TurnDigest: "d", Initiator: "alice",
+			Tools: []string{"send_email"}, Deadline: now.Add(time.Hour), SuspendedAt: at, VotesNeeded: 1,
+		}))
+		require.NoError(tb, err)
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		if len(reqs) == 25 {
+			flush()
+		}
+	}
+	flush()
+}
+
+// TestInboxQueryCostIsFlat: reading an approver's 30 pending approvals
+// reads 30 items whether the table holds 1,000 other entries or 5,000.
+func TestInboxQueryCostIsFlat(t *testing.T) {
+	now := runstest.Epoch
+	for _, others := range []int{1_000, 5_000} {
+		t.Run(fmt.Sprintf("%d other entries", others), func(t *testing.T) {
+			e := awstest.New(t)
+			seedInbox(t, e, 30, others, now)
+			s := runs.NewStore(e.Table, e.Bucket, runs.Options{Now: func() time.Time { return now }})
+			e.Counter.Reset()
+			found, cursor := 0, ""
+			for {
+				page, next, err := s.Inbox(t.Context(), "bob", 10, cursor)
+				require.NoError(t, err)
+				found += len(page)
+				if next == "" {
+					break
+				}
+				cursor = next
+			}
+			require.Equal(t, 30, found)
+			t.Logf("30 entries among %d: %d items read, %v", others, e.Counter.ItemsRead(), e.Counter.ByOperation())
+			require.Equal(t, int64(30), e.Counter.ItemsRead(), "the inbox reads the caller's entries and nothing else")
+		})
+	}
 }

@@ -18,6 +18,7 @@ const (
 	tokenPrefix = "TOKEN#"
 	tokenSK     = "TOKEN"
 	duePrefix   = "DUE#"
+	inboxPrefix = "INBOX#"
 	// DueIndex is the name of the due GSI.
 	DueIndex = "due-index"
 	// TTLAttribute is the table's TTL attribute (unix seconds), a backstop
@@ -32,6 +33,18 @@ func runPK(id string) string     { return runPrefix + id }
 func eventSK(seq int64) string   { return fmt.Sprintf("%s%020d", eventPrefix, seq) }
 func tokenPK(hash string) string { return tokenPrefix + hash }
 func duePK(shard int) string     { return fmt.Sprintf("%s%d", duePrefix, shard) }
+
+// inboxPK is the partition of an approver's inbox entries.
+func inboxPK(approver string) string { return inboxPrefix + approver }
+
+// maxInboxMS inverts unix ms in inbox sort keys (13 digits, up to 2286).
+const maxInboxMS = 9_999_999_999_999
+
+// inboxSK orders an approver's entries newest suspension first, then by
+// run id, in ascending key order.
+func inboxSK(at time.Time, runID string) string {
+	return fmt.Sprintf("%013d#%s", maxInboxMS-at.UnixMilli(), runID)
+}
 func shardOf(id string, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(id))
@@ -87,6 +100,8 @@ type runItem struct {
 	Request          string   `dynamodbav:"request,omitempty"`
 	SuspensionID     string   `dynamodbav:"suspension_id,omitempty"`
 	TurnDigest       string   `dynamodbav:"turn_digest,omitempty"`
+	SuspendedAt      int64    `dynamodbav:"suspended_at,omitempty"`
+	InboxKeys        []string `dynamodbav:"inbox_keys,omitempty"`
 	PendingCalls     string   `dynamodbav:"pending_calls,omitempty"`
 	StateKey         string   `dynamodbav:"state_key,omitempty"`
 	StateSHA256      string   `dynamodbav:"state_sha256,omitempty"`
@@ -126,6 +141,8 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 		Request:          string(r.Request),
 		SuspensionID:     r.SuspensionID,
 		TurnDigest:       r.TurnDigest,
+		SuspendedAt:      toMS(r.SuspendedAt),
+		InboxKeys:        r.InboxKeys,
 		StateKey:         r.State.Key,
 		StateSHA256:      r.State.SHA256,
 		StateSize:        r.State.Size,
@@ -204,6 +221,8 @@ func (it runItem) run() (*runs.Run, error) {
 		Request:          raw(it.Request),
 		SuspensionID:     it.SuspensionID,
 		TurnDigest:       it.TurnDigest,
+		SuspendedAt:      fromMS(it.SuspendedAt),
+		InboxKeys:        it.InboxKeys,
 		State:            runs.StateRef{Key: it.StateKey, SHA256: it.StateSHA256, Size: it.StateSize},
 		LeaseOwner:       it.LeaseOwner,
 		LeaseUntil:       fromMS(it.LeaseUntil),
@@ -295,5 +314,48 @@ func (it tokenItem) token() *runs.ApprovalToken {
 	return &runs.ApprovalToken{
 		Hash: it.Hash, RunID: it.RunID, SuspensionID: it.SuspensionID, Approver: it.Approver,
 		ExpiresAt: fromMS(it.LinkExpiresAt), UsedAt: fromMS(it.UsedAt),
+	}
+}
+
+// inboxItem is the stored form of an inbox entry, in the approver's
+// partition; expires_at is the TTL backstop (s) past the deadline.
+type inboxItem struct {
+	key
+	Approver     string   `dynamodbav:"approver"`
+	RunID        string   `dynamodbav:"run_id"`
+	SuspensionID string   `dynamodbav:"suspension_id"`
+	TurnDigest   string   `dynamodbav:"turn_digest"`
+	Initiator    string   `dynamodbav:"initiator"`
+	Purpose      string   `dynamodbav:"purpose"`
+	Tools        []string `dynamodbav:"tools"`
+	Deadline     int64    `dynamodbav:"deadline"`
+	SuspendedAt  int64    `dynamodbav:"suspended_at"`
+	VotesNeeded  int      `dynamodbav:"votes_needed"`
+	ExpiresAt    int64    `dynamodbav:"expires_at"`
+}
+
+func inboxKeyOf(k runs.InboxKey) key {
+	return key{PK: inboxPK(k.Approver), SK: inboxSK(k.SuspendedAt, k.RunID)}
+}
+
+func newInboxItem(e runs.InboxEntry) inboxItem {
+	return inboxItem{
+		key:      inboxKeyOf(e.Key()),
+		Approver: e.Approver, RunID: e.RunID, SuspensionID: e.SuspensionID, TurnDigest: e.TurnDigest,
+		Initiator: e.Initiator, Purpose: e.Purpose, Tools: e.Tools,
+		Deadline: toMS(e.Deadline), SuspendedAt: toMS(e.SuspendedAt), VotesNeeded: e.VotesNeeded,
+		ExpiresAt: e.Deadline.Add(ttlGrace).Unix(),
+	}
+}
+
+func (it inboxItem) entry() runs.InboxEntry {
+	tools := it.Tools
+	if tools == nil {
+		tools = []string{}
+	}
+	return runs.InboxEntry{
+		Approver: it.Approver, RunID: it.RunID, SuspensionID: it.SuspensionID, TurnDigest: it.TurnDigest,
+		Initiator: it.Initiator, Purpose: it.Purpose, Tools: tools,
+		Deadline: fromMS(it.Deadline), SuspendedAt: fromMS(it.SuspendedAt), VotesNeeded: it.VotesNeeded,
 	}
 }

@@ -25,7 +25,7 @@ func TestRunItemRoundTrip(t *testing.T) {
 		Counters:  loop.Counters{Iterations: 1, ModelCalls: 2, InputTokens: 3, OutputTokens: 4, ToolCalls: 5},
 		Initiator: "alice", Approvers: []string{"bob", "carol"},
 		Request:      json.RawMessage(`{"prompt":"hi"}`),
-		SuspensionID: "s1", TurnDigest: "d1",
+		SuspensionID: "s1", TurnDigest: "d1", SuspendedAt: at.Add(time.Second), InboxKeys: []string{"bob", "group:sre"},
 		PendingCalls: []runs.CallSummary{{ID: "c1", Tool: "send", Input: json.RawMessage(`{"to":"x"}`), NeedsApproval: true, Effect: "write", Preview: "p"}},
 		State:        runs.StateRef{Key: "runs/r1/state/x.json.gz", SHA256: "x", Size: 10},
 		LeaseOwner:   "w1", LeaseUntil: at.Add(2 * time.Minute), PendingEffect: "c1",

@@ -84,7 +84,7 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 	if err != nil {
 		return err
 	}
-	if len(w.Events) == 0 && len(w.NewTokens) == 0 && w.UseToken == nil {
+	if len(w.Events) == 0 && len(w.NewTokens) == 0 && w.UseToken == nil && len(w.NewInbox) == 0 && len(w.DropInbox) == 0 {
 		_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                 &t.name,
 			Item:                      row.Item,
@@ -115,6 +115,20 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 			return err
 		}
 		items = append(items, types.TransactWriteItem{Update: upd})
+	}
+	for _, e := range w.NewInbox {
+		item, err := attributevalue.MarshalMap(newInboxItem(e))
+		if err != nil {
+			return fmt.Errorf("encode inbox entry: %w", err)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &t.name, Item: item}})
+	}
+	for _, k := range w.DropInbox {
+		dk, err := attributevalue.MarshalMap(inboxKeyOf(k))
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: &t.name, Key: dk}})
 	}
 	_, err = t.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
@@ -367,6 +381,84 @@ func (t *Table) Due(ctx context.Context, now time.Time, limit int, cursor string
 		}
 	}
 	return out, "", nil
+}
+
+// inboxCursor is where an Inbox page ended: the approver whose inbox it
+// is and the sort key of the last entry returned.
+type inboxCursor struct {
+	Approver string `json:"a"`
+	SK       string `json:"k"`
+}
+
+// Inbox implements runs.RowStore with a strongly consistent Query of the
+// approver's partition, so it reads only that approver's entries.
+func (t *Table) Inbox(ctx context.Context, approver string, limit int, cursor string) ([]runs.InboxEntry, string, error) {
+	pk := inboxPK(approver)
+	kc := expression.Key("pk").Equal(expression.Value(pk))
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, "", err
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 &t.name,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	}
+	if cursor != "" {
+		var c inboxCursor
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || json.Unmarshal(b, &c) != nil || c.Approver != approver || !validInboxSK(c.SK) {
+			return nil, "", runs.Errorf(runs.EInvalid, "inbox cursor is malformed")
+		}
+		start, err := attributevalue.MarshalMap(key{PK: pk, SK: c.SK})
+		if err != nil {
+			return nil, "", err
+		}
+		in.ExclusiveStartKey = start
+	}
+	out := []runs.InboxEntry{}
+	for {
+		in.Limit = aws.Int32(int32(limit - len(out)))
+		res, err := t.client.Query(ctx, in)
+		if err != nil {
+			return nil, "", translate(err)
+		}
+		for _, m := range res.Items {
+			var it inboxItem
+			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+				return nil, "", fmt.Errorf("decode inbox entry: %w", err)
+			}
+			out = append(out, it.entry())
+		}
+		if res.LastEvaluatedKey == nil {
+			return out, "", nil
+		}
+		if len(out) == limit {
+			var k key
+			if err := attributevalue.UnmarshalMap(res.LastEvaluatedKey, &k); err != nil {
+				return nil, "", err
+			}
+			b, _ := json.Marshal(inboxCursor{Approver: approver, SK: k.SK})
+			return out, base64.RawURLEncoding.EncodeToString(b), nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
+
+// validInboxSK reports whether sk has the form inboxSK writes.
+func validInboxSK(sk string) bool {
+	ms, id, ok := strings.Cut(sk, "#")
+	if !ok || len(ms) != 13 || !runs.ValidRunID(id) {
+		return false
+	}
+	for _, c := range ms {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // DeleteRun implements runs.RowStore: it queries the run's partition (row and

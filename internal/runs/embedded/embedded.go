@@ -21,6 +21,7 @@ var (
 	bucketTokens = []byte("tokens") // token hash -> ApprovalToken JSON
 	bucketDue    = []byte("due")    // big-endian unix ms + run id -> run id
 	bucketBlobs  = []byte("blobs")  // blob key -> gzip'd state
+	bucketInbox  = []byte("inbox")  // inboxKey -> InboxEntry JSON
 )
 
 // DB is a bbolt file holding every run, event, token and state blob. It
@@ -42,7 +43,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs} {
+		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs, bucketInbox} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -126,6 +127,28 @@ func dueKey(at time.Time, id string) []byte {
 	return append(binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), id...)
 }
 
+// inboxPrefix starts the keys of an approver's inbox entries. Approver keys
+// are ASCII without control characters (identity.Parse), so the NUL ends
+// the prefix unambiguously.
+func inboxPrefix(approver string) []byte { return append([]byte(approver), 0) }
+
+// inboxKey orders an approver's entries newest suspension first (the
+// inverted unix ms), then by run id.
+func inboxKey(k runs.InboxKey) []byte {
+	b := binary.BigEndian.AppendUint64(inboxPrefix(k.Approver), ^uint64(k.SuspendedAt.UnixMilli()))
+	return append(b, k.RunID...)
+}
+
+func dropInbox(tx *bolt.Tx, keys []runs.InboxKey) error {
+	b := tx.Bucket(bucketInbox)
+	for _, k := range keys {
+		if err := b.Delete(inboxKey(k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Write implements runs.RowStore in one bbolt transaction.
 func (db *DB) Write(_ context.Context, w runs.Write) error {
 	id := w.Run.ID
@@ -176,6 +199,14 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 			}
 			t.UsedAt = u.At
 			if err := put(tokens, []byte(u.Hash), t); err != nil {
+				return err
+			}
+		}
+		if err := dropInbox(tx, w.DropInbox); err != nil {
+			return err
+		}
+		for _, e := range w.NewInbox {
+			if err := put(tx.Bucket(bucketInbox), inboxKey(e.Key()), e); err != nil {
 				return err
 			}
 		}
@@ -293,6 +324,17 @@ func (db *DB) DeleteRun(_ context.Context, runID string, tokenHashes []string) e
 				return err
 			}
 		}
+		if r != nil {
+			// A terminal run's entries went with its last transition; this
+			// only matters for a row that somehow kept them.
+			var keys []runs.InboxKey
+			for _, k := range r.InboxKeys {
+				keys = append(keys, runs.InboxKey{Approver: k, RunID: runID, SuspendedAt: r.SuspendedAt})
+			}
+			if err := dropInbox(tx, keys); err != nil {
+				return err
+			}
+		}
 		if err := tx.Bucket(bucketRuns).Delete([]byte(runID)); err != nil {
 			return err
 		}
@@ -306,6 +348,51 @@ func (db *DB) DeleteRun(_ context.Context, runID string, tokenHashes []string) e
 		}
 		return nil
 	})
+}
+
+// Inbox implements runs.RowStore: a cursor over the approver's key prefix,
+// so it reads only that approver's entries. The cursor is the hex of the
+// last key returned.
+func (db *DB) Inbox(_ context.Context, approver string, limit int, cursor string) ([]runs.InboxEntry, string, error) {
+	prefix := inboxPrefix(approver)
+	var after []byte
+	if cursor != "" {
+		k, err := hex.DecodeString(cursor)
+		if err != nil || !bytes.HasPrefix(k, prefix) || len(k) < len(prefix)+8 {
+			return nil, "", runs.Errorf(runs.EInvalid, "inbox cursor is malformed")
+		}
+		after = k
+	}
+	out := []runs.InboxEntry{}
+	var next string
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketInbox).Cursor()
+		k, v := c.Seek(prefix)
+		if after != nil {
+			k, v = c.Seek(after)
+			if bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		var last []byte
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(out) == limit {
+				next = hex.EncodeToString(last)
+				return nil
+			}
+			var e runs.InboxEntry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("decode inbox entry: %w", err)
+			}
+			out = append(out, e)
+			last = append(last[:0], k...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
 }
 
 // PutState implements runs.StateStore.

@@ -74,6 +74,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ConcurrentLinkDecide", testConcurrentLinkDecide},
 		{"ConcurrentClaim", testConcurrentClaim},
 		{"ClaimRetriesVersionOnlyMoves", testClaimRetry},
+		{"Inbox", testInbox},
+		{"InboxPaging", testInboxPaging},
+		{"InboxConcurrent", testInboxConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,170 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/identity"
+)
+
+// Inbox page sizes.
+const (
+	DefaultInboxLimit = 50
+	MaxInboxLimit     = 100
+)
+
+// maxInboxReads bounds how many adapter pages one Store.Inbox call reads
+// while it skips entries whose deadline has passed.
+const maxInboxReads = 4
+
+// InboxEntry is one entry of an approver's inbox: a suspension that waits
+// for that approver's decision. Suspend stores one entry per approver key
+// in the same write as the suspension, and the write that moves the run on
+// (decide, cancel, expire, a new suspension) deletes them, so the inbox is
+// exactly the waiting suspensions. It carries what a listing shows, so
+// reading an inbox reads no run rows.
+type InboxEntry struct {
+	// Approver is the approver key the entry is indexed under (ApproverKey).
+	Approver     string `json:"approver"`
+	RunID        string `json:"run_id"`
+	SuspensionID string `json:"suspension_id"`
+	TurnDigest   string `json:"turn_digest"`
+	Initiator    string `json:"initiator"`
+	// Purpose is a short summary of what the run is for.
+	Purpose string `json:"purpose"`
+	// Tools are the tools of the calls that need approval, in turn order,
+	// each once.
+	Tools       []string  `json:"tools"`
+	Deadline    time.Time `json:"deadline"`
+	SuspendedAt time.Time `json:"suspended_at"`
+	// VotesNeeded is how many approvals the suspension needs.
+	VotesNeeded int `json:"votes_needed"`
+}
+
+// InboxKey names one inbox entry. An approver's inbox is ordered by
+// SuspendedAt, newest first, then by RunID.
+type InboxKey struct {
+	Approver    string
+	RunID       string
+	SuspendedAt time.Time
+}
+
+// Key returns the entry's key.
+func (e InboxEntry) Key() InboxKey {
+	return InboxKey{Approver: e.Approver, RunID: e.RunID, SuspendedAt: e.SuspendedAt}
+}
+
+// ApproverKey returns the key an approver entry's inbox is indexed under:
+// the canonical identity key of a principal (identity.Principal.Key, so an
+// assumed-role session finds what waits for its role, and an e-mail
+// address matches whatever its case or +tag), "group:<name>" for a group
+// entry, and "" for an entry that names no principal. Groups are not
+// expanded into their members here: a group's entries are indexed under
+// the group, for a caller whose groups the directory knows.
+func ApproverKey(entry string) string {
+	if name, ok := strings.CutPrefix(entry, identity.GroupPrefix); ok {
+		if name == "" {
+			return ""
+		}
+		return identity.GroupPrefix + name
+	}
+	p, err := identity.Parse(entry)
+	if err != nil {
+		return ""
+	}
+	return p.Key()
+}
+
+// inboxEntries returns the inbox entries of a suspension: one per distinct
+// approver key of approvers.
+func inboxEntries(cur *Run, sp Suspension, calls []CallSummary, deadline, now time.Time) []InboxEntry {
+	approvers := sp.InboxApprovers
+	if approvers == nil {
+		approvers = cur.Approvers
+	}
+	var tools []string
+	for _, c := range calls {
+		if c.NeedsApproval && !slices.Contains(tools, c.Tool) {
+			tools = append(tools, c.Tool)
+		}
+	}
+	if tools == nil {
+		tools = []string{}
+	}
+	votes := max(sp.VotesNeeded, 1)
+	var out []InboxEntry
+	seen := map[string]bool{}
+	for _, a := range approvers {
+		k := ApproverKey(a)
+		if k == "" || seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, InboxEntry{
+			Approver: k, RunID: cur.ID, SuspensionID: sp.State.SuspensionID, TurnDigest: sp.State.TurnDigest,
+			Initiator: cur.Initiator, Purpose: sp.Purpose, Tools: slices.Clone(tools),
+			Deadline: deadline, SuspendedAt: now, VotesNeeded: votes,
+		})
+	}
+	return out
+}
+
+// leaveInbox adds to w the deletion of cur's inbox entries when next leaves
+// cur's suspension, and clears them on next. Every transition goes through
+// it (Store.write), so no transition out of WAITING_FOR_APPROVAL can leave
+// an entry behind.
+func leaveInbox(cur, next *Run, w *Write) {
+	if cur.Status != StatusWaiting || len(cur.InboxKeys) == 0 {
+		return
+	}
+	if next.Status == StatusWaiting && next.SuspensionID == cur.SuspensionID {
+		return
+	}
+	for _, k := range cur.InboxKeys {
+		w.DropInbox = append(w.DropInbox, InboxKey{Approver: k, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
+	}
+	next.InboxKeys = nil
+}
+
+// Inbox returns up to limit (1 to MaxInboxLimit; 0: DefaultInboxLimit)
+// entries waiting for the approver with the given key (ApproverKey), newest
+// suspension first, and a cursor for the next page ("" at the end).
+// Entries whose deadline has passed are left out (the sweep is about to
+// expire their runs), so a page may hold fewer than limit entries and still
+// have a next one. Its cost grows with the approver's entries, never with
+// the number of runs. Codes: EInvalid (limit or cursor).
+func (s *Store) Inbox(ctx context.Context, approver string, limit int, cursor string) ([]InboxEntry, string, error) {
+	if limit == 0 {
+		limit = DefaultInboxLimit
+	}
+	if limit < 1 || limit > MaxInboxLimit {
+		return nil, "", Errorf(EInvalid, "limit must be from 1 to %d", MaxInboxLimit)
+	}
+	out := []InboxEntry{}
+	if approver == "" {
+		return out, "", nil
+	}
+	now := s.now()
+	for range maxInboxReads {
+		page, next, err := s.rows.Inbox(ctx, approver, limit-len(out), cursor)
+		if err != nil {
+			if ErrorCode(err) == EInvalid {
+				return nil, "", err
+			}
+			return nil, "", fmt.Errorf("inbox: %w", err)
+		}
+		for _, e := range page {
+			if now.Before(e.Deadline) {
+				out = append(out, e)
+			}
+		}
+		cursor = next
+		if cursor == "" || len(out) == limit {
+			break
+		}
+	}
+	return out, cursor, nil
+}
