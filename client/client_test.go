@@ -188,12 +188,14 @@ func TestErrors(t *testing.T) {
 			_, err := alice.SubmitToolResults(ctx, run.ID, client.ToolResults{ToolResultsID: "x", Results: []client.ToolResult{{CallID: "c", Content: "ok"}}})
 			return err
 		}, 404, client.CodeNotFound},
-		{"inbox: not yet a route", func() error {
-			for _, err := range bob.PendingApprovals(ctx) {
-				return err
-			}
-			return nil
-		}, 404, client.CodeNotFound},
+		{"inbox: a cursor of another inbox", func() error {
+			_, err := bob.PendingApprovalsPage(ctx, "not-a-cursor", 0)
+			return err
+		}, 400, client.CodeInvalid},
+		{"inbox: limit out of range", func() error {
+			_, err := bob.PendingApprovalsPage(ctx, "", 101)
+			return err
+		}, 400, client.CodeBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -129,6 +129,7 @@ var Routes = []Route{
 	{"GET", "/runs/{id}/events", "resume", true},
 	{"POST", "/runs/{id}/decision", "resume", true},
 	{"POST", "/runs/{id}/cancel", "resume", true},
+	{"GET", "/approvals", "resume", true},
 	{"GET", "/approvals/{token}", "resume", false},
 	{"POST", "/approvals/{token}", "resume", false},
 }

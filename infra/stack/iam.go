@@ -13,7 +13,8 @@ import (
 //	          blobs, reads documents; dispatches itself.
 //	resume:   as startrun, plus deletes settled state blobs and writes and
 //	          deletes documents (the approved write tools run here, never in
-//	          startrun); dispatches itself.
+//	          startrun), and deletes approvers' inbox entries (a decision or
+//	          a cancel takes the run out of their inboxes); dispatches itself.
 //	purge:    deletes items and objects (expiry, retention) and batch-writes;
 //	          queries the due index; dispatches startrun and resume.
 //	all:      send their failed asynchronous invocations to the failed-events
@@ -46,7 +47,21 @@ const (
 	sidSendMail      = "SendApprovalMail"
 	sidPurgeStateObj = "PurgeStateObjects"
 	sidFailedEvents  = "RecordFailedEvents"
+	sidInboxEntries  = "DropInboxEntries"
 )
+
+// inboxKeyPrefix starts the partition key of the approvers' inbox entries
+// (internal/runs/dynamo: INBOX#<approver key>).
+const inboxKeyPrefix = "INBOX#"
+
+// dropInboxEntries lets resume delete approvers' inbox entries, and
+// nothing else: a decision or a cancel deletes them in its transaction.
+// The condition holds every key the request touches to the inbox
+// partitions, so resume still cannot delete a run, an event or a token.
+func dropInboxEntries(a accessArns) awsiam.PolicyStatement {
+	return allow(sidInboxEntries, []string{"dynamodb:DeleteItem"}, []*string{a.table},
+		map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": inboxKeyPrefix + "*"}})
+}
 
 func allow(sid string, actions []string, resources []*string, conditions map[string]any) awsiam.PolicyStatement {
 	props := &awsiam.PolicyStatementProps{
@@ -134,6 +149,7 @@ func resumeStatements(a accessArns) []awsiam.PolicyStatement {
 		listBucket(a),
 		allow(sidStateKey, stateKeyActions, []*string{a.key}, nil),
 		allow(sidDispatch, []string{"lambda:InvokeFunction"}, []*string{a.resume}, nil),
+		dropInboxEntries(a),
 		sendMail(a),
 		recordFailedEvents(a),
 	}

@@ -21,7 +21,8 @@ import (
 type Handler func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
 
 // Gateway routes like the deployed REST API: POST /runs to the startrun
-// function, /runs/{id}... and /approvals/{token} to the resume function.
+// function, /runs/{id}..., GET /approvals and /approvals/{token} to the
+// resume function.
 type Gateway struct {
 	StartRun Handler
 	Resume   Handler
@@ -50,6 +51,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(segs) == 3 {
 			resource += "/" + segs[2]
 		}
+	case len(segs) == 1 && segs[0] == "approvals":
+		h, resource = g.Resume, "/approvals"
 	case len(segs) == 2 && segs[0] == "approvals":
 		h, resource, authenticated = g.Resume, "/approvals/{token}", false
 		params["token"] = segs[1]

@@ -115,6 +115,11 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest) (eve
 		case len(segs) == 2 || len(segs) == 3 && (segs[2] == "events" || segs[2] == "decision" || segs[2] == "cancel"):
 			return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "method %s is not allowed on %s", m, req.Path)
 		}
+	case len(segs) == 1 && segs[0] == "approvals" && a.Routes&ResumeRoutes != 0:
+		if m != http.MethodGet {
+			return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "use GET /approvals")
+		}
+		return a.listApprovals(ctx, req)
 	case len(segs) == 2 && segs[0] == "approvals" && a.Routes&ResumeRoutes != 0 && a.Pages != nil && a.HashToken != nil:
 		token := pathParam(req, "token", segs[1])
 		switch m {
@@ -140,6 +145,8 @@ func allowOf(path string) string {
 	switch {
 	case path == "/runs":
 		return "POST"
+	case path == "/approvals":
+		return "GET"
 	case strings.HasSuffix(path, "/decision"), strings.HasSuffix(path, "/cancel"):
 		return "POST"
 	case strings.HasPrefix(path, "/approvals/"):

@@ -296,3 +296,59 @@ func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// InboxEntryView is one entry of GET /approvals.
+type InboxEntryView struct {
+	RunID        string    `json:"run_id"`
+	SuspensionID string    `json:"suspension_id"`
+	TurnDigest   string    `json:"turn_digest"`
+	Initiator    string    `json:"initiator"`
+	Purpose      string    `json:"purpose"`
+	Tools        []string  `json:"tools"`
+	Deadline     time.Time `json:"deadline"`
+	SuspendedAt  time.Time `json:"suspended_at"`
+	VotesNeeded  int       `json:"votes_needed"`
+}
+
+// InboxPageView is the body of GET /approvals.
+type InboxPageView struct {
+	Approvals  []InboxEntryView `json:"approvals"`
+	NextCursor string           `json:"next_cursor,omitempty"`
+}
+
+// maxCursor bounds the cursor query parameter.
+const maxCursor = 1024
+
+// listApprovals answers the caller's inbox: the suspensions indexed under
+// the caller's approver key (runs.ApproverKey), newest first. Groups the
+// caller belongs to are not looked up yet: a run that names its approvers
+// as a group is listed under the group only.
+func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	who, err := requireIdentity(req)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	limit, err := queryInt(req, "limit", runs.DefaultInboxLimit, 1, runs.MaxInboxLimit)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	cursor := req.QueryStringParameters["cursor"]
+	if len(cursor) > maxCursor {
+		return events.APIGatewayProxyResponse{}, errorf(CodeBadRequest, "query parameter cursor is longer than %d characters", maxCursor)
+	}
+	entries, next, err := a.Store.Inbox(ctx, runs.ApproverKey(who), int(limit), cursor)
+	if runs.ErrorCode(err) == runs.EInvalid {
+		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "query parameter cursor is not the next_cursor of a page of your inbox")
+	}
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	page := InboxPageView{Approvals: make([]InboxEntryView, len(entries)), NextCursor: next}
+	for i, e := range entries {
+		page.Approvals[i] = InboxEntryView{
+			RunID: e.RunID, SuspensionID: e.SuspensionID, TurnDigest: e.TurnDigest, Initiator: e.Initiator,
+			Purpose: e.Purpose, Tools: e.Tools, Deadline: e.Deadline, SuspendedAt: e.SuspendedAt, VotesNeeded: e.VotesNeeded,
+		}
+	}
+	return jsonResponse(http.StatusOK, page), nil
+}
