@@ -191,7 +191,7 @@ func TestErrors(t *testing.T) {
 		{"inbox: a cursor of another inbox", func() error {
 			_, err := bob.PendingApprovalsPage(ctx, "not-a-cursor", 0)
 			return err
-		}, 400, client.CodeInvalid},
+		}, 422, client.CodeUnprocessable},
 		{"inbox: limit out of range", func() error {
 			_, err := bob.PendingApprovalsPage(ctx, "", 101)
 			return err

@@ -75,8 +75,8 @@ func TestPendingApprovals(t *testing.T) {
 	if err != nil || len(page.Approvals) != 1 || page.NextCursor == "" {
 		t.Fatalf("first page of one: %+v %v", page, err)
 	}
-	if _, err := carol.PendingApprovalsPage(c, page.NextCursor, 1); client.ErrorCode(err) != client.CodeInvalid {
-		t.Errorf("carol with bob's cursor: %v, want code %s", err, client.CodeInvalid)
+	if _, err := carol.PendingApprovalsPage(c, page.NextCursor, 1); client.ErrorCode(err) != client.CodeUnprocessable {
+		t.Errorf("carol with bob's cursor: %v, want code %s", err, client.CodeUnprocessable)
 	}
 
 	if _, err := carol.Decide(c, started[1].ID, client.ApproveTurn(started[1].Pending.TurnDigest)); err != nil {

@@ -117,7 +117,7 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest) (eve
 		}
 	case len(segs) == 1 && segs[0] == "approvals" && a.Routes&ResumeRoutes != 0:
 		if m != http.MethodGet {
-			return events.APIGatewayProxyResponse{}, errorf(CodeMethodNotAllowed, "use GET /approvals")
+			return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "use GET /approvals")
 		}
 		return a.listApprovals(ctx, req)
 	case len(segs) == 2 && segs[0] == "approvals" && a.Routes&ResumeRoutes != 0 && a.Pages != nil && a.HashToken != nil:

@@ -334,7 +334,7 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 	}
 	cursor := req.QueryStringParameters["cursor"]
 	if len(cursor) > maxCursor {
-		return events.APIGatewayProxyResponse{}, errorf(CodeBadRequest, "query parameter cursor is longer than %d characters", maxCursor)
+		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "query parameter cursor is longer than %d characters", maxCursor)
 	}
 	entries, next, err := a.Store.Inbox(ctx, runs.ApproverKey(who), int(limit), cursor)
 	if runs.ErrorCode(err) == runs.EInvalid {
