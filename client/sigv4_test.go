@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -180,6 +181,35 @@ func TestSigV4AgainstDeployedAPI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wait: %v (gateway: %v)", err, g.lastErr.Load())
 	}
+	// The inbox through signed GETs with a query string (limit, and the
+	// cursor of the page before): two runs wait for the approver's role.
+	second, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "second", Approvers: []string{"arn:aws:iam::123456789012:role/approver"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Wait(ctx, second.ID, client.StatusWaiting); err != nil {
+		t.Fatal(err)
+	}
+	inboxPaged, _ := client.New(endpoint, client.WithHTTPClient(hc), client.WithPageSize(1),
+		client.WithAWSConfig(aws.Config{Credentials: credentials.NewStaticCredentialsProvider("ASIABOB", "bob-secret", "session-token")}))
+	before := g.verified.Load()
+	var listed []string
+	for a, err := range inboxPaged.PendingApprovals(ctx) {
+		if err != nil {
+			t.Fatalf("inbox: %v (gateway: %v)", err, g.lastErr.Load())
+		}
+		listed = append(listed, a.RunID)
+	}
+	if want := []string{second.ID, run.ID}; !slices.Equal(listed, want) {
+		t.Errorf("the role's inbox %v, want %v", listed, want)
+	}
+	if got := g.verified.Load() - before; got < 2 {
+		t.Errorf("%d signed inbox pages verified, want one per page", got)
+	}
+	if _, err := alice.Cancel(ctx, second.ID); err != nil {
+		t.Fatal(err)
+	}
+
 	if _, err := bob.Decide(ctx, run.ID, client.ApproveTurn(run.Pending.TurnDigest)); err != nil {
 		t.Fatal(err)
 	}
