@@ -20,8 +20,9 @@ import (
 	"github.com/agentgate/agentgate/internal/runs/s3state"
 )
 
-// TestCLIStoryOnMoto runs the CLI story on DynamoDB+S3 (moto): start, show
-// with the diff, approve the digest shown, wait, events; every exchange
+// TestCLIStoryOnMoto runs the CLI story on DynamoDB+S3 (moto): start, the
+// approver's inbox, show with the diff, approve the digest shown (the inbox
+// empties), wait, events; every exchange
 // validated against openapi.yaml, so the AWS adapters' answers are held to
 // the same contract as the embedded store's.
 func TestCLIStoryOnMoto(t *testing.T) {
@@ -56,8 +57,14 @@ func TestCLIStoryOnMoto(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "+- Team: 12 EUR") || !strings.Contains(out, r.Pending.TurnDigest) {
 		t.Fatalf("show: exit %d\n%s\n%s", code, out, serr)
 	}
+	if code, out, serr := e.cli("bob", "approvals", "list"); code != 0 || !strings.Contains(out, r.ID+"  from alice  write_document") {
+		t.Fatalf("inbox: exit %d\n%s\n%s", code, out, serr)
+	}
 	if code, _, serr := e.cli("bob", "approvals", "approve", r.ID, "--digest", r.Pending.TurnDigest); code != 0 {
 		t.Fatalf("approve: %s", serr)
+	}
+	if code, out, serr := e.cli("bob", "approvals", "list"); code != 0 || !strings.Contains(out, "nothing waits for your decision") {
+		t.Fatalf("inbox after the decision: exit %d\n%s\n%s", code, out, serr)
 	}
 	done := e.runJSON("alice", "runs", "wait", r.ID)
 	if done.Status != client.StatusCompleted || done.Metadata["ticket"] != "OPS-7" {
