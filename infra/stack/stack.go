@@ -156,6 +156,16 @@ type AgentgateStackProps struct {
 	// servers.
 	ToolSourcesFile string
 
+	// WebhookSecretArn is the Secrets Manager secret of the webhook signing
+	// secrets (whsec_..., white-space separated; encrypted with the
+	// aws/secretsmanager key). Set, it turns webhooks on: startrun gets
+	// AGENTGATE_WEBHOOK_SECRET to accept webhook_url, purge sends and may
+	// read exactly this secret. Empty: no webhooks.
+	WebhookSecretArn string
+	// WebhookAllow is the allow-list of internal address prefixes webhooks
+	// may go to (AGENTGATE_WEBHOOK_ALLOW); needs WebhookSecretArn.
+	WebhookAllow string
+
 	// SkipAPIGatewayAccountRole leaves the account-wide API Gateway
 	// CloudWatch role alone (set it when the account already has one);
 	// access logging needs that role to exist.
@@ -265,6 +275,9 @@ func (p AgentgateStackProps) Validate() error {
 	if err := validateToolSources(p.ToolSourcesFile); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validateWebhooks(p); err != nil {
+		errs = append(errs, err)
+	}
 	if !stageNamePattern.MatchString(p.StageName) {
 		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))
 	}
@@ -322,6 +335,7 @@ func NewAgentgateStack(scope constructs.Construct, id string, props *AgentgateSt
 	fns := newFunctions(st, p, data, mail, ops, api.RestApiId())
 	methods := addRoutes(api, fns)
 	addToolSources(p, fns)
+	addWebhooks(p, fns)
 	schedule := newPurgeSchedule(st, p, fns.purge, ops)
 	acl := newWebACL(st, p, api)
 	suppressAcceptedFindings(st, p, built{

@@ -24,6 +24,7 @@ import (
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // Script is the default scripted model: read the pricing page and a write
@@ -52,6 +53,10 @@ type Options struct {
 	Validator *apispec.Validator
 	// Webhooks configure webhook delivery (nil: none).
 	Webhooks *app.Webhooks
+	// Rows and States, when both set, replace the embedded store (the
+	// integration tier passes DynamoDB and S3 adapters).
+	Rows   runs.RowStore
+	States runs.StateStore
 }
 
 // Server is a running local server.
@@ -131,7 +136,7 @@ func Start(t testing.TB, o Options) *Server {
 	base := "http://" + ln.Addr().String()
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mail := &syncBuffer{}
-	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, BaseURL: base, Logger: logger, Now: o.Now, MailOut: mail, Webhooks: o.Webhooks})
+	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, BaseURL: base, Logger: logger, Now: o.Now, MailOut: mail, Webhooks: o.Webhooks, Rows: o.Rows, States: o.States})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

@@ -137,13 +137,15 @@ func startRun(t *testing.T, s *apitest.Server, url string) (int, map[string]any)
 // deliveries gets the third, with the same webhook-id, verified with the
 // reference library; every attempt is an event; the sweep follows the
 // schedule on a fake clock; a completed run is told once more.
-func TestWebhookRetriesWithTheSameID(t *testing.T) {
+func TestWebhookRetriesWithTheSameID(t *testing.T) { runWebhookRetriesWithTheSameID(t, nil) }
+
+func runWebhookRetriesWithTheSameID(t *testing.T, store func(*apitest.Options)) {
 	_, signer, hook := newSecret(t)
 	rv := &receiver{t: t, hook: hook, fail: 2}
 	hs := httptest.NewServer(rv)
 	defer hs.Close()
 	clock := &fakeClock{t: time.Now().UTC()}
-	s := apitest.Start(t, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer,
+	s := startOn(t, store, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer,
 		Policy: webhook.Policy{AllowHTTP: true, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}})
 
 	code, run := startRun(t, s, hs.URL+"/hook")
@@ -232,7 +234,9 @@ func (r *switchingResolver) LookupNetIP(_ context.Context, _, host string) ([]ne
 // targets are refused at submit (422, no run), a target that rebinds to
 // loopback after the submit check and a target that redirects never make
 // the refused receiver see a request.
-func TestWebhookRefusedTargets(t *testing.T) {
+func TestWebhookRefusedTargets(t *testing.T) { runWebhookRefusedTargets(t, nil) }
+
+func runWebhookRefusedTargets(t *testing.T, store func(*apitest.Options)) {
 	_, signer, hook := newSecret(t)
 	inside := &receiver{t: t, hook: hook}
 	hs := httptest.NewServer(inside)
@@ -240,7 +244,7 @@ func TestWebhookRefusedTargets(t *testing.T) {
 	port := hs.Listener.Addr().(*net.TCPAddr).Port
 	clock := &fakeClock{t: time.Now().UTC()}
 	res := &switchingResolver{}
-	s := apitest.Start(t, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer, Resolver: res,
+	s := startOn(t, store, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer, Resolver: res,
 		Policy: webhook.Policy{AllowHTTP: true}}})
 
 	for _, url := range []string{
@@ -282,7 +286,9 @@ func TestWebhookRefusedTargets(t *testing.T) {
 // TestWebhookRedirectNotFollowed: a receiver answering 307 to another
 // receiver gets the attempt recorded as a redirect; the other never gets a
 // request.
-func TestWebhookRedirectNotFollowed(t *testing.T) {
+func TestWebhookRedirectNotFollowed(t *testing.T) { runWebhookRedirectNotFollowed(t, nil) }
+
+func runWebhookRedirectNotFollowed(t *testing.T, store func(*apitest.Options)) {
 	_, signer, hook := newSecret(t)
 	target := &receiver{t: t, hook: hook}
 	ts := httptest.NewServer(target)
@@ -294,7 +300,7 @@ func TestWebhookRedirectNotFollowed(t *testing.T) {
 	}))
 	defer rs.Close()
 	clock := &fakeClock{t: time.Now().UTC()}
-	s := apitest.Start(t, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer,
+	s := startOn(t, store, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer,
 		Policy: webhook.Policy{AllowHTTP: true, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}})
 	code, run := startRun(t, s, rs.URL+"/hook")
 	require.Equal(t, http.StatusAccepted, code, "%v", run)
@@ -311,4 +317,13 @@ func TestWebhookRedirectNotFollowed(t *testing.T) {
 	assert.Equal(t, "pending", atts[1]["state"], "a redirect is retried, never followed")
 	assert.Equal(t, int32(2), redirects.Load())
 	assert.Zero(t, target.served.Load(), "the redirect target never got a request")
+}
+
+// startOn starts a server with o, on the store store sets (nil: embedded).
+func startOn(t *testing.T, store func(*apitest.Options), o apitest.Options) *apitest.Server {
+	t.Helper()
+	if store != nil {
+		store(&o)
+	}
+	return apitest.Start(t, o)
 }

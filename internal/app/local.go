@@ -62,7 +62,12 @@ type Local struct {
 }
 
 // Close releases the database.
-func (l *Local) Close() error { return l.db.Close() }
+func (l *Local) Close() error {
+	if l.db == nil {
+		return nil
+	}
+	return l.db.Close()
+}
 
 // LocalOptions configure OpenLocal.
 type LocalOptions struct {
@@ -79,7 +84,11 @@ type LocalOptions struct {
 	MailOut io.Writer
 	// Webhooks configure webhook delivery (nil: none).
 	Webhooks *Webhooks
-	Logger   *slog.Logger
+	// Rows and States, when both set, replace the embedded store (tests
+	// run the local application on DynamoDB+S3 adapters this way).
+	Rows   runs.RowStore
+	States runs.StateStore
+	Logger *slog.Logger
 	Now      func() time.Time
 }
 
@@ -90,13 +99,25 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 			return nil, fmt.Errorf("create %s: %w", sub, err)
 		}
 	}
-	store, db, err := embedded.OpenStore(filepath.Join(o.Dir, "agentgate.db"), runs.Options{Now: o.Now, Retention: o.Retention, Logger: o.Logger, Outbound: outbound()})
-	if err != nil {
-		return nil, fmt.Errorf("open embedded store: %w", err)
+	opts := runs.Options{Now: o.Now, Retention: o.Retention, Logger: o.Logger, Outbound: outbound()}
+	var store *runs.Store
+	var db *embedded.DB
+	if o.Rows != nil && o.States != nil {
+		store = runs.NewStore(o.Rows, o.States, opts)
+	} else {
+		var err error
+		if store, db, err = embedded.OpenStore(filepath.Join(o.Dir, "agentgate.db"), opts); err != nil {
+			return nil, fmt.Errorf("open embedded store: %w", err)
+		}
+	}
+	closeDB := func() {
+		if db != nil {
+			db.Close()
+		}
 	}
 	docs, err := docstore.NewDirBackend(filepath.Join(o.Dir, "content"))
 	if err != nil {
-		db.Close()
+		closeDB()
 		return nil, err
 	}
 	out := o.MailOut
@@ -111,7 +132,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 		Routes: httpapi.AllRoutes, Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now,
 	})
 	if err != nil {
-		db.Close()
+		closeDB()
 		return nil, err
 	}
 	disp.Worker = a.Worker

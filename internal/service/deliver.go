@@ -17,7 +17,7 @@ type WebhookSender interface {
 
 // DefaultMaxDeliveries bounds the webhook attempts of one sweep (each takes
 // at most webhook.DefaultTimeout); what is left is due on the next tick.
-const DefaultMaxDeliveries = 20
+const DefaultMaxDeliveries = 10
 
 // errClassNotConfigured is the error class of an attempt that could not be
 // made because this deployment has no webhook sender (no secret).

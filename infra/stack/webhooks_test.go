@@ -1,0 +1,84 @@
+package stack
+
+import (
+	"strings"
+	"testing"
+)
+
+const webhookSecret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:agentgate-webhooks-AbCdEf"
+
+// TestWebhooksLeastPrivilege: with a webhook secret, startrun and purge get
+// the variables, only purge may read the secret (GetSecretValue on exactly
+// that ARN), resume gets neither.
+func TestWebhooksLeastPrivilege(t *testing.T) {
+	s := synth(t, AgentgateStackProps{ModelArns: []string{testModelArn}, WebhookSecretArn: webhookSecret, WebhookAllow: "10.1.0.0/16"})
+	for _, name := range []string{"startrun", "resume", "purge"} {
+		_, fn := s.functionByName(t, testStackName+"-"+name)
+		env := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+		var secrets []string
+		for _, st := range roleStatements(t, s, functionRole(t, s, name)) {
+			for _, a := range st.actions {
+				if strings.HasPrefix(a, "secretsmanager:") && st.sid != sidReadWebhookSecret {
+					t.Errorf("%s: %s allows %s", name, st.sid, a)
+				}
+			}
+			if st.sid == sidReadWebhookSecret {
+				if strings.Join(st.actions, ",") != "secretsmanager:GetSecretValue" {
+					t.Errorf("%s: %s allows %v, want only secretsmanager:GetSecretValue", name, st.sid, st.actions)
+				}
+				secrets = append(secrets, st.resources...)
+			}
+		}
+		switch name {
+		case "resume":
+			if _, ok := env["AGENTGATE_WEBHOOK_SECRET"]; ok || len(secrets) > 0 {
+				t.Errorf("resume neither checks targets nor sends: env %v, secrets %v", env["AGENTGATE_WEBHOOK_SECRET"], secrets)
+			}
+		case "startrun":
+			if env["AGENTGATE_WEBHOOK_SECRET"] != webhookSecret || env["AGENTGATE_WEBHOOK_ALLOW"] != "10.1.0.0/16" {
+				t.Errorf("startrun env: %v %v", env["AGENTGATE_WEBHOOK_SECRET"], env["AGENTGATE_WEBHOOK_ALLOW"])
+			}
+			if len(secrets) > 0 {
+				t.Errorf("startrun only checks targets; it may not read the secret: %v", secrets)
+			}
+		case "purge":
+			if env["AGENTGATE_WEBHOOK_SECRET"] != webhookSecret || env["AGENTGATE_WEBHOOK_ALLOW"] != "10.1.0.0/16" {
+				t.Errorf("purge env: %v %v", env["AGENTGATE_WEBHOOK_SECRET"], env["AGENTGATE_WEBHOOK_ALLOW"])
+			}
+			if strings.Join(secrets, ",") != webhookSecret {
+				t.Errorf("purge may read %v, want exactly the webhook secret", secrets)
+			}
+		}
+	}
+}
+
+func TestNoWebhookSecretNoWebhooks(t *testing.T) {
+	s := defaultTemplate(t)
+	for _, name := range []string{"startrun", "resume", "purge"} {
+		_, fn := s.functionByName(t, testStackName+"-"+name)
+		env := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if _, ok := env["AGENTGATE_WEBHOOK_SECRET"]; ok {
+			t.Errorf("%s has AGENTGATE_WEBHOOK_SECRET without a secret", name)
+		}
+		for _, st := range roleStatements(t, s, functionRole(t, s, name)) {
+			if st.sid == sidReadWebhookSecret {
+				t.Errorf("%s may read a webhook secret without one", name)
+			}
+		}
+	}
+}
+
+func TestWebhookPropsValidated(t *testing.T) {
+	for _, p := range []AgentgateStackProps{
+		{WebhookSecretArn: "agentgate-webhooks"},
+		{WebhookAllow: "10.0.0.0/8"},
+		{WebhookSecretArn: webhookSecret, WebhookAllow: "10.0.0.1/8"},
+	} {
+		if err := validateWebhooks(p); err == nil {
+			t.Errorf("validateWebhooks(%+v) = nil, want an error", p)
+		}
+	}
+	if err := validateWebhooks(AgentgateStackProps{WebhookSecretArn: webhookSecret}); err != nil {
+		t.Errorf("a valid secret ARN: %v", err)
+	}
+}
