@@ -89,7 +89,7 @@ type LocalOptions struct {
 	Rows   runs.RowStore
 	States runs.StateStore
 	Logger *slog.Logger
-	Now      func() time.Time
+	Now    func() time.Time
 }
 
 // OpenLocal builds the embedded-default App.
