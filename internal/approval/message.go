@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
-	"net/mail"
 	"strings"
 	texttemplate "text/template"
 	"time"
@@ -64,8 +63,8 @@ func (m Message) Validate() error {
 	case m.Deadline.IsZero():
 		return fmt.Errorf("approval message for run %s: deadline is zero", m.RunID)
 	}
-	if _, err := mail.ParseAddress(m.Approver); err != nil || strings.ContainsAny(m.Approver, "\r\n") {
-		return fmt.Errorf("approval message for run %s: approver is not an e-mail address", m.RunID)
+	if err := CheckAddress(m.Approver); err != nil {
+		return fmt.Errorf("approval message for run %s: approver: %w", m.RunID, err)
 	}
 	return nil
 }

@@ -2,10 +2,12 @@ package service
 
 import (
 	"fmt"
-	"net/mail"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
@@ -98,8 +100,9 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		seen[a] = true
 	}
 	if r.ApprovalTTLSeconds != 0 {
-		ttl := time.Duration(r.ApprovalTTLSeconds) * time.Second
-		if ttl < MinApprovalTTL || ttl > MaxApprovalTTL {
+		// Compare in seconds: converting first would overflow (18446744134 s
+		// is 60 s as a time.Duration).
+		if s := r.ApprovalTTLSeconds; s < int64(MinApprovalTTL/time.Second) || s > int64(MaxApprovalTTL/time.Second) {
 			return runs.Errorf(runs.EInvalid, "approval_ttl_seconds must be between %d and %d", int(MinApprovalTTL.Seconds()), int(MaxApprovalTTL.Seconds()))
 		}
 	}
@@ -144,21 +147,22 @@ func (r *StartRequest) Subscription() *runs.Subscription {
 	return sub
 }
 
-// validPrincipal accepts an e-mail address or a principal name (IAM ARN or
-// local user) without spaces or control characters.
+// validPrincipal accepts an e-mail address (one plain addr-spec, see
+// approval.CheckAddress) or a principal name (IAM ARN or local user) without
+// spaces, control, separator or format characters.
 func validPrincipal(p string) error {
+	if IsEmail(p) {
+		return approval.CheckAddress(p)
+	}
 	if p == "" || len(p) > 320 {
 		return fmt.Errorf("must be 1 to 320 characters")
 	}
-	for _, c := range p {
-		if c <= ' ' || c == 0x7f {
-			return fmt.Errorf("%q contains spaces or control characters", p)
-		}
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("%q is not valid UTF-8", p)
 	}
-	if strings.Contains(p, "@") && !strings.HasPrefix(p, "arn:") {
-		a, err := mail.ParseAddress(p)
-		if err != nil || a.Address != p {
-			return fmt.Errorf("%q is not a plain e-mail address", p)
+	for _, c := range p {
+		if c <= ' ' || unicode.IsControl(c) || unicode.In(c, unicode.Z, unicode.Cf) {
+			return fmt.Errorf("%q contains spaces, control, separator or format characters", p)
 		}
 	}
 	return nil
@@ -171,7 +175,7 @@ func IsEmail(approver string) bool {
 
 // ApprovalTTL returns the request's approval window or def.
 func (r *StartRequest) ApprovalTTL(def time.Duration) time.Duration {
-	if r.ApprovalTTLSeconds > 0 {
+	if r.ApprovalTTLSeconds > 0 && r.ApprovalTTLSeconds <= int64(MaxApprovalTTL/time.Second) {
 		return time.Duration(r.ApprovalTTLSeconds) * time.Second
 	}
 	return def
