@@ -1,11 +1,9 @@
 # agentgate — see README.md. Component makefiles under mk/ add their own targets.
 SHELL := /usr/bin/env bash
 GO ?= go
-export AWS_ENDPOINT_URL ?= http://localhost:4566
-export AWS_REGION ?= us-east-1
-export AWS_DEFAULT_REGION ?= us-east-1
-export AWS_ACCESS_KEY_ID ?= test
-export AWS_SECRET_ACCESS_KEY ?= test
+# No AWS settings here: the scripts of the emulator targets (scripts/test.sh,
+# scripts/infra-local.sh, scripts/ci-infra.sh) default to moto on :4566 with
+# test credentials, and every other recipe (deploy) sees your environment as is.
 
 .PHONY: demo test test-unit test-integration lint bench fmt
 
@@ -21,14 +19,15 @@ test:
 test-unit:
 	$(GO) test ./...
 
-## test-integration: integration suite against $(AWS_ENDPOINT_URL) (moto started if nothing listens)
+## test-integration: integration suite against AWS_ENDPOINT_URL (default :4566; moto started if nothing listens)
 test-integration:
 	scripts/test.sh integration
 
-## lint: go vet, a gofmt check, and Redocly's lint of openapi.yaml (scripts/contract.sh)
+## lint: go vet, golangci-lint (.golangci.yml; pinned, installed into bin/ on first use), Redocly's lint of openapi.yaml, a gofmt check
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	scripts/lint.sh
 	scripts/contract.sh lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^infra/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -247,14 +247,14 @@ func TestWaitRetriesTransientErrors(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		switch n := calls.Add(1); {
-		case n == 1:
+		switch calls.Add(1) {
+		case 1:
 			w.WriteHeader(429)
 			_, _ = w.Write([]byte(`{"message":"Too Many Requests"}`))
-		case n == 2:
+		case 2:
 			w.WriteHeader(503)
 			_, _ = w.Write([]byte(`{"error":{"code":"internal","message":"internal error"}}`))
-		case n == 3:
+		case 3:
 			_, _ = w.Write([]byte(`{"id":"r1","status":"RUNNING"}`))
 		default:
 			_, _ = w.Write([]byte(`{"id":"r1","status":"COMPLETED","termination_reason":"completed"}`))

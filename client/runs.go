@@ -192,7 +192,7 @@ func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run,
 			return nil, err
 		}
 		// Jitter over the upper half keeps concurrent waiters apart.
-		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		t := time.NewTimer(delay/2 + rand.N(delay/2+1)) //nolint:gosec // jitter of a poll delay, not a secret
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -210,7 +210,7 @@ func waitEnded(ctx context.Context, id string, last *Run, lastErr error) error {
 	case last != nil:
 		return fmt.Errorf("wait for run %s: %w (status %s)", id, ctx.Err(), last.Status)
 	case lastErr != nil:
-		return fmt.Errorf("wait for run %s: %w (last error: %v)", id, ctx.Err(), lastErr)
+		return fmt.Errorf("wait for run %s: %w (last error: %w)", id, ctx.Err(), lastErr)
 	}
 	return fmt.Errorf("wait for run %s: %w", id, ctx.Err())
 }

@@ -12,9 +12,9 @@
 #      deploys the synthesized stack with cdklocal (bootstrap, then a direct
 #      create) and checks table, bucket, functions, REST API and rule through
 #      the AWS APIs (infra/cmd/checkdeploy);
-#   5. when the RIE end-to-end test accepts an existing table and bucket
-#      (AGENTGATE_E2E_TABLE / AGENTGATE_E2E_BUCKET), runs it against the
-#      deployed ones, the Lambda code under the Runtime Interface Emulator;
+#   5. runs the RIE end-to-end test against the deployed table and bucket
+#      (AGENTGATE_E2E_TABLE / AGENTGATE_E2E_BUCKET), the Lambda code under
+#      the Runtime Interface Emulator;
 #   6. deletes the stack and prints the synth and deploy times in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,13 +76,9 @@ deploy_s=$(cat infra/cdk.out/local/deploy.seconds) bootstrap_s=$(cat infra/cdk.o
 
 outputs=infra/cdk.out/local/outputs.json
 output() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]][sys.argv[3]])' "$outputs" "$INFRA_STACK" "$1"; }
-if grep -qs AGENTGATE_E2E_TABLE cmd/agentgate/*_test.go; then
-  echo "== infra: Lambda code under RIE against the deployed table and bucket"
-  AGENTGATE_E2E_TABLE=$(output TableName) AGENTGATE_E2E_BUCKET=$(output BucketName) \
-    go test -count=1 -tags integration -run TestLambdasUnderRIE ./cmd/agentgate
-else
-  echo "== infra: skipped the RIE run against the deployed table and bucket (cmd/agentgate's test takes no AGENTGATE_E2E_TABLE yet)"
-fi
+echo "== infra: Lambda code under RIE against the deployed table and bucket"
+AGENTGATE_E2E_TABLE=$(output TableName) AGENTGATE_E2E_BUCKET=$(output BucketName) \
+  go test -count=1 -tags integration -run TestLambdasUnderRIE ./cmd/agentgate
 
 echo "== infra: destroy"
 t=$(now); scripts/infra-local.sh destroy >/dev/null; destroy_s=$(secs "$t" "$(now)")

@@ -16,12 +16,6 @@ cd "$(dirname "$0")/.."
 : "${MAIL_FROM:?set MAIL_FROM to the sender address of approval mails, e.g. approvals@example.com}"
 : "${SES_IDENTITY:?set SES_IDENTITY to the verified SES identity of MAIL_FROM (its domain or the address)}"
 
-# The root Makefile points every recipe at the local emulator with test
-# credentials; a real deploy must use neither.
-unset AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
-if [ "${AWS_ACCESS_KEY_ID:-}" = test ] && [ "${AWS_SECRET_ACCESS_KEY:-}" = test ]; then
-  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
-fi
 export CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
 if [ ! -x infra/node_modules/.bin/cdk ] || [ infra/package-lock.json -nt infra/node_modules/.package-lock.json ]; then

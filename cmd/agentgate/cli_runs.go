@@ -275,7 +275,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			return req, fmt.Errorf("--body: %v", err)
+			return req, fmt.Errorf("--body: %w", err)
 		}
 	}
 	if s.promptFile != "" {
@@ -294,7 +294,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 			return req, err
 		}
 		if err := json.Unmarshal(b, &req.Messages); err != nil {
-			return req, fmt.Errorf("--messages-file: %v", err)
+			return req, fmt.Errorf("--messages-file: %w", err)
 		}
 	}
 	if s.system != "" {
@@ -380,7 +380,7 @@ func (d *decideFlags) decision() (client.Decision, error) {
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&out); err != nil {
-			return out, fmt.Errorf("--decision-file: %v", err)
+			return out, fmt.Errorf("--decision-file: %w", err)
 		}
 	}
 	if d.digest != "" {

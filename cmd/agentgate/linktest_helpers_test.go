@@ -548,14 +548,6 @@ func assertSecurityHeaders(t *testing.T, h http.Header) {
 	assert.Equal(t, "nosniff", h.Get("X-Content-Type-Options"))
 }
 
-// redact shortens a link for messages: the token is a credential.
-func redact(link string) string {
-	if i := strings.Index(link, "/approvals/"); i >= 0 && len(link) > i+len("/approvals/")+6 {
-		return link[:i+len("/approvals/")+6] + "…"
-	}
-	return link
-}
-
 // documentText reads a document of a local server's embedded store.
 func (ls *linkServer) documentText(name string) string {
 	ls.t.Helper()

@@ -2,13 +2,8 @@ package main
 
 import (
 	_ "embed"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-
-	"github.com/agentgate/agentgate/internal/loop"
-	"github.com/agentgate/agentgate/internal/provider/scripted"
 )
 
 // demoScript is the scripted model the demo and a default `serve` use: read,
@@ -21,18 +16,6 @@ var demoScript []byte
 var demoDocuments = map[string]string{
 	"pages/pricing.md": "# Pricing\n\n- Starter: free\n- Team: 10 EUR per user and month\n- Enterprise: ask us\n",
 	"pages/about.md":   "# About us\n\nWe build tools that ask before they act.\n",
-}
-
-// localModel returns the model for a local command: a scripted file when
-// spec is "scripted:<file>", the embedded demo script when spec is empty.
-func localModel(spec string) (loop.Model, error) {
-	if spec == "" {
-		return scripted.Parse(demoScript)
-	}
-	if file, ok := strings.CutPrefix(spec, "scripted:"); ok && file != "" {
-		return scripted.Load(file)
-	}
-	return nil, fmt.Errorf("model %q: the local binary runs scripted models (scripted:<file>); real providers run in the Lambdas", spec)
 }
 
 // seedDocuments writes the demo documents that do not exist yet.

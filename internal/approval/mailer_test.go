@@ -175,7 +175,7 @@ func TestSentMail(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		w.Write(data)
+		_, _ = w.Write(data)
 	}))
 	defer srv.Close()
 
@@ -232,7 +232,7 @@ func TestSentMail(t *testing.T) {
 				http.Error(w, "MissingBucket", http.StatusInternalServerError)
 				return
 			}
-			w.Write(data)
+			_, _ = w.Write(data)
 		}))
 		defer flaky.Close()
 		sent, err := approval.SentMail(context.Background(), flaky.URL)

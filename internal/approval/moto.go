@@ -85,7 +85,7 @@ func SentMail(ctx context.Context, endpoint string) ([]SentMessage, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("read sent mail: %w (last: %v)", ctx.Err(), err)
+			return nil, fmt.Errorf("read sent mail: %w (last: %w)", ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -134,7 +134,7 @@ func readModelData(ctx context.Context, url string, data *motoSES) (retry bool, 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drain for reuse; the status is the error
 		return resp.StatusCode >= 500, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(data); err != nil {

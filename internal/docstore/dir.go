@@ -36,7 +36,7 @@ func NewDirBackend(dir string) (*DirBackend, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("docstore: folder name is empty")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // the user's own working folder, as permissive as one they make
 		return nil, fmt.Errorf("create document folder %s: %w", dir, err)
 	}
 	root, err := os.OpenRoot(dir)
@@ -393,7 +393,7 @@ const rootEscapeMessage = "path escapes from parent"
 
 func isRootEscape(err error) bool {
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		if _, ok := e.(syscall.Errno); ok {
+		if _, ok := e.(syscall.Errno); ok { //nolint:errorlint // walks the chain itself, one level at a time
 			return false
 		}
 		if e.Error() == rootEscapeMessage {

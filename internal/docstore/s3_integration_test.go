@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestS3Backend(t *testing.T) {
 		t.Helper()
 		// Each subtest gets its own prefix in the one bucket.
 		n++
-		b, err := NewS3Backend(client, S3Config{Bucket: bucket, Prefix: "suite" + string(rune('a'+n)) + "/content/"})
+		b, err := NewS3Backend(client, S3Config{Bucket: bucket, Prefix: "suite" + strconv.Itoa(n) + "/content/"})
 		if err != nil {
 			t.Fatalf("NewS3Backend: %v", err)
 		}

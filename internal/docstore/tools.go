@@ -138,7 +138,7 @@ func decodeInput(input json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid input: %v", err)
+		return fmt.Errorf("invalid input: %w", err)
 	}
 	if dec.More() {
 		return fmt.Errorf("invalid input: trailing data after the JSON object")

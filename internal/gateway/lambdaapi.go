@@ -47,7 +47,7 @@ func (a *InvokeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			if _, err := fn.Invoke(context.Background(), payload); err != nil {
+			if _, err := fn.Invoke(context.WithoutCancel(r.Context()), payload); err != nil {
 				a.log().Error("async invoke failed", "function", name, "err", err)
 			}
 		}()

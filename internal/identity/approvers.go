@@ -84,7 +84,7 @@ func (d *Directory) resolve(field string, entries []string, groupsOnly bool) (*A
 			}
 			p, err := Parse(text)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %v", where, err)
+				return nil, fmt.Errorf("%s: %w", where, err)
 			}
 			if p.IsSession() {
 				return nil, fmt.Errorf("%s: every session of a role is the same principal; name the role ARN instead", where)

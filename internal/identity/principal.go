@@ -65,7 +65,7 @@ func Parse(s string) (Principal, error) {
 		return Principal{}, fmt.Errorf("principal %.24q… is longer than %d bytes", s, MaxPrincipalLen)
 	}
 	if err := checkChars(s); err != nil {
-		return Principal{}, fmt.Errorf("principal %q: %s", s, err)
+		return Principal{}, fmt.Errorf("principal %q: %w", s, err)
 	}
 	var (
 		p   Principal
@@ -82,7 +82,7 @@ func Parse(s string) (Principal, error) {
 		p, err = parseLocal(s)
 	}
 	if err != nil {
-		return Principal{}, fmt.Errorf("principal %q: %s", s, err)
+		return Principal{}, fmt.Errorf("principal %q: %w", s, err)
 	}
 	return p, nil
 }
@@ -296,7 +296,7 @@ func parseARN(s string) (Principal, error) {
 		}
 		name, err := pathAndName(rest)
 		if err != nil {
-			return Principal{}, fmt.Errorf("%s: %s", typ, err)
+			return Principal{}, fmt.Errorf("%s: %w", typ, err)
 		}
 		return Principal{kind: KindIAM, text: s, key: prefix + "iam::" + account + ":" + typ + "/" + strings.ToLower(name)}, nil
 	case "sts":
@@ -308,15 +308,15 @@ func parseARN(s string) (Principal, error) {
 				return Principal{}, fmt.Errorf("an assumed-role ARN is assumed-role/<role name>/<session name>")
 			}
 			if err := iamName(role, 1); err != nil {
-				return Principal{}, fmt.Errorf("role name: %s", err)
+				return Principal{}, fmt.Errorf("role name: %w", err)
 			}
 			if err := iamName(session, 2); err != nil {
-				return Principal{}, fmt.Errorf("session name: %s", err)
+				return Principal{}, fmt.Errorf("session name: %w", err)
 			}
 			return Principal{kind: KindIAM, text: s, key: prefix + "iam::" + account + ":role/" + strings.ToLower(role), session: session}, nil
 		case "federated-user":
 			if err := iamName(rest, 2); err != nil {
-				return Principal{}, fmt.Errorf("federated user name: %s", err)
+				return Principal{}, fmt.Errorf("federated user name: %w", err)
 			}
 			return Principal{kind: KindIAM, text: s, key: prefix + "sts::" + account + ":federated-user/" + strings.ToLower(rest)}, nil
 		}
@@ -350,7 +350,7 @@ func pathAndName(rest string) (string, error) {
 		return "", fmt.Errorf("path %q has an empty segment", path)
 	}
 	if err := iamName(name, 1); err != nil {
-		return "", fmt.Errorf("name: %s", err)
+		return "", fmt.Errorf("name: %w", err)
 	}
 	return name, nil
 }

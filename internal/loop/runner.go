@@ -57,7 +57,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("%w: run id is empty", ErrInvalidRequest)
 	}
 	if err := req.Transcript.Validate(); err != nil {
-		return Outcome{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return Outcome{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	msgs := req.Transcript.Messages
 	if len(msgs) == 0 || msgs[len(msgs)-1].Role != RoleUser {
@@ -283,11 +283,11 @@ func resolveDecision(tools *Toolbox, calls []PendingCall, digest string, d Decis
 				return nil, fmt.Errorf("%w: calls[%d]: %s, its call cannot be edited", ErrInvalidDecision, i, tools.Missing(c.Name))
 			}
 			if err := tools.ValidateInput(c.Name, cd.Input); err != nil {
-				return nil, fmt.Errorf("%w: calls[%d]: edited input: %v", ErrInvalidDecision, i, err)
+				return nil, fmt.Errorf("%w: calls[%d]: edited input: %w", ErrInvalidDecision, i, err)
 			}
 			canon, err := CanonicalJSON(cd.Input)
 			if err != nil {
-				return nil, fmt.Errorf("%w: calls[%d]: edited input: %v", ErrInvalidDecision, i, err)
+				return nil, fmt.Errorf("%w: calls[%d]: edited input: %w", ErrInvalidDecision, i, err)
 			}
 			cd.Input = canon
 		default:

@@ -96,7 +96,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := rt.RoundTrip(req)
 	if a != nil && resp != nil && req.Method == http.MethodPost {
-		a.status.Store(int32(resp.StatusCode))
+		a.status.Store(int32(resp.StatusCode)) //nolint:gosec // an HTTP status has three digits
 	}
 	return resp, err
 }

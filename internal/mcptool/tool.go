@@ -164,7 +164,7 @@ func (t *remoteTool) CurrentDefinition(ctx context.Context) (loop.Definition, er
 	defer cancel()
 	tools, err := t.server.conn.listTools(ctx)
 	if err != nil {
-		return loop.Definition{}, fmt.Errorf("MCP server %s could not be reached: %v", t.server.server.Name, err)
+		return loop.Definition{}, fmt.Errorf("MCP server %s could not be reached: %w", t.server.server.Name, err)
 	}
 	for _, mt := range tools {
 		if mt.Name == t.name {

@@ -46,7 +46,7 @@ func (p *Policy) CheckRun(r RunRequirements) (*RunRules, error) {
 	}
 	ps, err := toolpattern.ParseList(r.RequireApproval)
 	if err != nil {
-		return nil, fmt.Errorf("require_approval%v", err)
+		return nil, fmt.Errorf("require_approval%w", err)
 	}
 	return &RunRules{patterns: ps, requiredApprovals: r.RequiredApprovals, fourEyes: r.FourEyes != nil && *r.FourEyes}, nil
 }

@@ -1,3 +1,5 @@
+//go:build agentgate_no_openai || agentgate_no_anthropic || agentgate_no_bedrock
+
 package provider
 
 import (

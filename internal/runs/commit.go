@@ -61,7 +61,7 @@ func (s *Store) explain(ctx context.Context, cur *Run, w Write, err error) (*Run
 	case ErrorCode(gerr) == ENotFound:
 		return nil, Errorf(ENotFound, "run %s not found", cur.ID)
 	case gerr != nil:
-		return nil, fmt.Errorf("write run %s: %w (re-read: %v)", cur.ID, err, gerr)
+		return nil, fmt.Errorf("write run %s: %w (re-read: %v)", cur.ID, err, gerr) //nolint:errorlint // the re-read's error is context; its code must not be found by errors.As
 	case fresh.Version != cur.Version || fresh.Status != cur.Status:
 		return fresh, Errorf(EConflict, "run %s changed meanwhile: now %s at version %d, not %s at version %d",
 			cur.ID, fresh.Status, fresh.Version, cur.Status, cur.Version)

@@ -221,7 +221,7 @@ func TestResumeRefusesCorruptedOrMissingState(t *testing.T) {
 	r := e.start(t)
 	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
 	w := e.get(t, r.ID)
-	w, err := e.store.Decide(ctx, w, runs.NewDecision{SuspensionID: w.SuspensionID, Decider: "bob", Via: runs.ViaAPI, Decision: loop.Decision{TurnDigest: w.TurnDigest, Action: loop.ActionApprove}})
+	_, err := e.store.Decide(ctx, w, runs.NewDecision{SuspensionID: w.SuspensionID, Decider: "bob", Via: runs.ViaAPI, Decision: loop.Decision{TurnDigest: w.TurnDigest, Action: loop.ActionApprove}})
 	require.NoError(t, err)
 	// Lose the blob: the resume must refuse and run nothing.
 	require.NoError(t, deleteStates(e, r.ID))

@@ -289,7 +289,7 @@ func (s *Sender) dialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	var lastErr error
 	for _, a := range accepted {
-		conn, err := s.dialer.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
+		conn, err := s.dialer.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String()) //nolint:gosec // parsePort accepts 0–65535 only
 		if err == nil {
 			return conn, nil
 		}

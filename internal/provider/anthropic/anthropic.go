@@ -102,7 +102,7 @@ func (m *Model) Generate(ctx context.Context, req loop.ModelRequest) (loop.Model
 // params maps a request onto the Messages API's parameters.
 func (m *Model) params(req loop.ModelRequest) (sdk.MessageNewParams, error) {
 	p := sdk.MessageNewParams{
-		Model:     sdk.Model(modelID(req.Model, m.model)),
+		Model:     modelID(req.Model, m.model),
 		MaxTokens: m.maxTokens,
 	}
 	if req.MaxOutputTokens > 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
@@ -134,7 +135,7 @@ func (m *Model) input(req loop.ModelRequest) (*bedrockruntime.ConverseInput, err
 	}
 	in := &bedrockruntime.ConverseInput{
 		ModelId:         aws.String(modelID),
-		InferenceConfig: &types.InferenceConfiguration{MaxTokens: aws.Int32(int32(min(maxTokens, 1<<31-1)))},
+		InferenceConfig: &types.InferenceConfiguration{MaxTokens: aws.Int32(int32(min(max(maxTokens, 0), math.MaxInt32)))}, //nolint:gosec // clamped to the int32 range
 	}
 	if req.System != "" {
 		in.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: req.System}}

@@ -119,7 +119,7 @@ func (m *Model) Generate(ctx context.Context, req loop.ModelRequest) (loop.Model
 
 // params maps a request onto the Chat Completions parameters.
 func (m *Model) params(req loop.ModelRequest) (sdk.ChatCompletionNewParams, error) {
-	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(modelID(req.Model, m.opts.Model))}
+	p := sdk.ChatCompletionNewParams{Model: modelID(req.Model, m.opts.Model)}
 	maxTokens := int64(m.opts.MaxTokens)
 	if req.MaxOutputTokens > 0 {
 		maxTokens = int64(req.MaxOutputTokens)

@@ -19,10 +19,10 @@ func GoldenJSON(t testing.TB, name string, got []byte) {
 	path := filepath.Join("testdata", "golden", name+".json")
 	pretty := Indent(t, got)
 	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // testdata, checked into git
 			t.Fatalf("create golden dir: %v", err)
 		}
-		if err := os.WriteFile(path, pretty, 0o644); err != nil {
+		if err := os.WriteFile(path, pretty, 0o644); err != nil { //nolint:gosec // testdata, checked into git
 			t.Fatalf("write golden file: %v", err)
 		}
 		return

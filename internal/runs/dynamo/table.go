@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -251,7 +252,7 @@ func (t *Table) Events(ctx context.Context, runID string, after int64, limit int
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
-		Limit:                     aws.Int32(int32(limit)),
+		Limit:                     pageLimit(limit),
 	}
 	var evs []runs.Event
 	for len(evs) < limit {
@@ -270,7 +271,7 @@ func (t *Table) Events(ctx context.Context, runID string, after int64, limit int
 			break
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
-		in.Limit = aws.Int32(int32(limit - len(evs)))
+		in.Limit = pageLimit(limit - len(evs))
 	}
 	return evs, nil
 }
@@ -343,7 +344,7 @@ func (t *Table) Due(ctx context.Context, now time.Time, limit int, cursor string
 			in.ExclusiveStartKey = start
 		}
 		for {
-			in.Limit = aws.Int32(int32(limit - len(out)))
+			in.Limit = pageLimit(limit - len(out))
 			res, err := t.client.Query(ctx, in)
 			if err != nil {
 				return nil, "", translate(err)
@@ -568,4 +569,15 @@ func translate(err error) error {
 		return runs.Errorf(runs.EConflict, "a transaction on the run is in progress")
 	}
 	return fmt.Errorf("dynamodb: %w", err)
+}
+
+// pageLimit is n as a Query's Limit, held to the int32 range the API takes.
+func pageLimit(n int) *int32 {
+	if n < 0 {
+		n = 0
+	}
+	if n > math.MaxInt32 {
+		n = math.MaxInt32
+	}
+	return aws.Int32(int32(n))
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -120,7 +122,7 @@ func put(b *bolt.Bucket, key []byte, v any) error {
 }
 
 func seqKey(seq int64) []byte {
-	return binary.BigEndian.AppendUint64(nil, uint64(seq))
+	return binary.BigEndian.AppendUint64(nil, uint64(seq)) //nolint:gosec // sequence numbers start at 1
 }
 
 func dueKey(at time.Time, id string) []byte {
@@ -338,7 +340,7 @@ func (db *DB) DeleteRun(_ context.Context, runID string, tokenHashes []string) e
 		if err := tx.Bucket(bucketRuns).Delete([]byte(runID)); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketEvents).DeleteBucket([]byte(runID)); err != nil && err != bolt.ErrBucketNotFound {
+		if err := tx.Bucket(bucketEvents).DeleteBucket([]byte(runID)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 			return err
 		}
 		for _, h := range tokenHashes {
