@@ -27,10 +27,11 @@ const (
 	Purge    Function = "purge"
 )
 
-// required lists the variables each function cannot start without.
+// required lists the variables each function cannot start without; the
+// ModelFactory checks the model's (provider.LoadConfig: AGENTGATE_MODEL).
 var required = map[Function][]string{
-	StartRun: {config.EnvTable, config.EnvBucket, config.EnvStartRunFunction, config.EnvModel},
-	Resume:   {config.EnvTable, config.EnvBucket, config.EnvResumeFunction, config.EnvModel},
+	StartRun: {config.EnvTable, config.EnvBucket, config.EnvStartRunFunction},
+	Resume:   {config.EnvTable, config.EnvBucket, config.EnvResumeFunction},
 	Purge:    {config.EnvTable, config.EnvBucket, config.EnvStartRunFunction, config.EnvResumeFunction},
 }
 

@@ -8,9 +8,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/dynamo"
+	"github.com/agentgate/agentgate/internal/service"
 )
 
-// Config is the configuration of a function or the local server.
+// Config is the configuration of a function or the local server. The model
+// variables (AGENTGATE_MODEL, the provider keys) are provider.LoadConfig's:
+// only the functions that run a model read them, so purge links no provider.
+// Every default is the constant of the package that applies it.
 type Config struct {
 	Table            string        // AGENTGATE_TABLE
 	Bucket           string        // AGENTGATE_BUCKET
@@ -19,10 +26,9 @@ type Config struct {
 	ResumeFunction   string        // AGENTGATE_RESUME_FUNCTION
 	PublicBaseURL    string        // AGENTGATE_PUBLIC_BASE_URL
 	MailFrom         string        // AGENTGATE_MAIL_FROM
-	Model            string        // AGENTGATE_MODEL
-	ApprovalTTL      time.Duration // AGENTGATE_APPROVAL_TTL, default 24h
-	Retention        time.Duration // AGENTGATE_RETENTION, default 720h
-	DueShards        int           // AGENTGATE_DUE_SHARDS, default 8
+	ApprovalTTL      time.Duration // AGENTGATE_APPROVAL_TTL, default service.DefaultApprovalTTL
+	Retention        time.Duration // AGENTGATE_RETENTION, default runs.DefaultRetention
+	DueShards        int           // AGENTGATE_DUE_SHARDS, default dynamo.DefaultDueShards
 	AllowedModels    []string      // AGENTGATE_ALLOWED_MODELS, comma-separated model ids runs may choose
 }
 
@@ -35,7 +41,6 @@ const (
 	EnvResumeFunction   = "AGENTGATE_RESUME_FUNCTION"
 	EnvPublicBaseURL    = "AGENTGATE_PUBLIC_BASE_URL"
 	EnvMailFrom         = "AGENTGATE_MAIL_FROM"
-	EnvModel            = "AGENTGATE_MODEL"
 	EnvApprovalTTL      = "AGENTGATE_APPROVAL_TTL"
 	EnvRetention        = "AGENTGATE_RETENTION"
 	EnvDueShards        = "AGENTGATE_DUE_SHARDS"
@@ -54,10 +59,9 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 		ResumeFunction:   getenv(EnvResumeFunction),
 		PublicBaseURL:    strings.TrimRight(getenv(EnvPublicBaseURL), "/"),
 		MailFrom:         getenv(EnvMailFrom),
-		Model:            getenv(EnvModel),
-		ApprovalTTL:      24 * time.Hour,
-		Retention:        720 * time.Hour,
-		DueShards:        8,
+		ApprovalTTL:      service.DefaultApprovalTTL,
+		Retention:        runs.DefaultRetention,
+		DueShards:        dynamo.DefaultDueShards,
 	}
 	for _, m := range strings.Split(getenv(EnvAllowedModels), ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -74,7 +78,7 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 		return Config{}, fmt.Errorf("missing environment variable(s): %s", strings.Join(missing, ", "))
 	}
 	var err error
-	if c.ApprovalTTL, err = duration(getenv, EnvApprovalTTL, c.ApprovalTTL, time.Minute, 7*24*time.Hour); err != nil {
+	if c.ApprovalTTL, err = duration(getenv, EnvApprovalTTL, c.ApprovalTTL, service.MinApprovalTTL, service.MaxApprovalTTL); err != nil {
 		return Config{}, err
 	}
 	if c.Retention, err = duration(getenv, EnvRetention, c.Retention, time.Second, 10*365*24*time.Hour); err != nil {

@@ -18,9 +18,9 @@ func TestLoadDefaultsAndRequired(t *testing.T) {
 	assert.Equal(t, 8, c.DueShards)
 	assert.Equal(t, "https://x.example/prod", c.PublicBaseURL)
 
-	_, err = Load(env(map[string]string{EnvTable: "t"}), EnvTable, EnvBucket, EnvModel)
+	_, err = Load(env(map[string]string{EnvTable: "t"}), EnvTable, EnvBucket, EnvResumeFunction)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "AGENTGATE_BUCKET, AGENTGATE_MODEL")
+	assert.Contains(t, err.Error(), "AGENTGATE_BUCKET, AGENTGATE_RESUME_FUNCTION")
 }
 
 func TestLoadRejectsMalformed(t *testing.T) {
