@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/approval/approvaltest"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/s3state"
 )
@@ -91,7 +91,7 @@ func TestApprovalLinkOnMoto(t *testing.T) {
 	assert.Equal(t, sender, msg.From)
 	assert.Contains(t, msg.Body(), id, "the mail names the run")
 	assert.Contains(t, msg.Body(), "write_document", "the mail lists the pending call")
-	link, ok := approval.ExtractLink(msg.Body(), ls.url)
+	link, ok := approvaltest.ExtractLink(msg.Body(), ls.url)
 	require.True(t, ok, "no approval link under %s in the mail:\n%s", ls.url, msg.Body())
 
 	// The page decides nothing.
@@ -132,19 +132,19 @@ func TestApprovalLinkOnMoto(t *testing.T) {
 
 // sentMailTo polls moto for the one approval mail to approver. moto 5.2
 // answers data.json with a 500 once per S3 object of a deleted bucket (other
-// suites delete buckets), and approval.SentMail retries a bounded number of
+// suites delete buckets), and approvaltest.SentMail retries a bounded number of
 // times; so a failed read is retried here too until motoMailWait. A moto
 // that served suites deleting buckets can hold thousands of such objects
 // (each one 500): run the mail suites first, on a fresh moto.
-func sentMailTo(t *testing.T, approver string) approval.SentMessage {
+func sentMailTo(t *testing.T, approver string) approvaltest.SentMessage {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), motoMailWait)
 	defer cancel()
 	var lastErr error
 	for {
-		all, err := approval.SentMail(ctx, endpoint())
+		all, err := approvaltest.SentMail(ctx, endpoint())
 		lastErr = err
-		var mine []approval.SentMessage
+		var mine []approvaltest.SentMessage
 		for _, m := range all {
 			if slices.Contains(m.To, approver) {
 				mine = append(mine, m)

@@ -27,7 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/app"
-	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/approval/approvaltest"
 	"github.com/agentgate/agentgate/internal/approvalpage"
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/loop"
@@ -266,12 +266,12 @@ func (ls *linkServer) linkFor(id, approver string, reminder bool) string {
 			}
 			raw, err := os.ReadFile(filepath.Join(ls.dir, "outbox", e.Name()))
 			require.NoError(ls.t, err)
-			m, err := approval.ParseEML(string(raw))
+			m, err := approvaltest.ParseEML(string(raw))
 			if err != nil || len(m.To) != 1 || m.To[0] != approver {
 				continue // not this approver's, or still being written
 			}
-			textLink, textOK := approval.ExtractLink(m.Text, ls.url)
-			htmlLink, htmlOK := approval.ExtractLink(m.HTML, ls.url)
+			textLink, textOK := approvaltest.ExtractLink(m.Text, ls.url)
+			htmlLink, htmlOK := approvaltest.ExtractLink(m.HTML, ls.url)
 			if !textOK || !htmlOK {
 				continue // still being written
 			}

@@ -10,8 +10,8 @@
 //
 // Two Mailers deliver: SESMailer through Amazon SES v2, and OutboxMailer,
 // which writes .eml files into a folder and prints the link, for the local
-// binary. SentMail and ExtractLink read mails back from a moto server for
-// integration tests of other packages.
+// binary. Package approvaltest reads mails back from a moto server for
+// integration tests.
 //
 // The link is the only secret: nothing here logs it.
 package approval

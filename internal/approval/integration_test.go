@@ -17,6 +17,7 @@ import (
 	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/approval/approvaltest"
 )
 
 func endpoint() string {
@@ -74,11 +75,11 @@ func TestSESMailerMoto(t *testing.T) {
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		sent, err := approval.SentMail(ctx, endpoint())
+		sent, err := approvaltest.SentMail(ctx, endpoint())
 		if err != nil {
 			t.Fatalf("SentMail: %v", err)
 		}
-		var mine []approval.SentMessage
+		var mine []approvaltest.SentMessage
 		for _, s := range sent {
 			for _, to := range s.To {
 				if to == approver {
@@ -94,7 +95,7 @@ func TestSESMailerMoto(t *testing.T) {
 			if !strings.HasPrefix(got.Subject, "Approval needed: ") {
 				t.Errorf("Subject = %q, want an approval subject", got.Subject)
 			}
-			link, ok := approval.ExtractLink(got.Body(), base)
+			link, ok := approvaltest.ExtractLink(got.Body(), base)
 			if !ok || link != m.Link {
 				t.Errorf("ExtractLink = %q, %v; want %q, true", link, ok, m.Link)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/approval/approvaltest"
 )
 
 func TestOutboxMailer(t *testing.T) {
@@ -75,7 +76,7 @@ func TestOutboxMailer(t *testing.T) {
 		t.Errorf("To = %v (err %v), want alice@example.com", to, err)
 	}
 
-	got, err := approval.ParseEML(string(raw))
+	got, err := approvaltest.ParseEML(string(raw))
 	if err != nil {
 		t.Fatalf("ParseEML: %v", err)
 	}
@@ -86,7 +87,7 @@ func TestOutboxMailer(t *testing.T) {
 		t.Errorf("From = %q, want approvals@agentgate.test", got.From)
 	}
 	for name, body := range map[string]string{"text": got.Text, "html": got.HTML} {
-		link, ok := approval.ExtractLink(body, "https://gate.example.com/prod")
+		link, ok := approvaltest.ExtractLink(body, "https://gate.example.com/prod")
 		if !ok || link != m.Link {
 			t.Errorf("%s part: ExtractLink = %q, %v; want %q", name, link, ok, m.Link)
 		}
@@ -179,7 +180,7 @@ func TestSentMail(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	sent, err := approval.SentMail(context.Background(), srv.URL+"/")
+	sent, err := approvaltest.SentMail(context.Background(), srv.URL+"/")
 	if err != nil {
 		t.Fatalf("SentMail: %v", err)
 	}
@@ -189,7 +190,7 @@ func TestSentMail(t *testing.T) {
 	const link = "https://gate.example.com/approvals/" + sampleToken
 	tests := []struct {
 		name     string
-		got      approval.SentMessage
+		got      approvaltest.SentMessage
 		to       []string
 		subject  string
 		linkIn   string
@@ -212,10 +213,10 @@ func TestSentMail(t *testing.T) {
 			}
 			body := map[string]string{"html": tt.got.HTML, "text": tt.got.Text}[tt.linkIn]
 			if tt.linkIn != "" {
-				if got, ok := approval.ExtractLink(body, "https://gate.example.com"); !ok || got != link {
+				if got, ok := approvaltest.ExtractLink(body, "https://gate.example.com"); !ok || got != link {
 					t.Errorf("ExtractLink(%s) = %q, %v; want %q", tt.linkIn, got, ok, link)
 				}
-				if got, ok := approval.ExtractLink(tt.got.Body(), "https://gate.example.com"); !ok || got != link {
+				if got, ok := approvaltest.ExtractLink(tt.got.Body(), "https://gate.example.com"); !ok || got != link {
 					t.Errorf("ExtractLink(Body()) = %q, %v; want %q", got, ok, link)
 				}
 			}
@@ -235,7 +236,7 @@ func TestSentMail(t *testing.T) {
 			_, _ = w.Write(data)
 		}))
 		defer flaky.Close()
-		sent, err := approval.SentMail(context.Background(), flaky.URL)
+		sent, err := approvaltest.SentMail(context.Background(), flaky.URL)
 		if err != nil || len(sent) != 3 || calls.Load() != 3 {
 			t.Errorf("SentMail = %d messages, %v after %d calls; want 3, nil after 3", len(sent), err, calls.Load())
 		}
@@ -248,13 +249,13 @@ func TestSentMail(t *testing.T) {
 		defer broken.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		if _, err := approval.SentMail(ctx, broken.URL); err == nil {
+		if _, err := approvaltest.SentMail(ctx, broken.URL); err == nil {
 			t.Error("SentMail on a broken server: got nil error, want one")
 		}
 	})
 
 	t.Run("server error", func(t *testing.T) {
-		if _, err := approval.SentMail(context.Background(), srv.URL+"/nothing"); err == nil {
+		if _, err := approvaltest.SentMail(context.Background(), srv.URL+"/nothing"); err == nil {
 			t.Error("SentMail on a 404: got nil error, want one")
 		}
 	})

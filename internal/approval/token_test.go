@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/approval/approvaltest"
 )
 
 func TestNewToken(t *testing.T) {
@@ -116,7 +117,7 @@ func TestExtractLink(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := approval.ExtractLink(tt.body, tt.base)
+			got, ok := approvaltest.ExtractLink(tt.body, tt.base)
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("ExtractLink = %q, %v; want %q, %v", got, ok, tt.want, tt.ok)
 			}

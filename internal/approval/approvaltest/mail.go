@@ -1,4 +1,8 @@
-package approval
+// Package approvaltest reads approval mails back from a moto server (its
+// SES model data) for the integration tests of the packages that send them:
+// SentMail lists what was sent, ParseEML decodes one message and ExtractLink
+// finds the approval link in it.
+package approvaltest
 
 import (
 	"context"
@@ -13,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/approval"
 )
 
 // SentMessage is a mail an emulator accepted, as SentMail reads it back.
@@ -154,13 +160,19 @@ func ExtractLink(body, baseURL string) (string, bool) {
 		}
 		rest = rest[i+len(prefix):]
 		n := 0
-		for n < len(rest) && isTokenChar(rest[n]) {
+		for n < len(rest) && base64URLChar(rest[n]) {
 			n++
 		}
-		if WellFormed(rest[:n]) {
+		if approval.WellFormed(rest[:n]) {
 			return prefix + rest[:n], true
 		}
 	}
+}
+
+// base64URLChar reports whether c may appear in a token (the base64url
+// alphabet); approval.WellFormed then checks the whole token.
+func base64URLChar(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
 // ParseEML reads a mail in RFC 5322 form, as OutboxMailer writes it, into a
