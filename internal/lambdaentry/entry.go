@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -48,6 +49,9 @@ func (e *Entry) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			return nil, fmt.Errorf("decode scheduled event: %w", err)
 		}
+		// The schedule carries nothing the sweep needs; its id and time tie
+		// the sweep's log lines to the rule's invocation.
+		slog.InfoContext(ctx, "scheduled sweep", "event_id", ev.ID, "scheduled_at", ev.Time)
 		return e.Sweep(ctx)
 	}
 	return nil, fmt.Errorf("this function does not handle that event (job=%t http=%t scheduled=%t)", p.Job != nil, p.HTTPMethod != "", p.Source == "aws.events")
