@@ -378,10 +378,17 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 	res, err := tool.Call(WithIdempotencyKey(ctx, key), input)
 	dur := s.r.now().Sub(start)
 	if err != nil {
-		if def.Effect == EffectWrite && errors.Is(err, ErrNoEffect) && s.r.Hooks.AfterEffect != nil {
+		if def.Effect == EffectWrite && errors.Is(err, ErrNoEffect) {
 			// Nothing happened: lift the fence, so the run does not end as
 			// an interrupted write.
-			if ferr := s.r.Hooks.AfterEffect(ctx, pc, ErrorResult("not executed: the tool failed before it changed anything")); ferr != nil {
+			var ferr error
+			switch {
+			case s.r.Hooks.NoEffect != nil:
+				ferr = s.r.Hooks.NoEffect(ctx, pc)
+			case s.r.Hooks.AfterEffect != nil:
+				ferr = s.r.Hooks.AfterEffect(ctx, pc, ErrorResult("not executed: the tool failed before it changed anything"))
+			}
+			if ferr != nil {
 				return Result{}, fmt.Errorf("fence after %s: %w", c.ID, ferr)
 			}
 		}

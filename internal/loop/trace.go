@@ -58,6 +58,10 @@ type Hooks struct {
 	BeforeEffect func(ctx context.Context, call PendingCall) error
 	// AfterEffect is called once a write call's result is known (clear the fence).
 	AfterEffect func(ctx context.Context, call PendingCall, result Result) error
+	// NoEffect, when set, is called instead of AfterEffect when a write
+	// tool failed with ErrNoEffect (it changed nothing): lift the fence
+	// without recording a write.
+	NoEffect func(ctx context.Context, call PendingCall) error
 }
 
 type idempotencyKeyCtx struct{}

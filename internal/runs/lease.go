@@ -11,7 +11,8 @@ import (
 // Claim moves a QUEUED or RESUMING run to RUNNING under a lease held by owner
 // for LeaseTTL, appending a claimed (or resumed) event. A RUNNING run whose
 // lease expired with no pending effect is taken over the same way (a
-// reclaimed event). Of concurrent claimers exactly one wins. A write that
+// reclaimed event); one whose worker completed a write under that lease
+// (WroteSinceClaim) is not. Of concurrent claimers exactly one wins. A write that
 // moved the run's version meanwhile without making it unclaimable (a
 // re-dispatch, a notification record) does not make the claim lose: Claim
 // tries again on the fresh row. Codes: EInvalid, ENotFound, EConflict.
@@ -32,6 +33,7 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 		next.Status = StatusRunning
 		next.LeaseOwner = owner
 		next.LeaseUntil = now.Add(s.opts.LeaseTTL)
+		next.WroteSinceClaim = false
 		typ := EventClaimed
 		var data json.RawMessage
 		switch {
@@ -55,9 +57,10 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 }
 
 // claimableByReclaim reports whether cur is a RUNNING run whose worker's
-// lease expired with no write in flight.
+// lease expired with no write in flight and none done under that lease (a
+// new worker replays the segment, which would execute that write again).
 func claimableByReclaim(cur *Run, now time.Time) bool {
-	return cur.Status == StatusRunning && cur.LeaseExpired(now) && cur.PendingEffect == ""
+	return cur.Status == StatusRunning && cur.LeaseExpired(now) && cur.PendingEffect == "" && !cur.WroteSinceClaim
 }
 
 // Redispatch records that the worker of a QUEUED or RESUMING run was
@@ -114,6 +117,10 @@ func (s *Store) RecordStep(ctx context.Context, cur *Run, owner string, st loop.
 	next.LeaseUntil = s.now().Add(s.opts.LeaseTTL)
 	if st.Kind == loop.StepToolExecuted && st.CallID != "" && st.CallID == cur.PendingEffect {
 		next.PendingEffect = ""
+		next.WroteSinceClaim = true
+	}
+	if st.Kind == loop.StepToolExecuted && st.Effect == loop.EffectWrite {
+		next.WroteSinceClaim = true
 	}
 	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: string(st.Kind), Actor: owner, Data: data}}})
 }
@@ -137,9 +144,11 @@ func (s *Store) MarkPendingEffect(ctx context.Context, cur *Run, owner, callID s
 	return s.commit(ctx, cur, next, Write{})
 }
 
-// ClearPendingEffect removes the fence for callID. Codes: EInvalid,
-// ENotFound, EConflict.
-func (s *Store) ClearPendingEffect(ctx context.Context, cur *Run, owner, callID string) (*Run, error) {
+// ClearPendingEffect removes the fence for callID once the write's outcome
+// is known. wrote says whether it took effect (false: the tool failed before
+// it changed anything); when it did, WroteSinceClaim is set in the same
+// write. Codes: EInvalid, ENotFound, EConflict.
+func (s *Store) ClearPendingEffect(ctx context.Context, cur *Run, owner, callID string, wrote bool) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
 	}
@@ -148,6 +157,7 @@ func (s *Store) ClearPendingEffect(ctx context.Context, cur *Run, owner, callID 
 	}
 	next := cur.Clone()
 	next.PendingEffect = ""
+	next.WroteSinceClaim = cur.WroteSinceClaim || wrote
 	next.LeaseUntil = s.now().Add(s.opts.LeaseTTL)
 	return s.commit(ctx, cur, next, Write{})
 }

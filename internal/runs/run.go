@@ -168,6 +168,12 @@ type Run struct {
 	// PendingEffect is the id of a write call that may have started and
 	// whose result is not recorded yet (the fence).
 	PendingEffect string `json:"pending_effect,omitempty"`
+	// WroteSinceClaim is set when a write call of the current lease holder
+	// took effect (its fence was cleared as done); a claim resets it. A run
+	// whose worker vanished with it set is never replayed: a replay would
+	// execute that write again. It is written in the same write that clears
+	// the fence, never derived from events.
+	WroteSinceClaim bool `json:"wrote_since_claim,omitempty"`
 
 	// ApprovalDeadline is when a waiting run expires; RemindAt when approvers
 	// get a reminder (zero: none).

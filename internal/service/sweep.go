@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -197,14 +196,7 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		// again if the segment were replayed. Either way: never re-execute,
 		// end the run FAILED/interrupted_write. Otherwise another worker
 		// takes the run over (Claim accepts an expired lease with no fence).
-		wrote := r.PendingEffect != ""
-		if !wrote {
-			var err error
-			if wrote, err = s.wroteSinceClaim(ctx, r.ID); err != nil {
-				return err
-			}
-		}
-		if !wrote {
+		if r.PendingEffect == "" && !r.WroteSinceClaim {
 			if err := s.Dispatch.Dispatch(ctx, Job{Kind: jobKind(r), RunID: r.ID}); err != nil {
 				return err
 			}
@@ -233,36 +225,6 @@ func jobKind(r *runs.Run) JobKind {
 		return JobResume
 	}
 	return JobRun
-}
-
-// wroteSinceClaim reports whether a write tool executed since the run's
-// worker last claimed it.
-func (s *Sweeper) wroteSinceClaim(ctx context.Context, runID string) (bool, error) {
-	wrote := false
-	var after int64
-	for {
-		evs, err := s.Store.Events(ctx, runID, after, 1000)
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evs {
-			switch e.Type {
-			case runs.EventClaimed, runs.EventResumed, runs.EventReclaimed:
-				wrote = false
-			case runs.EventToolExecuted:
-				var st struct {
-					Effect string `json:"effect"`
-				}
-				if json.Unmarshal(e.Data, &st) == nil && st.Effect == "write" {
-					wrote = true
-				}
-			}
-			after = e.Seq
-		}
-		if len(evs) < 1000 {
-			return wrote, nil
-		}
-	}
 }
 
 func skipConflict(err error, sum *SweepSummary) error {

@@ -153,7 +153,12 @@ func (s *segmentRun) hooks() loop.Hooks {
 		},
 		AfterEffect: func(ctx context.Context, c loop.PendingCall, _ loop.Result) error {
 			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
-				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID)
+				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID, true)
+			})
+		},
+		NoEffect: func(ctx context.Context, c loop.PendingCall) error {
+			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID, false)
 			})
 		},
 	}

@@ -109,6 +109,7 @@ type runItem struct {
 	LeaseOwner       string   `dynamodbav:"lease_owner,omitempty"`
 	LeaseUntil       int64    `dynamodbav:"lease_until,omitempty"`
 	PendingEffect    string   `dynamodbav:"pending_effect,omitempty"`
+	WroteSinceClaim  bool     `dynamodbav:"wrote_since_claim,omitempty"`
 	ApprovalDeadline int64    `dynamodbav:"approval_deadline,omitempty"`
 	RemindAt         int64    `dynamodbav:"remind_at,omitempty"`
 	ReminderSent     bool     `dynamodbav:"reminder_sent,omitempty"`
@@ -149,6 +150,7 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 		LeaseOwner:       r.LeaseOwner,
 		LeaseUntil:       toMS(r.LeaseUntil),
 		PendingEffect:    r.PendingEffect,
+		WroteSinceClaim:  r.WroteSinceClaim,
 		ApprovalDeadline: toMS(r.ApprovalDeadline),
 		RemindAt:         toMS(r.RemindAt),
 		ReminderSent:     r.ReminderSent,
@@ -227,6 +229,7 @@ func (it runItem) run() (*runs.Run, error) {
 		LeaseOwner:       it.LeaseOwner,
 		LeaseUntil:       fromMS(it.LeaseUntil),
 		PendingEffect:    it.PendingEffect,
+		WroteSinceClaim:  it.WroteSinceClaim,
 		ApprovalDeadline: fromMS(it.ApprovalDeadline),
 		RemindAt:         fromMS(it.RemindAt),
 		ReminderSent:     it.ReminderSent,

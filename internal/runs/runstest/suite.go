@@ -77,6 +77,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Inbox", testInbox},
 		{"InboxPaging", testInboxPaging},
 		{"InboxConcurrent", testInboxConcurrent},
+		{"WroteSinceClaim", testWroteSinceClaim},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -465,7 +466,7 @@ func testLeaseGuards(t *testing.T, e *Env) {
 		require.NoError(t, err)
 		_, err = e.Store.MarkPendingEffect(ctx, r, "w1", "call-2")
 		AssertCode(t, runs.EConflict, err)
-		_, err = e.Store.ClearPendingEffect(ctx, r, "w1", "call-2")
+		_, err = e.Store.ClearPendingEffect(ctx, r, "w1", "call-2", true)
 		AssertCode(t, runs.EConflict, err)
 		r2, err := e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "call-2", Effect: loop.EffectRead})
 		require.NoError(t, err)
@@ -473,10 +474,10 @@ func testLeaseGuards(t *testing.T, e *Env) {
 		r = r2
 		_, err = e.Store.Suspend(ctx, r, "w1", sp)
 		AssertCode(t, runs.EConflict, err)
-		_, err = e.Store.ClearPendingEffect(ctx, r, "w2", "call-1")
+		_, err = e.Store.ClearPendingEffect(ctx, r, "w2", "call-1", true)
 		AssertCode(t, runs.EConflict, err)
 		e.Unchanged(t, r)
-		r, err = e.Store.ClearPendingEffect(ctx, r, "w1", "call-1")
+		r, err = e.Store.ClearPendingEffect(ctx, r, "w1", "call-1", true)
 		require.NoError(t, err)
 		assert.Empty(t, r.PendingEffect)
 		e.Unchanged(t, r)
@@ -1216,4 +1217,59 @@ func testClaimRetry(t *testing.T, e *Env) {
 	}
 	_, err = claimer.Claim(ctx, q.ID, "w2")
 	assert.Equal(t, runs.EConflict, runs.ErrorCode(err), "cancelled meanwhile: %v", err)
+}
+
+// testWroteSinceClaim: whether a write took effect since the last claim is
+// a typed field of the row, set in the write that clears the fence (or
+// records a write's tool_executed step), kept by the adapter and reset by a
+// claim; a run with it set is not reclaimed (issue #11 item 2).
+func testWroteSinceClaim(t *testing.T, e *Env) {
+	ctx := t.Context()
+	get := func(id string) *runs.Run {
+		t.Helper()
+		r, err := e.Store.Get(ctx, id)
+		require.NoError(t, err)
+		return r
+	}
+	r := e.Running(t)
+	assert.False(t, r.WroteSinceClaim)
+	r, err := e.Store.MarkPendingEffect(ctx, r, "w1", "c1")
+	require.NoError(t, err)
+	assert.False(t, get(r.ID).WroteSinceClaim, "a fence alone is not a write done")
+	r, err = e.Store.ClearPendingEffect(ctx, r, "w1", "c1", false)
+	require.NoError(t, err)
+	assert.False(t, get(r.ID).WroteSinceClaim, "a write that changed nothing")
+	r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "r1", Effect: loop.EffectRead})
+	require.NoError(t, err)
+	assert.False(t, get(r.ID).WroteSinceClaim, "a read")
+	r, err = e.Store.MarkPendingEffect(ctx, r, "w1", "c2")
+	require.NoError(t, err)
+	r, err = e.Store.ClearPendingEffect(ctx, r, "w1", "c2", true)
+	require.NoError(t, err)
+	assert.True(t, r.WroteSinceClaim)
+	assert.True(t, get(r.ID).WroteSinceClaim, "the adapter keeps the field")
+	r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "r2", Effect: loop.EffectRead})
+	require.NoError(t, err)
+	assert.True(t, get(r.ID).WroteSinceClaim, "later steps keep it")
+
+	e.Clock.Advance(LeaseTTL + time.Second)
+	_, err = e.Store.Claim(ctx, r.ID, "w2")
+	AssertCode(t, runs.EConflict, err)
+	assert.Equal(t, "w1", get(r.ID).LeaseOwner, "a run whose worker wrote is never reclaimed")
+
+	// An unfenced write step sets it too; a claim resets it.
+	r = e.Running(t)
+	r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "w", Effect: loop.EffectWrite})
+	require.NoError(t, err)
+	assert.True(t, get(r.ID).WroteSinceClaim)
+	sp, _ := e.Suspension(r, "s1")
+	r, err = e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI,
+		Decision: loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionDeny}})
+	require.NoError(t, err)
+	r, err = e.Store.Claim(ctx, r.ID, "w2")
+	require.NoError(t, err)
+	assert.False(t, r.WroteSinceClaim)
+	assert.False(t, get(r.ID).WroteSinceClaim, "a claim starts a lease with no write done")
 }
