@@ -72,7 +72,7 @@ func stateOfSize(size int) *loop.SuspendedState {
 		total += sb.Len()
 	}
 	calls := []loop.PendingCall{{ID: "w1", Name: "write_doc", Input: json.RawMessage(`{"path":"a","text":"b"}`), NeedsApproval: true, Effect: loop.EffectWrite}}
-	digest, _ := loop.TurnDigest(calls)
+	digest, _ := loop.TurnDigest("r", "s", calls)
 	return &loop.SuspendedState{SchemaVersion: loop.SchemaVersion, RunID: "r", SuspensionID: "s",
 		Transcript: loop.Transcript{Messages: msgs}, PendingCalls: calls, TurnDigest: digest,
 		ToolHashes: map[string]string{"write_doc": strings.Repeat("a", 64)}}

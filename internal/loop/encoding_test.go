@@ -80,10 +80,10 @@ func TestSuspendedStateRoundTripIsByteForByte(t *testing.T) {
 	assert.Equal(t, string(first), string(third))
 }
 
-// TestSuspendedStateGoldenV1 keeps schema version 1 readable: a state written
+// TestSuspendedStateGoldenV2 keeps schema version 2 readable: a state written
 // by an earlier build must still decode and resume.
-func TestSuspendedStateGoldenV1(t *testing.T) {
-	path := filepath.Join("testdata", "state_v1.json")
+func TestSuspendedStateGoldenV2(t *testing.T) {
+	path := filepath.Join("testdata", "state_v2.json")
 	log := &execLog{}
 	r, st := heldTurn(t, log)
 	if *update {
@@ -104,8 +104,29 @@ func TestSuspendedStateGoldenV1(t *testing.T) {
 	assert.Equal(t, loop.ReasonCompleted, out.Reason)
 }
 
+// TestSuspendedStateGoldenV1: a version 1 state (digest over the calls
+// only, written before the digest bound run and suspension) still resumes
+// with its own digest, and refuses any other.
+func TestSuspendedStateGoldenV1(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "state_v1.json"))
+	require.NoError(t, err)
+	golden, err := loop.DecodeState(raw)
+	require.NoError(t, err)
+	require.Equal(t, 1, golden.SchemaVersion)
+	want, err := golden.ExpectedDigest()
+	require.NoError(t, err)
+	assert.Equal(t, want, golden.TurnDigest, "version 1 digest algorithm unchanged")
+	r, _ := heldTurn(t, &execLog{})
+	bound, _ := loop.TurnDigest(golden.RunID, golden.SuspensionID, golden.PendingCalls)
+	_, err = r.Resume(context.Background(), golden, loop.Decision{TurnDigest: bound, Action: loop.ActionApprove})
+	assert.ErrorIs(t, err, loop.ErrDigestMismatch)
+	out, err := r.Resume(context.Background(), golden, loop.Decision{TurnDigest: golden.TurnDigest, Action: loop.ActionApprove})
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+}
+
 func TestDecodeStateRefusesUnknownVersion(t *testing.T) {
-	_, err := loop.DecodeState([]byte(`{"schema_version":2,"run_id":"x"}`))
+	_, err := loop.DecodeState([]byte(`{"schema_version":3,"run_id":"x"}`))
 	assert.ErrorIs(t, err, loop.ErrSchemaVersion)
 	_, err = loop.DecodeState([]byte(`{"run_id":"x"}`))
 	assert.ErrorIs(t, err, loop.ErrSchemaVersion)
@@ -132,12 +153,20 @@ func TestTurnDigestIgnoresKeyOrderButNotValues(t *testing.T) {
 	a := []loop.PendingCall{{ID: "1", Name: "w", Input: json.RawMessage(`{"a":1,"b":2}`)}}
 	b := []loop.PendingCall{{ID: "1", Name: "w", Input: json.RawMessage(`{ "b":2, "a":1 }`)}}
 	c := []loop.PendingCall{{ID: "1", Name: "w", Input: json.RawMessage(`{"a":1,"b":3}`)}}
-	da, _ := loop.TurnDigest(a)
-	db, _ := loop.TurnDigest(b)
-	dc, _ := loop.TurnDigest(c)
+	da, _ := loop.TurnDigest("run-a", "s1", a)
+	db, _ := loop.TurnDigest("run-a", "s1", b)
+	dc, _ := loop.TurnDigest("run-a", "s1", c)
 	assert.Equal(t, da, db)
 	assert.NotEqual(t, da, dc)
 	assert.Len(t, da, 64)
+	// The digest binds run and suspension: the same turn in another run or
+	// another suspension has another digest (issue #10 item 7).
+	other, _ := loop.TurnDigest("run-b", "s1", a)
+	assert.NotEqual(t, da, other, "another run")
+	other, _ = loop.TurnDigest("run-a", "s2", a)
+	assert.NotEqual(t, da, other, "another suspension")
+	other, _ = loop.TurnDigest("run-a", "", a)
+	assert.NotEqual(t, da, other)
 }
 
 func TestNewToolboxRefusesBadTools(t *testing.T) {

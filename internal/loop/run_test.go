@@ -86,7 +86,7 @@ func TestRunTurnCheck(t *testing.T) {
 			assert.Len(t, st.PendingCalls, len(tt.turn.ToolUses()))
 			last := st.Transcript.Messages[len(st.Transcript.Messages)-1]
 			assert.Equal(t, loop.RoleAssistant, last.Role, "state transcript ends with the held turn")
-			want, err := loop.TurnDigest(st.PendingCalls)
+			want, err := loop.TurnDigest(st.RunID, st.SuspensionID, st.PendingCalls)
 			require.NoError(t, err)
 			assert.Equal(t, want, st.TurnDigest)
 			assert.Equal(t, loop.SchemaVersion, st.SchemaVersion)

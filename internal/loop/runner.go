@@ -87,10 +87,10 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if state == nil {
 		return Outcome{}, fmt.Errorf("%w: no suspended state", ErrInvalidDecision)
 	}
-	if state.SchemaVersion != SchemaVersion {
+	if state.SchemaVersion != SchemaVersion && state.SchemaVersion != 1 {
 		return Outcome{}, fmt.Errorf("%w: state has schema_version %d, this build reads %d", ErrSchemaVersion, state.SchemaVersion, SchemaVersion)
 	}
-	digest, err := TurnDigest(state.PendingCalls)
+	digest, err := state.ExpectedDigest()
 	if err != nil || digest != state.TurnDigest {
 		return Outcome{}, fmt.Errorf("%w: the suspended state's pending calls do not match its digest", ErrInvalidDecision)
 	}

@@ -247,14 +247,14 @@ func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, er
 			}
 		}
 	}
-	digest, err := TurnDigest(calls)
+	id := s.r.newID()
+	digest, err := TurnDigest(s.runID, id, calls)
 	if err != nil {
 		return s.outcome(), fmt.Errorf("turn digest: %w", err)
 	}
 	if len(previews) == 0 {
 		previews = nil
 	}
-	id := s.r.newID()
 	state := &SuspendedState{
 		SchemaVersion: SchemaVersion,
 		RunID:         s.runID,

@@ -11,8 +11,9 @@ import (
 )
 
 // SchemaVersion is the version of the SuspendedState layout this package
-// writes and the only one Resume accepts.
-const SchemaVersion = 1
+// writes. Resume also accepts version 1, whose turn digest covers the calls
+// only; version 2 binds it to run and suspension (see TurnDigest).
+const SchemaVersion = 2
 
 // Counters are the running totals of a run; a resumed run folds the counters
 // of its earlier segments into them.
@@ -107,7 +108,7 @@ func DecodeState(raw []byte) (*SuspendedState, error) {
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return nil, fmt.Errorf("decode suspended state: %w", err)
 	}
-	if probe.SchemaVersion != SchemaVersion {
+	if probe.SchemaVersion != SchemaVersion && probe.SchemaVersion != 1 {
 		return nil, fmt.Errorf("%w: state has schema_version %d, this build reads %d", ErrSchemaVersion, probe.SchemaVersion, SchemaVersion)
 	}
 	var s SuspendedState
@@ -117,10 +118,45 @@ func DecodeState(raw []byte) (*SuspendedState, error) {
 	return &s, nil
 }
 
-// TurnDigest is the SHA-256 (hex) over the canonical form of the pending
-// calls: their ids, tool names and canonical inputs, in turn order. It binds
-// a decision to exactly the calls that were reviewed.
-func TurnDigest(calls []PendingCall) (string, error) {
+// TurnDigest is the SHA-256 (hex) over the run id, the suspension id and the
+// canonical form of the pending calls (their ids, tool names and canonical
+// inputs, in turn order). It binds a decision to exactly the calls that were
+// reviewed, in this run and this suspension: run A's digest is refused by
+// run B even when the two turns are identical (issue #10 item 7).
+func TurnDigest(runID, suspensionID string, calls []PendingCall) (string, error) {
+	canon, err := canonCalls(calls)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(struct {
+		RunID        string          `json:"run_id"`
+		SuspensionID string          `json:"suspension_id"`
+		Calls        json.RawMessage `json:"calls"`
+	}{runID, suspensionID, canon})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// ExpectedDigest is the digest the state's pending calls must have: bound
+// to run and suspension from schema version 2, over the calls alone in
+// version 1 states (written by earlier builds, still resumable).
+func (s *SuspendedState) ExpectedDigest() (string, error) {
+	if s.SchemaVersion == 1 {
+		canon, err := canonCalls(s.PendingCalls)
+		if err != nil {
+			return "", err
+		}
+		sum := sha256.Sum256(canon)
+		return hex.EncodeToString(sum[:]), nil
+	}
+	return TurnDigest(s.RunID, s.SuspensionID, s.PendingCalls)
+}
+
+// canonCalls is the canonical JSON array of the calls' ids, names and inputs.
+func canonCalls(calls []PendingCall) ([]byte, error) {
 	type canonCall struct {
 		ID    string          `json:"id"`
 		Name  string          `json:"name"`
@@ -130,16 +166,11 @@ func TurnDigest(calls []PendingCall) (string, error) {
 	for _, c := range calls {
 		in, err := CanonicalJSON(c.Input)
 		if err != nil {
-			return "", fmt.Errorf("call %s: input: %w", c.ID, err)
+			return nil, fmt.Errorf("call %s: input: %w", c.ID, err)
 		}
 		canon = append(canon, canonCall{c.ID, c.Name, in})
 	}
-	b, err := json.Marshal(canon)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return json.Marshal(canon)
 }
 
 // Action is what a decision does with a turn or a call.
