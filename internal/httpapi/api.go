@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
@@ -57,8 +58,11 @@ type API struct {
 	// Webhooks, when set, accepts runs' webhook_url under its policy; nil:
 	// this deployment does not deliver webhooks and refuses the field.
 	Webhooks *WebhookTargets
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Directory says who is who (persons, groups, service accounts); nil:
+	// every principal is only itself, compared canonically.
+	Directory *identity.Directory
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 func (a *API) now() time.Time {

@@ -260,7 +260,7 @@ func TestFourEyes(t *testing.T) {
 	require.Equal(t, runs.StatusWaiting, r.Status)
 	status, out = f.call(req("POST", "/runs/"+r.ID+"/decision", alice, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
 	assert.Equal(t, 403, status, out)
-	assert.Contains(t, out["error"].(map[string]any)["message"], "four eyes")
+	assert.Contains(t, out["error"].(map[string]any)["message"], "four-eyes")
 	status, out = f.call(req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
 	assert.Equal(t, 202, status, out)
 }
@@ -323,4 +323,42 @@ func TestStatusCodeRule(t *testing.T) {
 	after, err := f.store.Get(context.Background(), r.ID)
 	require.NoError(t, err)
 	assert.Equal(t, r.Version, after.Version, "no decision was recorded")
+}
+
+// TestFourEyesBypassThroughAPI: the initiator naming themselves by another
+// spelling is still the initiator; the check reads the run's typed field.
+func TestFourEyesBypassThroughAPI(t *testing.T) {
+	for _, tc := range []struct{ initiator, listed, decider string }{
+		{"ann@example.com", "Ann@Example.com", "Ann@Example.com"},
+		{"ann@example.com", "ann+x@example.com", "ann+x@example.com"},
+		{"arn:aws:sts::123456789012:assumed-role/Ops/monday", "arn:aws:iam::123456789012:role/Ops", "arn:aws:sts::123456789012:assumed-role/Ops/tuesday"},
+	} {
+		t.Run(tc.listed, func(t *testing.T) {
+			f := newFixture(t)
+			status, out := f.call(req("POST", "/runs", tc.initiator, `{"prompt":"update pricing","approvers":["`+tc.listed+`","`+bob+`"],"four_eyes":true}`))
+			require.Equal(t, 202, status, out)
+			f.drain()
+			r, err := f.store.Get(context.Background(), out["id"].(string))
+			require.NoError(t, err)
+			require.Equal(t, runs.StatusWaiting, r.Status)
+			require.True(t, r.FourEyes)
+			status, out = f.call(req("POST", "/runs/"+r.ID+"/decision", tc.decider, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
+			assert.Equal(t, 403, status, out)
+			assert.Contains(t, out["error"].(map[string]any)["message"], "four-eyes")
+			after, err := f.store.Get(context.Background(), r.ID)
+			require.NoError(t, err)
+			assert.Equal(t, r.Version, after.Version, "a refusal changes nothing")
+			status, out = f.call(req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
+			assert.Equal(t, 202, status, out)
+		})
+	}
+}
+
+func TestStartRefusesApproversThatCannotBeCompared(t *testing.T) {
+	f := newFixture(t)
+	status, out := f.call(req("POST", "/runs", alice, `{"prompt":"x","approvers":["group:ops"]}`))
+	assert.Equal(t, 422, status, out)
+	assert.Contains(t, out["error"].(map[string]any)["message"], "no such group")
+	status, out = f.call(req("POST", "/runs", alice, `{"prompt":"x","approvers":["arn:aws:sts::123456789012:assumed-role/Ops/s"]}`))
+	assert.Equal(t, 422, status, out)
 }

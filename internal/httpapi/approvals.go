@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/service"
 )
 
 // ApprovalPages renders the HTML of the approval-link routes and parses the
@@ -137,7 +136,7 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		}
 		return deref(p), err
 	}
-	resp := a.page(a.Pages.Confirm(r, t, purposeOf(r), "/approvals/"+raw))
+	resp := a.page(a.Pages.Confirm(r, t, r.Purpose, "/approvals/"+raw))
 	if head {
 		resp.Body = ""
 	}
@@ -163,8 +162,9 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	if err != nil {
 		return a.page(a.Pages.Problem(http.StatusBadRequest, "The form could not be read.")), nil
 	}
-	if !mayDecide(r, t.Approver) {
-		return a.page(a.Pages.Problem(http.StatusForbidden, "This run requires four eyes: the person who started it cannot approve it.")), nil
+	if err := a.authorize(r, t.Approver); err != nil {
+		_, _, msg := classify(err)
+		return a.page(a.Pages.Problem(http.StatusForbidden, msg)), nil
 	}
 	d, err := a.Pages.ParseDecision(form, r.PendingCalls)
 	if err != nil {
@@ -194,12 +194,4 @@ func deref(p *events.APIGatewayProxyResponse) events.APIGatewayProxyResponse {
 		return events.APIGatewayProxyResponse{}
 	}
 	return *p
-}
-
-func purposeOf(r *runs.Run) string {
-	var sr service.StartRequest
-	if json.Unmarshal(r.Request, &sr) != nil {
-		return ""
-	}
-	return sr.Purpose()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
@@ -88,10 +89,7 @@ func viewOf(r *runs.Run) RunView {
 	if v.Approvers == nil {
 		v.Approvers = []string{}
 	}
-	var req service.StartRequest
-	if json.Unmarshal(r.Request, &req) == nil {
-		v.Metadata = req.Metadata
-	}
+	v.Metadata = r.Metadata
 	if r.Status == runs.StatusWaiting {
 		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: r.PendingCalls}
 	}
@@ -119,6 +117,12 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
 	}
+	if _, err := identity.Parse(who); err != nil {
+		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "the caller %q is not a principal agentgate can compare (e-mail, IAM ARN or local name), so nobody could decide its runs", who)
+	}
+	if _, err := a.Directory.RunApprovers(sr.Approvers); err != nil {
+		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "%s", err.Error())
+	}
 	sub := sr.Subscription()
 	if sub != nil {
 		if a.Webhooks == nil {
@@ -134,7 +138,10 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	r, err := a.Store.Create(ctx, runs.NewRun{Initiator: who, Approvers: sr.Approvers, Request: raw, Webhook: sub})
+	r, err := a.Store.Create(ctx, runs.NewRun{
+		Initiator: who, Approvers: sr.Approvers, Request: raw, Webhook: sub,
+		FourEyes: sr.FourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata,
+	})
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
@@ -159,7 +166,7 @@ func (a *API) readable(ctx context.Context, req events.APIGatewayProxyRequest, i
 	if err != nil {
 		return nil, "", err
 	}
-	if r.Initiator != who && !slices.Contains(r.Approvers, who) {
+	if !runs.MayRead(a.Directory, r, who) {
 		return nil, "", errorf(runs.EForbidden, "%s is neither the initiator nor an approver of run %s", who, id)
 	}
 	return r, who, nil
@@ -215,11 +222,8 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	if !slices.Contains(r.Approvers, who) {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "%s is not an approver of run %s", who, id)
-	}
-	if !mayDecide(r, who) {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "run %s requires four eyes: its initiator cannot decide it", id)
+	if err := a.authorize(r, who); err != nil {
+		return events.APIGatewayProxyResponse{}, err
 	}
 	r, err = a.applyDecision(ctx, r, d, runs.NewDecision{Decider: who, Via: runs.ViaAPI})
 	if err != nil {
@@ -283,13 +287,19 @@ func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	return jsonResponse(http.StatusOK, viewOf(r)), nil
 }
 
-// mayDecide applies the run's own decision rules (four-eyes).
-func mayDecide(r *runs.Run, who string) bool {
-	var sr service.StartRequest
-	if json.Unmarshal(r.Request, &sr) != nil {
-		return true
+// authorize applies runs.MayDecide (the one check of the API and the
+// links; it fails closed) and turns a refusal into a 403.
+func (a *API) authorize(r *runs.Run, who string) error {
+	err := runs.MayDecide(a.Directory, r, who)
+	if err == nil {
+		return nil
 	}
-	return sr.MayDecide(who, r.Initiator)
+	var ref *identity.Refusal
+	if errors.As(err, &ref) {
+		a.log().Info("decision refused", "run_id", r.ID, "decider", who, "reason", ref.Reason)
+		return errorf(runs.EForbidden, "%s", ref.Message)
+	}
+	return errorf(runs.EForbidden, "the decision cannot be authorized")
 }
 
 func itoa(n int64) string {

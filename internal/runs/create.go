@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -15,6 +16,10 @@ type NewRun struct {
 	Initiator string
 	// Approvers may decide the run's suspensions.
 	Approvers []string
+	// FourEyes, Purpose and Metadata are copied to the run (see Run).
+	FourEyes bool
+	Purpose  string
+	Metadata map[string]string
 	// Request is the opaque start request (JSON) the worker reads.
 	Request json.RawMessage
 	// Webhook is where the caller is told about the run (nil: nowhere).
@@ -50,6 +55,19 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 	if in.Webhook != nil && (in.Webhook.URL == "" || len(in.Webhook.URL) > 2048 || len(in.Webhook.Events) > 16) {
 		return nil, Errorf(EInvalid, "webhook: a URL of at most 2048 bytes and at most 16 event types")
 	}
+	if len(in.Purpose) > MaxPurposeBytes {
+		return nil, Errorf(ETooLarge, "purpose: at most %d bytes", MaxPurposeBytes)
+	}
+	if len(in.Metadata) > MaxMetadataEntries {
+		return nil, Errorf(ETooLarge, "metadata: at most %d entries", MaxMetadataEntries)
+	}
+	size := 0
+	for k, v := range in.Metadata {
+		size += len(k) + len(v)
+	}
+	if size > MaxMetadataBytes {
+		return nil, Errorf(ETooLarge, "metadata: at most %d bytes of keys and values", MaxMetadataBytes)
+	}
 	now := s.now()
 	r := &Run{
 		ID:        in.ID,
@@ -59,16 +77,22 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 		UpdatedAt: now,
 		Initiator: in.Initiator,
 		Approvers: slices.Clone(in.Approvers),
+		FourEyes:  in.FourEyes,
+		Purpose:   in.Purpose,
 		Request:   cloneRaw(in.Request),
 		Webhook:   cloneSubscription(in.Webhook),
 		LastSeq:   1,
+	}
+	if len(in.Metadata) > 0 {
+		r.Metadata = maps.Clone(in.Metadata)
 	}
 	r.DueAt = s.dueAt(r)
 	r.WriteID = newWriteID()
 	ev := Event{RunID: r.ID, Seq: 1, Type: EventRunStarted, At: now, Actor: in.Initiator,
 		Data: mustJSON(struct {
 			Approvers []string `json:"approvers,omitempty"`
-		}{r.Approvers})}
+			FourEyes  bool     `json:"four_eyes,omitempty"`
+		}{r.Approvers, r.FourEyes})}
 	if err := s.rows.Write(ctx, Write{Run: r, Create: true, Events: []Event{ev}}); err != nil {
 		if ErrorCode(err) == EConflict {
 			if fresh, gerr := s.rows.GetRun(ctx, r.ID); gerr == nil && fresh.WriteID == r.WriteID {

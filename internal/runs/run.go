@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
@@ -143,10 +144,19 @@ type Run struct {
 	Counters loop.Counters `json:"counters"`
 	// Initiator is the authenticated caller who started the run.
 	Initiator string `json:"initiator"`
-	// Approvers may decide the run's suspensions (and get approval links).
+	// Approvers may decide the run's suspensions (and get approval links):
+	// principals and "group:<name>" entries, as the run named them.
 	Approvers []string `json:"approvers,omitempty"`
+	// FourEyes forbids the initiator's person, by any alias, to decide.
+	FourEyes bool `json:"four_eyes,omitempty"`
+	// Purpose is a short summary of what the run is for (approval mail and
+	// page).
+	Purpose string `json:"purpose,omitempty"`
+	// Metadata is the caller's own labels, returned as given.
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Request is the opaque start request the worker needs (prompt or
-	// messages, model, options), as JSON.
+	// messages, model, options), as JSON. Nothing but the worker reads it:
+	// what the API and the approval links need is in the typed fields.
 	Request json.RawMessage `json:"request,omitempty"`
 
 	// SuspensionID, TurnDigest and PendingCalls describe the current (or
@@ -222,6 +232,7 @@ func (r *Run) Clone() *Run {
 	}
 	c := *r
 	c.Approvers = append([]string(nil), r.Approvers...)
+	c.Metadata = maps.Clone(r.Metadata)
 	c.TokenHashes = append([]string(nil), r.TokenHashes...)
 	c.InboxKeys = append([]string(nil), r.InboxKeys...)
 	c.Request = cloneRaw(r.Request)

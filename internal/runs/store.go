@@ -63,7 +63,7 @@ func NewStore(rows RowStore, states StateStore, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Store{rows: rows, states: states, opts: opts}
+	return &Store{rows: legacyRows{rows}, states: states, opts: opts}
 }
 
 func (s *Store) now() time.Time { return ms(s.opts.Now()) }

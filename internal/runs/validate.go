@@ -19,6 +19,9 @@ const (
 	MaxApprovers        = 20
 	MaxPurposeSize      = 1 << 10 // Suspension.Purpose, copied into each inbox entry
 	MaxPendingCalls     = 64
+	MaxPurposeBytes     = 1 << 10  // Run.Purpose
+	MaxMetadataEntries  = 20       // Run.Metadata
+	MaxMetadataBytes    = 16 << 10 // Run.Metadata, keys and values together
 )
 
 // NewRunID returns a random run id (32 hex digits).

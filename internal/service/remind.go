@@ -16,22 +16,20 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 	if w.Notifier == nil || w.NewToken == nil {
 		return nil
 	}
-	var req StartRequest
-	_ = json.Unmarshal(r.Request, &req)
 	reminder := r.Notification != runs.NotificationFailed
 	type link struct{ approver, raw string }
 	var links []link
 	var grants []runs.TokenGrant
-	for _, a := range r.Approvers {
-		if !IsEmail(a) || !req.MayDecide(a, r.Initiator) {
+	for _, e := range runs.Eligible(w.Directory, r, r.PendingCalls) {
+		if e.Mailbox == "" {
 			continue
 		}
 		raw, hash, err := w.NewToken()
 		if err != nil {
 			return fmt.Errorf("approval token: %w", err)
 		}
-		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: a})
-		links = append(links, link{a, raw})
+		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: e.Mailbox})
+		links = append(links, link{e.Mailbox, raw})
 	}
 	data, _ := json.Marshal(struct {
 		Channel  string `json:"channel"`
@@ -45,7 +43,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 	}
 	var failed []string
 	for _, l := range links {
-		if err := w.Notifier.Notify(ctx, Notification{Run: cur, Approver: l.approver, RawToken: l.raw, Purpose: req.Purpose(), Reminder: reminder}); err != nil {
+		if err := w.Notifier.Notify(ctx, Notification{Run: cur, Approver: l.approver, RawToken: l.raw, Purpose: cur.Purpose, Reminder: reminder}); err != nil {
 			w.log().WarnContext(ctx, "approval mail failed", "run_id", r.ID, "err", err)
 			failed = append(failed, l.approver)
 		}

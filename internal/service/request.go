@@ -168,11 +168,6 @@ func validPrincipal(p string) error {
 	return nil
 }
 
-// IsEmail reports whether an approver gets approval links by e-mail.
-func IsEmail(approver string) bool {
-	return strings.Contains(approver, "@") && !strings.HasPrefix(approver, "arn:")
-}
-
 // ApprovalTTL returns the request's approval window or def.
 func (r *StartRequest) ApprovalTTL(def time.Duration) time.Duration {
 	if r.ApprovalTTLSeconds > 0 && r.ApprovalTTLSeconds <= int64(MaxApprovalTTL/time.Second) {
@@ -220,8 +215,7 @@ func (r *StartRequest) Purpose() string {
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
-// MayDecide reports whether who may decide a run started by initiator under
-// this request's rules (four-eyes: never the initiator).
-func (r *StartRequest) MayDecide(who, initiator string) bool {
-	return !r.FourEyes || who != initiator
+// IsEmail reports whether an approver entry is an e-mail address.
+func IsEmail(approver string) bool {
+	return strings.Contains(approver, "@") && !strings.HasPrefix(approver, "arn:")
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/identity"
 	"log/slog"
 	"time"
 
@@ -50,6 +51,9 @@ type Worker struct {
 	// Notifier tells e-mail approvers; nil: approvers use the API only.
 	Notifier    Notifier
 	ApprovalTTL time.Duration
+	// Directory says who is who (persons, groups, service accounts); nil:
+	// every principal is only itself, compared canonically.
+	Directory *identity.Directory
 	// Owner prefixes lease owners (e.g. the function instance).
 	Owner  string
 	Logger *slog.Logger
@@ -94,7 +98,6 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	if err := json.Unmarshal(cur.Request, &req); err != nil {
 		return seg.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the stored start request cannot be read", nil)
 	}
-	seg.purpose = req.Purpose()
 	seg.req = &req
 	seg.ttl = req.ApprovalTTL(w.approvalTTL())
 	runner := w.Runner(seg.hooks())
@@ -122,13 +125,12 @@ func (w *Worker) approvalTTL() time.Duration {
 
 // segmentRun is one claimed run being executed.
 type segmentRun struct {
-	w       *Worker
-	cur     *runs.Run
-	owner   string
-	log     *slog.Logger
-	purpose string
-	req     *StartRequest
-	ttl     time.Duration
+	w     *Worker
+	cur   *runs.Run
+	owner string
+	log   *slog.Logger
+	req   *StartRequest
+	ttl   time.Duration
 	// settled is set when resume already ended the run (refused state).
 	settled bool
 }
@@ -274,29 +276,24 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	type issued struct{ approver, raw string }
 	var links []issued
 	var grants []runs.TokenGrant
-	for _, a := range s.cur.Approvers {
-		if !IsEmail(a) || s.w.NewToken == nil || !s.req.MayDecide(a, s.cur.Initiator) {
+	for _, e := range runs.Eligible(s.w.Directory, s.cur, runs.SummarizeCalls(st)) {
+		if e.Mailbox == "" || s.w.NewToken == nil {
 			continue
 		}
 		raw, hash, err := s.w.NewToken()
 		if err != nil {
 			return fmt.Errorf("approval token: %w", err)
 		}
-		links = append(links, issued{a, raw})
-		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: a})
+		links = append(links, issued{e.Mailbox, raw})
+		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: e.Mailbox})
 	}
-	inbox := []string{}
-	for _, a := range s.cur.Approvers {
-		if s.req.MayDecide(a, s.cur.Initiator) {
-			inbox = append(inbox, a)
-		}
-	}
+	inbox := runs.InboxApprovers(s.w.Directory, s.cur)
 	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
 		State:          st,
 		Deadline:       deadline,
 		RemindAt:       now.Add(s.ttl * 8 / 10),
 		Tokens:         grants,
-		Purpose:        s.purpose,
+		Purpose:        s.cur.Purpose,
 		InboxApprovers: inbox,
 	})
 	if err != nil {
@@ -320,7 +317,7 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	state := runs.NotificationSent
 	var failed []string
 	for _, l := range links {
-		n := Notification{Run: s.cur, Approver: l.approver, RawToken: l.raw, Purpose: s.purpose}
+		n := Notification{Run: s.cur, Approver: l.approver, RawToken: l.raw, Purpose: s.cur.Purpose}
 		if err := s.w.Notifier.Notify(ctx, n); err != nil {
 			s.log.WarnContext(ctx, "approval mail failed", "err", err)
 			state = runs.NotificationFailed

@@ -88,43 +88,46 @@ type runItem struct {
 	DueAt     int64  `dynamodbav:"due_at,omitempty"`
 	ExpiresAt int64  `dynamodbav:"expires_at,omitempty"`
 
-	ID               string   `dynamodbav:"id"`
-	Status           string   `dynamodbav:"status"`
-	Reason           string   `dynamodbav:"reason,omitempty"`
-	Version          int64    `dynamodbav:"version"`
-	CreatedAt        int64    `dynamodbav:"created_at"`
-	UpdatedAt        int64    `dynamodbav:"updated_at"`
-	Counters         counters `dynamodbav:"counters"`
-	Initiator        string   `dynamodbav:"initiator"`
-	Approvers        []string `dynamodbav:"approvers,omitempty"`
-	Request          string   `dynamodbav:"request,omitempty"`
-	SuspensionID     string   `dynamodbav:"suspension_id,omitempty"`
-	TurnDigest       string   `dynamodbav:"turn_digest,omitempty"`
-	SuspendedAt      int64    `dynamodbav:"suspended_at,omitempty"`
-	InboxKeys        []string `dynamodbav:"inbox_keys,omitempty"`
-	PendingCalls     string   `dynamodbav:"pending_calls,omitempty"`
-	StateKey         string   `dynamodbav:"state_key,omitempty"`
-	StateSHA256      string   `dynamodbav:"state_sha256,omitempty"`
-	StateSize        int64    `dynamodbav:"state_size,omitempty"`
-	LeaseOwner       string   `dynamodbav:"lease_owner,omitempty"`
-	LeaseUntil       int64    `dynamodbav:"lease_until,omitempty"`
-	PendingEffect    string   `dynamodbav:"pending_effect,omitempty"`
-	WroteSinceClaim  bool     `dynamodbav:"wrote_since_claim,omitempty"`
-	ApprovalDeadline int64    `dynamodbav:"approval_deadline,omitempty"`
-	RemindAt         int64    `dynamodbav:"remind_at,omitempty"`
-	ReminderSent     bool     `dynamodbav:"reminder_sent,omitempty"`
-	Notification     string   `dynamodbav:"notification,omitempty"`
-	Decision         string   `dynamodbav:"decision,omitempty"`
-	DecidedBy        string   `dynamodbav:"decided_by,omitempty"`
-	DecidedVia       string   `dynamodbav:"decided_via,omitempty"`
-	DecidedAt        int64    `dynamodbav:"decided_at,omitempty"`
-	Output           string   `dynamodbav:"output,omitempty"`
-	RetainUntil      int64    `dynamodbav:"retain_until,omitempty"`
-	WriteID          string   `dynamodbav:"write_id,omitempty"`
-	LastSeq          int64    `dynamodbav:"last_seq"`
-	TokenHashes      []string `dynamodbav:"token_hashes,omitempty"`
-	Webhook          string   `dynamodbav:"webhook,omitempty"`
-	Outbox           string   `dynamodbav:"outbox,omitempty"`
+	ID               string            `dynamodbav:"id"`
+	Status           string            `dynamodbav:"status"`
+	Reason           string            `dynamodbav:"reason,omitempty"`
+	Version          int64             `dynamodbav:"version"`
+	CreatedAt        int64             `dynamodbav:"created_at"`
+	UpdatedAt        int64             `dynamodbav:"updated_at"`
+	Counters         counters          `dynamodbav:"counters"`
+	Initiator        string            `dynamodbav:"initiator"`
+	Approvers        []string          `dynamodbav:"approvers,omitempty"`
+	FourEyes         bool              `dynamodbav:"four_eyes,omitempty"`
+	Purpose          string            `dynamodbav:"purpose,omitempty"`
+	Metadata         map[string]string `dynamodbav:"metadata,omitempty"`
+	Request          string            `dynamodbav:"request,omitempty"`
+	SuspensionID     string            `dynamodbav:"suspension_id,omitempty"`
+	TurnDigest       string            `dynamodbav:"turn_digest,omitempty"`
+	SuspendedAt      int64             `dynamodbav:"suspended_at,omitempty"`
+	InboxKeys        []string          `dynamodbav:"inbox_keys,omitempty"`
+	PendingCalls     string            `dynamodbav:"pending_calls,omitempty"`
+	StateKey         string            `dynamodbav:"state_key,omitempty"`
+	StateSHA256      string            `dynamodbav:"state_sha256,omitempty"`
+	StateSize        int64             `dynamodbav:"state_size,omitempty"`
+	LeaseOwner       string            `dynamodbav:"lease_owner,omitempty"`
+	LeaseUntil       int64             `dynamodbav:"lease_until,omitempty"`
+	PendingEffect    string            `dynamodbav:"pending_effect,omitempty"`
+	WroteSinceClaim  bool              `dynamodbav:"wrote_since_claim,omitempty"`
+	ApprovalDeadline int64             `dynamodbav:"approval_deadline,omitempty"`
+	RemindAt         int64             `dynamodbav:"remind_at,omitempty"`
+	ReminderSent     bool              `dynamodbav:"reminder_sent,omitempty"`
+	Notification     string            `dynamodbav:"notification,omitempty"`
+	Decision         string            `dynamodbav:"decision,omitempty"`
+	DecidedBy        string            `dynamodbav:"decided_by,omitempty"`
+	DecidedVia       string            `dynamodbav:"decided_via,omitempty"`
+	DecidedAt        int64             `dynamodbav:"decided_at,omitempty"`
+	Output           string            `dynamodbav:"output,omitempty"`
+	RetainUntil      int64             `dynamodbav:"retain_until,omitempty"`
+	WriteID          string            `dynamodbav:"write_id,omitempty"`
+	LastSeq          int64             `dynamodbav:"last_seq"`
+	TokenHashes      []string          `dynamodbav:"token_hashes,omitempty"`
+	Webhook          string            `dynamodbav:"webhook,omitempty"`
+	Outbox           string            `dynamodbav:"outbox,omitempty"`
 }
 
 func newRunItem(r *runs.Run, shards int) (runItem, error) {
@@ -139,6 +142,9 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 		Counters:         counters(r.Counters),
 		Initiator:        r.Initiator,
 		Approvers:        r.Approvers,
+		FourEyes:         r.FourEyes,
+		Purpose:          r.Purpose,
+		Metadata:         r.Metadata,
 		Request:          string(r.Request),
 		SuspensionID:     r.SuspensionID,
 		TurnDigest:       r.TurnDigest,
@@ -220,6 +226,9 @@ func (it runItem) run() (*runs.Run, error) {
 		Counters:         loop.Counters(it.Counters),
 		Initiator:        it.Initiator,
 		Approvers:        it.Approvers,
+		FourEyes:         it.FourEyes,
+		Purpose:          it.Purpose,
+		Metadata:         it.Metadata,
 		Request:          raw(it.Request),
 		SuspensionID:     it.SuspensionID,
 		TurnDigest:       it.TurnDigest,

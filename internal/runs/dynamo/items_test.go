@@ -23,7 +23,7 @@ func TestRunItemRoundTrip(t *testing.T) {
 		ID: "r1", Status: runs.StatusCompleted, Reason: loop.ReasonCompleted, Version: 9,
 		CreatedAt: at, UpdatedAt: at.Add(time.Minute),
 		Counters:  loop.Counters{Iterations: 1, ModelCalls: 2, InputTokens: 3, OutputTokens: 4, ToolCalls: 5},
-		Initiator: "alice", Approvers: []string{"bob", "carol"},
+		Initiator: "alice", Approvers: []string{"bob", "carol"}, FourEyes: true, Purpose: "p", Metadata: map[string]string{"k": "v"},
 		Request:      json.RawMessage(`{"prompt":"hi"}`),
 		SuspensionID: "s1", TurnDigest: "d1", SuspendedAt: at.Add(time.Second), InboxKeys: []string{"bob", "group:sre"},
 		PendingCalls: []runs.CallSummary{{ID: "c1", Tool: "send", Input: json.RawMessage(`{"to":"x"}`), NeedsApproval: true, Effect: "write", Preview: "p"}},

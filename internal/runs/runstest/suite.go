@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,6 +53,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}{
 		{"Lifecycle", testLifecycle},
 		{"CreateRefusals", testCreateRefusals},
+		{"TypedRequestFields", testTypedFields},
 		{"NotFound", testNotFound},
 		{"ClaimRefusals", testClaimRefusals},
 		{"LeaseGuards", testLeaseGuards},
@@ -358,6 +360,9 @@ func testCreateRefusals(t *testing.T, e *Env) {
 		{"request too large", runs.NewRun{Initiator: "alice", Request: json.RawMessage(`"` + string(make([]byte, runs.MaxRequestSize)) + `"`)}, runs.ETooLarge},
 		{"too many approvers", runs.NewRun{Initiator: "alice", Approvers: many}, runs.ETooLarge},
 		{"empty approver", runs.NewRun{Initiator: "alice", Approvers: []string{""}}, runs.EInvalid},
+		{"purpose too long", runs.NewRun{Initiator: "alice", Purpose: strings.Repeat("p", runs.MaxPurposeBytes+1)}, runs.ETooLarge},
+		{"too many metadata entries", runs.NewRun{Initiator: "alice", Metadata: manyLabels(runs.MaxMetadataEntries+1, 1)}, runs.ETooLarge},
+		{"metadata too large", runs.NewRun{Initiator: "alice", Metadata: manyLabels(2, runs.MaxMetadataBytes/2)}, runs.ETooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -370,6 +375,62 @@ func testCreateRefusals(t *testing.T, e *Env) {
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, r)
 	assert.Equal(t, []string{runs.EventRunStarted}, e.eventTypes(t, r.ID))
+}
+
+func manyLabels(n, size int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = strings.Repeat("v", size)
+	}
+	return m
+}
+
+// testTypedFields: four-eyes, purpose and metadata are fields of the row,
+// kept through every transition, and a row whose request says four_eyes
+// (or cannot be read) is four-eyes even when the field was never written.
+func testTypedFields(t *testing.T, e *Env) {
+	ctx := t.Context()
+	labels := map[string]string{"ticket": "OPS-1", "team": "ops"}
+	r, err := e.Store.Create(ctx, runs.NewRun{
+		Initiator: "alice", Approvers: []string{"bob", "group:ops"}, Request: json.RawMessage(`{"prompt":"x"}`),
+		FourEyes: true, Purpose: "rotate the keys", Metadata: labels,
+	})
+	require.NoError(t, err)
+	check := func(r *runs.Run) {
+		t.Helper()
+		assert.True(t, r.FourEyes)
+		assert.Equal(t, "rotate the keys", r.Purpose)
+		assert.Equal(t, labels, r.Metadata)
+		assert.Equal(t, []string{"bob", "group:ops"}, r.Approvers)
+	}
+	check(r)
+	e.Unchanged(t, r)
+	r, err = e.Store.Claim(ctx, r.ID, "w1")
+	require.NoError(t, err)
+	sp, _ := e.Suspension(r, "s1")
+	r, err = e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	check(r)
+	got, err := e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	check(got)
+	r.Metadata["ticket"] = "changed"
+	got, err = e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "OPS-1", got.Metadata["ticket"], "a returned run is a copy")
+
+	plain, err := e.Store.Create(ctx, runs.NewRun{Initiator: "alice", Request: json.RawMessage(`{"prompt":"x"}`)})
+	require.NoError(t, err)
+	assert.False(t, plain.FourEyes)
+	assert.Nil(t, plain.Metadata)
+	e.Unchanged(t, plain)
+	for _, req := range []string{`{"prompt":"x","four_eyes":true}`, `["not","an","object"]`} {
+		old, err := e.Store.Create(ctx, runs.NewRun{Initiator: "alice", Request: json.RawMessage(req)})
+		require.NoError(t, err)
+		got, err := e.Store.Get(ctx, old.ID)
+		require.NoError(t, err)
+		assert.True(t, got.FourEyes, "a row without the field whose request is %s must read as four-eyes", req)
+	}
 }
 
 func testNotFound(t *testing.T, e *Env) {

@@ -1,0 +1,115 @@
+package runs
+
+import (
+	"github.com/agentgate/agentgate/internal/identity"
+)
+
+// Requirements returns who may decide each call of calls that needs
+// approval in run r: the run's approvers, resolved in dir, with the run's
+// four-eyes rule. An approver list that no longer resolves (a group was
+// removed, an alias became a service account) is an error.
+func Requirements(dir *identity.Directory, r *Run, calls []CallSummary) ([]identity.Requirement, error) {
+	list, err := dir.ResolveApprovers("approvers", r.Approvers)
+	if err != nil {
+		return nil, err
+	}
+	var reqs []identity.Requirement
+	for _, c := range calls {
+		if !c.NeedsApproval {
+			continue
+		}
+		reqs = append(reqs, identity.Requirement{Tool: c.Tool, Approvers: list, FourEyes: r.FourEyes})
+	}
+	return reqs, nil
+}
+
+// MayDecide reports whether decider may decide run r's held calls; nil
+// means yes, otherwise the error is an *identity.Refusal (403 to the
+// caller, with a message safe to show). It is the one check used by the
+// API and the approval links, and it fails closed: a decider or initiator
+// that is not a valid principal, a run with no call awaiting approval, or
+// an approver list that no longer resolves all refuse.
+func MayDecide(dir *identity.Directory, r *Run, decider string) error {
+	if r == nil {
+		return refuse("the decision cannot be authorized: the run is unknown")
+	}
+	who, err := identity.Parse(decider)
+	if err != nil {
+		return refuse("the decision cannot be authorized: the decider is not a valid principal")
+	}
+	init, err := identity.Parse(r.Initiator)
+	if err != nil {
+		return refuse("the decision cannot be authorized: the run's initiator is not a valid principal")
+	}
+	reqs, err := Requirements(dir, r, r.PendingCalls)
+	if err != nil {
+		return refuse("the decision cannot be authorized: the run's approvers no longer resolve (" + err.Error() + ")")
+	}
+	return dir.MayDecide(who, init, reqs...)
+}
+
+// Eligible returns who may decide every call of calls in run r (the
+// recipients of approval links): nil when nobody can, including when the
+// initiator is not a valid principal or the approvers no longer resolve.
+func Eligible(dir *identity.Directory, r *Run, calls []CallSummary) []identity.Eligible {
+	init, err := identity.Parse(r.Initiator)
+	if err != nil {
+		return nil
+	}
+	reqs, err := Requirements(dir, r, calls)
+	if err != nil || len(reqs) == 0 {
+		return nil
+	}
+	return dir.Eligible(init, reqs...)
+}
+
+// MayRead reports whether who may see run r: its initiator's person or a
+// person its approvers name (directly or through a group), compared
+// canonically.
+func MayRead(dir *identity.Directory, r *Run, who string) bool {
+	p, err := identity.Parse(who)
+	if err != nil {
+		return false
+	}
+	s := dir.Lookup(p)
+	if init, err := identity.Parse(r.Initiator); err == nil && s.Same(dir.Lookup(init)) {
+		return true
+	}
+	list, err := dir.ResolveApprovers("approvers", r.Approvers)
+	if err != nil {
+		return false
+	}
+	for _, e := range dir.Eligible(identity.Principal{}, identity.Requirement{Approvers: list}) {
+		if e.Subject.Same(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func refuse(msg string) error {
+	return &identity.Refusal{Reason: identity.ReasonInvalid, Message: msg}
+}
+
+// InboxApprovers returns the approver entries of r whose inbox lists its
+// suspensions: every group entry, and every principal entry except, under
+// four-eyes, the initiator's person (by any alias).
+func InboxApprovers(dir *identity.Directory, r *Run) []string {
+	out := []string{}
+	init, initErr := identity.Parse(r.Initiator)
+	for _, a := range r.Approvers {
+		if identity.IsGroupEntry(a) {
+			out = append(out, a)
+			continue
+		}
+		p, err := identity.Parse(a)
+		if err != nil {
+			continue
+		}
+		if r.FourEyes && (initErr != nil || dir.Lookup(p).Same(dir.Lookup(init))) {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
