@@ -98,7 +98,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	}
 	handler := a.API.Handle
 	gw := &gateway.Gateway{StartRun: handler, Resume: handler, Tokens: o.tokens, Logger: o.logger}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(gw)
 	ctx, stop := context.WithCancel(ctx)
 	s := &localServer{URL: base, App: a, Dispatcher: disp, closeStore: closeStore, tools: tools, srv: srv, done: make(chan struct{}), stop: stop}
 	go func() { _ = srv.Serve(ln) }()
@@ -188,7 +188,7 @@ func startRemote(ctx context.Context, ln net.Listener, base string, o serveOptio
 	mux := http.NewServeMux()
 	mux.Handle("/2015-03-31/", invoke)
 	mux.Handle("/", gw)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(mux)
 	ctx, stop := context.WithCancel(ctx)
 	s := &localServer{URL: base, Invoke: invoke, srv: srv, done: make(chan struct{}), stop: stop}
 	go func() { _ = srv.Serve(ln) }()
@@ -349,4 +349,26 @@ func serveWebhooks(file, secret string, allowHTTP bool, allow string, stdout io.
 		return nil, nil
 	}
 	return &app.Webhooks{Signer: signer, Policy: webhook.Policy{AllowHTTP: allowHTTP, Allow: prefixes}}, nil
+}
+
+// Timeouts of the local server: a client gets 10 s for its headers, 60 s
+// for the whole request (bodies are at most a few hundred KB), and an idle
+// keep-alive connection is closed after 2 minutes.
+const (
+	serveReadHeaderTimeout = 10 * time.Second
+	serveReadTimeout       = 60 * time.Second
+	serveIdleTimeout       = 2 * time.Minute
+	serveMaxHeaderBytes    = 64 << 10
+)
+
+// newHTTPServer returns the local server with header, read and idle
+// timeouts; the gateway authenticates before it reads a body.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: serveReadHeaderTimeout,
+		ReadTimeout:       serveReadTimeout,
+		IdleTimeout:       serveIdleTimeout,
+		MaxHeaderBytes:    serveMaxHeaderBytes,
+	}
 }

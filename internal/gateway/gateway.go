@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+)
+
+// Body limits of the gateway. Bodies are read only after the caller is
+// authenticated, and never beyond the limit.
+const (
+	// DefaultMaxBody is API Gateway's own payload limit.
+	DefaultMaxBody = 10 << 20
+	// MaxLinkBody caps what an unauthenticated approval-link request may
+	// send (the decision form is at most 16 KB).
+	MaxLinkBody = 64 << 10
 )
 
 // Handler is an API Gateway proxy handler, the signature of the Lambdas' HTTP path.
@@ -28,7 +39,9 @@ type Gateway struct {
 	Resume   Handler
 	// Tokens maps bearer tokens to the principal they authenticate.
 	Tokens map[string]string
-	// MaxBody caps request bodies (API Gateway's own limit is 10 MB).
+	// MaxBody caps request bodies of authenticated routes (default
+	// DefaultMaxBody); the unauthenticated approval-link routes take at
+	// most MaxLinkBody.
 	MaxBody int64
 	Logger  *slog.Logger
 }
@@ -64,29 +77,46 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+path)
 		return
 	}
+	// Authenticate before reading any of the body: an unauthenticated
+	// caller never makes this process buffer its upload (API Gateway's
+	// AWS_IAM check also refuses before the function sees the body).
+	var principal string
+	if authenticated {
+		p, ok := g.authenticate(r)
+		switch {
+		case !ok:
+			refuse(w, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")
+			return
+		case p == "":
+			refuse(w, http.StatusUnauthorized, "unauthorized", "authentication required: send a bearer token")
+			return
+		}
+		principal = p
+	}
 	maxBody := g.MaxBody
 	if maxBody <= 0 {
-		maxBody = 10 << 20
+		maxBody = DefaultMaxBody
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, "bad_request", "the body could not be read")
+	if !authenticated && maxBody > MaxLinkBody {
+		maxBody = MaxLinkBody // the approval form is small; its token is checked by the handler
+	}
+	if r.ContentLength > maxBody {
+		refuse(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the gateway's limit")
 		return
 	}
-	if int64(len(body)) > maxBody {
-		writeJSON(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the gateway's limit")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			refuse(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the gateway's limit")
+			return
+		}
+		refuse(w, http.StatusBadRequest, "bad_request", "the body could not be read")
 		return
 	}
 	req := g.event(r, body, resource, params)
-	if authenticated {
-		principal, ok := g.authenticate(r)
-		if !ok {
-			writeJSON(w, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")
-			return
-		}
-		if principal != "" {
-			req.RequestContext.Authorizer = map[string]any{"principalId": principal}
-		}
+	if principal != "" {
+		req.RequestContext.Authorizer = map[string]any{"principalId": principal}
 	}
 	resp, err := h(r.Context(), req)
 	if err != nil {
@@ -186,6 +216,13 @@ func writeResponse(w http.ResponseWriter, resp events.APIGatewayProxyResponse) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// refuse answers without reading the request body and closes the
+// connection afterwards, so an unread upload is never drained.
+func refuse(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Connection", "close")
+	writeJSON(w, status, code, msg)
 }
 
 func writeJSON(w http.ResponseWriter, status int, code, msg string) {

@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// countingBody counts what the gateway reads of a request body.
+type countingBody struct {
+	n    atomic.Int64
+	left int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	n := int64(len(p))
+	if n > b.left {
+		n = b.left
+	}
+	for i := range p[:n] {
+		p[i] = 'x'
+	}
+	b.left -= n
+	b.n.Add(n)
+	return int(n), nil
+}
+
+func echoHandler(calls *atomic.Int64) Handler {
+	return func(_ context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		calls.Add(1)
+		return events.APIGatewayProxyResponse{StatusCode: 200, Body: req.Body}, nil
+	}
+}
+
+func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
+	var calls atomic.Int64
+	g := &Gateway{StartRun: echoHandler(&calls), Resume: echoHandler(&calls), Tokens: map[string]string{"good": "alice"}, MaxBody: 1 << 20}
+	tests := []struct {
+		name    string
+		path    string
+		auth    string
+		size    int64
+		want    int
+		maxRead int64
+	}{
+		{"no token, 10 MB", "/runs", "", 10 << 20, 401, 0},
+		{"bad token, 10 MB", "/runs", "Bearer nope", 10 << 20, 401, 0},
+		{"not bearer, 10 MB", "/runs/r1/decision", "Basic eDp5", 10 << 20, 401, 0},
+		{"good token, over the limit", "/runs", "Bearer good", 10 << 20, 413, 1<<20 + 1},
+		{"good token, small", "/runs", "Bearer good", 100, 200, 100},
+		{"approval link, over its limit", "/approvals/tok", "", 10 << 20, 413, MaxLinkBody + 1},
+		{"approval link, form", "/approvals/tok", "", 200, 200, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := &countingBody{left: tt.size}
+			r := httptest.NewRequest("POST", tt.path, body)
+			r.ContentLength = -1 // unknown: the gateway must not trust it to stop reading
+			if tt.auth != "" {
+				r.Header.Set("Authorization", tt.auth)
+			}
+			w := httptest.NewRecorder()
+			g.ServeHTTP(w, r)
+			if w.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.want, w.Body)
+			}
+			if got := body.n.Load(); got > tt.maxRead+32<<10 {
+				t.Errorf("read %d bytes of the body, want at most about %d", got, tt.maxRead)
+			}
+			if tt.want == 401 && body.n.Load() != 0 {
+				t.Errorf("read %d bytes of an unauthenticated body, want 0", body.n.Load())
+			}
+		})
+	}
+	if calls.Load() != 2 {
+		t.Errorf("handler called %d times, want 2", calls.Load())
+	}
+}
+
+// TestUnauthenticatedUploadOverTCP: over a real connection, a request that
+// announces 10 MB and sends none of it is answered 401 at once.
+func TestUnauthenticatedUploadOverTCP(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(&Gateway{StartRun: echoHandler(&calls), Resume: echoHandler(&calls), Tokens: map[string]string{"good": "alice"}})
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil || !strings.HasPrefix(string(buf[:n]), "HTTP/1.1 401") {
+		t.Fatalf("got %q (%v), want an immediate 401 without the body", buf[:n], err)
+	}
+	if calls.Load() != 0 {
+		t.Errorf("the handler ran for an unauthenticated request")
+	}
+}
