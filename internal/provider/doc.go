@@ -5,8 +5,10 @@
 //	openai:<model>        OpenAI Chat Completions or a compatible server (package openai)
 //	anthropic:<model>     Anthropic Messages (package anthropic)
 //
-// The spec comes from AGENTGATE_MODEL (or, for a run that names its own
-// model, from the API once the caller has checked it is allowed). The rest of
+// The spec comes from AGENTGATE_MODEL; one model is built per process. A run
+// that names its own model (an id AGENTGATE_ALLOWED_MODELS allows) passes it
+// as loop.ModelRequest.Model, which the configured provider uses in place of
+// its default model id. The rest of
 // the configuration is read once from the environment into Config by
 // LoadConfig: the base URL of an OpenAI-compatible server, and each API key
 // either from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY) or from AWS

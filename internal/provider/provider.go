@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -132,40 +131,6 @@ func keyFromSecret(s string) (string, error) {
 		return "", errors.New("the secret is empty")
 	}
 	return s, nil
-}
-
-// Models builds models on demand and keeps one per spec, so a run that names
-// its own model reuses the client (and the secret read) of the runs before
-// it. It is safe for concurrent use. Specs from API callers must be vetted
-// (an allow-list) before Get: "scripted:<file>" reads a local file.
-type Models struct {
-	deps   Deps
-	mu     sync.Mutex
-	models map[string]loop.Model
-}
-
-// NewModels returns an empty set of models built with deps.
-func NewModels(deps Deps) *Models {
-	return &Models{deps: deps, models: map[string]loop.Model{}}
-}
-
-// Get returns the model spec names (the configured default when spec is
-// empty), building it on first use.
-func (ms *Models) Get(ctx context.Context, spec string) (loop.Model, error) {
-	if spec == "" {
-		spec = ms.deps.Config.Model
-	}
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	if m, ok := ms.models[spec]; ok {
-		return m, nil
-	}
-	m, err := New(ctx, spec, ms.deps)
-	if err != nil {
-		return nil, err
-	}
-	ms.models[spec] = m
-	return m, nil
 }
 
 // FromEnv builds the model AGENTGATE_MODEL names, with the rest of the

@@ -312,28 +312,6 @@ func TestBedrockThroughNew(t *testing.T) {
 	assert.JSONEq(t, `{"inferenceConfig":{"maxTokens":100},"messages":[{"content":[{"text":"hello"}],"role":"user"}]}`, string(srv.LastBody()))
 }
 
-func TestModelsCachesPerSpec(t *testing.T) {
-	secrets := &fakeSecrets{values: map[string]string{claudeArn: secretKey}}
-	ms := NewModels(Deps{Config: Config{Model: "scripted:testdata/one_turn.json", AnthropicAPIKeySecret: claudeArn}, Secrets: secrets})
-	ctx := context.Background()
-
-	def, err := ms.Get(ctx, "")
-	require.NoError(t, err)
-	again, err := ms.Get(ctx, "scripted:testdata/one_turn.json")
-	require.NoError(t, err)
-	assert.Same(t, def, again, "the empty spec is the configured default")
-
-	a1, err := ms.Get(ctx, "anthropic:claude-sonnet-4-5")
-	require.NoError(t, err)
-	a2, err := ms.Get(ctx, "anthropic:claude-sonnet-4-5")
-	require.NoError(t, err)
-	assert.Same(t, a1, a2)
-	assert.Equal(t, []string{claudeArn}, secrets.calls, "the secret is read once")
-
-	_, err = ms.Get(ctx, "anthropic:")
-	require.Error(t, err)
-}
-
 func TestScriptedThroughNew(t *testing.T) {
 	m, err := New(context.Background(), "scripted:testdata/one_turn.json", Deps{})
 	require.NoError(t, err)
