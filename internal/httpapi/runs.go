@@ -330,7 +330,7 @@ type InboxPageView struct {
 const maxCursor = 1024
 
 // listApprovals answers the caller's inbox: the suspensions indexed under
-// the caller's approver key (runs.ApproverKey), newest first. Groups the
+// the caller's key (runs.CallerKey), newest first. Groups the
 // caller belongs to are not looked up yet: a run that names its approvers
 // as a group is listed under the group only.
 func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
@@ -346,7 +346,7 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 	if len(cursor) > maxCursor {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "query parameter cursor is longer than %d characters", maxCursor)
 	}
-	entries, next, err := a.Store.Inbox(ctx, runs.ApproverKey(who), int(limit), cursor)
+	entries, next, err := a.Store.Inbox(ctx, runs.CallerKey(who), int(limit), cursor)
 	if runs.ErrorCode(err) == runs.EInvalid {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "query parameter cursor is not the next_cursor of a page of your inbox")
 	}

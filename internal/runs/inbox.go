@@ -78,6 +78,18 @@ func ApproverKey(entry string) string {
 	return p.Key()
 }
 
+// CallerKey returns the approver key whose inbox an authenticated caller
+// reads: the canonical identity key of the principal, or "" when who names
+// no principal. A group entry is never a caller, so a principal that
+// happens to be called "group:x" cannot read a group's entries.
+func CallerKey(who string) string {
+	p, err := identity.Parse(who)
+	if err != nil {
+		return ""
+	}
+	return p.Key()
+}
+
 // inboxEntries returns the inbox entries of a suspension: one per distinct
 // approver key of approvers.
 func inboxEntries(cur *Run, sp Suspension, calls []CallSummary, deadline, now time.Time) []InboxEntry {
