@@ -172,10 +172,11 @@ func TestCycleCosts(t *testing.T) {
 
 	// Today's figures (see the doc comment for the goals): fail if a change
 	// makes a cycle dearer; lower the bounds when it gets cheaper.
-	// Measured 2026-12-03 on moto: 27 calls, 13 write requests, 81 units.
+	// Measured 2026-12-03 on moto: 27 calls, 13 write requests, 85 units
+	// (81 before the approver inbox entries of issue #16).
 	require.LessOrEqual(t, sdk, 27, "SDK calls per cycle (goal <= 16)")
 	require.LessOrEqual(t, writes, 13, "DynamoDB write requests per cycle (goal <= 5)")
-	require.LessOrEqual(t, wu, 81.0, "DynamoDB write units per cycle (goal <= 30)")
+	require.LessOrEqual(t, wu, 85.0, "DynamoDB write units per cycle (goal <= 30)")
 	require.Greater(t, wu, 0.0, "the write units were counted")
 }
 
