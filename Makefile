@@ -34,8 +34,8 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench: benchmarks with comparable figures (ns/op, B/op, custom metrics)
+## bench: benchmarks with comparable figures (ns/op, B/op, custom metrics), then the local server's cycles/s at 1 and 16 clients
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	scripts/bench.sh
 
 -include mk/*.mk

@@ -11,9 +11,21 @@ export AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL:-http://localhost:4566}"
 export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
 
+# Each phase's wall-clock time, printed as it ends and again at the end.
+phases=()
+t_all=$(date +%s.%N)
+phase() { # phase NAME COMMAND...: run COMMAND, record its time under NAME
+  local name="$1" t0 s; shift
+  t0=$(date +%s.%N)
+  "$@"
+  s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  phases+=("$name ${s}s"); echo "== $name: ${s}s"
+}
+summary() { [ ${#phases[@]} -eq 0 ] || echo "test phases: ${phases[*]}; total $(awk -v a="$t_all" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s"; }
+
 if [ "${1:-}" != "integration" ]; then
   echo "== unit tests"
-  go test -count=1 ./...
+  phase unit go test -count=1 ./...
 fi
 
 # The servers nobody here wrote that the integration tier runs (tools/npm:
@@ -22,7 +34,7 @@ fi
 # under CI=true.
 if command -v npm >/dev/null 2>&1; then
   echo "== npm ci (tools/npm)"
-  npm ci --prefix tools/npm --no-audit --no-fund --loglevel=error
+  phase "npm ci" npm ci --prefix tools/npm --no-audit --no-fund --loglevel=error
 else
   echo "== npm not found: the MCP and mock-model integration tests will skip (fail under CI=true)"
 fi
@@ -32,13 +44,14 @@ echo "== integration tests against $AWS_ENDPOINT_URL"
 if curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null || curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/_localstack/health" 2>/dev/null; then
   echo "using the emulator already on $AWS_ENDPOINT_URL"
 else
-  scripts/moto.sh start
-  trap 'scripts/moto.sh stop' EXIT
+  phase "moto start" scripts/moto.sh start
+  trap 'scripts/moto.sh stop; summary' EXIT
 fi
-go run ./cmd/agentgate init --endpoint "$AWS_ENDPOINT_URL"
+[ -n "$(trap -p EXIT)" ] || trap summary EXIT
+phase init go run ./cmd/agentgate init --endpoint "$AWS_ENDPOINT_URL"
 # The suites that read sent mail back from moto's /moto-api/data.json go first:
 # moto 5.2 answers that endpoint 500 (slowly) once it holds objects of deleted
 # buckets, which later suites leave behind.
 mail_pkgs="./cmd/agentgate ./internal/approval"
-go test -count=1 -p 1 -tags integration $mail_pkgs
-go test -count=1 -p 1 -tags integration $(go list ./... | grep -v -e '/cmd/agentgate$' -e '/internal/approval$')
+phase "integration (mail suites)" go test -count=1 -p 1 -tags integration $mail_pkgs
+phase "integration (the rest)" go test -count=1 -p 1 -tags integration $(go list ./... | grep -v -e '/cmd/agentgate$' -e '/internal/approval$')

@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkSuspendDecideClaimLoad times the approval round trip of one run on
-// the embedded store (each write is one fsync'd bbolt transaction).
+// the embedded store (each write is one fsync'd bbolt transaction; one writer, so no group commit).
 func BenchmarkSuspendDecideClaimLoad(b *testing.B) {
 	db, err := Open(filepath.Join(b.TempDir(), "agentgate.db"))
 	if err != nil {

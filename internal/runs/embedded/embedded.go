@@ -30,6 +30,8 @@ var (
 // implements runs.RowStore and runs.StateStore.
 type DB struct {
 	bolt *bolt.DB
+	// group commits concurrent writes in shared transactions (group.go).
+	group *groupCommit
 }
 
 var (
@@ -56,7 +58,7 @@ func Open(path string) (*DB, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
-	return &DB{bolt: b}, nil
+	return &DB{bolt: b, group: &groupCommit{db: b}}, nil
 }
 
 // OpenStore opens the database at path and returns a runs.Store over it; close
@@ -154,7 +156,7 @@ func dropInbox(tx *bolt.Tx, keys []runs.InboxKey) error {
 // Write implements runs.RowStore in one bbolt transaction.
 func (db *DB) Write(_ context.Context, w runs.Write) error {
 	id := w.Run.ID
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.group.update(func(tx *bolt.Tx) error {
 		old, err := getRun(tx, id)
 		if err != nil {
 			return err
@@ -316,7 +318,7 @@ func (db *DB) Due(_ context.Context, now time.Time, limit int, cursor string) ([
 
 // DeleteRun implements runs.RowStore.
 func (db *DB) DeleteRun(_ context.Context, runID string, tokenHashes []string) error {
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.group.update(func(tx *bolt.Tx) error {
 		r, err := getRun(tx, runID)
 		if err != nil {
 			return err
@@ -403,7 +405,7 @@ func (db *DB) PutState(_ context.Context, runID string, state []byte) (runs.Stat
 	if err != nil {
 		return runs.StateRef{}, err
 	}
-	err = db.bolt.Update(func(tx *bolt.Tx) error {
+	err = db.group.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketBlobs).Put([]byte(ref.Key), blob)
 	})
 	if err != nil {
@@ -434,7 +436,7 @@ func (db *DB) DeleteRunStates(_ context.Context, runID string) error {
 }
 
 func (db *DB) deletePrefix(prefix string) error {
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.group.update(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketBlobs).Cursor()
 		p := []byte(prefix)
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Seek(p) {
