@@ -62,7 +62,7 @@ func buildBootstraps(t *testing.T, dir string) map[string]string {
 		}
 	} else {
 		bin := filepath.Join(dir, "bin")
-		require.NoError(t, os.MkdirAll(bin, 0o755))
+		require.NoError(t, os.MkdirAll(bin, 0o750))
 		// The tags of mk/build.mk's default (LAMBDA_PROVIDER=bedrock); the
 		// test runs the scripted model, which every build links.
 		args := []string{"build", "-tags", "lambda.norpc,bedrock", "-trimpath", "-ldflags=-s -w", "-o", bin + "/"}

@@ -7,9 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentgate/agentgate/internal/identity"
 	"log/slog"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/identity"
 
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"

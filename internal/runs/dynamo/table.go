@@ -421,7 +421,7 @@ func (t *Table) Inbox(ctx context.Context, approver string, limit int, cursor st
 	}
 	out := []runs.InboxEntry{}
 	for {
-		in.Limit = aws.Int32(int32(limit - len(out)))
+		in.Limit = pageLimit(limit - len(out))
 		res, err := t.client.Query(ctx, in)
 		if err != nil {
 			return nil, "", translate(err)
