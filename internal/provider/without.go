@@ -1,4 +1,4 @@
-//go:build agentgate_no_openai || agentgate_no_anthropic || agentgate_no_bedrock
+//go:build (!openai && (bedrock || anthropic || scripted)) || (!anthropic && (bedrock || openai || scripted)) || (!bedrock && (openai || anthropic || scripted))
 
 package provider
 
