@@ -275,6 +275,7 @@ var routes = []struct{ path, method, function, auth string }{
 	{"/runs/{id}/events", "GET", "ResumeFunctionName", "AWS_IAM"},
 	{"/runs/{id}/decision", "POST", "ResumeFunctionName", "AWS_IAM"},
 	{"/runs/{id}/cancel", "POST", "ResumeFunctionName", "AWS_IAM"},
+	{"/approvals", "GET", "ResumeFunctionName", "AWS_IAM"},
 	{"/approvals/{token}", "GET", "ResumeFunctionName", "NONE"},
 	{"/approvals/{token}", "POST", "ResumeFunctionName", "NONE"},
 }
