@@ -126,7 +126,13 @@ func TestSuspendedStateGoldenV1(t *testing.T) {
 }
 
 func TestDecodeStateRefusesUnknownVersion(t *testing.T) {
-	_, err := loop.DecodeState([]byte(`{"schema_version":3,"run_id":"x"}`))
+	_, err := loop.DecodeState([]byte(`{"schema_version":4,"run_id":"x"}`))
+	assert.ErrorIs(t, err, loop.ErrSchemaVersion)
+	// Version 3 is the hand-over layout: without a hand-over it is refused,
+	// and so is a hand-over in a version 2 state.
+	_, err = loop.DecodeState([]byte(`{"schema_version":3,"run_id":"x"}`))
+	assert.ErrorIs(t, err, loop.ErrSchemaVersion)
+	_, err = loop.DecodeState([]byte(`{"schema_version":2,"run_id":"x","hand_over":{"calls":[]}}`))
 	assert.ErrorIs(t, err, loop.ErrSchemaVersion)
 	_, err = loop.DecodeState([]byte(`{"run_id":"x"}`))
 	assert.ErrorIs(t, err, loop.ErrSchemaVersion)

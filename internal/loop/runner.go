@@ -87,6 +87,9 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if state == nil {
 		return Outcome{}, fmt.Errorf("%w: no suspended state", ErrInvalidDecision)
 	}
+	if state.HandOver != nil || state.SchemaVersion == HandOverSchemaVersion {
+		return Outcome{}, fmt.Errorf("%w: the run waits for tool results, not for a decision", ErrInvalidDecision)
+	}
 	if state.SchemaVersion != SchemaVersion && state.SchemaVersion != 1 {
 		return Outcome{}, fmt.Errorf("%w: state has schema_version %d, this build reads %d", ErrSchemaVersion, state.SchemaVersion, SchemaVersion)
 	}
@@ -136,15 +139,18 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if err := s.record(ctx, Step{Kind: StepResumed, SuspensionID: state.SuspensionID, TurnDigest: state.TurnDigest}); err != nil {
 		return s.outcome(), err
 	}
-	denied, stop, err := s.execute(ctx, state.PendingCalls, actions)
+	tr, err := s.execute(ctx, state.PendingCalls, actions)
 	if err != nil {
 		return s.outcome(), err
 	}
-	if stop != "" {
-		return s.finish(ctx, stop, "")
+	if tr.stop != "" {
+		return s.finish(ctx, tr.stop, "")
 	}
-	if denied && s.opts.DenialEndsRun {
+	if tr.denied && s.opts.DenialEndsRun {
 		return s.finish(ctx, ReasonApprovalDenied, "a call was denied and the run's policy ends it on denial")
+	}
+	if len(tr.handOver) > 0 {
+		return s.handOver(ctx, state.PendingCalls, tr)
 	}
 	return s.loop(ctx)
 }

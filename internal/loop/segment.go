@@ -27,6 +27,9 @@ func (r *Runner) newSegment(runID, suspensionID string, tr Transcript, c Counter
 	names := opts.AllowedTools
 	if len(names) == 0 {
 		names = r.Tools.Names()
+	} else {
+		// A run's client tools are its caller's own: always offered.
+		names = append(append([]string(nil), names...), r.Tools.ClientNames()...)
 	}
 	s.allowed = make(map[string]bool, len(names))
 	for _, name := range names {
@@ -132,12 +135,15 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 				return s.suspend(ctx, calls)
 			}
 		}
-		_, stop, err := s.execute(ctx, calls, nil)
+		tr, err := s.execute(ctx, calls, nil)
 		if err != nil {
 			return s.outcome(), err
 		}
-		if stop != "" {
-			return s.finish(ctx, stop, "")
+		if tr.stop != "" {
+			return s.finish(ctx, tr.stop, "")
+		}
+		if len(tr.handOver) > 0 {
+			return s.handOver(ctx, calls, tr)
 		}
 	}
 }
@@ -277,42 +283,81 @@ func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, er
 	return out, nil
 }
 
-// execute gives every call exactly one result, in turn order, and appends them
-// as one user message. actions is nil for a turn that needed no approval.
-// It reports whether any call was denied, and a reason to stop when the
-// context ended between calls.
-func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[string]CallDecision) (denied bool, stop TerminationReason, err error) {
-	results := make([]Block, 0, len(calls))
+// turnResults is what execute did with a turn.
+type turnResults struct {
+	// denied says an approver denied a call.
+	denied bool
+	// stop is a reason to stop when the context ended between calls.
+	stop TerminationReason
+	// handOver lists the client calls to hand to the caller, in turn
+	// order; when set, results holds every other call's result and no
+	// results message was appended yet.
+	handOver []ClientCall
+	results  map[string]Result
+}
+
+// execute gives every call exactly one result, in turn order, and appends
+// them as one user message — unless the turn has client calls to hand
+// over: then the other calls' results are kept in turnResults and the
+// message is written when the caller's results arrive (ResumeWithResults).
+// actions is nil for a turn that needed no approval. Client calls are
+// never handed over when the segment stops in the turn (an error, the
+// context ending, a denial that ends the run): they get a "not executed"
+// result like any call that did not run.
+func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[string]CallDecision) (tr turnResults, err error) {
+	tr.results = make(map[string]Result, len(calls))
+	// notRun, when set, is the result of every call left without one
+	// when the turn stops.
+	var notRun *Result
 	defer func() {
+		endsOnDenial := tr.denied && s.opts.DenialEndsRun
+		if len(tr.handOver) > 0 && tr.stop == "" && err == nil && !endsOnDenial {
+			return // the results wait for the caller's
+		}
+		if notRun == nil {
+			res := ErrorResult("not executed: the run stopped")
+			switch {
+			case tr.stop != "":
+				res = ErrorResult("not executed: the run ended (%s)", tr.stop)
+			case err == nil && endsOnDenial:
+				res = ErrorResult("not executed: the run ended (%s)", ReasonApprovalDenied)
+			}
+			notRun = &res
+		}
+		tr.handOver = nil
+		results := make([]Block, 0, len(calls))
+		for _, c := range calls {
+			res, ok := tr.results[c.ID]
+			if !ok {
+				res = *notRun
+			}
+			results = append(results, ToolResultBlock(c.ID, res))
+		}
 		if len(results) > 0 {
 			s.tr.Messages = append(s.tr.Messages, Message{Role: RoleUser, Content: results})
 		}
 	}()
-	for i, c := range calls {
-		if stop == "" && ctx.Err() != nil {
-			stop, _ = s.stopReason(ctx)
+	for _, c := range calls {
+		if tr.stop == "" && ctx.Err() != nil {
+			tr.stop, _ = s.stopReason(ctx)
 		}
-		if stop != "" {
-			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: the run ended (%s)", stop)))
-			continue
+		if tr.stop != "" {
+			continue // "not executed: the run ended"
 		}
 		act := CallDecision{CallID: c.ID, Action: ActionApprove}
 		if actions != nil {
 			act = actions[c.ID]
 		} else if c.NeedsApproval {
 			// Defence in depth: plan routes such turns to suspend, never here.
-			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: call needs approval")))
-			for _, rest := range calls[i+1:] {
-				results = append(results, ToolResultBlock(rest.ID, ErrorResult("not executed: call needs approval")))
-			}
-			return false, "", fmt.Errorf("call %s needs approval but reached execution without a decision", c.ID)
+			res := ErrorResult("not executed: call needs approval")
+			notRun = &res
+			return tr, fmt.Errorf("call %s needs approval but reached execution without a decision", c.ID)
 		}
 		if act.Action == ActionDeny {
-			denied = true
-			res := denialResult(c.Name, act.Message)
-			results = append(results, ToolResultBlock(c.ID, res))
+			tr.denied = true
+			tr.results[c.ID] = denialResult(c.Name, act.Message)
 			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true}); err != nil {
-				return denied, "", err
+				return tr, err
 			}
 			continue
 		}
@@ -320,36 +365,42 @@ func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[
 		if act.Action == ActionEdit {
 			input = act.Input
 		} else if c.Rejected != "" {
-			results = append(results, ToolResultBlock(c.ID, ErrorResult("Error: %s", c.Rejected)))
+			tr.results[c.ID] = ErrorResult("Error: %s", c.Rejected)
 			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Action: act.Action, IsError: true}); err != nil {
-				return denied, "", err
+				return tr, err
 			}
 			continue
 		}
 		if why, ok := s.unconfirmed[c.ID]; ok {
-			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: %s could not be run or its current definition confirmed here (%s)", c.Name, why)))
+			tr.results[c.ID] = ErrorResult("not executed: %s could not be run or its current definition confirmed here (%s)", c.Name, why)
 			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: act.Action, IsError: true}); err != nil {
-				return denied, "", err
+				return tr, err
 			}
+			continue
+		}
+		if tool, ok := s.r.Tools.Lookup(c.Name); ok && tool.Definition().Client {
+			// The caller executes it: handed over once the turn's
+			// server-side calls have run.
+			tr.handOver = append(tr.handOver, ClientCall{ID: c.ID, Name: c.Name, Input: input, Edited: act.Action == ActionEdit})
 			continue
 		}
 		res, err := s.call(ctx, c, input, act)
 		if err != nil {
-			results = append(results, ToolResultBlock(c.ID, ErrorResult("not executed: %v", err)))
-			for _, rest := range calls[i+1:] {
-				results = append(results, ToolResultBlock(rest.ID, ErrorResult("not executed: the run stopped")))
-			}
+			tr.results[c.ID] = ErrorResult("not executed: %v", err)
 			if ctx.Err() != nil {
-				return denied, ReasonCancelled, nil
+				tr.stop = ReasonCancelled
+				res := ErrorResult("not executed: the run stopped")
+				notRun = &res
+				return tr, nil
 			}
-			return denied, "", err
+			return tr, err
 		}
 		if act.Action == ActionEdit {
 			res.Content = fmt.Sprintf("Note: the approver edited the arguments of this call before it ran; it ran with %s\n\n%s", input, res.Content)
 		}
-		results = append(results, ToolResultBlock(c.ID, res))
+		tr.results[c.ID] = res
 	}
-	return denied, stop, nil
+	return tr, nil
 }
 
 // StepToolDenied marks a call an approver denied; it never ran.
@@ -366,6 +417,9 @@ func denialResult(tool, reason string) Result {
 func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act CallDecision) (Result, error) {
 	tool, _ := s.r.Tools.Lookup(c.Name)
 	def := tool.Definition()
+	if def.Client {
+		return Result{}, fmt.Errorf("tool %s (call %s) is a client tool and cannot be executed here", c.Name, c.ID)
+	}
 	pc := c
 	pc.Input = input
 	if def.Effect == EffectWrite && s.r.Hooks.BeforeEffect != nil {

@@ -15,6 +15,12 @@ import (
 // only; version 2 binds it to run and suspension (see TurnDigest).
 const SchemaVersion = 2
 
+// HandOverSchemaVersion is the layout of a state that waits for client-tool
+// results (HandOver set). It is its own version so that a build that knows
+// only decisions refuses such a state (ErrSchemaVersion) instead of
+// resuming it with a decision.
+const HandOverSchemaVersion = 3
+
 // Counters are the running totals of a run; a resumed run folds the counters
 // of its earlier segments into them.
 type Counters struct {
@@ -82,6 +88,10 @@ type SuspendedState struct {
 	// must name it.
 	TurnDigest  string    `json:"turn_digest"`
 	SuspendedAt time.Time `json:"suspended_at"`
+	// HandOver is set when the state waits for the results of client calls
+	// (schema version HandOverSchemaVersion) rather than for a decision;
+	// SuspensionID is then the tool-results id.
+	HandOver *HandOver `json:"hand_over,omitempty"`
 }
 
 // Encode returns the state as JSON (see MarshalJSON for the encoding).
@@ -108,12 +118,15 @@ func DecodeState(raw []byte) (*SuspendedState, error) {
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return nil, fmt.Errorf("decode suspended state: %w", err)
 	}
-	if probe.SchemaVersion != SchemaVersion && probe.SchemaVersion != 1 {
-		return nil, fmt.Errorf("%w: state has schema_version %d, this build reads %d", ErrSchemaVersion, probe.SchemaVersion, SchemaVersion)
+	if probe.SchemaVersion != SchemaVersion && probe.SchemaVersion != 1 && probe.SchemaVersion != HandOverSchemaVersion {
+		return nil, fmt.Errorf("%w: state has schema_version %d, this build reads 1 to %d", ErrSchemaVersion, probe.SchemaVersion, HandOverSchemaVersion)
 	}
 	var s SuspendedState
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("decode suspended state: %w", err)
+	}
+	if (s.SchemaVersion == HandOverSchemaVersion) != (s.HandOver != nil) {
+		return nil, fmt.Errorf("%w: schema_version %d, but the state %s a hand-over of client calls", ErrSchemaVersion, s.SchemaVersion, map[bool]string{true: "holds", false: "does not hold"}[s.HandOver != nil])
 	}
 	return &s, nil
 }
@@ -248,15 +261,23 @@ const (
 	// ReasonStateUnreadable ends a run whose stored request, suspended state
 	// or decision cannot be used.
 	ReasonStateUnreadable TerminationReason = "state_unreadable"
+	// ReasonToolResultsExpired ends a run whose caller did not submit the
+	// results of its handed-over client calls before the deadline.
+	ReasonToolResultsExpired TerminationReason = "tool_results_expired"
 )
 
-// OutcomeKind says whether a run finished or is waiting for a decision.
+// OutcomeKind says whether a run finished, waits for a decision, or waits
+// for the results of client calls.
 type OutcomeKind string
 
 // The outcome kinds.
 const (
 	OutcomeFinished  OutcomeKind = "finished"
 	OutcomeSuspended OutcomeKind = "suspended"
+	// OutcomeAwaitingResults: the turn's client calls were handed to the
+	// caller; Suspended holds the state (with HandOver) to resume with
+	// ResumeWithResults.
+	OutcomeAwaitingResults OutcomeKind = "awaiting_tool_results"
 )
 
 // Outcome is what Run and Resume return.
@@ -270,7 +291,7 @@ type Outcome struct {
 	FinalText  string
 	Transcript Transcript
 	Counters   Counters
-	// Suspended is set when Kind is OutcomeSuspended.
+	// Suspended is set when Kind is OutcomeSuspended or OutcomeAwaitingResults.
 	Suspended *SuspendedState
 	// Trace lists the steps of this segment (from Run or Resume to this outcome).
 	Trace []Step

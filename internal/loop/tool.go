@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -45,6 +47,10 @@ type Definition struct {
 	// covers (for a remote MCP tool: its server and annotations), as a JSON
 	// object; empty for builtin tools.
 	Annotations json.RawMessage `json:"annotations,omitempty"`
+	// Client marks a tool the run's caller executes itself (a client tool,
+	// see ClientTool): the loop never calls it; an approved call of it is
+	// handed over and its result comes back with ResumeWithResults.
+	Client bool `json:"client,omitempty"`
 }
 
 // Spec returns what the model is told about the tool.
@@ -147,6 +153,8 @@ type Toolbox struct {
 	hashes  map[string]string
 	order   []string
 	absent  []absentTools
+	// client lists the names of client tools (Definition.Client), in order.
+	client []string
 }
 
 // absentTools explains why tools whose names start with prefix are missing.
@@ -157,31 +165,74 @@ type absentTools struct{ prefix, reason string }
 func NewToolbox(tools ...Tool) (*Toolbox, error) {
 	tb := &Toolbox{tools: map[string]Tool{}, schemas: map[string]*jsonschema.Resolved{}, hashes: map[string]string{}}
 	for _, t := range tools {
-		def := t.Definition()
-		if def.Name == "" {
-			return nil, fmt.Errorf("tool with empty name")
-		}
-		if _, dup := tb.tools[def.Name]; dup {
-			return nil, fmt.Errorf("tool %q defined twice", def.Name)
-		}
-		if def.Effect != EffectRead && def.Effect != EffectWrite {
-			return nil, fmt.Errorf("tool %q: effect must be %q or %q, got %q", def.Name, EffectRead, EffectWrite, def.Effect)
-		}
-		schema, err := compileSchema(def)
-		if err != nil {
+		if err := tb.add(t); err != nil {
 			return nil, err
 		}
-		hash, err := DefinitionHash(def)
-		if err != nil {
-			return nil, err
-		}
-		tb.tools[def.Name] = t
-		tb.schemas[def.Name] = schema
-		tb.hashes[def.Name] = hash
-		tb.order = append(tb.order, def.Name)
 	}
 	return tb, nil
 }
+
+// With returns a new toolbox holding tb's tools (and the absences noted on
+// it) and the given ones, under the rules of NewToolbox; a name already in
+// tb, or one under a prefix whose tools tb noted as absent (an MCP server's
+// "<server>__"), is refused. tb is not changed. A run's client tools are
+// added to the deployment's toolbox this way.
+func (tb *Toolbox) With(tools ...Tool) (*Toolbox, error) {
+	out := &Toolbox{
+		tools:   maps.Clone(tb.tools),
+		schemas: maps.Clone(tb.schemas),
+		hashes:  maps.Clone(tb.hashes),
+		order:   slices.Clone(tb.order),
+		absent:  slices.Clone(tb.absent),
+		client:  slices.Clone(tb.client),
+	}
+	for _, t := range tools {
+		if name := t.Definition().Name; out.noted(name) {
+			return nil, fmt.Errorf("tool %q: the name belongs to a tool source of this deployment (%s)", name, out.Missing(name))
+		}
+		if err := out.add(t); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// add checks and adds one tool.
+func (tb *Toolbox) add(t Tool) error {
+	def := t.Definition()
+	if def.Name == "" {
+		return fmt.Errorf("tool with empty name")
+	}
+	if _, dup := tb.tools[def.Name]; dup {
+		return fmt.Errorf("tool %q defined twice", def.Name)
+	}
+	if def.Effect != EffectRead && def.Effect != EffectWrite {
+		return fmt.Errorf("tool %q: effect must be %q or %q, got %q", def.Name, EffectRead, EffectWrite, def.Effect)
+	}
+	if def.Client && def.NoApproval {
+		return fmt.Errorf("tool %q: a client tool cannot be exempt from approval", def.Name)
+	}
+	schema, err := compileSchema(def)
+	if err != nil {
+		return err
+	}
+	hash, err := DefinitionHash(def)
+	if err != nil {
+		return err
+	}
+	tb.tools[def.Name] = t
+	tb.schemas[def.Name] = schema
+	tb.hashes[def.Name] = hash
+	tb.order = append(tb.order, def.Name)
+	if def.Client {
+		tb.client = append(tb.client, def.Name)
+	}
+	return nil
+}
+
+// ClientNames returns the names of the client tools (Definition.Client),
+// in the order they were added.
+func (tb *Toolbox) ClientNames() []string { return slices.Clone(tb.client) }
 
 // compileSchema resolves a tool's input schema (draft 2020-12 or draft-07).
 // The validator is github.com/google/jsonschema-go, which the MCP SDK links
@@ -275,10 +326,11 @@ func oneLine(s string) string {
 }
 
 // DefinitionHash is the SHA-256 (hex) over a tool's canonical name, input
-// schema, effect, approval flags and annotations. The description is left
-// out, so a redeploy that rewords a tool does not strand waiting runs. A
-// definition without NoApproval and Annotations hashes as it did before
-// those fields existed.
+// schema, effect, approval flags, annotations and whether the caller
+// executes it (Client). The description is left out, so a redeploy that
+// rewords a tool does not strand waiting runs. A definition without
+// NoApproval, Annotations and Client hashes as it did before those fields
+// existed.
 func DefinitionHash(def Definition) (string, error) {
 	schema := def.InputSchema
 	if len(schema) == 0 {
@@ -302,7 +354,8 @@ func DefinitionHash(def Definition) (string, error) {
 		RequiresApproval bool            `json:"requires_approval"`
 		NoApproval       bool            `json:"no_approval,omitempty"`
 		Annotations      json.RawMessage `json:"annotations,omitempty"`
-	}{def.Name, canon, def.Effect, def.Idempotent, def.RequiresApproval, def.NoApproval, annotations}
+		Client           bool            `json:"client,omitempty"`
+	}{def.Name, canon, def.Effect, def.Idempotent, def.RequiresApproval, def.NoApproval, annotations, def.Client}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return "", err

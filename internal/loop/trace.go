@@ -16,6 +16,8 @@ const (
 	StepSuspended    StepKind = "suspended"
 	StepResumed      StepKind = "resumed"
 	StepFinished     StepKind = "finished"
+	// StepHandedOver: the turn's client calls were handed to the caller.
+	StepHandedOver StepKind = "handed_over"
 )
 
 // Step is one thing the loop did. Fields are set per kind; none holds prompt

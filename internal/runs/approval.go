@@ -120,6 +120,8 @@ func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallS
 		return nil, nil, Errorf(EInvalid, "suspension id %q was already used by this run", st.SuspensionID)
 	case st.TurnDigest == "":
 		return nil, nil, Errorf(EInvalid, "turn digest is required")
+	case st.HandOver != nil:
+		return nil, nil, Errorf(EInvalid, "a state that hands client calls over is recorded by HandOver, not Suspend")
 	case len(st.PendingCalls) == 0:
 		return nil, nil, Errorf(EInvalid, "a suspension needs at least one pending call")
 	case len(st.PendingCalls) > MaxPendingCalls:

@@ -63,16 +63,16 @@ func Eligible(dir *identity.Directory, r *Run, calls []CallSummary) []identity.E
 	return dir.Eligible(init, reqs...)
 }
 
-// MayRead reports whether who may see run r: its initiator's person or a
-// person its approvers name (directly or through a group), compared
-// canonically.
+// MayRead reports whether who may see run r: its initiator's person, one
+// of its tool executors, or a person its approvers name (directly or
+// through a group), compared canonically.
 func MayRead(dir *identity.Directory, r *Run, who string) bool {
 	p, err := identity.Parse(who)
 	if err != nil {
 		return false
 	}
 	s := dir.Lookup(p)
-	if init, err := identity.Parse(r.Initiator); err == nil && s.Same(dir.Lookup(init)) {
+	if isToolExecutor(dir, r, s) {
 		return true
 	}
 	list, err := dir.ResolveApprovers("approvers", r.Approvers)

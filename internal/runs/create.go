@@ -24,6 +24,8 @@ type NewRun struct {
 	Request json.RawMessage
 	// Webhook is where the caller is told about the run (nil: nowhere).
 	Webhook *Subscription
+	// ToolExecutors may submit client-tool results besides the initiator.
+	ToolExecutors []string
 }
 
 // Create stores a new QUEUED run with its run_started event. Codes:
@@ -45,6 +47,12 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 		if a == "" {
 			return nil, Errorf(EInvalid, "approvers must not be empty strings")
 		}
+	}
+	if len(in.ToolExecutors) > MaxApprovers {
+		return nil, Errorf(ETooLarge, "%d tool executors, at most %d allowed", len(in.ToolExecutors), MaxApprovers)
+	}
+	if slices.Contains(in.ToolExecutors, "") {
+		return nil, Errorf(EInvalid, "tool executors must not be empty strings")
 	}
 	if len(in.Request) > MaxRequestSize {
 		return nil, Errorf(ETooLarge, "the request is %d bytes as stored, over the %d-byte limit", len(in.Request), MaxRequestSize)
@@ -82,6 +90,9 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 		Request:   cloneRaw(in.Request),
 		Webhook:   cloneSubscription(in.Webhook),
 		LastSeq:   1,
+	}
+	if len(in.ToolExecutors) > 0 {
+		r.ToolExecutors = slices.Clone(in.ToolExecutors)
 	}
 	if len(in.Metadata) > 0 {
 		r.Metadata = maps.Clone(in.Metadata)

@@ -138,6 +138,7 @@ func FromLoop(err error) error {
 		{loop.ErrDigestMismatch, EConflict},
 		{loop.ErrInvalidDecision, EInvalid},
 		{loop.ErrToolChanged, EConflict},
+		{loop.ErrInvalidResults, EInvalid},
 	} {
 		if errors.Is(err, m.sentinel) {
 			msg := strings.TrimPrefix(err.Error(), m.sentinel.Error()+": ")

@@ -191,7 +191,7 @@ func (s *Store) dueAt(r *Run) time.Time {
 }
 
 // LifecycleDue is when r has time-based work of its own (approval expiry
-// or reminder, lease expiry, dispatch grace, retention), leaving its
+// or reminder, tool-results expiry, lease expiry, dispatch grace, retention), leaving its
 // outbox aside: the run's DueAt is the earlier of the two.
 func (s *Store) LifecycleDue(r *Run) time.Time {
 	switch r.Status {
@@ -204,6 +204,11 @@ func (s *Store) LifecycleDue(r *Run) time.Time {
 			return r.RemindAt
 		}
 		return r.ApprovalDeadline
+	case StatusWaitingForToolResults:
+		if r.HandOver == nil {
+			return r.UpdatedAt // unreadable: the sweep looks at it at once
+		}
+		return r.HandOver.Deadline
 	default:
 		return r.RetainUntil
 	}

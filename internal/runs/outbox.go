@@ -96,7 +96,7 @@ func (r *Run) OutboxDue() time.Time {
 // so that recording an attempt never makes a worker's write conflict.
 // Entries of a run that is executing wait for its next stop.
 func outboxSendable(st Status) bool {
-	return st == StatusWaiting || st.Terminal()
+	return st == StatusWaiting || st == StatusWaitingForToolResults || st.Terminal()
 }
 
 // OutboxSendable reports whether the sweep may send r's outbox now.

@@ -14,28 +14,32 @@ type Status string
 // The statuses of a run. COMPLETED, FAILED, CANCELLED and EXPIRED are
 // terminal: no transition leaves them.
 const (
-	StatusQueued    Status = "QUEUED"
-	StatusRunning   Status = "RUNNING"
-	StatusWaiting   Status = "WAITING_FOR_APPROVAL"
-	StatusResuming  Status = "RESUMING"
-	StatusCompleted Status = "COMPLETED"
-	StatusFailed    Status = "FAILED"
-	StatusCancelled Status = "CANCELLED"
-	StatusExpired   Status = "EXPIRED"
+	StatusQueued   Status = "QUEUED"
+	StatusRunning  Status = "RUNNING"
+	StatusWaiting  Status = "WAITING_FOR_APPROVAL"
+	StatusResuming Status = "RESUMING"
+	// StatusWaitingForToolResults: the run handed its approved client
+	// calls to its caller and waits for their results.
+	StatusWaitingForToolResults Status = "WAITING_FOR_TOOL_RESULTS"
+	StatusCompleted             Status = "COMPLETED"
+	StatusFailed                Status = "FAILED"
+	StatusCancelled             Status = "CANCELLED"
+	StatusExpired               Status = "EXPIRED"
 )
 
 // transitions lists, for each status, the statuses a run may move to.
 var transitions = map[Status][]Status{
-	StatusQueued:   {StatusRunning, StatusCancelled},
-	StatusRunning:  {StatusWaiting, StatusCompleted, StatusFailed, StatusCancelled},
-	StatusWaiting:  {StatusResuming, StatusExpired, StatusCancelled},
-	StatusResuming: {StatusRunning, StatusCancelled},
+	StatusQueued:                {StatusRunning, StatusCancelled},
+	StatusRunning:               {StatusWaiting, StatusWaitingForToolResults, StatusCompleted, StatusFailed, StatusCancelled},
+	StatusWaiting:               {StatusResuming, StatusExpired, StatusCancelled},
+	StatusResuming:              {StatusRunning, StatusCancelled},
+	StatusWaitingForToolResults: {StatusResuming, StatusExpired, StatusCancelled},
 }
 
-// Valid reports whether s is one of the eight statuses.
+// Valid reports whether s is one of the nine statuses.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusQueued, StatusRunning, StatusWaiting, StatusResuming,
+	case StatusQueued, StatusRunning, StatusWaiting, StatusResuming, StatusWaitingForToolResults,
 		StatusCompleted, StatusFailed, StatusCancelled, StatusExpired:
 		return true
 	}
@@ -223,6 +227,13 @@ type Run struct {
 	// Outbox holds the webhook deliveries not yet delivered or given up
 	// (at most MaxOutbox).
 	Outbox []OutboxEntry `json:"outbox,omitempty"`
+
+	// ToolExecutors may submit the results of the run's client calls
+	// besides its initiator: principals, as the run named them.
+	ToolExecutors []string `json:"tool_executors,omitempty"`
+	// HandOver is the current (or last) hand-over of client calls to the
+	// caller (nil: none yet).
+	HandOver *HandOverRecord `json:"hand_over,omitempty"`
 }
 
 // Clone returns a deep copy of r.
@@ -240,6 +251,8 @@ func (r *Run) Clone() *Run {
 	c.Output = cloneRaw(r.Output)
 	c.Webhook = cloneSubscription(r.Webhook)
 	c.Outbox = cloneOutbox(r.Outbox)
+	c.ToolExecutors = append([]string(nil), r.ToolExecutors...)
+	c.HandOver = r.HandOver.clone()
 	if r.PendingCalls != nil {
 		c.PendingCalls = make([]CallSummary, len(r.PendingCalls))
 		for i, p := range r.PendingCalls {

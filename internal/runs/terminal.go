@@ -83,9 +83,14 @@ func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error
 }
 
 // Expire ends a WAITING_FOR_APPROVAL run whose approval deadline has passed
-// as EXPIRED (reason approval_expired) and deletes its state blobs. Codes:
-// ENotFound, EConflict (not waiting, or the deadline has not passed).
+// as EXPIRED (reason approval_expired), or a WAITING_FOR_TOOL_RESULTS run
+// whose results were not submitted in time (reason tool_results_expired),
+// and deletes its state blobs. Codes: ENotFound, EConflict (not waiting,
+// or the deadline has not passed).
 func (s *Store) Expire(ctx context.Context, cur *Run) (*Run, error) {
+	if cur != nil && cur.Status == StatusWaitingForToolResults {
+		return s.expireToolResults(ctx, cur)
+	}
 	suspension := cur.SuspensionID
 	r, err := s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
 		if cur.Status != StatusWaiting || cur.SuspensionID != suspension {

@@ -128,6 +128,8 @@ type runItem struct {
 	TokenHashes      []string          `dynamodbav:"token_hashes,omitempty"`
 	Webhook          string            `dynamodbav:"webhook,omitempty"`
 	Outbox           string            `dynamodbav:"outbox,omitempty"`
+	ToolExecutors    []string          `dynamodbav:"tool_executors,omitempty"`
+	HandOver         string            `dynamodbav:"hand_over,omitempty"`
 }
 
 func newRunItem(r *runs.Run, shards int) (runItem, error) {
@@ -169,6 +171,14 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 		WriteID:          r.WriteID,
 		LastSeq:          r.LastSeq,
 		TokenHashes:      r.TokenHashes,
+		ToolExecutors:    r.ToolExecutors,
+	}
+	if r.HandOver != nil {
+		b, err := loop.MarshalJSON(r.HandOver)
+		if err != nil {
+			return runItem{}, fmt.Errorf("encode hand-over: %w", err)
+		}
+		it.HandOver = string(b)
 	}
 	if len(r.PendingCalls) > 0 {
 		b, err := json.Marshal(r.PendingCalls)
@@ -252,6 +262,13 @@ func (it runItem) run() (*runs.Run, error) {
 		WriteID:          it.WriteID,
 		LastSeq:          it.LastSeq,
 		TokenHashes:      it.TokenHashes,
+		ToolExecutors:    it.ToolExecutors,
+	}
+	if it.HandOver != "" {
+		r.HandOver = new(runs.HandOverRecord)
+		if err := json.Unmarshal([]byte(it.HandOver), r.HandOver); err != nil {
+			return nil, fmt.Errorf("decode hand-over of run %s: %w", it.ID, err)
+		}
 	}
 	if it.PendingCalls != "" {
 		if err := json.Unmarshal([]byte(it.PendingCalls), &r.PendingCalls); err != nil {

@@ -35,6 +35,12 @@ func TestRunItemRoundTrip(t *testing.T) {
 		Output:      json.RawMessage(`{"text":"done"}`),
 		RetainUntil: at.Add(24 * time.Hour), DueAt: at.Add(24 * time.Hour),
 		WriteID: "w", LastSeq: 7, TokenHashes: []string{"h1", "h2"},
+		ToolExecutors: []string{"svc-1", "ops@example.com"},
+		HandOver: &runs.HandOverRecord{
+			ID: "tr1", At: at.Add(4 * time.Minute), Deadline: at.Add(time.Hour),
+			Calls:   []loop.ClientCall{{ID: "c2", Name: "lookup", Input: json.RawMessage(`{"sku":"A"}`), Edited: true}},
+			Results: runs.StateRef{Key: "runs/r1/state/y.json.gz", SHA256: "y", Size: 20}, SubmittedBy: "alice", SubmittedAt: at.Add(5 * time.Minute),
+		},
 	}
 	tests := []struct {
 		name string

@@ -80,6 +80,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"InboxPaging", testInboxPaging},
 		{"InboxConcurrent", testInboxConcurrent},
 		{"WroteSinceClaim", testWroteSinceClaim},
+		{"HandOver", testHandOver},
+		{"HandOverRefusals", testHandOverRefusals},
+		{"SubmitToolResultsRefusals", testSubmitRefusals},
+		{"ConcurrentSubmitToolResults", testConcurrentSubmit},
+		{"ToolResultsExpire", testToolResultsExpire},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
