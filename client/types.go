@@ -134,14 +134,23 @@ type Counters struct {
 type PendingCall struct {
 	ID   string `json:"id"`
 	Tool string `json:"tool"`
-	// Input is the call's JSON arguments.
+	// Input is the call's JSON arguments; when InputTruncated, a shortened
+	// copy (long strings cut, ending in "…") or nil.
 	Input json.RawMessage `json:"input,omitempty"`
+	// InputSize is the length in bytes of the whole input.
+	InputSize int `json:"input_size,omitempty"`
+	// InputTruncated says Input is not the whole input.
+	InputTruncated bool `json:"input_truncated,omitempty"`
 	// NeedsApproval is false for read-only siblings, which run on resume.
 	NeedsApproval bool   `json:"needs_approval"`
 	Effect        Effect `json:"effect,omitempty"`
 	// Preview is a human-readable preview of a write (a unified diff for
-	// the document tools).
+	// the document tools); when PreviewTruncated, its beginning.
 	Preview string `json:"preview,omitempty"`
+	// PreviewSize is the length in bytes of the whole preview.
+	PreviewSize int `json:"preview_size,omitempty"`
+	// PreviewTruncated says Preview is not the whole preview.
+	PreviewTruncated bool `json:"preview_truncated,omitempty"`
 	// Rule is the policy rule that made the call need approval (planned,
 	// issue #14).
 	Rule string `json:"rule,omitempty"`

@@ -13,8 +13,25 @@ import (
 // ErrInvalidRequest is returned by Run for a request it cannot start.
 var ErrInvalidRequest = errors.New("invalid run request")
 
-// maxPreviewBytes caps one call's preview kept in the suspended state.
-const maxPreviewBytes = 64 << 10
+// Bounds the loop puts on what a model turn may hold, so that no input the
+// tools accept can end a run for a reason the approver cannot act on.
+const (
+	// MaxPreviewBytes caps one call's preview kept in the suspended state
+	// (a longer one is cut and says so). The builtin document tools' diffs
+	// stay below it for every document they accept.
+	MaxPreviewBytes = 8 << 20
+	// MaxHeldCalls is the most tool calls a turn that needs approval may
+	// hold; a larger turn runs none of its calls and every call gets an
+	// error result saying so, which the model can act on.
+	MaxHeldCalls = 64
+	// MaxCallIDBytes bounds a tool_use id (providers use about 30 bytes); a
+	// turn with a longer one is invalid (provider_failed).
+	MaxCallIDBytes = 256
+	// MaxAuditInputBytes bounds the original input a tool_executed step of
+	// an edited call keeps; a longer one is recorded by its SHA-256 and
+	// size (the turn digest of the suspension covers it whole).
+	MaxAuditInputBytes = 16 << 10
+)
 
 // Runner runs the tool loop. Its fields are read-only once it is in use, so one
 // Runner may serve many runs at once.

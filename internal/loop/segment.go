@@ -2,8 +2,11 @@ package loop
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // segment is one stretch of a run: from Run or Resume to the next outcome.
@@ -130,10 +133,19 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 			return s.finish(ctx, ReasonBudgetExhausted, fmt.Sprintf("token budget of %d used", s.opts.MaxTokens))
 		}
 		calls := s.plan(uses)
-		for _, c := range calls {
-			if c.NeedsApproval {
-				return s.suspend(ctx, calls)
+		if needsApprovalIn(calls) && len(calls) > MaxHeldCalls {
+			// Too many calls to hold for approval: run none and say why.
+			results := make([]Block, 0, len(calls))
+			for _, c := range calls {
+				results = append(results, ToolResultBlock(c.ID, ErrorResult(
+					"not executed: this turn has %d tool calls and some need approval; a turn that needs approval may hold at most %d calls. Make fewer calls per turn.",
+					len(calls), MaxHeldCalls)))
 			}
+			s.tr.Messages = append(s.tr.Messages, Message{Role: RoleUser, Content: results})
+			continue
+		}
+		if needsApprovalIn(calls) {
+			return s.suspend(ctx, calls)
 		}
 		tr, err := s.execute(ctx, calls, nil)
 		if err != nil {
@@ -176,6 +188,9 @@ func validateTurn(m Message) error {
 		case BlockToolResult:
 			return fmt.Errorf("an assistant turn cannot hold tool results")
 		case BlockToolUse:
+			if len(b.ID) > MaxCallIDBytes {
+				return fmt.Errorf("a tool_use id is %d bytes, at most %d allowed", len(b.ID), MaxCallIDBytes)
+			}
 			if seen[b.ID] {
 				return fmt.Errorf("tool_use id %q appears twice", b.ID)
 			}
@@ -213,6 +228,16 @@ func (s *segment) plan(uses []Block) []PendingCall {
 	return calls
 }
 
+// needsApprovalIn reports whether any call of a planned turn needs approval.
+func needsApprovalIn(calls []PendingCall) bool {
+	for _, c := range calls {
+		if c.NeedsApproval {
+			return true
+		}
+	}
+	return false
+}
+
 // needsApproval is the approval trigger: the explicit marker, a write effect
 // (unless the deployment exempted the tool), the tool's argument policy, or
 // the runner's policy.
@@ -245,8 +270,12 @@ func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, er
 				// reports what is wrong when it runs.
 				text = "preview unavailable: the tool could not compute it"
 			}
-			if len(text) > maxPreviewBytes {
-				text = text[:maxPreviewBytes] + "\n… (preview truncated)"
+			if len(text) > MaxPreviewBytes {
+				cut := MaxPreviewBytes
+				for cut > 0 && !utf8.RuneStart(text[cut]) {
+					cut--
+				}
+				text = text[:cut] + fmt.Sprintf("\n… (preview truncated by agentgate: %d of %d bytes kept)", cut, len(text))
 			}
 			if text != "" {
 				previews[c.ID] = text
@@ -456,7 +485,13 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 	}
 	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, Action: act.Action}
 	if act.Action == ActionEdit {
-		st.OriginalInput, st.EditedInput = c.Input, input
+		st.EditedInput = input
+		if len(c.Input) <= MaxAuditInputBytes {
+			st.OriginalInput = c.Input
+		} else {
+			sum := sha256.Sum256(c.Input)
+			st.OriginalInputSHA256, st.OriginalInputSize = hex.EncodeToString(sum[:]), len(c.Input)
+		}
 	}
 	if err := s.record(ctx, st); err != nil {
 		return res, err

@@ -264,6 +264,11 @@ const (
 	// ReasonToolResultsExpired ends a run whose caller did not submit the
 	// results of its handed-over client calls before the deadline.
 	ReasonToolResultsExpired TerminationReason = "tool_results_expired"
+	// ReasonStateTooLarge ends a run whose suspended state is over the
+	// state blob limit (runs.MaxStateSize): the held turn's inputs and
+	// previews, with the transcript, do not fit. Nothing of the turn runs;
+	// the detail names the largest calls and their sizes.
+	ReasonStateTooLarge TerminationReason = "state_too_large"
 )
 
 // OutcomeKind says whether a run finished, waits for a decision, or waits

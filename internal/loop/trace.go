@@ -38,9 +38,13 @@ type Step struct {
 	IsError  bool          `json:"is_error,omitempty"`
 	// Action is what the decision did with this call (approve, deny, edit) on resume.
 	Action Action `json:"action,omitempty"`
-	// OriginalInput and EditedInput are both kept when an approver edited a call.
-	OriginalInput json.RawMessage `json:"original_input,omitempty"`
-	EditedInput   json.RawMessage `json:"edited_input,omitempty"`
+	// OriginalInput and EditedInput are both kept when an approver edited a
+	// call; an original over MaxAuditInputBytes is kept as its SHA-256 (hex,
+	// of the input's bytes) and size instead.
+	OriginalInput       json.RawMessage `json:"original_input,omitempty"`
+	OriginalInputSHA256 string          `json:"original_input_sha256,omitempty"`
+	OriginalInputSize   int             `json:"original_input_size,omitempty"`
+	EditedInput         json.RawMessage `json:"edited_input,omitempty"`
 	// Suspension and resume.
 	SuspensionID string `json:"suspension_id,omitempty"`
 	TurnDigest   string `json:"turn_digest,omitempty"`

@@ -44,8 +44,9 @@ type Suspension struct {
 // Suspend moves owner's RUNNING run to WAITING_FOR_APPROVAL: the state blob is
 // put first (so a row never points at a missing blob), then one atomic write
 // stores the row, the suspended event, the approval tokens and the
-// approvers' inbox entries. Codes:
-// EInvalid (including state over MaxStateSize), ENotFound, EConflict.
+// approvers' inbox entries. Codes: EInvalid, ETooLarge (the state is over
+// MaxStateSize compressed; the message names the largest calls and their
+// sizes), ENotFound, EConflict.
 func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspension) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
@@ -59,6 +60,9 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 		return nil, Errorf(EConflict, "run %s has pending effect %q; record its result before suspending", cur.ID, cur.PendingEffect)
 	}
 	ref, err := s.states.PutState(ctx, cur.ID, blob)
+	if ErrorCode(err) == ETooLarge {
+		return nil, Errorf(ETooLarge, "%s; %s", ErrorMessage(err), largestParts(sp.State))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("suspend run %s: put state: %w", cur.ID, err)
 	}
@@ -141,12 +145,15 @@ func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallS
 			return nil, nil, Errorf(EInvalid, "pending call id %q appears twice", c.ID)
 		}
 		seen[c.ID] = true
-		if err := checkJSON("pending call input", c.Input, MaxPendingCallsSize, true); err != nil {
-			return nil, nil, err
+	}
+	for _, c := range st.PendingCalls {
+		if len(c.Input) > 0 && !json.Valid(c.Input) {
+			return nil, nil, Errorf(EInvalid, "pending call %s: input is not valid JSON", c.ID)
 		}
 	}
 	if b, _ := json.Marshal(calls); len(b) > MaxPendingCallsSize {
-		return nil, nil, Errorf(EInvalid, "pending calls are %d bytes as JSON, over the %d-byte limit", len(b), MaxPendingCallsSize)
+		// Only ids far longer than loop.MaxCallIDBytes get here.
+		return nil, nil, Errorf(EInvalid, "the summary of the pending calls is %d bytes as JSON, over the %d-byte limit", len(b), MaxPendingCallsSize)
 	}
 	blob, err := st.Encode()
 	if err != nil {

@@ -3,7 +3,10 @@ package runs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/loop"
 )
 
 // Get returns the run. Codes: ENotFound.
@@ -73,4 +76,35 @@ func (s *Store) LoadState(ctx context.Context, r *Run) ([]byte, error) {
 		return nil, fmt.Errorf("load state of run %s: %w", r.ID, err)
 	}
 	return b, nil
+}
+
+// HeldCall returns the whole pending call callID of r's current suspension
+// and its whole preview ("" when the tool gives none), read from the
+// suspended state: what the row's summary may have shortened. r must be
+// waiting for approval. Codes: EConflict (r is not waiting), ENotFound (no
+// such pending call), EGone (state blob missing), EInternal (corrupted).
+func (s *Store) HeldCall(ctx context.Context, r *Run, callID string) (loop.PendingCall, string, error) {
+	if r.Status != StatusWaiting {
+		return loop.PendingCall{}, "", Errorf(EConflict, "run %s is %s: only a run waiting for approval has held calls", r.ID, r.Status)
+	}
+	if !slices.ContainsFunc(r.PendingCalls, func(c CallSummary) bool { return c.ID == callID }) {
+		return loop.PendingCall{}, "", Errorf(ENotFound, "call %q is not pending in run %s", callID, r.ID)
+	}
+	blob, err := s.LoadState(ctx, r)
+	if err != nil {
+		return loop.PendingCall{}, "", err
+	}
+	st, err := loop.DecodeState(blob)
+	if err != nil {
+		return loop.PendingCall{}, "", Errorf(EInternal, "the suspended state of run %s cannot be read: %v", r.ID, err)
+	}
+	if st.SuspensionID != r.SuspensionID {
+		return loop.PendingCall{}, "", Errorf(EInternal, "the suspended state of run %s is of suspension %s, not %s", r.ID, st.SuspensionID, r.SuspensionID)
+	}
+	for _, c := range st.PendingCalls {
+		if c.ID == callID {
+			return c, st.Previews[c.ID], nil
+		}
+	}
+	return loop.PendingCall{}, "", Errorf(EInternal, "the suspended state of run %s does not hold call %q", r.ID, callID)
 }

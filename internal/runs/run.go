@@ -85,33 +85,33 @@ const (
 // CallSummary is the run row's copy of one loop.PendingCall of the held
 // turn, with its preview: enough for the API, the approval page and the
 // approval mail to show the call, and to validate a per-call decision,
-// without loading the suspended state.
+// without loading the suspended state. It is bounded (SummarizeCalls): a
+// long input or preview is shortened here and marked, and the whole of
+// it stays in the suspended state (Store.PendingCallText).
 type CallSummary struct {
 	// ID is the tool_use id of the call.
 	ID string `json:"id"`
 	// Tool is the tool name (loop.PendingCall.Name).
 	Tool string `json:"tool"`
-	// Input is the call's JSON arguments.
+	// Input is the call's JSON arguments; when InputTruncated, a shortened
+	// copy (long strings cut, ending in "…") or absent when even that is too
+	// large.
 	Input json.RawMessage `json:"input,omitempty"`
+	// InputSize is the length in bytes of the call's whole input (JSON).
+	InputSize int `json:"input_size,omitempty"`
+	// InputTruncated says Input is not the whole input.
+	InputTruncated bool `json:"input_truncated,omitempty"`
 	// NeedsApproval is false for read-only siblings that run on resume.
 	NeedsApproval bool `json:"needs_approval"`
 	// Effect is the tool's declared effect.
 	Effect loop.Effect `json:"effect,omitempty"`
-	// Preview is a human-readable preview of a write, if the tool gives one.
+	// Preview is a human-readable preview of a write, if the tool gives one;
+	// when PreviewTruncated, its beginning followed by a line saying so.
 	Preview string `json:"preview,omitempty"`
-}
-
-// SummarizeCalls returns the run row's summary of a suspended state's
-// pending calls, in turn order.
-func SummarizeCalls(st *loop.SuspendedState) []CallSummary {
-	out := make([]CallSummary, 0, len(st.PendingCalls))
-	for _, c := range st.PendingCalls {
-		out = append(out, CallSummary{
-			ID: c.ID, Tool: c.Name, Input: c.Input, NeedsApproval: c.NeedsApproval,
-			Effect: c.Effect, Preview: st.Previews[c.ID],
-		})
-	}
-	return out
+	// PreviewSize is the length in bytes of the whole preview.
+	PreviewSize int `json:"preview_size,omitempty"`
+	// PreviewTruncated says Preview is not the whole preview.
+	PreviewTruncated bool `json:"preview_truncated,omitempty"`
 }
 
 // PendingCall returns the loop's view of the summarized call: what
@@ -269,7 +269,8 @@ func (r *Run) LeaseExpired(now time.Time) bool {
 }
 
 // HeldCalls returns the loop's view of the held turn's calls, for
-// loop.ValidateDecision.
+// loop.ValidateDecision, which reads their ids, tools and whether they need
+// approval, never their inputs (a row's input may be shortened).
 func (r *Run) HeldCalls() []loop.PendingCall {
 	out := make([]loop.PendingCall, len(r.PendingCalls))
 	for i, c := range r.PendingCalls {

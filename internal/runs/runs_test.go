@@ -100,8 +100,8 @@ func TestStateCodec(t *testing.T) {
 		_, _ = rand.Read(raw)
 		big := []byte(`"` + base64.StdEncoding.EncodeToString(raw) + `"`) // 8 MB of base64, about 6 MB gzip'd
 		_, _, err := runs.EncodeState("r1", big)
-		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "got %v", err)
-		assert.Contains(t, runs.ErrorMessage(err), "5 MB")
+		assert.Equal(t, runs.ETooLarge, runs.ErrorCode(err), "got %v", err)
+		assert.Contains(t, runs.ErrorMessage(err), "over the 5242880-byte limit")
 	})
 }
 

@@ -33,7 +33,7 @@ func StateKey(runID, sha string) string {
 
 // EncodeState gzips the state JSON of a run and returns its ref (key, SHA-256
 // of the JSON, compressed size) and the bytes to store. Codes: EInvalid for
-// empty state or a compressed size above MaxStateSize.
+// an empty state, ETooLarge for a compressed size above MaxStateSize.
 func EncodeState(runID string, state []byte) (StateRef, []byte, error) {
 	if len(state) == 0 {
 		return StateRef{}, nil, Errorf(EInvalid, "suspended state is empty")
@@ -51,9 +51,9 @@ func EncodeState(runID string, state []byte) (StateRef, []byte, error) {
 		return StateRef{}, nil, fmt.Errorf("gzip state: %w", err)
 	}
 	if buf.Len() > MaxStateSize {
-		return StateRef{}, nil, Errorf(EInvalid,
-			"suspended state is %d bytes compressed, over the %d-byte limit (5 MB); shorten the transcript or tool results",
-			buf.Len(), MaxStateSize)
+		return StateRef{}, nil, Errorf(ETooLarge,
+			"the suspended state is %d bytes compressed (%d as JSON), over the %d-byte limit",
+			buf.Len(), len(state), MaxStateSize)
 	}
 	ref := StateRef{Key: StateKey(runID, sha), SHA256: sha, Size: int64(buf.Len())}
 	return ref, buf.Bytes(), nil

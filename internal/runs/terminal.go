@@ -166,3 +166,26 @@ func (s *Store) dropStates(ctx context.Context, id string) {
 		s.opts.Logger.WarnContext(ctx, "delete state blobs of a settled run", "run_id", id, "err", err)
 	}
 }
+
+// FinalOutput is the output of a run the loop ended: the model's final
+// text, the reason and its detail, as JSON within MaxOutputSize. A final
+// text too long for the row is cut (whole characters) and marked with
+// text_truncated and its whole size, text_size, so settling never fails
+// on what the model wrote.
+func FinalOutput(text string, reason loop.TerminationReason, detail string) json.RawMessage {
+	type output struct {
+		Text          string                 `json:"text,omitempty"`
+		TextTruncated bool                   `json:"text_truncated,omitempty"`
+		TextSize      int                    `json:"text_size,omitempty"`
+		Reason        loop.TerminationReason `json:"reason"`
+		Detail        string                 `json:"detail,omitempty"`
+	}
+	o := output{Text: text, Reason: reason, Detail: cutText(detail, 2000, "…")}
+	for limit := MaxOutputSize; ; limit /= 2 {
+		b, err := json.Marshal(o)
+		if err == nil && len(b) <= MaxOutputSize {
+			return b
+		}
+		o.Text, o.TextTruncated, o.TextSize = cutText(text, limit, "…"), true, len(text)
+	}
+}

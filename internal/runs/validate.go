@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+
+	"github.com/agentgate/agentgate/internal/loop"
 )
 
 // Size limits that keep a run row well under DynamoDB's 400 KB item limit.
@@ -12,16 +14,16 @@ import (
 // EInvalid.
 const (
 	MaxRequestSize      = 128 << 10 // Run.Request
-	MaxPendingCallsSize = 96 << 10  // Run.PendingCalls, as JSON
+	MaxPendingCallsSize = 64 << 10  // Run.PendingCalls, as JSON (a bounded summary: SummarizeCalls)
 	MaxOutputSize       = 96 << 10  // Run.Output
 	MaxDecisionSize     = 32 << 10  // Run.Decision
 	MaxEventDataSize    = 128 << 10 // Event.Data
 	MaxApprovers        = 20
-	MaxPurposeSize      = 1 << 10 // Suspension.Purpose, copied into each inbox entry
-	MaxPendingCalls     = 64
-	MaxPurposeBytes     = 1 << 10  // Run.Purpose
-	MaxMetadataEntries  = 20       // Run.Metadata
-	MaxMetadataBytes    = 16 << 10 // Run.Metadata, keys and values together
+	MaxPurposeSize      = 1 << 10           // Suspension.Purpose, copied into each inbox entry
+	MaxPendingCalls     = loop.MaxHeldCalls // calls of one held turn
+	MaxPurposeBytes     = 1 << 10           // Run.Purpose
+	MaxMetadataEntries  = 20                // Run.Metadata
+	MaxMetadataBytes    = 16 << 10          // Run.Metadata, keys and values together
 )
 
 // NewRunID returns a random run id (32 hex digits).

@@ -239,11 +239,7 @@ func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
 	if out.Reason != loop.ReasonCompleted {
 		status = runs.StatusFailed
 	}
-	output, _ := json.Marshal(struct {
-		Text   string                 `json:"text,omitempty"`
-		Reason loop.TerminationReason `json:"reason"`
-		Detail string                 `json:"detail,omitempty"`
-	}{out.FinalText, out.Reason, truncate(out.Detail, 2000)})
+	output := runs.FinalOutput(out.FinalText, out.Reason, truncate(out.Detail, 2000))
 	s.log.InfoContext(ctx, "run settled", "status", status, "reason", out.Reason,
 		"model_calls", out.Counters.ModelCalls, "tool_calls", out.Counters.ToolCalls)
 	return s.settleOutput(ctx, status, out.Reason, output, &out.Counters)
@@ -298,6 +294,11 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		InboxApprovers: inbox,
 	})
 	if err != nil {
+		if runs.ErrorCode(err) == runs.ETooLarge {
+			// Nothing of the held turn ran; the detail names the calls.
+			s.log.WarnContext(ctx, "suspended state too large", "err", err)
+			return s.settle(ctx, runs.StatusFailed, loop.ReasonStateTooLarge, runs.ErrorMessage(err), &st.Counters)
+		}
 		if runs.ErrorCode(err) == runs.EInvalid {
 			s.log.ErrorContext(ctx, "suspension refused", "err", err)
 			return s.settle(ctx, runs.StatusFailed, loop.ReasonInternalError, runs.ErrorMessage(err), &st.Counters)

@@ -59,6 +59,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"LeaseGuards", testLeaseGuards},
 		{"StaleLeaseSettledBySweeper", testStaleLease},
 		{"SuspendRefusals", testSuspendRefusals},
+		{"LargeHeldTurn", testLargeHeldTurn},
+		{"StateTooLarge", testStateTooLarge},
+		{"ManyHeldCalls", testManyHeldCalls},
 		{"ResuspendAfterResume", testResuspend},
 		{"DecideRefusals", testDecideRefusals},
 		{"DecideThroughLink", testDecideThroughLink},
@@ -272,8 +275,8 @@ func testLifecycle(t *testing.T, e *Env) {
 	assert.Equal(t, "s1", r.SuspensionID)
 	assert.Equal(t, "digest-s1", r.TurnDigest)
 	assert.Equal(t, []runs.CallSummary{
-		{ID: "call-1", Tool: "send_email", Input: json.RawMessage(`{"to":"x@example.com"}`), NeedsApproval: true, Effect: loop.EffectWrite, Preview: "Send mail to x@example.com"},
-		{ID: "call-2", Tool: "read_doc", Input: json.RawMessage(`{"path":"a.txt"}`), Effect: loop.EffectRead},
+		{ID: "call-1", Tool: "send_email", Input: json.RawMessage(`{"to":"x@example.com"}`), InputSize: 22, NeedsApproval: true, Effect: loop.EffectWrite, Preview: "Send mail to x@example.com", PreviewSize: 26},
+		{ID: "call-2", Tool: "read_doc", Input: json.RawMessage(`{"path":"a.txt"}`), InputSize: 16, Effect: loop.EffectRead},
 	}, r.PendingCalls)
 	assert.Equal(t, sp.State.Counters, r.Counters, "suspend stores the state's counters")
 	sum := sha256.Sum256(blob)
@@ -602,9 +605,6 @@ func testSuspendRefusals(t *testing.T, e *Env) {
 		{"bad token hash", func(sp *runs.Suspension) { sp.Tokens[0].Hash = "abc" }},
 		{"token without approver", func(sp *runs.Suspension) { sp.Tokens[0].Approver = "" }},
 		{"same token twice", func(sp *runs.Suspension) { sp.Tokens[1].Hash = sp.Tokens[0].Hash }},
-		{"oversized state", func(sp *runs.Suspension) {
-			sp.State.Transcript.Messages[0] = loop.UserText(string(Incompressible(runs.MaxStateSize + 1<<20)))
-		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -620,6 +620,120 @@ func testSuspendRefusals(t *testing.T, e *Env) {
 	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "refused suspensions store no blob")
 	_, err := e.Store.Suspend(ctx, r, "w1", valid)
 	require.NoError(t, err, "the run still suspends after the refusals")
+}
+
+// bigCall returns a held write call whose input carries a text of about n
+// bytes that gzip cannot shrink, and a preview of about n bytes.
+func bigCall(id string, n int) (loop.PendingCall, string) {
+	text := Incompressible(n)
+	in := json.RawMessage(`{"path":"pages/` + id + `.md","text":` + string(text) + `}`)
+	preview := "--- /dev/null\n+++ b/pages/" + id + ".md\n@@ -0,0 +1 @@\n+" + string(text[1:len(text)-1]) + "\n"
+	return loop.PendingCall{ID: id, Name: "write_document", Input: in, NeedsApproval: true, Effect: loop.EffectWrite}, preview
+}
+
+// withCalls replaces a suspension's held turn by calls and their previews.
+func withCalls(st *loop.SuspendedState, calls []loop.PendingCall, previews map[string]string) {
+	uses := make([]loop.Block, len(calls))
+	for i, c := range calls {
+		uses[i] = loop.ToolUseBlock(c.ID, c.Name, c.Input)
+	}
+	st.Transcript.Messages[1] = loop.Message{Role: loop.RoleAssistant, Content: uses}
+	st.PendingCalls, st.Previews = calls, previews
+	st.ToolHashes = map[string]string{"write_document": "h3", "read_doc": "h2"}
+}
+
+// testLargeHeldTurn: a held write of about 1 MB (the document tools'
+// limit) suspends; the row keeps a bounded, marked summary and the state
+// keeps every byte, which HeldCall returns.
+func testLargeHeldTurn(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.Running(t)
+	sp, _ := e.Suspension(r, "s1")
+	big, preview := bigCall("call-1", 1<<20)
+	small := sp.State.PendingCalls[1]
+	withCalls(sp.State, []loop.PendingCall{big, small}, map[string]string{"call-1": preview})
+	r, err := e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err, "a 1 MB write suspends")
+	assert.Equal(t, runs.StatusWaiting, r.Status)
+
+	row, err := json.Marshal(r.PendingCalls)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(row), runs.MaxPendingCallsSize, "the row's summary is bounded")
+	got := r.PendingCalls[0]
+	assert.True(t, got.InputTruncated)
+	assert.Equal(t, len(big.Input), got.InputSize)
+	assert.True(t, json.Valid(got.Input), "a shortened input is still JSON")
+	assert.Contains(t, string(got.Input), `"path":"pages/call-1.md"`, "short values are kept whole")
+	assert.True(t, got.PreviewTruncated)
+	assert.Equal(t, len(preview), got.PreviewSize)
+	assert.True(t, strings.HasPrefix(got.Preview, preview[:1000]))
+	assert.Contains(t, got.Preview, fmt.Sprintf("of %d bytes shown", len(preview)))
+	assert.Equal(t, runs.CallSummary{ID: small.ID, Tool: small.Name, Input: small.Input, InputSize: len(small.Input), Effect: loop.EffectRead}, r.PendingCalls[1], "a small call is kept whole")
+
+	fresh, err := e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, r.PendingCalls, fresh.PendingCalls, "the summary round-trips through the store")
+	call, pre, err := e.Store.HeldCall(ctx, fresh, "call-1")
+	require.NoError(t, err)
+	assert.Equal(t, string(big.Input), string(call.Input), "the state keeps the whole input")
+	assert.Equal(t, preview, pre, "the state keeps the whole preview")
+	_, pre, err = e.Store.HeldCall(ctx, fresh, "call-2")
+	require.NoError(t, err)
+	assert.Empty(t, pre)
+
+	_, _, err = e.Store.HeldCall(ctx, fresh, "call-9")
+	AssertCode(t, runs.ENotFound, err)
+	r, err = e.Store.Decide(ctx, fresh, runs.NewDecision{SuspensionID: "s1", Decider: "carol", Via: runs.ViaAPI, Decision: Approve})
+	require.NoError(t, err)
+	_, _, err = e.Store.HeldCall(ctx, r, "call-1")
+	AssertCode(t, runs.EConflict, err)
+}
+
+// testStateTooLarge: a held turn whose state is over MaxStateSize is
+// refused with ETooLarge, naming the largest call and the limit; nothing
+// is stored.
+func testStateTooLarge(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.Running(t)
+	sp, _ := e.Suspension(r, "s1")
+	var calls []loop.PendingCall
+	previews := map[string]string{}
+	for _, id := range []string{"call-a", "call-b", "call-c"} {
+		c, p := bigCall(id, 1<<20)
+		calls, previews[id] = append(calls, c), p
+	}
+	withCalls(sp.State, calls, previews)
+	_, err := e.Store.Suspend(ctx, r, "w1", sp)
+	AssertCode(t, runs.ETooLarge, err)
+	msg := runs.ErrorMessage(err)
+	assert.Contains(t, msg, fmt.Sprintf("over the %d-byte limit", runs.MaxStateSize))
+	assert.Contains(t, msg, fmt.Sprintf("call call-a (write_document) input %d bytes, preview %d bytes", len(calls[0].Input), len(previews["call-a"])))
+	e.Unchanged(t, r)
+	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "a refused state stores no blob")
+}
+
+// testManyHeldCalls: the most calls a held turn may have, each with a
+// large input and preview, still fit the row.
+func testManyHeldCalls(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.Running(t)
+	sp, _ := e.Suspension(r, "s1")
+	var calls []loop.PendingCall
+	previews := map[string]string{}
+	for i := range runs.MaxPendingCalls {
+		c, p := bigCall(fmt.Sprintf("call-%02d-%s", i, strings.Repeat("x", 200)), 20<<10)
+		calls, previews[c.ID] = append(calls, c), p
+	}
+	withCalls(sp.State, calls, previews)
+	r, err := e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	row, err := json.Marshal(r.PendingCalls)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(row), runs.MaxPendingCallsSize)
+	require.Len(t, r.PendingCalls, runs.MaxPendingCalls)
+	for _, c := range r.PendingCalls {
+		assert.True(t, c.InputTruncated && c.PreviewTruncated, "call %s is marked truncated", c.ID)
+	}
 }
 
 // Incompressible returns a JSON string that gzip cannot shrink below n bytes.

@@ -107,8 +107,8 @@ func TestPutStateRefusesOversizedState(t *testing.T) {
 	w := &wire{answer: ok}
 	_, err := newTestBucket(w, Options{}).PutState(t.Context(), "r1", runstest.Incompressible(runs.MaxStateSize+1))
 	require.Error(t, err)
-	assert.Equal(t, runs.EInvalid, runs.ErrorCode(err))
-	assert.Contains(t, runs.ErrorMessage(err), "5 MB")
+	assert.Equal(t, runs.ETooLarge, runs.ErrorCode(err))
+	assert.Contains(t, runs.ErrorMessage(err), "over the 5242880-byte limit")
 	assert.Empty(t, w.requests, "nothing goes on the wire")
 }
 

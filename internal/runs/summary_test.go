@@ -1,0 +1,83 @@
+package runs
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/loop"
+)
+
+func TestShortenInput(t *testing.T) {
+	long := strings.Repeat("ü", 10000)
+	tests := []struct {
+		name, in  string
+		truncated bool
+		contains  string
+	}{
+		{"fits", `{"path":"a","text":"b"}`, false, `"text":"b"`},
+		{"long string cut, short kept", `{"path":"pages/a.md","text":"` + long + `"}`, true, `"path":"pages/a.md"`},
+		{"nested", `{"a":[{"b":"` + long + `"}],"n":1.50}`, true, `"n":1.50`},
+		{"huge array of numbers cannot be shortened", `[` + strings.Repeat("1,", 20000) + `1]`, true, ""},
+		{"not JSON", `{"a":` + long, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, truncated := shortenInput(json.RawMessage(tt.in), 4096)
+			assert.Equal(t, tt.truncated, truncated)
+			assert.LessOrEqual(t, len(got), 4096)
+			if tt.contains == "" {
+				assert.Nil(t, got)
+				return
+			}
+			assert.True(t, json.Valid(got), "%s", got)
+			assert.True(t, utf8.Valid(got))
+			assert.Contains(t, string(got), tt.contains)
+			if truncated {
+				assert.Contains(t, string(got), "…")
+			}
+		})
+	}
+}
+
+func TestSummarizeCallsFitsTheRow(t *testing.T) {
+	st := &loop.SuspendedState{Previews: map[string]string{}}
+	for i := range MaxPendingCalls {
+		id := strings.Repeat("i", loop.MaxCallIDBytes-3) + string(rune('A'+i%26)) + string(rune('a'+i/26))
+		in := `{"text":"` + strings.Repeat("\u0001", 5000) + `"}`
+		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: id, Name: strings.Repeat("n", 300), Input: json.RawMessage(in), NeedsApproval: true})
+		st.Previews[id] = strings.Repeat("\u0001", 50000)
+	}
+	calls := SummarizeCalls(st)
+	b, err := json.Marshal(calls)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), MaxPendingCallsSize, "worst-case escaping still fits")
+	for _, c := range calls {
+		assert.True(t, c.InputTruncated)
+		assert.True(t, c.PreviewTruncated)
+		assert.Equal(t, 50000, c.PreviewSize)
+		assert.LessOrEqual(t, len(c.Tool), SummaryToolBytes+len("…"))
+	}
+}
+
+func TestFinalOutputStaysWithinTheRowLimit(t *testing.T) {
+	short := FinalOutput("done", loop.ReasonCompleted, "")
+	assert.JSONEq(t, `{"text":"done","reason":"completed"}`, string(short))
+
+	text := strings.Repeat("\"quoted\" ", MaxOutputSize/4)
+	out := FinalOutput(text, loop.ReasonCompleted, "")
+	assert.LessOrEqual(t, len(out), MaxOutputSize)
+	var got struct {
+		Text          string `json:"text"`
+		TextTruncated bool   `json:"text_truncated"`
+		TextSize      int    `json:"text_size"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got))
+	assert.True(t, got.TextTruncated)
+	assert.Equal(t, len(text), got.TextSize)
+	assert.True(t, strings.HasPrefix(text, strings.TrimSuffix(got.Text, "…")))
+}
