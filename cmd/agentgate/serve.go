@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/config"
-	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
 
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/gateway"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
 
@@ -161,7 +161,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 		return nil, nil, nil, err
 	}
 	disp := &app.InProcess{Logger: o.logger}
-	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: httpapi.AllRoutes,
+	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: routes.All(),
 		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut, Webhooks: o.webhooks})
 	if err != nil {
 		return nil, nil, nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/agentgate/agentgate/internal/apispec"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -39,8 +40,8 @@ func newRestAPI(st awscdk.Stack, p AgentgateStackProps) restAPI {
 		RemovalPolicy: p.removalPolicy(),
 	})
 	methods := map[string]*awsapigateway.MethodDeploymentOptions{}
-	for _, r := range Routes {
-		if !r.IAM {
+	for _, r := range routes.Deployed() {
+		if !r.Authenticated {
 			methods[r.Path+"/"+r.Method] = &awsapigateway.MethodDeploymentOptions{
 				ThrottlingRateLimit:  jsii.Number(p.ApprovalThrottleRateLimit),
 				ThrottlingBurstLimit: jsii.Number(p.ApprovalThrottleBurstLimit),
@@ -112,35 +113,14 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-// Route is one method of the REST API and the function that serves it.
-type Route struct {
-	Method, Path string
-	// Function is "startrun" or "resume".
-	Function string
-	// IAM is true when callers must sign with SigV4 (AWS_IAM authorization);
-	// the approval routes carry their credential in the token instead.
-	IAM bool
-}
-
-// Routes are the methods of the REST API (DESIGN.md, HTTP API).
-var Routes = []Route{
-	{"POST", "/runs", "startrun", true},
-	{"GET", "/runs/{id}", "resume", true},
-	{"GET", "/runs/{id}/events", "resume", true},
-	{"POST", "/runs/{id}/decision", "resume", true},
-	{"POST", "/runs/{id}/cancel", "resume", true},
-	{"GET", "/approvals", "resume", true},
-	{"GET", "/approvals/{token}", "resume", false},
-	{"POST", "/approvals/{token}", "resume", false},
-}
-
-// addRoutes adds Routes to api as Lambda proxy integrations. Routes whose
+// addRoutes adds the deployed routes of the route table (routes.Deployed)
+// to api as Lambda proxy integrations, AWS_IAM on the authenticated ones. Routes whose
 // operation in openapi.yaml requires a JSON body validate it against the
 // shape of that body's component schema (RequestBodies). It returns the
 // methods by "METHOD /path".
 func addRoutes(api restAPI, fns functions) map[string]awsapigateway.Method {
-	integrations := map[string]awsapigateway.LambdaIntegration{}
-	for name, fn := range map[string]awslambda.Function{"startrun": fns.startrun, "resume": fns.resume} {
+	integrations := map[routes.Function]awsapigateway.LambdaIntegration{}
+	for name, fn := range map[routes.Function]awslambda.Function{routes.StartRun: fns.startrun, routes.Resume: fns.resume} {
 		integrations[name] = awsapigateway.NewLambdaIntegration(fn, &awsapigateway.LambdaIntegrationOptions{
 			Proxy:           jsii.Bool(true),
 			AllowTestInvoke: jsii.Bool(false),
@@ -160,10 +140,10 @@ func addRoutes(api restAPI, fns functions) map[string]awsapigateway.Method {
 		models[b.Method+" "+b.Path] = bodyModel(api, b)
 	}
 	methods := map[string]awsapigateway.Method{}
-	for _, r := range Routes {
-		key := r.Method + " " + r.Path
+	for _, r := range routes.Deployed() {
+		key := r.String()
 		opts := &awsapigateway.MethodOptions{AuthorizationType: awsapigateway.AuthorizationType_NONE}
-		if r.IAM {
+		if r.Authenticated {
 			opts.AuthorizationType = awsapigateway.AuthorizationType_IAM
 		}
 		if m, ok := models[key]; ok {
@@ -231,10 +211,8 @@ func RequestBodies() ([]RequestBody, error) {
 // parameters (the validator checks them with the body).
 func pathParameters(path string) *map[string]*bool {
 	params := map[string]*bool{}
-	for _, seg := range strings.Split(path, "/") {
-		if name, ok := strings.CutPrefix(seg, "{"); ok {
-			params["method.request.path."+strings.TrimSuffix(name, "}")] = jsii.Bool(true)
-		}
+	for _, name := range routes.Params(path) {
+		params["method.request.path."+name] = jsii.Bool(true)
 	}
 	return &params
 }

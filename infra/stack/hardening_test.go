@@ -10,6 +10,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/agentgate/agentgate/internal/apispec"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -114,8 +115,8 @@ func TestApprovalMethodThrottlesAndExecutionLogs(t *testing.T) {
 	s := defaultTemplate(t)
 	settings := methodSettings(t, s)
 	want := map[string][2]float64{"/* *": {DefaultThrottleRateLimit, DefaultThrottleBurstLimit}}
-	for _, r := range Routes {
-		if !r.IAM {
+	for _, r := range routes.Deployed() {
+		if !r.Authenticated {
 			// API Gateway escapes "/" in a method setting's resource path as "~1".
 			want["/"+strings.ReplaceAll(r.Path, "/", "~1")+" "+r.Method] = [2]float64{DefaultApprovalThrottleRateLimit, DefaultApprovalThrottleBurstLimit}
 		}
@@ -367,7 +368,7 @@ func TestRequestValidation(t *testing.T) {
 		}
 	}
 	for key := range bodies {
-		t.Errorf("the spec's body of %s has no method in Routes", key)
+		t.Errorf("the spec's body of %s has no method in the route table", key)
 	}
 	_, resp := s.resource(t, "AWS::ApiGateway::GatewayResponse", func(p map[string]any) bool { return p["ResponseType"] == "BAD_REQUEST_BODY" })
 	rp := resp["Properties"].(map[string]any)

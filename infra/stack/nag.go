@@ -12,6 +12,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/agentgate/agentgate/internal/routes"
 )
 
 // The stack is checked with three cdk-nag rule packs. Every finding is
@@ -111,9 +113,9 @@ func acceptedFindings(st awscdk.Stack, p AgentgateStackProps, b built) []suppres
 	fns := []constructs.IConstruct{b.fns.startrun, b.fns.resume, b.fns.purge}
 	roles := []constructs.IConstruct{role("startrun"), role("resume"), role("purge")}
 	var signed, approval []constructs.IConstruct
-	for _, r := range Routes {
-		m := b.methods[r.Method+" "+r.Path]
-		if r.IAM {
+	for _, r := range routes.Deployed() {
+		m := b.methods[r.String()]
+		if r.Authenticated {
 			signed = append(signed, m)
 		} else {
 			approval = append(approval, m)

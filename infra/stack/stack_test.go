@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/agentgate/agentgate/internal/routes"
 )
 
 func TestTable(t *testing.T) {
@@ -312,12 +314,12 @@ func TestRoutes(t *testing.T) {
 		got = append(got, route{p["HttpMethod"].(string), paths[ref], fn, p["AuthorizationType"].(string)})
 	}
 	var want []route
-	for _, r := range Routes {
+	for _, r := range routes.Deployed() {
 		auth := "NONE"
-		if r.IAM {
+		if r.Authenticated {
 			auth = "AWS_IAM"
 		}
-		want = append(want, route{r.Method, r.Path, r.Function, auth})
+		want = append(want, route{r.Method, r.Path, string(r.Function), auth})
 	}
 	key := func(r route) string { return r.path + " " + r.method }
 	sort.Slice(got, func(i, j int) bool { return key(got[i]) < key(got[j]) })

@@ -1,9 +1,6 @@
 package apispec_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/apispec"
+	"github.com/agentgate/agentgate/internal/routes"
 )
 
 // repoRoot is the module root, two levels up from this package.
@@ -112,87 +110,65 @@ func TestREADMERoutesMatchSpec(t *testing.T) {
 	}
 }
 
-// cdkRoute is one entry of infra/stack's Routes table.
-type cdkRoute struct {
-	method, path, function string
-	iam                    bool
-}
+// bodyLimit reads "At most N KiB." from a request body's description.
+var bodyLimit = regexp.MustCompile(`At most (\d+) KiB`)
 
-// cdkRoutes reads `var Routes = []Route{...}` from infra/stack/api.go. The
-// infra module is separate (and large), so the table is parsed, not
-// imported.
-func cdkRoutes(t *testing.T) []cdkRoute {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, filepath.Join(repoRoot, "infra", "stack", "api.go"), nil, 0)
+// TestRouteTableMatchesSpec checks the route table (internal/routes), which
+// drives the handler, the local gateway and the CDK REST API, against the
+// spec: the same operations (planned ones left out), the same operationIds,
+// authentication exactly where the spec requires it, local-only where the
+// spec says so, and each body limit the one the spec states.
+func TestRouteTableMatchesSpec(t *testing.T) {
+	doc, err := apispec.Current()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []cdkRoute
-	ast.Inspect(f, func(n ast.Node) bool {
-		vs, ok := n.(*ast.ValueSpec)
-		if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "Routes" || len(vs.Values) != 1 {
-			return true
-		}
-		lit, ok := vs.Values[0].(*ast.CompositeLit)
-		if !ok {
-			t.Fatal("infra/stack: Routes is not a composite literal")
-		}
-		for _, el := range lit.Elts {
-			r, ok := el.(*ast.CompositeLit)
-			if !ok || len(r.Elts) != 4 {
-				t.Fatalf("infra/stack: a Routes entry is not {method, path, function, iam}: %s", fset.Position(el.Pos()))
-			}
-			var vals []string
-			for _, e := range r.Elts {
-				if kv, ok := e.(*ast.KeyValueExpr); ok {
-					e = kv.Value
-				}
-				switch e := e.(type) {
-				case *ast.BasicLit:
-					s, err := strconv.Unquote(e.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					vals = append(vals, s)
-				case *ast.Ident:
-					vals = append(vals, e.Name)
-				default:
-					t.Fatalf("infra/stack: a Routes field is not a literal: %s", fset.Position(e.Pos()))
-				}
-			}
-			out = append(out, cdkRoute{vals[0], vals[1], vals[2], vals[3] == "true"})
-		}
-		return false
-	})
-	if len(out) == 0 {
-		t.Fatal("infra/stack/api.go: no Routes table found")
+	table := map[string]routes.Route{}
+	for _, r := range routes.All() {
+		table[r.String()] = r
 	}
-	return out
+	spec := map[string]bool{}
+	for _, op := range apispec.Operations(doc) {
+		spec[op.String()] = true
+		r, ok := table[op.String()]
+		if !ok {
+			continue
+		}
+		if r.Operation != op.ID {
+			t.Errorf("%s: operation %q, the spec's operationId is %q", op, r.Operation, op.ID)
+		}
+		if r.Authenticated != op.Authenticated {
+			t.Errorf("%s: authenticated %v, the spec says %v", op, r.Authenticated, op.Authenticated)
+		}
+		if r.LocalOnly != op.LocalOnly {
+			t.Errorf("%s: local-only %v, the spec says %v", op, r.LocalOnly, op.LocalOnly)
+		}
+		if (r.Function == routes.StartRun) != (op.String() == "POST /runs") {
+			t.Errorf("%s: served by %s; only POST /runs is the startrun function's", op, r.Function)
+		}
+		want := 0
+		if body := doc.Paths.Value(op.Path).GetOperation(op.Method).RequestBody; body != nil && body.Value != nil {
+			m := bodyLimit.FindStringSubmatch(body.Value.Description)
+			if m == nil {
+				t.Errorf("%s: the spec's request body does not say its limit (\"At most N KiB.\")", op)
+				continue
+			}
+			kib, _ := strconv.Atoi(m[1])
+			want = kib << 10
+		}
+		if r.MaxBody != want {
+			t.Errorf("%s: body limit %d bytes, the spec says %d", op, r.MaxBody, want)
+		}
+	}
+	if g, w := keys(mapKeys(table)), keys(spec); !slices.Equal(g, w) {
+		t.Errorf("route table:\n got  %v\n want %v (openapi.yaml without planned operations)", g, w)
+	}
 }
 
-// TestCDKRoutesMatchSpec checks the CDK REST API's methods against the
-// spec: the same routes, AWS_IAM exactly where the spec requires
-// authentication, and POST /runs on the startrun function, the rest on
-// resume.
-func TestCDKRoutesMatchSpec(t *testing.T) {
-	want := deployedRoutes(t)
-	got := map[string]bool{}
-	for _, r := range cdkRoutes(t) {
-		op := r.method + " " + r.path
-		got[op] = r.iam
-		if auth, ok := want[op]; ok && auth != r.iam {
-			t.Errorf("CDK %s: IAM authorization %v, the spec says authenticated=%v", op, r.iam, auth)
-		}
-		fn := "resume"
-		if op == "POST /runs" {
-			fn = "startrun"
-		}
-		if r.function != fn {
-			t.Errorf("CDK %s: served by %s, want %s", op, r.function, fn)
-		}
+func mapKeys[V any](m map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range m {
+		out[k] = true
 	}
-	if g, w := keys(got), keys(want); !slices.Equal(g, w) {
-		t.Errorf("CDK REST API routes:\n got  %v\n want %v (openapi.yaml, without planned and local-only operations)", g, w)
-	}
+	return out
 }

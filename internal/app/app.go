@@ -15,6 +15,7 @@ import (
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
 )
@@ -36,7 +37,7 @@ type Deps struct {
 	AllowedModels []string
 	// Owner names this process in lease owners.
 	Owner  string
-	Routes httpapi.Routes
+	Routes routes.Table
 	// Webhooks configure webhook delivery (nil: none).
 	Webhooks *Webhooks
 	Logger   *slog.Logger

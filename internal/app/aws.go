@@ -14,9 +14,9 @@ import (
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/config"
 	"github.com/agentgate/agentgate/internal/docstore"
-	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/s3state"
@@ -31,7 +31,7 @@ type AWSOptions struct {
 	Model loop.Model
 	// ToolSources are MCP servers' tools (nil: none).
 	ToolSources *mcptool.Catalog
-	Routes      httpapi.Routes
+	Routes      routes.Table
 	// Owner names this function instance in lease owners.
 	Owner  string
 	Logger *slog.Logger

@@ -23,8 +23,8 @@ import (
 
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/config"
-	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/roundtrip"
@@ -93,7 +93,7 @@ func TestCycleCosts(t *testing.T) {
 	c, err := config.Load(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	jobs := &jobQueue{}
-	a, err := app.NewAWS(app.AWSOptions{Config: c, AWS: cfg, Model: model, Routes: httpapi.AllRoutes, Owner: "cost", Dispatch: jobs})
+	a, err := app.NewAWS(app.AWSOptions{Config: c, AWS: cfg, Model: model, Routes: routes.All(), Owner: "cost", Dispatch: jobs})
 	require.NoError(t, err)
 
 	call := func(method, path, who, body string) map[string]any {

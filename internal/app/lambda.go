@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/agentgate/agentgate/internal/config"
-	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/lambdaentry"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
 
@@ -65,15 +65,12 @@ func LambdaEntry(ctx context.Context, fn Function, newModel ModelFactory) (*lamb
 	if err != nil {
 		return nil, err
 	}
-	routes := httpapi.StartRoutes
-	if fn == Resume {
-		routes = httpapi.ResumeRoutes
-	}
+	served := routes.All().ServedBy(routes.Function(fn)) // none for purge
 	hooks, err := lambdaWebhooks(awsCfg)
 	if err != nil {
 		return nil, err
 	}
-	a, err := NewAWS(AWSOptions{Config: cfg, AWS: awsCfg, Model: model, Routes: routes, ToolSources: tools,
+	a, err := NewAWS(AWSOptions{Config: cfg, AWS: awsCfg, Model: model, Routes: served, ToolSources: tools,
 		Owner: string(fn) + "/" + os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME"), Logger: logger, Webhooks: hooks})
 	if err != nil {
 		return nil, err

@@ -12,9 +12,9 @@ import (
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/docstore"
-	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
 	"github.com/agentgate/agentgate/internal/service"
@@ -129,7 +129,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, ToolSources: o.ToolSources,
 		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),
 		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: "local",
-		Routes: httpapi.AllRoutes, Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now,
+		Routes: routes.All(), Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now,
 	})
 	if err != nil {
 		closeDB()

@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentgate/agentgate/internal/routes"
 )
 
 // Body limits of the gateway. Bodies are read only after the caller is
@@ -31,9 +33,10 @@ const (
 // Handler is an API Gateway proxy handler, the signature of the Lambdas' HTTP path.
 type Handler func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
 
-// Gateway routes like the deployed REST API: POST /runs to the startrun
-// function, /runs/{id}..., GET /approvals and /approvals/{token} to the
-// resume function.
+// Gateway routes like the deployed REST API, by the route table
+// (internal/routes): each route to its function's handler, bearer tokens
+// required where the route is authenticated; it answers GET /healthz
+// itself.
 type Gateway struct {
 	StartRun Handler
 	Resume   Handler
@@ -49,34 +52,31 @@ type Gateway struct {
 // ServeHTTP adapts one request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	var h Handler
-	resource := ""
-	params := map[string]string{}
-	authenticated := true
-	switch {
-	case len(segs) == 1 && segs[0] == "runs":
-		h, resource = g.StartRun, "/runs"
-	case len(segs) >= 2 && segs[0] == "runs" && len(segs) <= 3:
-		h = g.Resume
-		params["id"] = segs[1]
-		resource = "/runs/{id}"
-		if len(segs) == 3 {
-			resource += "/" + segs[2]
-		}
-	case len(segs) == 1 && segs[0] == "approvals":
-		h, resource = g.Resume, "/approvals"
-	case len(segs) == 2 && segs[0] == "approvals":
-		h, resource, authenticated = g.Resume, "/approvals/{token}", false
-		params["token"] = segs[1]
-	case path == "/healthz":
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"ok":true}`)
-		return
-	default:
+	m, ok := routes.All().Lookup(r.Method, path)
+	if !ok {
 		writeJSON(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+path)
 		return
 	}
+	// A known path with another method goes to the path's function too:
+	// the handler answers 405 with the path's methods.
+	route := m.Route
+	var h Handler
+	switch route.Function {
+	case routes.StartRun:
+		h = g.StartRun
+	case routes.Resume:
+		h = g.Resume
+	case routes.Local:
+		if !m.Allowed {
+			w.Header().Set("Allow", strings.Join(m.Allow, ", "))
+			writeJSON(w, http.StatusMethodNotAllowed, "method_not_allowed", "use "+strings.Join(m.Allow, ", "))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+		return
+	}
+	resource, authenticated := route.Path, route.Authenticated
 	// Authenticate before reading any of the body: an unauthenticated
 	// caller never makes this process buffer its upload (API Gateway's
 	// AWS_IAM check also refuses before the function sees the body).
@@ -114,7 +114,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusBadRequest, "bad_request", "the body could not be read")
 		return
 	}
-	req := g.event(r, body, resource, params)
+	req := g.event(r, body, resource, m.Params)
 	if principal != "" {
 		req.RequestContext.Authorizer = map[string]any{"principalId": principal}
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentgate/agentgate/internal/routes"
 )
 
 // countingBody counts what the gateway reads of a request body.
@@ -107,5 +109,69 @@ func TestUnauthenticatedUploadOverTCP(t *testing.T) {
 	}
 	if calls.Load() != 0 {
 		t.Errorf("the handler ran for an unauthenticated request")
+	}
+}
+
+// TestRoutesFollowTheTable: every route of the table reaches its function's
+// handler with its path template as the resource and its parameters, a
+// bearer token is required exactly where the route is authenticated, and
+// a path the table does not know is answered 404 by the gateway itself.
+func TestRoutesFollowTheTable(t *testing.T) {
+	var got events.APIGatewayProxyRequest
+	served := map[routes.Function]int{}
+	handler := func(fn routes.Function) Handler {
+		return func(_ context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+			served[fn]++
+			got = req
+			return events.APIGatewayProxyResponse{StatusCode: 204}, nil
+		}
+	}
+	g := &Gateway{StartRun: handler(routes.StartRun), Resume: handler(routes.Resume), Tokens: map[string]string{"good": "alice"}}
+	for _, rt := range routes.All() {
+		t.Run(rt.String(), func(t *testing.T) {
+			path := strings.NewReplacer("{id}", "r1", "{token}", "tok").Replace(rt.Path)
+			for _, auth := range []string{"", "Bearer good"} {
+				clear(served)
+				r := httptest.NewRequest(rt.Method, path, nil)
+				if auth != "" {
+					r.Header.Set("Authorization", auth)
+				}
+				w := httptest.NewRecorder()
+				g.ServeHTTP(w, r)
+				switch {
+				case rt.Function == routes.Local:
+					if w.Code != 200 || len(served) != 0 {
+						t.Errorf("auth %q: %d, functions %v; want 200 from the gateway itself", auth, w.Code, served)
+					}
+				case rt.Authenticated && auth == "":
+					if w.Code != 401 || len(served) != 0 {
+						t.Errorf("no token: %d, functions %v; want 401", w.Code, served)
+					}
+				default:
+					if w.Code != 204 || served[rt.Function] != 1 || len(served) != 1 {
+						t.Fatalf("auth %q: %d, functions %v; want 204 from %s", auth, w.Code, served, rt.Function)
+					}
+					if got.Resource != rt.Path || got.HTTPMethod != rt.Method {
+						t.Errorf("event %s %s, want %s", got.HTTPMethod, got.Resource, rt)
+					}
+					for _, p := range routes.Params(rt.Path) {
+						if got.PathParameters[p] == "" {
+							t.Errorf("path parameter %s missing: %v", p, got.PathParameters)
+						}
+					}
+					if rt.Authenticated && got.RequestContext.Authorizer["principalId"] != "alice" {
+						t.Errorf("principal %v, want alice", got.RequestContext.Authorizer)
+					}
+				}
+			}
+		})
+	}
+	for _, path := range []string{"/", "/runs/r1/other", "/runs/r1/events/x", "/approvals/a/b", "/nope"} {
+		clear(served)
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != 404 || len(served) != 0 {
+			t.Errorf("GET %s: %d, functions %v; want 404 from the gateway", path, w.Code, served)
+		}
 	}
 }

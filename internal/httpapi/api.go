@@ -19,26 +19,9 @@ import (
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
-)
-
-// Body limits.
-const (
-	MaxStartBody    = 256 << 10
-	MaxDecisionBody = 64 << 10
-	MaxFormBody     = 16 << 10
-)
-
-// Routes says which routes a handler serves: the startrun function serves
-// POST /runs, the resume function the rest; the local server serves all.
-type Routes int
-
-// The route sets.
-const (
-	StartRoutes Routes = 1 << iota
-	ResumeRoutes
-	AllRoutes = StartRoutes | ResumeRoutes
 )
 
 // API holds what the handlers need. Build it once, outside the handler.
@@ -51,7 +34,10 @@ type API struct {
 	Pages ApprovalPages
 	// HashToken hashes raw link tokens; required with Pages.
 	HashToken HashToken
-	Routes    Routes
+	// Routes are the routes this handler serves: routes.All() on the local
+	// server, the routes of its function on a Lambda
+	// (routes.All().ServedBy(routes.StartRun)).
+	Routes routes.Table
 	// AllowedModels are the model ids a run may ask for (AGENTGATE_ALLOWED_MODELS);
 	// empty: runs use the configured model only.
 	AllowedModels []string
@@ -82,7 +68,8 @@ func (a *API) log() *slog.Logger {
 // Handle serves one API Gateway proxy request. It never returns a Go error:
 // every failure is an HTTP response.
 func (a *API) Handle(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-	resp, err := a.route(ctx, req)
+	var allow []string
+	resp, err := a.route(ctx, req, &allow)
 	if err != nil {
 		code, status, msg := classify(err)
 		if status == http.StatusInternalServerError {
@@ -90,51 +77,62 @@ func (a *API) Handle(ctx context.Context, req events.APIGatewayProxyRequest) (ev
 		}
 		resp = jsonResponse(status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 		if status == http.StatusMethodNotAllowed {
-			resp.Headers["Allow"] = allowOf(req.Path)
+			resp.Headers["Allow"] = strings.Join(allow, ", ")
 		}
 	}
 	return resp, nil
 }
 
-func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-	segs := strings.Split(strings.Trim(req.Path, "/"), "/")
-	m := req.HTTPMethod
-	switch {
-	case len(segs) == 1 && segs[0] == "runs" && a.Routes&StartRoutes != 0:
-		if m != http.MethodPost {
-			return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "use POST /runs")
-		}
-		return a.startRun(ctx, req)
-	case len(segs) >= 2 && segs[0] == "runs" && a.Routes&ResumeRoutes != 0:
-		id := pathParam(req, "id", segs[1])
-		switch {
-		case len(segs) == 2 && m == http.MethodGet:
-			return a.getRun(ctx, req, id)
-		case len(segs) == 3 && segs[2] == "events" && m == http.MethodGet:
-			return a.listEvents(ctx, req, id)
-		case len(segs) == 3 && segs[2] == "decision" && m == http.MethodPost:
-			return a.decide(ctx, req, id)
-		case len(segs) == 3 && segs[2] == "cancel" && m == http.MethodPost:
-			return a.cancel(ctx, req, id)
-		case len(segs) == 2 || len(segs) == 3 && (segs[2] == "events" || segs[2] == "decision" || segs[2] == "cancel"):
-			return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "method %s is not allowed on %s", m, req.Path)
-		}
-	case len(segs) == 1 && segs[0] == "approvals" && a.Routes&ResumeRoutes != 0:
-		if m != http.MethodGet {
-			return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "use GET /approvals")
-		}
-		return a.listApprovals(ctx, req)
-	case len(segs) == 2 && segs[0] == "approvals" && a.Routes&ResumeRoutes != 0 && a.Pages != nil && a.HashToken != nil:
-		token := pathParam(req, "token", segs[1])
-		switch m {
-		case http.MethodGet, http.MethodHead:
-			return a.approvalPage(ctx, req, token)
-		case http.MethodPost:
-			return a.approvalDecide(ctx, req, token)
-		}
-		return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "method %s is not allowed on an approval link", m)
+// route finds the request's route in a.Routes and calls its handler; for a
+// known path with another method it sets allow to the path's methods.
+func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allow *[]string) (events.APIGatewayProxyResponse, error) {
+	table := a.Routes
+	if a.Pages == nil || a.HashToken == nil {
+		table = table.Filter(func(r routes.Route) bool { return !isLinkRoute(r) })
 	}
-	return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", m, req.Path)
+	m, ok := table.Lookup(req.HTTPMethod, req.Path)
+	if !ok {
+		return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", req.HTTPMethod, redactPath(req.Path))
+	}
+	if !m.Allowed {
+		*allow = m.Allow
+		return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "method %s is not allowed on %s; use %s", req.HTTPMethod, m.Route.Path, strings.Join(m.Allow, ", "))
+	}
+	param := func(name string) string {
+		if v := req.PathParameters[name]; v != "" {
+			return v // API Gateway's own reading of the path
+		}
+		return m.Params[name]
+	}
+	switch m.Route.Operation {
+	case routes.OpStartRun:
+		return a.startRun(ctx, req)
+	case routes.OpGetRun:
+		return a.getRun(ctx, req, param("id"))
+	case routes.OpListEvents:
+		return a.listEvents(ctx, req, param("id"))
+	case routes.OpDecide:
+		return a.decide(ctx, req, param("id"))
+	case routes.OpCancel:
+		return a.cancel(ctx, req, param("id"))
+	case routes.OpListApprovals:
+		return a.listApprovals(ctx, req)
+	case routes.OpApprovalPage, routes.OpApprovalPageHead:
+		return a.approvalPage(ctx, req, param("token"))
+	case routes.OpApprovalDecide:
+		return a.approvalDecide(ctx, req, param("token"))
+	}
+	return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", req.HTTPMethod, m.Route.Path)
+}
+
+// isLinkRoute says whether r is an approval-link route: served only with
+// ApprovalPages to render them.
+func isLinkRoute(r routes.Route) bool {
+	switch r.Operation {
+	case routes.OpApprovalPage, routes.OpApprovalPageHead, routes.OpApprovalDecide:
+		return true
+	}
+	return false
 }
 
 // redactPath hides the token of an approval link: it is a credential.
@@ -143,28 +141,6 @@ func redactPath(p string) string {
 		return "/approvals/{token}"
 	}
 	return p
-}
-
-func allowOf(path string) string {
-	switch {
-	case path == "/runs":
-		return "POST"
-	case path == "/approvals":
-		return "GET"
-	case strings.HasSuffix(path, "/decision"), strings.HasSuffix(path, "/cancel"):
-		return "POST"
-	case strings.HasPrefix(path, "/approvals/"):
-		return "GET, HEAD, POST"
-	default:
-		return "GET"
-	}
-}
-
-func pathParam(req events.APIGatewayProxyRequest, name, fallback string) string {
-	if v := req.PathParameters[name]; v != "" {
-		return v
-	}
-	return fallback
 }
 
 // Identity returns the authenticated caller: the IAM user ARN (AWS_IAM

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -150,7 +151,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	if err != nil || mt != "application/x-www-form-urlencoded" {
 		return a.page(a.Pages.Problem(http.StatusUnsupportedMediaType, "Send the form as application/x-www-form-urlencoded.")), nil
 	}
-	b, err := body(req, MaxFormBody)
+	b, err := body(req, routes.MaxFormBody)
 	if err != nil {
 		return a.page(a.Pages.Problem(http.StatusRequestEntityTooLarge, "The form is too large.")), nil
 	}

@@ -1,8 +1,10 @@
 // Package httpapi is agentgate's REST API as API Gateway (REST, v1 payload)
 // Lambda proxy handlers: POST /runs on the startrun function; GET /runs/{id},
 // GET /runs/{id}/events, POST /runs/{id}/decision, POST /runs/{id}/cancel and
-// GET/POST /approvals/{token} on the resume function. The local server calls
-// the same handlers after adapting HTTP requests to proxy events.
+// GET /approvals and GET/POST /approvals/{token} on the resume function.
+// Which routes an API serves, and their body limits, come from the route
+// table (internal/routes). The local server calls the same handlers after
+// adapting HTTP requests to proxy events.
 //
 // Errors are JSON {"error":{"code","message"}}; codes map to statuses in one
 // table (statusOf); anything unexpected is "internal error" to the caller and

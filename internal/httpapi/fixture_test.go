@@ -16,6 +16,7 @@ import (
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
 	"github.com/agentgate/agentgate/internal/service"
@@ -65,7 +66,7 @@ func newFixture(t *testing.T) *fixture {
 		Runner: func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h} },
 		Owner:  "test",
 	}
-	f.api = &httpapi.API{Store: store, Tools: tools, Routes: httpapi.AllRoutes,
+	f.api = &httpapi.API{Store: store, Tools: tools, Routes: routes.All(),
 		Dispatch: service.DispatchFunc(func(_ context.Context, j service.Job) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -102,10 +103,17 @@ func req(method, path, who, body string) events.APIGatewayProxyRequest {
 	return r
 }
 
-func (f *fixture) call(r events.APIGatewayProxyRequest) (int, map[string]any) {
+// handle serves one request.
+func (f *fixture) handle(r events.APIGatewayProxyRequest) events.APIGatewayProxyResponse {
 	f.t.Helper()
 	resp, err := f.api.Handle(context.Background(), r)
 	require.NoError(f.t, err)
+	return resp
+}
+
+func (f *fixture) call(r events.APIGatewayProxyRequest) (int, map[string]any) {
+	f.t.Helper()
+	resp := f.handle(r)
 	var out map[string]any
 	if strings.HasPrefix(resp.Headers["Content-Type"], "application/json") {
 		require.NoError(f.t, json.Unmarshal([]byte(resp.Body), &out), resp.Body)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
 	"github.com/agentgate/agentgate/internal/webhook"
@@ -108,7 +109,7 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		return events.APIGatewayProxyResponse{}, err
 	}
 	var sr service.StartRequest
-	if err := decodeJSON(req, MaxStartBody, &sr); err != nil {
+	if err := decodeJSON(req, routes.MaxStartBody, &sr); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
 	if err := sr.Validate(a.Tools); err != nil {
@@ -215,7 +216,7 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 		return events.APIGatewayProxyResponse{}, err
 	}
 	var d DecisionBody
-	if err := decodeJSON(req, MaxDecisionBody, &d); err != nil {
+	if err := decodeJSON(req, routes.MaxDecisionBody, &d); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
 	r, err := a.Store.Get(ctx, id)
@@ -267,7 +268,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 }
 
 func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
-	if b, err := body(req, 1024); err != nil {
+	if b, err := body(req, routes.MaxCancelBody); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	} else if len(b) > 0 && string(b) != "{}" {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "cancel takes no body")

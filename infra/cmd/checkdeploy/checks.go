@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/agentgate/agentgate/internal/routes"
 )
 
 // The expectations below restate CONTRACTS.md and issue 7 independently of
@@ -268,16 +270,10 @@ func (c *checker) checkFunctions(ctx context.Context) {
 	}
 }
 
-// routes are the REST API methods: path, method, function output, authorization.
-var routes = []struct{ path, method, function, auth string }{
-	{"/runs", "POST", "StartRunFunctionName", "AWS_IAM"},
-	{"/runs/{id}", "GET", "ResumeFunctionName", "AWS_IAM"},
-	{"/runs/{id}/events", "GET", "ResumeFunctionName", "AWS_IAM"},
-	{"/runs/{id}/decision", "POST", "ResumeFunctionName", "AWS_IAM"},
-	{"/runs/{id}/cancel", "POST", "ResumeFunctionName", "AWS_IAM"},
-	{"/approvals", "GET", "ResumeFunctionName", "AWS_IAM"},
-	{"/approvals/{token}", "GET", "ResumeFunctionName", "NONE"},
-	{"/approvals/{token}", "POST", "ResumeFunctionName", "NONE"},
+// functionOutputs are the stack outputs naming the function of each route.
+var functionOutputs = map[routes.Function]string{
+	routes.StartRun: "StartRunFunctionName",
+	routes.Resume:   "ResumeFunctionName",
 }
 
 func (c *checker) checkAPI(ctx context.Context) {
@@ -307,17 +303,21 @@ func (c *checker) checkAPI(ctx context.Context) {
 			got[aws.ToString(r.Path)+" "+verb] = mm
 		}
 	}
-	for _, rt := range routes {
-		key := rt.path + " " + rt.method
+	for _, rt := range routes.Deployed() {
+		key := rt.Path + " " + rt.Method
 		m, ok := got[key]
 		delete(got, key)
 		if !ok {
 			c.fail("api", key, "missing")
 			continue
 		}
-		fn := c.outputs[rt.function]
+		auth := "NONE"
+		if rt.Authenticated {
+			auth = "AWS_IAM"
+		}
+		fn := c.outputs[functionOutputs[rt.Function]]
 		summary := fmt.Sprintf("%s %s -> %t", m.auth, m.integration, strings.Contains(m.uri, ":function:"+fn+"/"))
-		c.expect("api", key, summary, fmt.Sprintf("%s AWS_PROXY -> true", rt.auth), nil)
+		c.expect("api", key, summary, fmt.Sprintf("%s AWS_PROXY -> true", auth), nil)
 	}
 	var extra []string
 	for k := range got {

@@ -1,0 +1,182 @@
+package routes
+
+import (
+	"slices"
+	"strings"
+)
+
+// Function names what serves a route.
+type Function string
+
+// The functions that serve routes.
+const (
+	// StartRun is the startrun Lambda function (POST /runs).
+	StartRun Function = "startrun"
+	// Resume is the resume Lambda function (the rest of the API).
+	Resume Function = "resume"
+	// Local is the local gateway itself (agentgate serve); never deployed.
+	Local Function = "local"
+)
+
+// The operations of the API: openapi.yaml's operationIds.
+const (
+	OpStartRun         = "startRun"
+	OpGetRun           = "getRun"
+	OpListEvents       = "listEvents"
+	OpDecide           = "decide"
+	OpCancel           = "cancel"
+	OpListApprovals    = "listPendingApprovals"
+	OpApprovalPage     = "approvalPage"
+	OpApprovalPageHead = "approvalPageHead"
+	OpApprovalDecide   = "approvalDecide"
+	OpHealth           = "health"
+)
+
+// Route is one method of one path of the API.
+type Route struct {
+	// Method is upper case (GET, POST...).
+	Method string
+	// Path is the template: literal segments and {name} parameters
+	// (/runs/{id}/events).
+	Path string
+	// Operation is the operationId of the route in openapi.yaml; the API
+	// handler keys its handlers by it.
+	Operation string
+	// Function serves the route.
+	Function Function
+	// Authenticated routes need an authenticated caller: AWS_IAM (SigV4)
+	// on the deployed REST API, a bearer token on the local server. The
+	// approval-link routes are not: the token in their path is the
+	// credential, checked by the handler.
+	Authenticated bool
+	// MaxBody is the largest body in bytes the route's handler reads; 0:
+	// the route takes no body.
+	MaxBody int
+	// LocalOnly routes are served by agentgate serve but not by the
+	// deployed REST API.
+	LocalOnly bool
+}
+
+// String is "METHOD /path".
+func (r Route) String() string { return r.Method + " " + r.Path }
+
+// Body limits of the handlers, in bytes.
+const (
+	// MaxStartBody caps POST /runs.
+	MaxStartBody = 256 << 10
+	// MaxDecisionBody caps POST /runs/{id}/decision.
+	MaxDecisionBody = 64 << 10
+	// MaxCancelBody caps POST /runs/{id}/cancel (no body, or {}).
+	MaxCancelBody = 1 << 10
+	// MaxFormBody caps the approval page's form (POST /approvals/{token}).
+	MaxFormBody = 16 << 10
+)
+
+// Table is a list of routes.
+type Table []Route
+
+// All returns the API's routes (a fresh copy), sorted by path, then method.
+func All() Table {
+	return Table{
+		{Method: "GET", Path: "/approvals", Operation: OpListApprovals, Function: Resume, Authenticated: true},
+		{Method: "GET", Path: "/approvals/{token}", Operation: OpApprovalPage, Function: Resume},
+		{Method: "HEAD", Path: "/approvals/{token}", Operation: OpApprovalPageHead, Function: Resume, LocalOnly: true},
+		{Method: "POST", Path: "/approvals/{token}", Operation: OpApprovalDecide, Function: Resume, MaxBody: MaxFormBody},
+		{Method: "GET", Path: "/healthz", Operation: OpHealth, Function: Local, LocalOnly: true},
+		{Method: "POST", Path: "/runs", Operation: OpStartRun, Function: StartRun, Authenticated: true, MaxBody: MaxStartBody},
+		{Method: "GET", Path: "/runs/{id}", Operation: OpGetRun, Function: Resume, Authenticated: true},
+		{Method: "POST", Path: "/runs/{id}/cancel", Operation: OpCancel, Function: Resume, Authenticated: true, MaxBody: MaxCancelBody},
+		{Method: "POST", Path: "/runs/{id}/decision", Operation: OpDecide, Function: Resume, Authenticated: true, MaxBody: MaxDecisionBody},
+		{Method: "GET", Path: "/runs/{id}/events", Operation: OpListEvents, Function: Resume, Authenticated: true},
+	}
+}
+
+// Deployed returns the routes of the deployed REST API: All without the
+// local-only ones.
+func Deployed() Table {
+	return All().Filter(func(r Route) bool { return !r.LocalOnly })
+}
+
+// Filter returns the routes keep accepts, in order.
+func (t Table) Filter(keep func(Route) bool) Table {
+	var out Table
+	for _, r := range t {
+		if keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ServedBy returns the routes served by one of fns.
+func (t Table) ServedBy(fns ...Function) Table {
+	return t.Filter(func(r Route) bool { return slices.Contains(fns, r.Function) })
+}
+
+// Match is a request path found in a table.
+type Match struct {
+	// Route is the route of the request's method; when the path is known
+	// but the method is not (Allowed false), the path's first route, which
+	// says the function and authentication of the path.
+	Route Route
+	// Allowed is false when no route of the path has the request's method.
+	Allowed bool
+	// Allow lists the methods of the path, in table order.
+	Allow []string
+	// Params are the path's parameters by name ({id} -> "id").
+	Params map[string]string
+}
+
+// Lookup finds method and path (the request's path, leading and trailing
+// slashes ignored) in t; ok is false when no route has that path.
+func (t Table) Lookup(method, path string) (m Match, ok bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	for _, r := range t {
+		params, same := matchPath(r.Path, segs)
+		if !same {
+			continue
+		}
+		if !ok {
+			m, ok = Match{Route: r, Params: params}, true
+		}
+		m.Allow = append(m.Allow, r.Method)
+		if r.Method == method && !m.Allowed {
+			m.Route, m.Allowed = r, true
+		}
+	}
+	return m, ok
+}
+
+// matchPath matches a template against the segments of a path: a literal
+// segment must be equal, a {name} segment takes any non-empty segment.
+func matchPath(template string, segs []string) (map[string]string, bool) {
+	tsegs := strings.Split(strings.Trim(template, "/"), "/")
+	if len(tsegs) != len(segs) {
+		return nil, false
+	}
+	params := map[string]string{}
+	for i, ts := range tsegs {
+		if name, ok := strings.CutPrefix(ts, "{"); ok {
+			if segs[i] == "" {
+				return nil, false
+			}
+			params[strings.TrimSuffix(name, "}")] = segs[i]
+			continue
+		}
+		if ts != segs[i] {
+			return nil, false
+		}
+	}
+	return params, true
+}
+
+// Params lists the {name} parameters of a path template, in order.
+func Params(template string) []string {
+	var out []string
+	for _, seg := range strings.Split(template, "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			out = append(out, strings.TrimSuffix(name, "}"))
+		}
+	}
+	return out
+}
