@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
+	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
 )
@@ -18,9 +18,10 @@ import (
 // limitConstants are the limits the README's table names, by the name it
 // gives them.
 var limitConstants = map[string]int{
-	"httpapi.MaxStartBody":     httpapi.MaxStartBody,
-	"httpapi.MaxDecisionBody":  httpapi.MaxDecisionBody,
-	"httpapi.MaxFormBody":      httpapi.MaxFormBody,
+	"routes.MaxStartBody":      routes.MaxStartBody,
+	"routes.MaxDecisionBody":   routes.MaxDecisionBody,
+	"routes.MaxFormBody":       routes.MaxFormBody,
+	"routes.MaxCancelBody":     routes.MaxCancelBody,
 	"runs.MaxRequestSize":      runs.MaxRequestSize,
 	"service.MaxPromptBytes":   service.MaxPromptBytes,
 	"runs.MaxApprovers":        runs.MaxApprovers,
