@@ -222,3 +222,47 @@ func retryable(err error) bool {
 	}
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
+
+// HeldCallTextPage returns one page of the whole preview (part "preview")
+// or input (part "input") of a pending call of a waiting run (GET
+// /runs/{id}/calls/{call_id}), from offset (0 or a NextOffset).
+func (c *Client) HeldCallTextPage(ctx context.Context, id, callID, part string, offset int) (*HeldCallText, error) {
+	q := url.Values{"part": {part}}
+	if offset > 0 {
+		q.Set("offset", strconv.Itoa(offset))
+	}
+	var p HeldCallText
+	if err := c.do(ctx, "GET", "/runs/"+url.PathEscape(id)+"/calls/"+url.PathEscape(callID)+"?"+q.Encode(), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// HeldCallText returns the whole preview (part "preview") or input (part
+// "input") of a pending call, following the pages: every byte the approver
+// is asked to approve, where Run's PendingCall may show it shortened
+// (PreviewTruncated, InputTruncated).
+func (c *Client) HeldCallText(ctx context.Context, id, callID, part string) (string, error) {
+	var b []byte
+	offset := 0
+	for {
+		p, err := c.HeldCallTextPage(ctx, id, callID, part, offset)
+		if err != nil {
+			return "", err
+		}
+		if p.Offset != offset {
+			return "", fmt.Errorf("held call %s: asked for offset %d, got %d", callID, offset, p.Offset)
+		}
+		b = append(b, p.Text...)
+		if p.NextOffset == nil {
+			if len(b) != p.Size {
+				return "", fmt.Errorf("held call %s: read %d bytes of %d", callID, len(b), p.Size)
+			}
+			return string(b), nil
+		}
+		if *p.NextOffset <= offset {
+			return "", fmt.Errorf("held call %s: next offset %d does not move past %d", callID, *p.NextOffset, offset)
+		}
+		offset = *p.NextOffset
+	}
+}

@@ -156,6 +156,24 @@ type PendingCall struct {
 	Rule string `json:"rule,omitempty"`
 }
 
+// HeldCallText is one page of the whole preview or input of a pending call
+// (GET /runs/{id}/calls/{call_id}).
+type HeldCallText struct {
+	RunID        string `json:"run_id"`
+	SuspensionID string `json:"suspension_id"`
+	TurnDigest   string `json:"turn_digest"`
+	CallID       string `json:"call_id"`
+	Tool         string `json:"tool"`
+	// Part is "preview" or "input".
+	Part string `json:"part"`
+	// Size is the whole part's length in bytes; Offset where Text begins.
+	Size   int    `json:"size"`
+	Offset int    `json:"offset"`
+	Text   string `json:"text"`
+	// NextOffset is where the next page begins; nil on the last page.
+	NextOffset *int `json:"next_offset,omitempty"`
+}
+
 // Pending is what waits for approval.
 type Pending struct {
 	SuspensionID string `json:"suspension_id"`

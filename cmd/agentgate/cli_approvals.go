@@ -114,6 +114,24 @@ func waitingRun(ctx context.Context, c *client.Client, id string) (*client.Run, 
 	if r.Status != client.StatusWaiting || r.Pending == nil {
 		return nil, fmt.Errorf("run %s is %s: nothing waits for a decision", id, r.Status)
 	}
+	// The run shows long inputs and previews shortened: an approver sees
+	// every byte of them before deciding.
+	for i, call := range r.Pending.Calls {
+		if call.PreviewTruncated {
+			text, err := c.HeldCallText(ctx, id, call.ID, "preview")
+			if err != nil {
+				return nil, fmt.Errorf("the whole preview of call %s: %w", call.ID, err)
+			}
+			r.Pending.Calls[i].Preview, r.Pending.Calls[i].PreviewTruncated = text, false
+		}
+		if call.InputTruncated {
+			text, err := c.HeldCallText(ctx, id, call.ID, "input")
+			if err != nil {
+				return nil, fmt.Errorf("the whole input of call %s: %w", call.ID, err)
+			}
+			r.Pending.Calls[i].Input, r.Pending.Calls[i].InputTruncated = json.RawMessage(text), false
+		}
+	}
 	return r, nil
 }
 

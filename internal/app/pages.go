@@ -40,6 +40,13 @@ func (pages) Expired() (int, string)                       { return approvalpage
 func (pages) Problem(status int, msg string) (int, string) { return approvalpage.Problem(status, msg) }
 func (pages) Headers() map[string]string                   { return approvalpage.Headers() }
 
+func (pages) HeldText(r *runs.Run, t httpapi.HeldText) (int, string) {
+	return approvalpage.Text(approvalpage.TextPage{
+		RunID: r.ID, CallID: t.Call.ID, Tool: t.Call.Tool, Part: t.Part,
+		Size: t.Size, Offset: t.Offset, Text: t.Text, NextOffset: t.NextOffset,
+	})
+}
+
 func (pages) ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error) {
 	return approvalpage.ParseDecision(form, pending)
 }

@@ -5,6 +5,8 @@ import (
 	"embed"
 	"html/template"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/approval"
@@ -44,6 +46,7 @@ var (
 	layout          = template.Must(template.ParseFS(templateFS, "templates/layout.html.tmpl"))
 	confirmTemplate = page("confirm.html.tmpl")
 	outcomeTemplate = page("outcome.html.tmpl")
+	textTemplate    = page("text.html.tmpl")
 )
 
 // page returns the layout with the named file's "content" block.
@@ -97,6 +100,22 @@ type callView struct {
 	NeedsApproval bool
 	Arguments     string
 	Preview       string
+	// InputURL and PreviewURL, set when the summary shortened the input or
+	// the preview, open the whole of it (TextPage), with its size.
+	InputURL    string
+	InputSize   int
+	PreviewURL  string
+	PreviewSize int
+}
+
+// HeldTextURL is the query, relative to the page's own URL, of the text
+// page showing part ("input" or "preview") of call from offset.
+func HeldTextURL(callID, part string, offset int) string {
+	q := url.Values{"call": {callID}, "part": {part}}
+	if offset > 0 {
+		q.Set("offset", strconv.Itoa(offset))
+	}
+	return "?" + q.Encode()
 }
 
 // Confirm renders the confirmation page with status 200. Every call is shown
@@ -115,7 +134,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		MaxReason:  MaxReasonLength,
 	}
 	for i, c := range p.Calls {
-		v.Calls = append(v.Calls, callView{
+		cv := callView{
 			Number:        i + 1,
 			ID:            c.ID,
 			DisplayID:     approval.CleanText(c.ID),
@@ -124,7 +143,17 @@ func Confirm(p ConfirmPage) (status int, html string) {
 			NeedsApproval: c.NeedsApproval,
 			Arguments:     approval.CleanText(approval.PrettyArguments(c.Input)),
 			Preview:       approval.CleanText(c.Preview),
-		})
+		}
+		if c.InputTruncated {
+			cv.InputURL, cv.InputSize = HeldTextURL(c.ID, "input", 0), c.InputSize
+			if len(c.Input) == 0 {
+				cv.Arguments = "(too large to show here)"
+			}
+		}
+		if c.PreviewTruncated {
+			cv.PreviewURL, cv.PreviewSize = HeldTextURL(c.ID, "preview", 0), c.PreviewSize
+		}
+		v.Calls = append(v.Calls, cv)
 		if c.NeedsApproval {
 			v.NeedApproval++
 		}
@@ -258,4 +287,41 @@ func render(t *template.Template, status int, data any) (int, string) {
 		return http.StatusInternalServerError, fallback
 	}
 	return status, buf.String()
+}
+
+// TextPage is what the page behind GET /approvals/{token}?call=... shows:
+// one page of the whole input or preview of a held call, which the
+// confirmation page shows shortened.
+type TextPage struct {
+	RunID  string
+	CallID string
+	Tool   string
+	// Part is "input" or "preview".
+	Part string
+	// Size is the whole part's length; Offset where Text begins.
+	Size, Offset int
+	Text         string
+	// NextOffset is where the next page begins (0: this is the last).
+	NextOffset int
+}
+
+type textView struct {
+	Title, RunID, CallID, Tool, Part string
+	Size, From, To                   int
+	Text                             string
+	NextURL                          string
+}
+
+// Text renders one page of a held call's whole input or preview with
+// status 200, with a link to the next page and back to the decision.
+func Text(p TextPage) (status int, html string) {
+	v := textView{
+		Title: "The whole " + p.Part + " of a pending call", RunID: approval.CleanText(p.RunID),
+		CallID: approval.CleanText(p.CallID), Tool: approval.CleanText(p.Tool), Part: p.Part,
+		Size: p.Size, From: p.Offset, To: p.Offset + len(p.Text), Text: approval.CleanText(p.Text),
+	}
+	if p.NextOffset > 0 {
+		v.NextURL = HeldTextURL(p.CallID, p.Part, p.NextOffset)
+	}
+	return render(textTemplate, http.StatusOK, v)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/aymanbagabas/go-udiff"
 )
@@ -69,16 +68,9 @@ func failingPreview(p string, err error) (string, error) {
 	return "this call will fail: " + res.Content, nil
 }
 
-// diff returns a unified diff of old and new, cut after the preview limit.
+// diff returns the whole unified diff of old and new: approvers see every
+// line a write changes (the largest, for two documents of MaxDocumentBytes,
+// stays under loop.MaxPreviewBytes).
 func (s *toolset) diff(oldLabel, newLabel, old, new string) string {
-	d := udiff.Unified(oldLabel, newLabel, old, new)
-	lines := strings.SplitAfter(d, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	if len(lines) <= s.lim.previewLines {
-		return d
-	}
-	rest := len(lines) - s.lim.previewLines
-	return strings.Join(lines[:s.lim.previewLines], "") + fmt.Sprintf("… diff truncated: %d more lines\n", rest)
+	return udiff.Unified(oldLabel, newLabel, old, new)
 }

@@ -31,7 +31,6 @@ type limits struct {
 	searchDefault   int // matches shown when the call gives no limit
 	searchMax       int // the largest limit a call may ask for
 	snippetBytes    int
-	previewLines    int
 }
 
 var defaultLimits = limits{
@@ -41,7 +40,6 @@ var defaultLimits = limits{
 	searchDefault:   10,
 	searchMax:       50,
 	snippetBytes:    160,
-	previewLines:    200,
 }
 
 // Tools returns the five document tools over backend: list_documents,

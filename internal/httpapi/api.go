@@ -111,6 +111,8 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allo
 		return a.getRun(ctx, req, param("id"))
 	case routes.OpListEvents:
 		return a.listEvents(ctx, req, param("id"))
+	case routes.OpGetHeldCall:
+		return a.getCall(ctx, req, param("id"), param("call_id"))
 	case routes.OpDecide:
 		return a.decide(ctx, req, param("id"))
 	case routes.OpCancel:

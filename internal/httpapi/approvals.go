@@ -29,6 +29,9 @@ type ApprovalPages interface {
 	Expired() (int, string)
 	// Problem answers a bad form or request with a message.
 	Problem(status int, message string) (int, string)
+	// HeldText shows one page of the whole input or preview of a held
+	// call (GET /approvals/{token}?call=...).
+	HeldText(r *runs.Run, t HeldText) (int, string)
 	// ParseDecision reads the page's form into a decision on the held turn.
 	ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error)
 	// Headers are the security headers every page carries.
@@ -137,7 +140,15 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		}
 		return deref(p), err
 	}
-	resp := a.page(a.Pages.Confirm(r, t, r.Purpose, "/approvals/"+raw))
+	var resp events.APIGatewayProxyResponse
+	if callID, ok := req.QueryStringParameters["call"]; ok {
+		resp, err = a.heldTextPage(ctx, req, r, callID)
+		if err != nil {
+			return events.APIGatewayProxyResponse{}, err
+		}
+	} else {
+		resp = a.page(a.Pages.Confirm(r, t, r.Purpose, "/approvals/"+raw))
+	}
 	if head {
 		resp.Body = ""
 	}
@@ -195,4 +206,23 @@ func deref(p *events.APIGatewayProxyResponse) events.APIGatewayProxyResponse {
 		return events.APIGatewayProxyResponse{}
 	}
 	return *p
+}
+
+// heldTextPage answers GET /approvals/{token}?call=ID&part=P&offset=N: one
+// page of the whole input or preview of a held call, which the
+// confirmation page shows shortened. It never changes state either.
+func (a *API) heldTextPage(ctx context.Context, req events.APIGatewayProxyRequest, r *runs.Run, callID string) (events.APIGatewayProxyResponse, error) {
+	offset, err := queryInt(req, "offset", 0, 0, 1<<40)
+	if err == nil {
+		var ht HeldText
+		ht, err = a.heldText(ctx, r, callID, req.QueryStringParameters["part"], offset, HTMLCost)
+		if err == nil {
+			return a.page(a.Pages.HeldText(r, ht)), nil
+		}
+	}
+	code, status, msg := classify(err)
+	if code == runs.EInternal {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	return a.page(a.Pages.Problem(status, msg)), nil
 }

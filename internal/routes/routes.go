@@ -23,6 +23,7 @@ const (
 	OpStartRun         = "startRun"
 	OpGetRun           = "getRun"
 	OpListEvents       = "listEvents"
+	OpGetHeldCall      = "getHeldCall"
 	OpDecide           = "decide"
 	OpCancel           = "cancel"
 	OpListApprovals    = "listPendingApprovals"
@@ -85,6 +86,7 @@ func All() Table {
 		{Method: "GET", Path: "/healthz", Operation: OpHealth, Function: Local, LocalOnly: true},
 		{Method: "POST", Path: "/runs", Operation: OpStartRun, Function: StartRun, Authenticated: true, MaxBody: MaxStartBody},
 		{Method: "GET", Path: "/runs/{id}", Operation: OpGetRun, Function: Resume, Authenticated: true},
+		{Method: "GET", Path: "/runs/{id}/calls/{call_id}", Operation: OpGetHeldCall, Function: Resume, Authenticated: true},
 		{Method: "POST", Path: "/runs/{id}/cancel", Operation: OpCancel, Function: Resume, Authenticated: true, MaxBody: MaxCancelBody},
 		{Method: "POST", Path: "/runs/{id}/decision", Operation: OpDecide, Function: Resume, Authenticated: true, MaxBody: MaxDecisionBody},
 		{Method: "GET", Path: "/runs/{id}/events", Operation: OpListEvents, Function: Resume, Authenticated: true},
