@@ -115,7 +115,9 @@ func TestNoApprovalRunsAWriteAtOnceBehindTheFence(t *testing.T) {
 	assert.Equal(t, []string{"before n1", "after n1"}, fenced, "an exempted write is still fenced")
 
 	// The runner's policy can still ask for approval.
-	r.Policy = func(loop.PendingCall, loop.Definition) bool { return true }
+	r.Policy = func(context.Context, loop.PolicyQuery) loop.Verdict {
+		return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "ask"}
+	}
 	out, err = r.Run(context.Background(), request("note it"))
 	require.NoError(t, err)
 	assert.Equal(t, loop.OutcomeSuspended, out.Kind)

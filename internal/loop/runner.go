@@ -40,9 +40,12 @@ type Runner struct {
 	Model Model
 	// Tools are the tools the model may call (further limited per run by Options.AllowedTools).
 	Tools *Toolbox
-	// Policy is an optional approval predicate over any call; it can only add
-	// approval, never remove it.
-	Policy func(call PendingCall, def Definition) bool
+	// Policy, when set, decides every call of a turn once the tool's own
+	// trigger is known: run it, hold the turn for approval (naming the
+	// rule, who must approve and how), or refuse it with a denial result.
+	// The whole turn is judged before any call runs. Nil: the tool's own
+	// trigger decides.
+	Policy Policy
 	// Hooks observe and fence the loop.
 	Hooks Hooks
 	// Now returns the current time (nil: time.Now).
@@ -151,7 +154,21 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 		}
 		unconfirmed[id] = why
 	}
-	s := r.newSegment(state.RunID, state.SuspensionID, cloneTranscript(state.Transcript), state.Counters, state.Options)
+	opts := state.Options
+	for _, c := range state.PendingCalls {
+		if act := actions[c.ID]; act.Remember == RememberRun {
+			if d.Decider == "" {
+				return Outcome{}, fmt.Errorf("%w: remember needs the decider's name", ErrInvalidDecision)
+			}
+			m := make(map[string]string, len(opts.Remembered)+1)
+			for k, v := range opts.Remembered {
+				m[k] = v
+			}
+			m[c.Name] = d.Decider
+			opts.Remembered = m
+		}
+	}
+	s := r.newSegment(state.RunID, state.SuspensionID, cloneTranscript(state.Transcript), state.Counters, opts)
 	s.unconfirmed = unconfirmed
 	if err := s.record(ctx, Step{Kind: StepResumed, SuspensionID: state.SuspensionID, TurnDigest: state.TurnDigest}); err != nil {
 		return s.outcome(), err
@@ -180,7 +197,7 @@ func (r *Runner) confirmDefinitions(ctx context.Context, state *SuspendedState, 
 	var unconfirmed map[string]string
 	for _, c := range state.PendingCalls {
 		act := actions[c.ID]
-		if act.Action == ActionDeny || (c.Rejected != "" && act.Action != ActionEdit) {
+		if act.Action == ActionDeny || c.Denied != "" || (c.Rejected != "" && act.Action != ActionEdit) {
 			continue
 		}
 		tool, ok := r.Tools.Lookup(c.Name)
@@ -293,6 +310,12 @@ func resolveDecision(tools *Toolbox, calls []PendingCall, digest string, d Decis
 		if _, dup := out[cd.CallID]; dup {
 			return nil, fmt.Errorf("%w: calls[%d]: call %q is decided twice", ErrInvalidDecision, i, cd.CallID)
 		}
+		if c.Denied != "" {
+			return nil, fmt.Errorf("%w: calls[%d]: call %q was refused by policy rule %q; it never runs and cannot be decided", ErrInvalidDecision, i, cd.CallID, c.Rule)
+		}
+		if err := checkRemember(c, cd); err != nil {
+			return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
+		}
 		switch cd.Action {
 		case ActionApprove, ActionDeny:
 			if len(cd.Input) > 0 {
@@ -328,6 +351,27 @@ func resolveDecision(tools *Toolbox, calls []PendingCall, digest string, d Decis
 		out[c.ID] = CallDecision{CallID: c.ID, Action: ActionApprove}
 	}
 	return out, nil
+}
+
+// checkRemember checks a per-call remember option: only "run", only with
+// approve or edit, only on a call that needs approval, and never when its
+// rule says always_ask or needs more than one approval.
+func checkRemember(c PendingCall, cd CallDecision) error {
+	switch {
+	case cd.Remember == "":
+		return nil
+	case cd.Remember != RememberRun:
+		return fmt.Errorf("remember must be %q, got %q", RememberRun, cd.Remember)
+	case cd.Action != ActionApprove && cd.Action != ActionEdit:
+		return fmt.Errorf("remember goes with approve or edit, not %s", cd.Action)
+	case !c.NeedsApproval:
+		return fmt.Errorf("call %q needs no approval, so there is nothing to remember", c.ID)
+	case c.Approval != nil && c.Approval.AlwaysAsk:
+		return fmt.Errorf("policy rule %q says always ask for %s: it cannot be approved for the rest of the run", c.Rule, c.Name)
+	case c.Approval != nil && c.Approval.RequiredApprovals > 1:
+		return fmt.Errorf("policy rule %q needs %d approvals for %s: it cannot be approved for the rest of the run by one person", c.Rule, c.Approval.RequiredApprovals, c.Name)
+	}
+	return nil
 }
 
 func cloneTranscript(t Transcript) Transcript {

@@ -132,7 +132,7 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 		if s.opts.MaxTokens > 0 && s.counters.Tokens() > s.opts.MaxTokens {
 			return s.finish(ctx, ReasonBudgetExhausted, fmt.Sprintf("token budget of %d used", s.opts.MaxTokens))
 		}
-		calls := s.plan(uses)
+		calls := s.plan(ctx, uses)
 		if needsApprovalIn(calls) && len(calls) > MaxHeldCalls {
 			// Too many calls to hold for approval: run none and say why.
 			results := make([]Block, 0, len(calls))
@@ -202,8 +202,9 @@ func validateTurn(m Message) error {
 
 // plan checks every call of a turn before any runs: unknown or disallowed
 // tools and invalid inputs are rejected, the rest are marked by whether they
-// need approval.
-func (s *segment) plan(uses []Block) []PendingCall {
+// need approval (the tool's own trigger, then the runner's Policy, which may
+// also refuse a call outright).
+func (s *segment) plan(ctx context.Context, uses []Block) []PendingCall {
 	calls := make([]PendingCall, 0, len(uses))
 	for _, u := range uses {
 		in := u.Input
@@ -222,7 +223,11 @@ func (s *segment) plan(uses []Block) []PendingCall {
 		if err := s.r.Tools.ValidateInput(u.Name, in); err != nil {
 			c.Rejected = err.Error()
 		}
-		c.NeedsApproval = needsApproval(s.r, tool, def, c)
+		c.NeedsApproval = needsApproval(tool, def, c)
+		if s.r.Policy != nil {
+			v := s.r.Policy(ctx, PolicyQuery{Call: c, Definition: def, RememberedBy: s.opts.Remembered[c.Name]})
+			applyVerdict(&c, v)
+		}
 		calls = append(calls, c)
 	}
 	return calls
@@ -238,17 +243,39 @@ func needsApprovalIn(calls []PendingCall) bool {
 	return false
 }
 
-// needsApproval is the approval trigger: the explicit marker, a write effect
-// (unless the deployment exempted the tool), the tool's argument policy, or
-// the runner's policy.
-func needsApproval(r *Runner, tool Tool, def Definition, c PendingCall) bool {
+// needsApproval is the tool's own approval trigger: the explicit marker, a
+// write effect (unless the deployment exempted the tool), or the tool's
+// argument policy.
+func needsApproval(tool Tool, def Definition, c PendingCall) bool {
 	if def.RequiresApproval || (def.Effect == EffectWrite && !def.NoApproval) {
 		return true
 	}
-	if p, ok := tool.(ArgumentPolicy); ok && p.NeedsApproval(c.Input) {
-		return true
+	p, ok := tool.(ArgumentPolicy)
+	return ok && p.NeedsApproval(c.Input)
+}
+
+// applyVerdict records a Policy's verdict on the call. An action it does
+// not know holds the call for approval (fail closed).
+func applyVerdict(c *PendingCall, v Verdict) {
+	c.Rule = v.Rule
+	switch v.Action {
+	case VerdictAllow:
+		c.NeedsApproval = false
+		c.ApprovedBy = v.ApprovedBy
+	case VerdictDeny:
+		c.NeedsApproval = false
+		c.Denied = v.Message
+		if c.Denied == "" {
+			c.Denied = fmt.Sprintf("denied by policy rule %q", v.Rule)
+		}
+	default:
+		c.NeedsApproval = true
+		if v.Approval != nil {
+			a := *v.Approval
+			a.Approvers = append([]string(nil), a.Approvers...)
+			c.Approval = &a
+		}
 	}
-	return r.Policy != nil && r.Policy(c, def)
 }
 
 func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, error) {
@@ -260,7 +287,7 @@ func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, er
 			continue
 		}
 		hashes[c.Name], _ = s.r.Tools.Hash(c.Name)
-		if !c.NeedsApproval || c.Rejected != "" {
+		if !c.NeedsApproval || c.Rejected != "" || c.Denied != "" {
 			continue
 		}
 		if p, ok := tool.(Previewer); ok {
@@ -373,6 +400,14 @@ func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[
 		if tr.stop != "" {
 			continue // "not executed: the run ended"
 		}
+		if c.Denied != "" {
+			// The policy refused the call: it never runs, whatever the decision.
+			tr.results[c.ID] = ErrorResult("Error: tool %q was denied by policy rule %q: %s", c.Name, c.Rule, c.Denied)
+			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true, Rule: c.Rule, Detail: "denied by policy"}); err != nil {
+				return tr, err
+			}
+			continue
+		}
 		act := CallDecision{CallID: c.ID, Action: ActionApprove}
 		if actions != nil {
 			act = actions[c.ID]
@@ -385,7 +420,7 @@ func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[
 		if act.Action == ActionDeny {
 			tr.denied = true
 			tr.results[c.ID] = denialResult(c.Name, act.Message)
-			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true}); err != nil {
+			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true, Rule: c.Rule}); err != nil {
 				return tr, err
 			}
 			continue
@@ -483,7 +518,10 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 			return Result{}, fmt.Errorf("fence after %s: %w", c.ID, err)
 		}
 	}
-	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, Action: act.Action}
+	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, Action: act.Action, Rule: c.Rule}
+	if c.ApprovedBy != "" {
+		st.ApprovedByRule = "remembered, by " + c.ApprovedBy
+	}
 	if act.Action == ActionEdit {
 		st.EditedInput = input
 		if len(c.Input) <= MaxAuditInputBytes {

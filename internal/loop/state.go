@@ -52,6 +52,10 @@ type Options struct {
 	// DenialEndsRun makes any denied call end the run with ReasonApprovalDenied
 	// once the denial results are in the transcript.
 	DenialEndsRun bool `json:"denial_ends_run,omitempty"`
+	// Remembered maps tool names to the person who approved the tool for
+	// the rest of the run (a per-call decision with remember: "run"); the
+	// runner's Policy decides whether that approval covers a later call.
+	Remembered map[string]string `json:"remembered,omitempty"`
 }
 
 // DefaultMaxIterations is the iteration cap when Options.MaxIterations is 0.
@@ -68,6 +72,18 @@ type PendingCall struct {
 	// Rejected holds why the call cannot run at all (unknown tool, invalid
 	// input); such a call gets an error result whatever the decision.
 	Rejected string `json:"rejected,omitempty"`
+	// Rule names the policy rule that decided the call (the runner's
+	// Policy; empty without one).
+	Rule string `json:"rule,omitempty"`
+	// Denied holds the policy's denial told to the model: the call never
+	// runs, whatever the decision, and no human is asked about it.
+	Denied string `json:"denied,omitempty"`
+	// Approval is who must approve the call, as its rule says (nil: the
+	// run's approvers, one approval).
+	Approval *ApprovalRule `json:"approval,omitempty"`
+	// ApprovedBy names who approved the call in advance (remember: "run");
+	// such a call needs no decision.
+	ApprovedBy string `json:"approved_by,omitempty"`
 }
 
 // SuspendedState is everything needed to resume a run in another process.
@@ -204,6 +220,9 @@ type CallDecision struct {
 	Message string `json:"message,omitempty"`
 	// Input holds the edited arguments when Action is edit.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Remember, "run" (RememberRun) with approve or edit, approves the
+	// call's tool for the rest of the run.
+	Remember string `json:"remember,omitempty"`
 }
 
 // Decision is a human's answer to a suspension: either one Action for the
@@ -215,6 +234,10 @@ type Decision struct {
 	Action     Action         `json:"action,omitempty"`
 	Message    string         `json:"message,omitempty"`
 	Calls      []CallDecision `json:"calls,omitempty"`
+	// Decider is who decided, set by the caller of Resume from its own
+	// record (never part of the wire form): the person a remember: "run"
+	// is recorded for.
+	Decider string `json:"-"`
 }
 
 // Errors returned by Resume and ValidateDecision; test with errors.Is.

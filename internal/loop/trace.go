@@ -38,6 +38,11 @@ type Step struct {
 	IsError  bool          `json:"is_error,omitempty"`
 	// Action is what the decision did with this call (approve, deny, edit) on resume.
 	Action Action `json:"action,omitempty"`
+	// Rule names the policy rule that decided the call; ApprovedByRule says
+	// a call ran without a decision because an approver approved its tool
+	// for the rest of the run ("remembered, by <person>").
+	Rule           string `json:"rule,omitempty"`
+	ApprovedByRule string `json:"approved_by_rule,omitempty"`
 	// OriginalInput and EditedInput are both kept when an approver edited a
 	// call; an original over MaxAuditInputBytes is kept as its SHA-256 (hex,
 	// of the input's bytes) and size instead.

@@ -1,0 +1,237 @@
+package loop_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/loop"
+)
+
+// byTool is a Policy that answers per tool name; tools it does not list keep
+// their own trigger (require approval when they need it, else allow).
+func byTool(verdicts map[string]loop.Verdict) loop.Policy {
+	return func(_ context.Context, q loop.PolicyQuery) loop.Verdict {
+		if v, ok := verdicts[q.Call.Name]; ok {
+			return v
+		}
+		if q.RememberedBy != "" && q.Call.NeedsApproval {
+			return loop.Verdict{Action: loop.VerdictAllow, Rule: "remembered", ApprovedBy: q.RememberedBy}
+		}
+		if q.Call.NeedsApproval {
+			return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "default"}
+		}
+		return loop.Verdict{Action: loop.VerdictAllow, Rule: "default"}
+	}
+}
+
+func TestPolicyVerdicts(t *testing.T) {
+	deny := loop.Verdict{Action: loop.VerdictDeny, Rule: "no-deletes", Message: "deletes go through the ticket queue"}
+	allow := loop.Verdict{Action: loop.VerdictAllow, Rule: "drafts"}
+	ask := loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "two-of-ops",
+		Approval: &loop.ApprovalRule{Approvers: []string{"group:ops"}, RequiredApprovals: 2, FourEyes: true, Description: "ops release writes"}}
+	tests := []struct {
+		name        string
+		verdicts    map[string]loop.Verdict
+		turn        loop.Message
+		wantSuspend bool
+		wantExec    []string
+		// wantDenied maps call ids denied by policy to their rule.
+		wantDenied map[string]string
+	}{
+		{name: "deny a write: no human asked, the read sibling runs",
+			verdicts: map[string]loop.Verdict{"delete_doc": deny},
+			turn:     asst(use("r1", "read_doc", `{"path":"a"}`), use("d1", "delete_doc", `{"path":"b"}`)),
+			wantExec: []string{`read_doc({"path":"a"})`}, wantDenied: map[string]string{"d1": "no-deletes"}},
+		{name: "deny a read",
+			verdicts: map[string]loop.Verdict{"read_doc": deny},
+			turn:     asst(use("r1", "read_doc", `{"path":"a"}`)),
+			wantDenied: map[string]string{"r1": "no-deletes"}},
+		{name: "allow a write without approval",
+			verdicts: map[string]loop.Verdict{"write_doc": allow},
+			turn:     asst(use("w1", "write_doc", `{"path":"a","text":"x"}`)),
+			wantExec: []string{`write_doc({"path":"a","text":"x"})`}},
+		{name: "require approval of a read",
+			verdicts:    map[string]loop.Verdict{"read_doc": ask},
+			turn:        asst(use("r1", "read_doc", `{"path":"a"}`)),
+			wantSuspend: true},
+		{name: "a denied call and one needing approval: the turn waits, nothing runs",
+			verdicts:    map[string]loop.Verdict{"delete_doc": deny},
+			turn:        asst(use("d1", "delete_doc", `{"path":"b"}`), use("w1", "write_doc", `{"path":"a","text":"x"}`)),
+			wantSuspend: true},
+		{name: "an unknown action holds the call (fail closed)",
+			verdicts:    map[string]loop.Verdict{"read_doc": {Action: "maybe", Rule: "odd"}},
+			turn:        asst(use("r1", "read_doc", `{"path":"a"}`)),
+			wantSuspend: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &execLog{}
+			r := newRunner(t, scriptModel(tt.turn, asst(say("done"))), log)
+			r.Policy = byTool(tt.verdicts)
+			var steps []loop.Step
+			r.Hooks.OnStep = func(_ context.Context, st loop.Step) error { steps = append(steps, st); return nil }
+			out, err := r.Run(context.Background(), request("go"))
+			require.NoError(t, err)
+			if tt.wantSuspend {
+				require.Equal(t, loop.OutcomeSuspended, out.Kind)
+				assert.Empty(t, log.list(), "nothing of a held turn runs")
+				return
+			}
+			require.Equal(t, loop.ReasonCompleted, out.Reason)
+			assert.Equal(t, tt.wantExec, nilIfEmpty(log.list()))
+			checkTranscript(t, out.Transcript)
+			for id, rule := range tt.wantDenied {
+				res, ok := resultFor(out.Transcript, id)
+				require.True(t, ok)
+				assert.True(t, res.IsError)
+				assert.Contains(t, res.Content, `denied by policy rule "`+rule+`"`)
+				assert.Contains(t, res.Content, "deletes go through the ticket queue")
+				found := false
+				for _, st := range steps {
+					if st.Kind == loop.StepToolDenied && st.CallID == id {
+						found = true
+						assert.Equal(t, rule, st.Rule)
+					}
+				}
+				assert.True(t, found, "a tool_denied step names the rule")
+			}
+		})
+	}
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func TestPolicyVerdictTravelsInTheState(t *testing.T) {
+	log := &execLog{}
+	rule := &loop.ApprovalRule{Approvers: []string{"group:ops"}, RequiredApprovals: 2, FourEyes: true, AlwaysAsk: true, Description: "ops"}
+	r := newRunner(t, scriptModel(asst(use("w1", "write_doc", `{"path":"a","text":"x"}`), use("d1", "delete_doc", `{"path":"b"}`)), asst(say("done"))), log)
+	r.Policy = byTool(map[string]loop.Verdict{
+		"write_doc":  {Action: loop.VerdictRequireApproval, Rule: "two-of-ops", Approval: rule},
+		"delete_doc": {Action: loop.VerdictDeny, Rule: "no-deletes"},
+	})
+	out, err := r.Run(context.Background(), request("go"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	st := out.Suspended
+	assert.Equal(t, "two-of-ops", st.PendingCalls[0].Rule)
+	assert.Equal(t, rule, st.PendingCalls[0].Approval)
+	assert.True(t, st.PendingCalls[0].NeedsApproval)
+	assert.Equal(t, "no-deletes", st.PendingCalls[1].Rule)
+	assert.Equal(t, `denied by policy rule "no-deletes"`, st.PendingCalls[1].Denied)
+	assert.False(t, st.PendingCalls[1].NeedsApproval)
+	// Round trip: the state encodes the verdict.
+	blob, err := st.Encode()
+	require.NoError(t, err)
+	back, err := loop.DecodeState(blob)
+	require.NoError(t, err)
+	assert.Equal(t, st.PendingCalls, back.PendingCalls)
+
+	// A per-call decision on the denied call is refused; approving the turn
+	// runs the write and still denies the refused call.
+	err = loop.ValidateDecision(r.Tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{
+		{CallID: "w1", Action: loop.ActionApprove}, {CallID: "d1", Action: loop.ActionApprove}}})
+	require.ErrorIs(t, err, loop.ErrInvalidDecision)
+	assert.Contains(t, err.Error(), `refused by policy rule "no-deletes"`)
+	out, err = r.Resume(context.Background(), back, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
+	require.NoError(t, err)
+	assert.Equal(t, []string{`write_doc({"path":"a","text":"x"})`}, log.list())
+	res, _ := resultFor(out.Transcript, "d1")
+	assert.True(t, res.IsError)
+	checkTranscript(t, out.Transcript)
+}
+
+func TestRememberRun(t *testing.T) {
+	log := &execLog{}
+	turns := []loop.Message{
+		asst(use("w1", "write_doc", `{"path":"a","text":"1"}`)),
+		asst(use("w2", "write_doc", `{"path":"a","text":"2"}`), use("x1", "delete_doc", `{"path":"z"}`)),
+		asst(use("w3", "write_doc", `{"path":"a","text":"3"}`)),
+		asst(say("done")),
+	}
+	r := newRunner(t, scriptModel(turns...), log)
+	r.Policy = byTool(nil)
+	var steps []loop.Step
+	r.Hooks.OnStep = func(_ context.Context, st loop.Step) error { steps = append(steps, st); return nil }
+	out, err := r.Run(context.Background(), request("go"))
+	require.NoError(t, err)
+	st := out.Suspended
+	d := loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove, Remember: loop.RememberRun}}}
+
+	// Without the decider's name the remember cannot be recorded.
+	_, err = r.Resume(context.Background(), st, d)
+	require.ErrorIs(t, err, loop.ErrInvalidDecision)
+	require.Empty(t, log.list())
+
+	d.Decider = "ann@example.com"
+	out, err = r.Resume(context.Background(), st, d)
+	require.NoError(t, err)
+	// w2 ran without asking; delete_doc is another tool and still waits.
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	st = out.Suspended
+	assert.Equal(t, map[string]string{"write_doc": "ann@example.com"}, st.Options.Remembered)
+	assert.False(t, st.PendingCalls[0].NeedsApproval)
+	assert.Equal(t, "ann@example.com", st.PendingCalls[0].ApprovedBy)
+	assert.True(t, st.PendingCalls[1].NeedsApproval)
+	out, err = r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove, Decider: "bob@example.com"})
+	require.NoError(t, err)
+	require.Equal(t, loop.ReasonCompleted, out.Reason)
+	assert.Equal(t, []string{`write_doc({"path":"a","text":"1"})`, `write_doc({"path":"a","text":"2"})`, `delete_doc({"path":"z"})`, `write_doc({"path":"a","text":"3"})`}, log.list())
+	var remembered []string
+	for _, s := range steps {
+		if s.Kind == loop.StepToolExecuted && s.ApprovedByRule != "" {
+			remembered = append(remembered, s.CallID+": "+s.ApprovedByRule)
+		}
+	}
+	assert.Equal(t, []string{"w2: remembered, by ann@example.com", "w3: remembered, by ann@example.com"}, remembered)
+}
+
+func TestRememberRefusals(t *testing.T) {
+	log := &execLog{}
+	for _, tt := range []struct {
+		name string
+		rule *loop.ApprovalRule
+		cd   loop.CallDecision
+		want string
+	}{
+		{"always ask", &loop.ApprovalRule{AlwaysAsk: true}, loop.CallDecision{CallID: "w1", Action: loop.ActionApprove, Remember: "run"}, "always ask"},
+		{"quorum", &loop.ApprovalRule{RequiredApprovals: 2}, loop.CallDecision{CallID: "w1", Action: loop.ActionApprove, Remember: "run"}, "needs 2 approvals"},
+		{"with a denial", nil, loop.CallDecision{CallID: "w1", Action: loop.ActionDeny, Remember: "run"}, "approve or edit"},
+		{"unknown scope", nil, loop.CallDecision{CallID: "w1", Action: loop.ActionApprove, Remember: "forever"}, `remember must be "run"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRunner(t, scriptModel(asst(use("w1", "write_doc", `{"path":"a","text":"1"}`)), asst(say("done"))), log)
+			r.Policy = byTool(map[string]loop.Verdict{"write_doc": {Action: loop.VerdictRequireApproval, Rule: "r", Approval: tt.rule}})
+			out, err := r.Run(context.Background(), request("go"))
+			require.NoError(t, err)
+			st := out.Suspended
+			err = loop.ValidateDecision(r.Tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{tt.cd}})
+			require.ErrorIs(t, err, loop.ErrInvalidDecision)
+			assert.True(t, strings.Contains(err.Error(), tt.want), "got %v, want %q", err, tt.want)
+		})
+	}
+}
+
+func TestPolicyQuerySeesTheToolsOwnTrigger(t *testing.T) {
+	log := &execLog{}
+	var seen []string
+	r := newRunner(t, scriptModel(asst(use("r1", "read_doc", `{"path":"a"}`), use("g1", "guarded_read", `{"path":"/secret/x"}`), use("w1", "write_doc", `{"path":"a","text":"x"}`)), asst(say("ok"))), log)
+	r.Policy = func(_ context.Context, q loop.PolicyQuery) loop.Verdict {
+		in, _ := json.Marshal(q.Call.NeedsApproval)
+		seen = append(seen, q.Call.Name+"="+string(in)+"/"+string(q.Definition.Effect))
+		return loop.Verdict{Action: loop.VerdictAllow, Rule: "all"}
+	}
+	out, err := r.Run(context.Background(), request("go"))
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+	assert.Equal(t, []string{"read_doc=false/read", "guarded_read=true/read", "write_doc=true/write"}, seen)
+}
