@@ -36,7 +36,7 @@ func ExampleClient_StartRun() {
 		Prompt:             "Update the Team price on the pricing page to 12 EUR.",
 		Approvers:          []string{"bob", "ops@example.com"},
 		ApprovalTTLSeconds: 3600,
-		FourEyes:           true,
+		FourEyes:           client.Bool(true),
 		Metadata:           map[string]string{"ticket": "OPS-12"},
 	})
 	if err != nil {

@@ -38,7 +38,7 @@ func TestPendingApprovals(t *testing.T) {
 	c := ctx(t)
 	var started []*client.Run
 	for i, approvers := range [][]string{{"bob"}, {"bob", "carol"}, {"carol"}, {"BOB", "alice"}} {
-		req := client.StartRunRequest{Prompt: "update pricing", Approvers: approvers, FourEyes: i == 3}
+		req := client.StartRunRequest{Prompt: "update pricing", Approvers: approvers, FourEyes: client.Bool(i == 3)}
 		r, err := alice.StartRun(c, req)
 		if err != nil {
 			t.Fatal(err)

@@ -103,8 +103,9 @@ type StartRunRequest struct {
 	MaxOutputTokens    int   `json:"max_output_tokens,omitempty"`
 	// DenialEndsRun ends the run when any call is denied.
 	DenialEndsRun bool `json:"denial_ends_run,omitempty"`
-	// FourEyes forbids the initiator to decide, even when listed.
-	FourEyes bool              `json:"four_eyes,omitempty"`
+	// FourEyes forbids the initiator to decide, even when listed. An
+	// explicit false where the deployment policy requires four-eyes is 422.
+	FourEyes *bool             `json:"four_eyes,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 
 	// ClientTools, ToolResultsTTLSeconds and ToolExecutors declare tools the
@@ -117,8 +118,27 @@ type StartRunRequest struct {
 	// refused target, answers 422.
 	WebhookURL    string   `json:"webhook_url,omitempty"`
 	WebhookEvents []string `json:"webhook_events,omitempty"`
-	// RequiredApprovals is a quorum of distinct persons (planned, #14).
+	// RequiredApprovals is how many distinct persons must approve each call
+	// that needs approval; it may only tighten the deployment policy.
 	RequiredApprovals int `json:"required_approvals,omitempty"`
+	// RequireApproval lists tool patterns whose calls need approval in
+	// this run even where the deployment policy allows them.
+	RequireApproval []string `json:"require_approval,omitempty"`
+}
+
+// Bool returns a pointer to b (for StartRunRequest.FourEyes).
+func Bool(b bool) *bool { return &b }
+
+// ApprovalRule is who must approve a call and how, as its policy rule says.
+type ApprovalRule struct {
+	// Approvers replace the run's for this call (principals or group:<name>).
+	Approvers []string `json:"approvers,omitempty"`
+	// RequiredApprovals is how many distinct persons must approve.
+	RequiredApprovals int  `json:"required_approvals,omitempty"`
+	FourEyes          bool `json:"four_eyes,omitempty"`
+	// AlwaysAsk: the tool cannot be approved for the rest of the run.
+	AlwaysAsk   bool   `json:"always_ask,omitempty"`
+	Description string `json:"description,omitempty"`
 }
 
 // Counters are a run's running totals.
@@ -151,9 +171,15 @@ type PendingCall struct {
 	PreviewSize int `json:"preview_size,omitempty"`
 	// PreviewTruncated says Preview is not the whole preview.
 	PreviewTruncated bool `json:"preview_truncated,omitempty"`
-	// Rule is the policy rule that made the call need approval (planned,
-	// issue #14).
+	// Rule is the policy rule that decided the call ("default": none matched).
 	Rule string `json:"rule,omitempty"`
+	// Approval is who must approve the call as its rule says (nil: the
+	// run's approvers, one approval).
+	Approval *ApprovalRule `json:"approval,omitempty"`
+	// Denied is the policy's denial: the call never runs.
+	Denied string `json:"denied,omitempty"`
+	// ApprovedBy names who approved the tool for the rest of the run.
+	ApprovedBy string `json:"approved_by,omitempty"`
 }
 
 // HeldCallText is one page of the whole preview or input of a pending call
@@ -191,8 +217,8 @@ type CallDecision struct {
 	Message string `json:"message,omitempty"`
 	// Input holds the edited arguments with Edit.
 	Input json.RawMessage `json:"input,omitempty"`
-	// Remember "run" approves later calls of the tool in this run
-	// (planned, issue #14).
+	// Remember "run" (with Approve or Edit) approves later calls of the
+	// tool in this run.
 	Remember string `json:"remember,omitempty"`
 }
 

@@ -335,7 +335,9 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		req.MaxOutputTokens = s.maxOutputTokens
 	}
 	req.DenialEndsRun = req.DenialEndsRun || s.denialEndsRun
-	req.FourEyes = req.FourEyes || s.fourEyes
+	if s.fourEyes {
+		req.FourEyes = client.Bool(true)
+	}
 	switch {
 	case req.Prompt == "" && len(req.Messages) == 0:
 		return req, errors.New("give --prompt, --prompt-file, --messages-file or --body")

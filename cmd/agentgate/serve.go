@@ -53,6 +53,9 @@ type serveOptions struct {
 	tools string
 	// webhooks configure webhook delivery (nil: none; see serveWebhooks).
 	webhooks *app.Webhooks
+	// directory and policy are the directory and policy files (serve
+	// --directory, --policy).
+	directory, policy string
 }
 
 // localServer is a running local agentgate.
@@ -85,12 +88,17 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		ln.Close()
 		return nil, err
 	}
+	gov, err := app.LoadGovernance(o.directory, o.policy)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	tools, err := openServeTools(ctx, o.tools, o.logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	a, disp, closeStore, err := openApp(ctx, o, base, model, tools)
+	a, disp, closeStore, err := openApp(ctx, o, base, model, tools, gov)
 	if err != nil {
 		ln.Close()
 		_ = tools.Close()
@@ -134,13 +142,13 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 // openApp builds the in-process application: on the embedded store by
 // default, or on DynamoDB+S3 (names and endpoint from the environment:
 // AGENTGATE_TABLE, AGENTGATE_BUCKET, AWS_ENDPOINT_URL, ...) with o.store "aws".
-func openApp(ctx context.Context, o serveOptions, base string, model loop.Model, tools *mcptool.Catalog) (*app.App, *app.InProcess, func() error, error) {
+func openApp(ctx context.Context, o serveOptions, base string, model loop.Model, tools *mcptool.Catalog, gov app.Governance) (*app.App, *app.InProcess, func() error, error) {
 	outbox := filepath.Join(o.dir, "outbox")
 	if o.store != "aws" {
 		if err := seedDocuments(o.dir); err != nil {
 			return nil, nil, nil, fmt.Errorf("seed documents: %w", err)
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks})
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -162,7 +170,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	}
 	disp := &app.InProcess{Logger: o.logger}
 	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: routes.All(),
-		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut, Webhooks: o.webhooks})
+		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut, Webhooks: o.webhooks, Governance: &gov})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -258,6 +266,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	whSecret := fs.String("webhook-secret", "", "enable webhooks, signing with this whsec_ secret (visible to other local users in the process list; prefer --webhook-secret-file)")
 	whHTTP := fs.Bool("webhook-allow-http", false, "accept plain-http webhook URLs (local tests only)")
 	whAllow := fs.String("webhook-allow", "", "internal address prefixes webhooks may go to, comma-separated (e.g. 127.0.0.1,::1 for a receiver on this machine)")
+	directory := fs.String("directory", os.Getenv(config.EnvDirectory), "directory file: persons, their aliases, groups and service accounts (see README; default $"+config.EnvDirectory+")")
+	policyFile := fs.String("policy", os.Getenv(config.EnvPolicy), "policy file: rules per tool with CEL conditions (see README; default $"+config.EnvPolicy+")")
 	var remote remoteFlag
 	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -273,7 +283,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile})
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,8 @@ type Options struct {
 	// integration tier passes DynamoDB and S3 adapters).
 	Rows   runs.RowStore
 	States runs.StateStore
+	// Governance is the directory and policy (zero: neither).
+	Governance app.Governance
 }
 
 // Server is a running local server.
@@ -136,7 +138,7 @@ func Start(t testing.TB, o Options) *Server {
 	base := "http://" + ln.Addr().String()
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mail := &syncBuffer{}
-	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, BaseURL: base, Logger: logger, Now: o.Now, MailOut: mail, Webhooks: o.Webhooks, Rows: o.Rows, States: o.States})
+	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, BaseURL: base, Logger: logger, Now: o.Now, MailOut: mail, Webhooks: o.Webhooks, Rows: o.Rows, States: o.States, Governance: o.Governance})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

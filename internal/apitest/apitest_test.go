@@ -23,7 +23,6 @@ var validator *apispec.Validator
 // unreachable are declared responses these tests cannot produce, and why.
 var unreachable = map[string]string{
 	"GET /runs/{id}/calls/{call_id} 410": "the state blob of a waiting run deleted behind the store's back (the conformance suite covers LoadState's gone)",
-	"POST /approvals/{token} 403":        "four-eyes through a link: the initiator of a four-eyes run is never mailed a link",
 	"POST /approvals/{token} 400":        "an unreadable form is refused by the spec's form decoding too; a browser cannot send one",
 }
 

@@ -40,8 +40,10 @@ type Deps struct {
 	Routes routes.Table
 	// Webhooks configure webhook delivery (nil: none).
 	Webhooks *Webhooks
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Governance is the directory and policy (zero: neither).
+	Governance Governance
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // App is a wired agentgate.
@@ -66,6 +68,9 @@ func New(d Deps) (*App, error) {
 		return nil, fmt.Errorf("app: tools: %w", err)
 	}
 	d.ToolSources.NoteAbsent(tools)
+	if unused := d.Governance.Policy.UnusedRules(tools.Names()); len(unused) > 0 {
+		d.Logger.Warn("policy rules that match no tool of this process (a typo, or a tool source that is absent)", "rules", unused)
+	}
 	a := &App{Store: d.Store, Tools: tools}
 	var notifier service.Notifier
 	if d.Mailer != nil {
@@ -79,6 +84,8 @@ func New(d Deps) (*App, error) {
 		NewToken:    approval.NewToken,
 		Notifier:    notifier,
 		ApprovalTTL: d.ApprovalTTL,
+		Directory:   d.Governance.Directory,
+		Policy:      d.Governance.Policy,
 		Owner:       d.Owner,
 		Logger:      d.Logger,
 		Now:         d.Now,
@@ -86,6 +93,7 @@ func New(d Deps) (*App, error) {
 	a.API = &httpapi.API{
 		Store: d.Store, Tools: tools, Dispatch: d.Dispatch, Routes: d.Routes,
 		Pages: pages{}, HashToken: approval.HashToken, AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
+		Directory: d.Governance.Directory, Policy: d.Governance.Policy,
 	}
 	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Logger: d.Logger, Now: d.Now}
 	if err := a.wireWebhooks(d.Webhooks); err != nil {

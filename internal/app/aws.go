@@ -44,6 +44,9 @@ type AWSOptions struct {
 	MailOut   io.Writer
 	// Webhooks configure webhook delivery (nil: none).
 	Webhooks *Webhooks
+	// Governance, when set, replaces the directory and policy files of
+	// Config (the local server loads them itself).
+	Governance *Governance
 }
 
 // NewAWS builds the App on DynamoDB, S3, SES v2 and Lambda async dispatch.
@@ -73,6 +76,12 @@ func NewAWS(o AWSOptions) (*App, error) {
 		}
 		mailer = approval.NewSESMailer(sesv2.NewFromConfig(o.AWS), c.MailFrom)
 	}
+	gov := Governance{}
+	if o.Governance != nil {
+		gov = *o.Governance
+	} else if gov, err = LoadGovernance(c.DirectoryFile, c.PolicyFile); err != nil {
+		return nil, err
+	}
 	var disp service.Dispatcher = &service.LambdaDispatcher{Client: lambda.NewFromConfig(o.AWS), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
 	if o.Dispatch != nil {
 		disp = o.Dispatch
@@ -80,6 +89,6 @@ func NewAWS(o AWSOptions) (*App, error) {
 	return New(Deps{
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer, ToolSources: o.ToolSources,
 		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner, AllowedModels: c.AllowedModels,
-		Routes: o.Routes, Webhooks: o.Webhooks, Logger: o.Logger,
+		Routes: o.Routes, Webhooks: o.Webhooks, Logger: o.Logger, Governance: gov,
 	})
 }

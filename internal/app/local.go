@@ -84,6 +84,8 @@ type LocalOptions struct {
 	MailOut io.Writer
 	// Webhooks configure webhook delivery (nil: none).
 	Webhooks *Webhooks
+	// Governance is the directory and policy (LoadGovernance; zero: neither).
+	Governance Governance
 	// Rows and States, when both set, replace the embedded store (tests
 	// run the local application on DynamoDB+S3 adapters this way).
 	Rows   runs.RowStore
@@ -129,7 +131,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, ToolSources: o.ToolSources,
 		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),
 		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: "local",
-		Routes: routes.All(), Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now,
+		Routes: routes.All(), Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now, Governance: o.Governance,
 	})
 	if err != nil {
 		closeDB()

@@ -30,6 +30,8 @@ type Config struct {
 	Retention        time.Duration // AGENTGATE_RETENTION, default runs.DefaultRetention
 	DueShards        int           // AGENTGATE_DUE_SHARDS, default dynamo.DefaultDueShards
 	AllowedModels    []string      // AGENTGATE_ALLOWED_MODELS, comma-separated model ids runs may choose
+	DirectoryFile    string        // AGENTGATE_DIRECTORY, path of the directory file (optional)
+	PolicyFile       string        // AGENTGATE_POLICY, path of the policy file (optional)
 }
 
 // Variable names.
@@ -45,6 +47,8 @@ const (
 	EnvRetention        = "AGENTGATE_RETENTION"
 	EnvDueShards        = "AGENTGATE_DUE_SHARDS"
 	EnvAllowedModels    = "AGENTGATE_ALLOWED_MODELS"
+	EnvDirectory        = "AGENTGATE_DIRECTORY"
+	EnvPolicy           = "AGENTGATE_POLICY"
 )
 
 // Load reads the configuration with getenv (os.Getenv in main) and checks
@@ -59,6 +63,8 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 		ResumeFunction:   getenv(EnvResumeFunction),
 		PublicBaseURL:    strings.TrimRight(getenv(EnvPublicBaseURL), "/"),
 		MailFrom:         getenv(EnvMailFrom),
+		DirectoryFile:    strings.TrimSpace(getenv(EnvDirectory)),
+		PolicyFile:       strings.TrimSpace(getenv(EnvPolicy)),
 		ApprovalTTL:      service.DefaultApprovalTTL,
 		Retention:        runs.DefaultRetention,
 		DueShards:        dynamo.DefaultDueShards,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/policy"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
@@ -47,8 +48,11 @@ type API struct {
 	// Directory says who is who (persons, groups, service accounts); nil:
 	// every principal is only itself, compared canonically.
 	Directory *identity.Directory
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Policy is the deployment policy (nil: no rules): runs may only
+	// tighten it.
+	Policy *policy.Policy
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 func (a *API) now() time.Time {

@@ -118,11 +118,13 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
 	}
-	if _, err := identity.Parse(who); err != nil {
+	initiator, err := identity.Parse(who)
+	if err != nil {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "the caller %q is not a principal agentgate can compare (e-mail, IAM ARN or local name), so nobody could decide its runs", who)
 	}
-	if _, err := a.Directory.RunApprovers(sr.Approvers); err != nil {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "%s", err.Error())
+	fourEyes, err := a.checkRunPolicy(initiator, &sr)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
 	}
 	sub := sr.Subscription()
 	if sub != nil {
@@ -141,7 +143,7 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	}
 	r, err := a.Store.Create(ctx, runs.NewRun{
 		Initiator: who, Approvers: sr.Approvers, Request: raw, Webhook: sub,
-		FourEyes: sr.FourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata,
+		FourEyes: fourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata,
 	})
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
@@ -155,6 +157,29 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	resp := jsonResponse(http.StatusAccepted, viewOf(r))
 	resp.Headers["Location"] = "/runs/" + r.ID
 	return resp, nil
+}
+
+// checkRunPolicy checks a start request against the directory and the
+// deployment policy: its approvers resolve (groups only, when the
+// directory says so), its requirements only tighten the policy (422
+// naming what it tried to loosen), and enough persons may approve for the
+// approvals it needs. It returns whether the run is four-eyes.
+func (a *API) checkRunPolicy(initiator identity.Principal, sr *service.StartRequest) (bool, error) {
+	list, err := a.Directory.RunApprovers(sr.Approvers)
+	if err != nil {
+		return false, errorf(runs.EInvalid, "%s", err.Error())
+	}
+	if _, err := a.Policy.CheckRun(sr.RunRequirements()); err != nil {
+		return false, errorf(runs.EInvalid, "%s", err.Error())
+	}
+	d := a.Policy.Defaults()
+	fourEyes := sr.WantsFourEyes() || d.FourEyes
+	need := max(sr.RequiredApprovals, d.RequiredApprovals, 1)
+	if have := len(a.Directory.Eligible(initiator, identity.Requirement{Approvers: list, FourEyes: fourEyes})); have < need {
+		return false, errorf(runs.EInvalid, "approvals need %d distinct persons but the approvers name %d who may decide this run%s",
+			need, have, map[bool]string{true: " (four-eyes: not the initiator)"}[fourEyes])
+	}
+	return fourEyes, nil
 }
 
 // readable loads a run the caller may see: its initiator or an approver.
@@ -245,6 +270,9 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	}
 	if !a.now().Before(r.ApprovalDeadline) {
 		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.Format(time.RFC3339))
+	}
+	if n := runs.VotesNeeded(r.PendingCalls); n > 1 {
+		return nil, errorf(runs.EConflict, "run %s needs %d approvals; this server cannot count votes yet", r.ID, n)
 	}
 	err := loop.ValidateDecision(a.Tools, r.HeldCalls(), r.TurnDigest, d)
 	switch {

@@ -5,22 +5,48 @@ import (
 )
 
 // Requirements returns who may decide each call of calls that needs
-// approval in run r: the run's approvers, resolved in dir, with the run's
-// four-eyes rule. An approver list that no longer resolves (a group was
-// removed, an alias became a service account) is an error.
+// approval in run r: the approvers its policy rule names, or else the
+// run's, resolved in dir, with four-eyes when the run or the rule asks for
+// it. An approver list that no longer resolves (a group was removed, an
+// alias became a service account) is an error.
 func Requirements(dir *identity.Directory, r *Run, calls []CallSummary) ([]identity.Requirement, error) {
-	list, err := dir.ResolveApprovers("approvers", r.Approvers)
-	if err != nil {
-		return nil, err
-	}
+	var runList *identity.ApproverList
 	var reqs []identity.Requirement
 	for _, c := range calls {
 		if !c.NeedsApproval {
 			continue
 		}
-		reqs = append(reqs, identity.Requirement{Tool: c.Tool, Approvers: list, FourEyes: r.FourEyes})
+		list := runList
+		fourEyes := r.FourEyes
+		if c.Approval != nil {
+			fourEyes = fourEyes || c.Approval.FourEyes
+		}
+		if c.Approval != nil && len(c.Approval.Approvers) > 0 {
+			l, err := dir.ResolveApprovers("rule "+c.Rule+" approvers", c.Approval.Approvers)
+			if err != nil {
+				return nil, err
+			}
+			list = l
+		} else if list == nil {
+			l, err := dir.ResolveApprovers("approvers", r.Approvers)
+			if err != nil {
+				return nil, err
+			}
+			runList, list = l, l
+		}
+		reqs = append(reqs, identity.Requirement{Tool: c.Tool, Approvers: list, FourEyes: fourEyes})
 	}
 	return reqs, nil
+}
+
+// VotesNeeded is how many distinct persons must approve the held turn of
+// calls: the most any call that needs approval asks for, at least 1.
+func VotesNeeded(calls []CallSummary) int {
+	n := 1
+	for _, c := range calls {
+		n = max(n, c.RequiredApprovals())
+	}
+	return n
 }
 
 // MayDecide reports whether decider may decide run r's held calls; nil
@@ -64,8 +90,9 @@ func Eligible(dir *identity.Directory, r *Run, calls []CallSummary) []identity.E
 }
 
 // MayRead reports whether who may see run r: its initiator's person, one
-// of its tool executors, or a person its approvers name (directly or
-// through a group), compared canonically.
+// of its tool executors, a person its approvers name (directly or through
+// a group), or one the approvers of a policy rule name for one of its held
+// calls, compared canonically.
 func MayRead(dir *identity.Directory, r *Run, who string) bool {
 	p, err := identity.Parse(who)
 	if err != nil {
@@ -75,13 +102,21 @@ func MayRead(dir *identity.Directory, r *Run, who string) bool {
 	if isToolExecutor(dir, r, s) {
 		return true
 	}
-	list, err := dir.ResolveApprovers("approvers", r.Approvers)
-	if err != nil {
-		return false
+	lists := [][]string{r.Approvers}
+	for _, c := range r.PendingCalls {
+		if c.Approval != nil && len(c.Approval.Approvers) > 0 {
+			lists = append(lists, c.Approval.Approvers)
+		}
 	}
-	for _, e := range dir.Eligible(identity.Principal{}, identity.Requirement{Approvers: list}) {
-		if e.Subject.Same(s) {
-			return true
+	for _, entries := range lists {
+		list, err := dir.ResolveApprovers("approvers", entries)
+		if err != nil {
+			continue
+		}
+		for _, e := range dir.Eligible(identity.Principal{}, identity.Requirement{Approvers: list}) {
+			if e.Subject.Same(s) {
+				return true
+			}
 		}
 	}
 	return false

@@ -112,12 +112,47 @@ type CallSummary struct {
 	PreviewSize int `json:"preview_size,omitempty"`
 	// PreviewTruncated says Preview is not the whole preview.
 	PreviewTruncated bool `json:"preview_truncated,omitempty"`
+	// Rule names the policy rule that decided the call ("default" when no
+	// rule matched), shown to approvers.
+	Rule string `json:"rule,omitempty"`
+	// Approval is who must approve the call and how, as its rule says (nil:
+	// the run's approvers, one approval).
+	Approval *loop.ApprovalRule `json:"approval,omitempty"`
+	// Denied is the policy's denial: the call never runs and needs no decision.
+	Denied string `json:"denied,omitempty"`
+	// ApprovedBy names who approved the call's tool for the rest of the run
+	// (remember: "run"): it runs without a decision.
+	ApprovedBy string `json:"approved_by,omitempty"`
 }
 
 // PendingCall returns the loop's view of the summarized call: what
 // loop.ValidateDecision needs to check a decision on the held turn.
 func (c CallSummary) PendingCall() loop.PendingCall {
-	return loop.PendingCall{ID: c.ID, Name: c.Tool, Input: c.Input, NeedsApproval: c.NeedsApproval, Effect: c.Effect}
+	return loop.PendingCall{
+		ID: c.ID, Name: c.Tool, Input: c.Input, NeedsApproval: c.NeedsApproval, Effect: c.Effect,
+		Rule: c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
+	}
+}
+
+// RequiredApprovals is how many distinct persons must approve the call
+// (at least 1 for a call that needs approval, 0 otherwise).
+func (c CallSummary) RequiredApprovals() int {
+	if !c.NeedsApproval {
+		return 0
+	}
+	if c.Approval != nil && c.Approval.RequiredApprovals > 1 {
+		return c.Approval.RequiredApprovals
+	}
+	return 1
+}
+
+func cloneApproval(a *loop.ApprovalRule) *loop.ApprovalRule {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Approvers = append([]string(nil), a.Approvers...)
+	return &c
 }
 
 // StateRef points at a suspended-state blob: its key in the StateStore, the
@@ -257,6 +292,7 @@ func (r *Run) Clone() *Run {
 		c.PendingCalls = make([]CallSummary, len(r.PendingCalls))
 		for i, p := range r.PendingCalls {
 			p.Input = cloneRaw(p.Input)
+			p.Approval = cloneApproval(p.Approval)
 			c.PendingCalls[i] = p
 		}
 	}

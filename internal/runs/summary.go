@@ -56,6 +56,7 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 		s := CallSummary{
 			ID: c.ID, Tool: cutText(c.Name, SummaryToolBytes, "…"), NeedsApproval: c.NeedsApproval, Effect: c.Effect,
 			InputSize: len(c.Input),
+			Rule:      c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
 		}
 		s.Input, s.InputTruncated = shortenInput(c.Input, inMax)
 		if p := st.Previews[c.ID]; p != "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/policy"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -20,6 +21,7 @@ const (
 	MaxApprovalTTL     = 7 * 24 * time.Hour
 	DefaultApprovalTTL = 24 * time.Hour
 	MaxMetadataEntries = 20
+	MaxRequireApproval = 64
 )
 
 // StartRequest is the body of POST /runs, stored on the run for the worker.
@@ -48,7 +50,15 @@ type StartRequest struct {
 	DenialEndsRun bool `json:"denial_ends_run,omitempty"`
 	// FourEyes forbids the initiator to decide the run's approvals, even
 	// when listed as an approver: a second person must release the writes.
-	FourEyes bool `json:"four_eyes,omitempty"`
+	// An explicit false where the deployment policy requires four-eyes is
+	// refused (a run may only tighten the policy).
+	FourEyes *bool `json:"four_eyes,omitempty"`
+	// RequiredApprovals raises how many distinct persons must approve each
+	// call that needs approval (0: the policy's; may only tighten it).
+	RequiredApprovals int `json:"required_approvals,omitempty"`
+	// RequireApproval lists tool patterns whose calls need approval in this
+	// run even where the deployment policy allows them.
+	RequireApproval []string `json:"require_approval,omitempty"`
 	// Metadata is the caller's own labels, returned as given.
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// WebhookURL is where signed webhook events about the run are POSTed
@@ -73,6 +83,10 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		return runs.Errorf(runs.ETooLarge, "approvers: %d listed, at most %d allowed", len(r.Approvers), runs.MaxApprovers)
 	case len(r.Metadata) > MaxMetadataEntries:
 		return runs.Errorf(runs.ETooLarge, "metadata: %d entries, at most %d allowed", len(r.Metadata), MaxMetadataEntries)
+	case len(r.RequireApproval) > MaxRequireApproval:
+		return runs.Errorf(runs.ETooLarge, "require_approval: %d patterns, at most %d allowed", len(r.RequireApproval), MaxRequireApproval)
+	case r.RequiredApprovals < 0 || r.RequiredApprovals > policy.MaxRequiredApprovals:
+		return runs.Errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)
 	}
 	if len(r.Messages) > 0 {
 		t := loop.Transcript{Messages: r.Messages}
@@ -131,6 +145,15 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		return runs.Errorf(runs.EInvalid, "webhook_events: %v", err)
 	}
 	return nil
+}
+
+// WantsFourEyes reports whether the run asks for four-eyes.
+func (r *StartRequest) WantsFourEyes() bool { return r.FourEyes != nil && *r.FourEyes }
+
+// RunRequirements returns what the run asks for on top of the deployment
+// policy (policy.Policy.CheckRun refuses a loosening).
+func (r *StartRequest) RunRequirements() policy.RunRequirements {
+	return policy.RunRequirements{RequireApproval: r.RequireApproval, RequiredApprovals: r.RequiredApprovals, FourEyes: r.FourEyes}
 }
 
 // Subscription returns the run's webhook subscription (nil: none), with

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/identity"
-
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/policy"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -55,6 +55,9 @@ type Worker struct {
 	// Directory says who is who (persons, groups, service accounts); nil:
 	// every principal is only itself, compared canonically.
 	Directory *identity.Directory
+	// Policy is the deployment policy (nil: no rules; the tools' own
+	// triggers decide, and writes need approval).
+	Policy *policy.Policy
 	// Owner prefixes lease owners (e.g. the function instance).
 	Owner  string
 	Logger *slog.Logger
@@ -102,6 +105,7 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	seg.req = &req
 	seg.ttl = req.ApprovalTTL(w.approvalTTL())
 	runner := w.Runner(seg.hooks())
+	runner.Policy = runPolicy(w.Policy, w.Directory, cur, &req, log)
 
 	var out loop.Outcome
 	// The run's state says how to continue, whichever job brought us here
@@ -197,7 +201,9 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 		s.settled = true
 		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the run has no decision to resume with", nil)
 	}
-	out, err := runner.Resume(ctx, state, *s.cur.Decision)
+	d := *s.cur.Decision
+	d.Decider = s.cur.DecidedBy
+	out, err := runner.Resume(ctx, state, d)
 	switch {
 	case errors.Is(err, loop.ErrToolChanged):
 		s.settled = true

@@ -1,0 +1,68 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/agentgate/agentgate/internal/identity"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/policy"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// runPolicy returns the loop Policy of one run: the deployment policy
+// (pol; nil: no rules, the tools' own triggers decide) evaluated with the
+// run's facts (initiator, its directory person and groups, metadata) and
+// the run's own tightening. A run whose requirements no longer pass the
+// policy (it changed since the run started) gets the policy's, which are
+// the stricter.
+func runPolicy(pol *policy.Policy, dir *identity.Directory, r *runs.Run, req *StartRequest, log *slog.Logger) loop.Policy {
+	init, _ := identity.Parse(r.Initiator) // a zero principal matches no person or group
+	facts := policy.FactsFor(dir, init, r.Metadata)
+	rules, err := pol.CheckRun(req.RunRequirements())
+	if err != nil {
+		log.Warn("the run's requirements no longer pass the policy; the policy's apply", "err", err)
+		rules, err = pol.CheckRun(policy.RunRequirements{RequireApproval: req.RequireApproval})
+		if err != nil {
+			rules, _ = pol.CheckRun(policy.RunRequirements{})
+		}
+	}
+	return func(ctx context.Context, q loop.PolicyQuery) loop.Verdict {
+		o := pol.Evaluate(ctx, policy.Call{
+			Tool: q.Call.Name, Effect: string(q.Definition.Effect), NeedsApproval: q.Call.NeedsApproval,
+			Args: q.Call.Input, Run: facts,
+		}, rules)
+		if o.EvalError != "" {
+			// The condition's error may quote arguments: the rule id only at info level.
+			log.WarnContext(ctx, "policy condition could not be evaluated; the stricter reading applies", "rule", o.Rule, "tool", q.Call.Name)
+			log.DebugContext(ctx, "policy condition error", "err", o.EvalError)
+		}
+		switch o.Action {
+		case policy.Allow:
+			return loop.Verdict{Action: loop.VerdictAllow, Rule: o.Rule}
+		case policy.Deny:
+			return loop.Verdict{Action: loop.VerdictDeny, Rule: o.Rule, Message: o.Message}
+		}
+		approval := &loop.ApprovalRule{
+			Approvers: o.Approvers, RequiredApprovals: o.RequiredApprovals, FourEyes: o.FourEyes,
+			AlwaysAsk: o.AlwaysAsk, Description: o.Message,
+		}
+		if q.RememberedBy != "" && remembered(dir, r, q, o, approval) {
+			return loop.Verdict{Action: loop.VerdictAllow, Rule: policy.RuleRemembered, ApprovedBy: q.RememberedBy}
+		}
+		return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: o.Rule, Approval: approval}
+	}
+}
+
+// remembered reports whether an approver's remember: "run" covers a call
+// the policy holds for approval: the rule allows remembering (no
+// always_ask, one approval) and the person who remembered may decide this
+// very call (approvers, tool gate, four-eyes), checked as a decision would be.
+func remembered(dir *identity.Directory, r *runs.Run, q loop.PolicyQuery, o policy.Outcome, approval *loop.ApprovalRule) bool {
+	if o.AlwaysAsk || o.RequiredApprovals > 1 {
+		return false
+	}
+	probe := r.Clone()
+	probe.PendingCalls = []runs.CallSummary{{ID: q.Call.ID, Tool: q.Call.Name, NeedsApproval: true, Rule: o.Rule, Approval: approval}}
+	return runs.MayDecide(dir, probe, q.RememberedBy) == nil
+}
