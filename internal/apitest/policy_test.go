@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/apitest"
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/approval"
-	"github.com/agentgate/agentgate/internal/apitest"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
