@@ -76,7 +76,7 @@ func NewAWS(o AWSOptions) (*App, error) {
 		}
 		mailer = approval.NewSESMailer(sesv2.NewFromConfig(o.AWS), c.MailFrom)
 	}
-	gov := Governance{}
+	var gov Governance
 	if o.Governance != nil {
 		gov = *o.Governance
 	} else if gov, err = LoadGovernance(c.DirectoryFile, c.PolicyFile); err != nil {
