@@ -59,19 +59,8 @@ func TestCurrentSpecHasNoPlannedParts(t *testing.T) {
 			t.Errorf("Current still has planned operation %s", op)
 		}
 	}
-	var planned []string
-	for _, op := range apispec.Operations(full) {
-		if op.Planned {
-			planned = append(planned, op.String())
-		}
-	}
-	for _, want := range []string{"POST /runs/{id}/tool-results"} {
-		if !slices.Contains(planned, want) {
-			t.Errorf("Full lacks planned operation %s (have %v)", want, planned)
-		}
-	}
 	for _, tt := range []struct{ schema, prop string }{
-		{"StartRequest", "client_tools"}, {"StartRequest", "tool_results_ttl_seconds"}, {"Run", "votes"}, {"Run", "tool_results"},
+		{"StartRequest", "required_approvals"}, {"Run", "votes"}, {"Run", "votes_needed"},
 	} {
 		if full.Components.Schemas[tt.schema].Value.Properties[tt.prop] == nil {
 			t.Errorf("Full: %s lacks %s", tt.schema, tt.prop)
@@ -80,11 +69,11 @@ func TestCurrentSpecHasNoPlannedParts(t *testing.T) {
 			t.Errorf("Current: %s still has planned %s", tt.schema, tt.prop)
 		}
 	}
-	if slices.Contains(cur.Components.Schemas["Status"].Value.Enum, any("WAITING_FOR_TOOL_RESULTS")) {
-		t.Error("Current: Status still has planned WAITING_FOR_TOOL_RESULTS")
+	if slices.Contains(cur.Components.Schemas["ErrorCode"].Value.Enum, any("malformed")) {
+		t.Error("Current: ErrorCode still has planned malformed")
 	}
-	if !slices.Contains(full.Components.Schemas["Status"].Value.Enum, any("WAITING_FOR_TOOL_RESULTS")) {
-		t.Error("Full: Status lacks WAITING_FOR_TOOL_RESULTS")
+	if !slices.Contains(full.Components.Schemas["ErrorCode"].Value.Enum, any("malformed")) {
+		t.Error("Full: ErrorCode lacks malformed")
 	}
 }
 

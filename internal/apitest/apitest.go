@@ -23,6 +23,7 @@ import (
 	"github.com/agentgate/agentgate/internal/apispec"
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/gateway"
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -44,6 +45,9 @@ const Pricing = "# Pricing\n\n- Team: 10 EUR\n"
 type Options struct {
 	// Script is the scripted model (JSON); empty: Script.
 	Script string
+	// Observe, when set, sees every request to the model (to check what
+	// the model was told), before the scripted model answers it.
+	Observe func(loop.ModelRequest)
 	// Principals get one bearer token each (Server.Token); empty: alice,
 	// bob and carol.
 	Principals []string
@@ -127,9 +131,16 @@ func Start(t testing.TB, o Options) *Server {
 	if err := os.WriteFile(filepath.Join(dir, "content", "pages", "pricing.md"), []byte(Pricing), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	model, err := scripted.Parse([]byte(o.Script))
+	script, err := scripted.Parse([]byte(o.Script))
 	if err != nil {
 		t.Fatalf("script: %v", err)
+	}
+	var model loop.Model = script
+	if o.Observe != nil {
+		model = loop.ModelFunc(func(ctx context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
+			o.Observe(req)
+			return script.Generate(ctx, req)
+		})
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -121,6 +121,8 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allo
 		return a.decide(ctx, req, param("id"))
 	case routes.OpCancel:
 		return a.cancel(ctx, req, param("id"))
+	case routes.OpSubmitToolResults:
+		return a.submitToolResults(ctx, req, param("id"))
 	case routes.OpListApprovals:
 		return a.listApprovals(ctx, req)
 	case routes.OpApprovalPage, routes.OpApprovalPageHead:

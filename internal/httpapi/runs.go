@@ -34,7 +34,10 @@ type RunView struct {
 	Output    json.RawMessage        `json:"output,omitempty"`
 	Metadata  map[string]string      `json:"metadata,omitempty"`
 	Webhook   *WebhookView           `json:"webhook,omitempty"`
-	Links     map[string]string      `json:"links"`
+	// ToolResults are the client calls the caller must execute (only
+	// while WAITING_FOR_TOOL_RESULTS).
+	ToolResults *ToolResultsView  `json:"tool_results,omitempty"`
+	Links       map[string]string `json:"links"`
 }
 
 // WebhookView is a run's webhook subscription and the deliveries not yet
@@ -78,6 +81,8 @@ func links(id string) map[string]string {
 		"events":   "/runs/" + id + "/events",
 		"decision": "/runs/" + id + "/decision",
 		"cancel":   "/runs/" + id + "/cancel",
+		// tool_results: where the results of handed-over client calls go.
+		"tool_results": "/runs/" + id + "/tool-results",
 	}
 }
 
@@ -100,6 +105,7 @@ func viewOf(r *runs.Run) RunView {
 	if r.Decision != nil {
 		v.Decision = &DecisionView{By: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Decision: r.Decision}
 	}
+	v.ToolResults = toolResultsView(r)
 	return v
 }
 
@@ -135,15 +141,17 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: %s", err.Error())
 		}
 	}
-	// The subscription lives on the run row, not in the stored request.
-	sr.WebhookURL, sr.WebhookEvents = "", nil
+	// The subscription and the tool executors live on the run row, not in
+	// the stored request.
+	executors := sr.ToolExecutors
+	sr.WebhookURL, sr.WebhookEvents, sr.ToolExecutors = "", nil, nil
 	raw, err := json.Marshal(sr)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
 	r, err := a.Store.Create(ctx, runs.NewRun{
 		Initiator: who, Approvers: sr.Approvers, Request: raw, Webhook: sub,
-		FourEyes: fourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata,
+		FourEyes: fourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata, ToolExecutors: executors,
 	})
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
@@ -274,7 +282,13 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	if n := runs.VotesNeeded(r.PendingCalls); n > 1 {
 		return nil, errorf(runs.EConflict, "run %s needs %d approvals; this server cannot count votes yet", r.ID, n)
 	}
-	err := loop.ValidateDecision(a.Tools, r.HeldCalls(), r.TurnDigest, d)
+	tools, err := service.RunToolbox(a.Tools, r)
+	if err != nil {
+		// Only edits need the run's own tools; without them an edit of a
+		// client call is refused as an unknown tool.
+		tools = a.Tools
+	}
+	err = loop.ValidateDecision(tools, r.HeldCalls(), r.TurnDigest, d)
 	switch {
 	case errors.Is(err, loop.ErrDigestMismatch):
 		return nil, errorf(runs.EConflict, "the decision names turn %q but run %s waits on turn %q (reload the run and decide again)", d.TurnDigest, r.ID, r.TurnDigest)

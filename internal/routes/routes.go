@@ -20,17 +20,19 @@ const (
 
 // The operations of the API: openapi.yaml's operationIds.
 const (
-	OpStartRun         = "startRun"
-	OpGetRun           = "getRun"
-	OpListEvents       = "listEvents"
-	OpGetHeldCall      = "getHeldCall"
-	OpDecide           = "decide"
-	OpCancel           = "cancel"
-	OpListApprovals    = "listPendingApprovals"
-	OpApprovalPage     = "approvalPage"
-	OpApprovalPageHead = "approvalPageHead"
-	OpApprovalDecide   = "approvalDecide"
-	OpHealth           = "health"
+	OpStartRun    = "startRun"
+	OpGetRun      = "getRun"
+	OpListEvents  = "listEvents"
+	OpGetHeldCall = "getHeldCall"
+	OpDecide      = "decide"
+	OpCancel      = "cancel"
+	// OpSubmitToolResults: POST /runs/{id}/tool-results (issue #13).
+	OpSubmitToolResults = "submitToolResults"
+	OpListApprovals     = "listPendingApprovals"
+	OpApprovalPage      = "approvalPage"
+	OpApprovalPageHead  = "approvalPageHead"
+	OpApprovalDecide    = "approvalDecide"
+	OpHealth            = "health"
 )
 
 // Route is one method of one path of the API.
@@ -71,6 +73,10 @@ const (
 	MaxCancelBody = 1 << 10
 	// MaxFormBody caps the approval page's form (POST /approvals/{token}).
 	MaxFormBody = 16 << 10
+	// MaxToolResultsBody caps POST /runs/{id}/tool-results; the contents of
+	// the results are bounded further (runs.MaxToolResultSize each,
+	// runs.MaxToolResultsSize together).
+	MaxToolResultsBody = 2 << 20
 )
 
 // Table is a list of routes.
@@ -89,6 +95,7 @@ func All() Table {
 		{Method: "GET", Path: "/runs/{id}/calls/{call_id}", Operation: OpGetHeldCall, Function: Resume, Authenticated: true},
 		{Method: "POST", Path: "/runs/{id}/cancel", Operation: OpCancel, Function: Resume, Authenticated: true, MaxBody: MaxCancelBody},
 		{Method: "POST", Path: "/runs/{id}/decision", Operation: OpDecide, Function: Resume, Authenticated: true, MaxBody: MaxDecisionBody},
+		{Method: "POST", Path: "/runs/{id}/tool-results", Operation: OpSubmitToolResults, Function: Resume, Authenticated: true, MaxBody: MaxToolResultsBody},
 		{Method: "GET", Path: "/runs/{id}/events", Operation: OpListEvents, Function: Resume, Authenticated: true},
 	}
 }

@@ -66,6 +66,15 @@ type StartRequest struct {
 	WebhookURL string `json:"webhook_url,omitempty"`
 	// WebhookEvents are the event types wanted (default: all).
 	WebhookEvents []string `json:"webhook_events,omitempty"`
+	// ClientTools are tools the caller executes itself: their approved
+	// calls are handed over (WAITING_FOR_TOOL_RESULTS) and their results
+	// submitted through POST /runs/{id}/tool-results.
+	ClientTools []ClientToolSpec `json:"client_tools,omitempty"`
+	// ToolResultsTTLSeconds is how long the caller has to submit results
+	// (default 1 h, 10 s to 7 days).
+	ToolResultsTTLSeconds int64 `json:"tool_results_ttl_seconds,omitempty"`
+	// ToolExecutors may submit results besides the initiator (principals).
+	ToolExecutors []string `json:"tool_executors,omitempty"`
 }
 
 // Validate checks the request against the tools that exist. Every error is
@@ -119,6 +128,10 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		if s := r.ApprovalTTLSeconds; s < int64(MinApprovalTTL/time.Second) || s > int64(MaxApprovalTTL/time.Second) {
 			return runs.Errorf(runs.EInvalid, "approval_ttl_seconds must be between %d and %d", int(MinApprovalTTL.Seconds()), int(MaxApprovalTTL.Seconds()))
 		}
+	}
+	tools, err := r.validateClientTools(tools)
+	if err != nil {
+		return err
 	}
 	for i, name := range r.AllowedTools {
 		if _, ok := tools.Lookup(name); !ok {

@@ -169,6 +169,11 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			return skipConflict(err, sum)
 		}
 		sum.Expired++
+	case r.Status == runs.StatusWaitingForToolResults && (r.HandOver == nil || !now.Before(r.HandOver.Deadline)):
+		if _, err := s.Store.Expire(ctx, r); err != nil {
+			return skipConflict(err, sum)
+		}
+		sum.Expired++
 	case r.Status == runs.StatusWaiting:
 		if s.Remind == nil || r.ReminderSent {
 			sum.Skipped++
@@ -218,10 +223,11 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 	return nil
 }
 
-// jobKind is the job that continues a run: resume when a decision waits to
-// be applied, run otherwise.
+// jobKind is the job that continues a run: resume when a decision or the
+// results of handed-over client calls wait to be applied to the stored
+// state, run otherwise.
 func jobKind(r *runs.Run) JobKind {
-	if r.Decision != nil && !r.State.IsZero() {
+	if !r.State.IsZero() && (r.Decision != nil || (r.HandOver != nil && !r.HandOver.Results.IsZero())) {
 		return JobResume
 	}
 	return JobRun

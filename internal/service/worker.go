@@ -52,6 +52,9 @@ type Worker struct {
 	// Notifier tells e-mail approvers; nil: approvers use the API only.
 	Notifier    Notifier
 	ApprovalTTL time.Duration
+	// ToolResultsTTL is the default window for client-tool results
+	// (DefaultToolResultsTTL when zero).
+	ToolResultsTTL time.Duration
 	// Directory says who is who (persons, groups, service accounts); nil:
 	// every principal is only itself, compared canonically.
 	Directory *identity.Directory
@@ -106,6 +109,11 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	seg.ttl = req.ApprovalTTL(w.approvalTTL())
 	runner := w.Runner(seg.hooks())
 	runner.Policy = runPolicy(w.Policy, w.Directory, cur, &req, log)
+	if runner.Tools, err = req.Toolbox(runner.Tools); err != nil {
+		// The deployment now has a tool of a client tool's name: the run's
+		// tools are no longer what it was started (and approved) with.
+		return seg.settle(ctx, runs.StatusFailed, loop.ReasonToolChanged, "client tools: "+err.Error(), nil)
+	}
 
 	var out loop.Outcome
 	// The run's state says how to continue, whichever job brought us here
@@ -119,6 +127,13 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		return seg.fail(ctx, err, out)
 	}
 	return seg.finish(ctx, out)
+}
+
+func (w *Worker) toolResultsTTL() time.Duration {
+	if w.ToolResultsTTL > 0 {
+		return w.ToolResultsTTL
+	}
+	return DefaultToolResultsTTL
 }
 
 func (w *Worker) approvalTTL() time.Duration {
@@ -146,8 +161,8 @@ var errLeaseLost = errors.New("lease lost")
 func (s *segmentRun) hooks() loop.Hooks {
 	return loop.Hooks{
 		OnStep: func(ctx context.Context, st loop.Step) error {
-			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended || st.Kind == loop.StepResumed {
-				return nil // recorded by Settle, Suspend and Claim themselves
+			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended || st.Kind == loop.StepResumed || st.Kind == loop.StepHandedOver {
+				return nil // recorded by Settle, Suspend, HandOver and Claim themselves
 			}
 			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
 				return s.w.Store.RecordStep(ctx, cur, s.owner, st)
@@ -197,18 +212,30 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 		s.settled = true
 		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
 	}
-	if s.cur.Decision == nil {
+	var out loop.Outcome
+	switch {
+	case state.HandOver != nil:
+		// The caller's results of the handed-over client calls.
+		results, lerr := s.w.Store.LoadToolResults(ctx, s.cur)
+		if lerr != nil {
+			s.log.ErrorContext(ctx, "tool results unusable", "err", lerr)
+			s.settled = true
+			return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(lerr), &state.Counters)
+		}
+		out, err = runner.ResumeWithResults(ctx, state, results)
+	case s.cur.Decision == nil:
 		s.settled = true
 		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the run has no decision to resume with", nil)
+	default:
+		d := *s.cur.Decision
+		d.Decider = s.cur.DecidedBy
+		out, err = runner.Resume(ctx, state, d)
 	}
-	d := *s.cur.Decision
-	d.Decider = s.cur.DecidedBy
-	out, err := runner.Resume(ctx, state, d)
 	switch {
 	case errors.Is(err, loop.ErrToolChanged):
 		s.settled = true
 		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonToolChanged, err.Error(), &state.Counters)
-	case errors.Is(err, loop.ErrSchemaVersion), errors.Is(err, loop.ErrDigestMismatch), errors.Is(err, loop.ErrInvalidDecision):
+	case errors.Is(err, loop.ErrSchemaVersion), errors.Is(err, loop.ErrDigestMismatch), errors.Is(err, loop.ErrInvalidDecision), errors.Is(err, loop.ErrInvalidResults):
 		s.settled = true
 		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), &state.Counters)
 	}
@@ -240,6 +267,9 @@ func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
 	}
 	if out.Kind == loop.OutcomeSuspended {
 		return s.suspend(ctx, out)
+	}
+	if out.Kind == loop.OutcomeAwaitingResults {
+		return s.handOver(ctx, out)
 	}
 	status := runs.StatusCompleted
 	if out.Reason != loop.ReasonCompleted {
@@ -344,6 +374,28 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	if _, err := s.w.Store.RecordNotification(ctx, s.cur, notice); err != nil {
 		s.log.WarnContext(ctx, "record notification", "err", err)
 	}
+	return nil
+}
+
+// handOver records the hand-over of the turn's client calls: the run waits
+// for the caller's results until the deadline.
+func (s *segmentRun) handOver(ctx context.Context, out loop.Outcome) error {
+	st := out.Suspended
+	deadline := s.w.now().Add(s.req.ToolResultsTTL(s.w.toolResultsTTL()))
+	next, err := s.w.Store.HandOver(ctx, s.cur, s.owner, runs.HandOff{State: st, Deadline: deadline})
+	switch runs.ErrorCode(err) {
+	case "":
+	case runs.EInvalid:
+		s.log.ErrorContext(ctx, "hand-over refused", "err", err)
+		return s.settle(ctx, runs.StatusFailed, loop.ReasonInternalError, runs.ErrorMessage(err), &st.Counters)
+	case runs.EConflict:
+		s.log.WarnContext(ctx, "hand-over refused: the run was taken or cancelled", "reason", runs.ErrorMessage(err))
+		return nil
+	default:
+		return fmt.Errorf("hand over run %s: %w", s.cur.ID, err)
+	}
+	s.cur = next
+	s.log.InfoContext(ctx, "client calls handed over", "tool_results_id", st.SuspensionID, "client_calls", len(st.HandOver.Calls))
 	return nil
 }
 

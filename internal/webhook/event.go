@@ -26,14 +26,10 @@ const (
 	EventExpired               EventType = "run.expired"
 )
 
-// statusWaitingForToolResults is the status client tools will add to runs
-// (issue #13, second half); until then no run reaches it.
-const statusWaitingForToolResults runs.Status = "WAITING_FOR_TOOL_RESULTS"
-
 // eventStatus maps each event type to the run status it reports.
 var eventStatus = map[EventType]runs.Status{
 	EventWaitingForApproval:    runs.StatusWaiting,
-	EventWaitingForToolResults: statusWaitingForToolResults,
+	EventWaitingForToolResults: runs.StatusWaitingForToolResults,
 	EventCompleted:             runs.StatusCompleted,
 	EventFailed:                runs.StatusFailed,
 	EventCancelled:             runs.StatusCancelled,

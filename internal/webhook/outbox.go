@@ -33,6 +33,8 @@ func Outbound(links func(runID string) map[string]string) runs.OutboundFunc {
 		switch {
 		case next.Status == runs.StatusWaiting:
 			data.SuspensionID, data.Deadline = next.SuspensionID, next.ApprovalDeadline
+		case next.Status == runs.StatusWaitingForToolResults && next.HandOver != nil:
+			data.ToolResultsID, data.Deadline = next.HandOver.ID, next.HandOver.Deadline
 		case next.Status.Terminal():
 			data.Reason = next.Reason
 		}

@@ -1,0 +1,15 @@
+//go:build integration
+
+package apitest_test
+
+import "testing"
+
+// The client-tool tests on DynamoDB+S3 (AWS_ENDPOINT_URL: moto or
+// LocalStack): the hand-over and the results travel on the DynamoDB run row
+// and S3 blobs, the deadline through the due index. On moto the DynamoDB
+// requests are put on the wire one at a time (awstest: moto's
+// TransactWriteItems is not atomic under concurrent requests), so the 20
+// concurrent submissions still race read, check and conditional write
+// against each other, but each request reaches the emulator alone.
+func TestClientToolsStoryOnAWS(t *testing.T)  { runClientToolsStory(t, onAWS(t)) }
+func TestClientToolsExpireOnAWS(t *testing.T) { runClientToolsExpire(t, onAWS(t)) }

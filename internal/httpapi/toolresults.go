@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentgate/agentgate/internal/identity"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/routes"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/service"
+)
+
+// ToolResultsView is what a run waiting for tool results hands its caller
+// (only while WAITING_FOR_TOOL_RESULTS).
+type ToolResultsView struct {
+	ToolResultsID string           `json:"tool_results_id"`
+	Deadline      time.Time        `json:"deadline"`
+	Calls         []ClientCallView `json:"calls"`
+}
+
+// ClientCallView is one handed-over call: its id, tool and final (possibly
+// edited) input.
+type ClientCallView struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+func toolResultsView(r *runs.Run) *ToolResultsView {
+	if r.Status != runs.StatusWaitingForToolResults || r.HandOver == nil {
+		return nil
+	}
+	v := &ToolResultsView{ToolResultsID: r.HandOver.ID, Deadline: r.HandOver.Deadline, Calls: make([]ClientCallView, len(r.HandOver.Calls))}
+	for i, c := range r.HandOver.Calls {
+		v.Calls[i] = ClientCallView{ID: c.ID, Name: c.Name, Input: c.Input}
+	}
+	return v
+}
+
+// ToolResultsBody is the body of POST /runs/{id}/tool-results.
+type ToolResultsBody struct {
+	ToolResultsID string              `json:"tool_results_id"`
+	Results       []loop.ClientResult `json:"results"`
+}
+
+// submitToolResults records the caller's results of the handed-over calls
+// (one conditional write: of concurrent submissions exactly one wins) and
+// dispatches the resume worker.
+func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
+	who, err := requireIdentity(req)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	var b ToolResultsBody
+	if err := decodeJSON(req, routes.MaxToolResultsBody, &b); err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	r, err := a.Store.Get(ctx, id)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	if err := runs.MaySubmitResults(a.Directory, r, who); err != nil {
+		var ref *identity.Refusal
+		if errors.As(err, &ref) {
+			a.log().Info("tool results refused", "run_id", r.ID, "submitter", who, "reason", ref.Reason)
+			return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "%s", ref.Message)
+		}
+		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "the tool results cannot be authorized")
+	}
+	if r.Status.Terminal() {
+		return events.APIGatewayProxyResponse{}, errorf(runs.EConflict, "run %s is %s; nothing waits for tool results", r.ID, r.Status)
+	}
+	next, err := a.Store.SubmitToolResults(ctx, r, runs.ToolResults{ID: b.ToolResultsID, Submitter: who, Results: b.Results})
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	log := a.log().With("run_id", r.ID)
+	log.InfoContext(ctx, "tool results recorded", "tool_results_id", b.ToolResultsID, "results", len(b.Results))
+	if err := a.Dispatch.Dispatch(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}); err != nil {
+		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
+	}
+	return jsonResponse(http.StatusAccepted, viewOf(next)), nil
+}
