@@ -113,7 +113,9 @@ func TestClientToolClashAtResumeEndsRun(t *testing.T) {
 	e.worker.Runner = func(h loop.Hooks) *loop.Runner {
 		r := prev(h)
 		tb, err := r.Tools.With(&loop.FuncTool{Def: loop.Definition{Name: "lookup", Effect: loop.EffectRead},
-			CallFunc: func(context.Context, json.RawMessage) (loop.Result, error) { return loop.Result{Content: "server"}, nil }})
+			CallFunc: func(context.Context, json.RawMessage) (loop.Result, error) {
+				return loop.Result{Content: "server"}, nil
+			}})
 		require.NoError(t, err)
 		r.Tools = tb
 		return r
