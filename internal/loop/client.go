@@ -177,6 +177,16 @@ func (r *Runner) ResumeWithResults(ctx context.Context, state *SuspendedState, r
 	return s.loop(ctx)
 }
 
+// hasClientCall reports whether a planned turn calls a client tool.
+func (s *segment) hasClientCall(calls []PendingCall) bool {
+	for _, c := range calls {
+		if t, ok := s.r.Tools.Lookup(c.Name); ok && c.Rejected == "" && t.Definition().Client {
+			return true
+		}
+	}
+	return false
+}
+
 // handOver ends the segment with the turn's client calls handed to the
 // caller: the state holds the turn, the other calls' results and the
 // handed-over calls under a new id (the tool-results id).

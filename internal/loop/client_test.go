@@ -3,6 +3,7 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -349,4 +350,22 @@ func TestClientToolNoApprovalIsIgnored(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, loop.OutcomeSuspended, out.Kind)
 	assert.True(t, strings.HasPrefix(out.Suspended.SuspensionID, "susp-"))
+}
+
+// TestTooManyClientCallsAreNotHandedOver: a turn whose results would wait
+// in the state is held like one that needs approval: at most
+// loop.MaxHeldCalls calls, else none is handed over and the model is told.
+func TestTooManyClientCallsAreNotHandedOver(t *testing.T) {
+	var blocks []loop.Block
+	for i := range loop.MaxHeldCalls + 1 {
+		blocks = append(blocks, use(fmt.Sprintf("c%d", i), "lookup_stock", `{"sku":"A"}`))
+	}
+	r, _ := clientRunner(t, &execLog{}, asst(blocks...), asst(say("fewer then")))
+	out, err := r.Run(context.Background(), request("look"))
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+	res, ok := resultFor(out.Transcript, "c0")
+	require.True(t, ok)
+	assert.Contains(t, res.Content, "executed by the caller")
+	checkTranscript(t, out.Transcript)
 }

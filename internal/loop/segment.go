@@ -133,12 +133,13 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 			return s.finish(ctx, ReasonBudgetExhausted, fmt.Sprintf("token budget of %d used", s.opts.MaxTokens))
 		}
 		calls := s.plan(ctx, uses)
-		if needsApprovalIn(calls) && len(calls) > MaxHeldCalls {
-			// Too many calls to hold for approval: run none and say why.
+		if (needsApprovalIn(calls) || s.hasClientCall(calls)) && len(calls) > MaxHeldCalls {
+			// Too many calls to hold for approval or for the caller's
+			// results: run none and say why.
 			results := make([]Block, 0, len(calls))
 			for _, c := range calls {
 				results = append(results, ToolResultBlock(c.ID, ErrorResult(
-					"not executed: this turn has %d tool calls and some need approval; a turn that needs approval may hold at most %d calls. Make fewer calls per turn.",
+					"not executed: this turn has %d tool calls and some need approval or are executed by the caller; such a turn may hold at most %d calls. Make fewer calls per turn.",
 					len(calls), MaxHeldCalls)))
 			}
 			s.tr.Messages = append(s.tr.Messages, Message{Role: RoleUser, Content: results})
