@@ -151,9 +151,14 @@ func TestErrors(t *testing.T) {
 			return err
 		}, 422, client.CodeUnprocessable},
 		{"start: planned field", func() error {
-			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, ToolResultsTTLSeconds: 60})
+			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, RequiredApprovals: 2})
 			return err
 		}, 400, client.CodeBadRequest},
+		{"start: a client tool named like a builtin", func() error {
+			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"},
+				ClientTools: []client.ClientTool{{Name: "read_document", Effect: client.EffectRead, InputSchema: []byte(`{"type":"object"}`)}}})
+			return err
+		}, 422, client.CodeUnprocessable},
 		{"start: unknown token", func() error {
 			_, err := stranger.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}})
 			return err
@@ -184,8 +189,16 @@ func TestErrors(t *testing.T) {
 		{"decide: unknown run", func() error { _, err := bob.Decide(ctx, "nope", client.ApproveTurn(digest)); return err }, 404, client.CodeNotFound},
 		{"cancel: not a party", func() error { _, err := carol.Cancel(ctx, run.ID); return err }, 403, client.CodeForbidden},
 		{"cancel: unknown run", func() error { _, err := alice.Cancel(ctx, "nope"); return err }, 404, client.CodeNotFound},
-		{"tool results: not yet a route", func() error {
+		{"tool results: the run waits for approval", func() error {
 			_, err := alice.SubmitToolResults(ctx, run.ID, client.ToolResults{ToolResultsID: "x", Results: []client.ToolResult{{CallID: "c", Content: "ok"}}})
+			return err
+		}, 409, client.CodeConflict},
+		{"tool results: not the initiator", func() error {
+			_, err := carol.SubmitToolResults(ctx, run.ID, client.ToolResults{ToolResultsID: "x", Results: []client.ToolResult{{CallID: "c", Content: "ok"}}})
+			return err
+		}, 403, client.CodeForbidden},
+		{"tool results: unknown run", func() error {
+			_, err := alice.SubmitToolResults(ctx, "nope", client.ToolResults{ToolResultsID: "x", Results: []client.ToolResult{{CallID: "c", Content: "ok"}}})
 			return err
 		}, 404, client.CodeNotFound},
 		{"inbox: a cursor of another inbox", func() error {

@@ -116,8 +116,8 @@ func ExampleClient_Cancel() {
 	fmt.Println(run.Status)
 }
 
-// Client tools (planned, issue #13): execute the calls handed over and
-// submit one result per call.
+// Client tools: execute the calls handed over and submit one result per
+// call.
 func ExampleClient_SubmitToolResults() {
 	ctx := context.Background()
 	c, _ := client.New("http://127.0.0.1:8080", client.WithBearerToken(os.Getenv("AGENTGATE_TOKEN")))

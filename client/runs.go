@@ -103,9 +103,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (*Run, error) {
 	return &r, nil
 }
 
-// SubmitToolResults submits the results of a run's client-tool calls (POST
-// /runs/{id}/tool-results; planned, issue #13: servers answer 404 until it
-// lands).
+// SubmitToolResults submits the results of a run's handed-over client-tool
+// calls (POST /runs/{id}/tool-results): exactly one per call of
+// Run.ToolResults, for its ToolResultsID. It returns the run (RESUMING);
+// of concurrent submissions exactly one wins, the others get a 409 Error.
+// Only the initiator or a tool executor of the run may submit (403).
 func (c *Client) SubmitToolResults(ctx context.Context, id string, res ToolResults) (*Run, error) {
 	var r Run
 	if err := c.do(ctx, "POST", "/runs/"+url.PathEscape(id)+"/tool-results", res, &r); err != nil {

@@ -20,7 +20,8 @@ const (
 	StatusCancelled Status = "CANCELLED"
 	StatusExpired   Status = "EXPIRED"
 	// StatusWaitingForToolResults: the run waits for the caller to execute
-	// its client tools and submit the results (planned, issue #13).
+	// its client tools and submit the results (Run.ToolResults,
+	// Client.SubmitToolResults).
 	StatusWaitingForToolResults Status = "WAITING_FOR_TOOL_RESULTS"
 )
 
@@ -72,7 +73,9 @@ type Message struct {
 	Content []Block `json:"content"`
 }
 
-// ClientTool is a tool the caller executes itself (planned, issue #13).
+// ClientTool is a tool the caller executes itself: the model calls it like
+// any tool, behind the same approval gate, and its approved calls are
+// handed to the caller (Run.ToolResults).
 type ClientTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
@@ -108,8 +111,9 @@ type StartRunRequest struct {
 	FourEyes *bool             `json:"four_eyes,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 
-	// ClientTools, ToolResultsTTLSeconds and ToolExecutors declare tools the
-	// caller executes (planned, issue #13: servers refuse them until then).
+	// ClientTools are tools the caller executes; ToolResultsTTLSeconds is
+	// how long it has to submit their results (10 s to 7 days; 0: 1 h);
+	// ToolExecutors may submit them besides the initiator.
 	ClientTools           []ClientTool `json:"client_tools,omitempty"`
 	ToolResultsTTLSeconds int64        `json:"tool_results_ttl_seconds,omitempty"`
 	ToolExecutors         []string     `json:"tool_executors,omitempty"`
@@ -272,15 +276,17 @@ type Vote struct {
 	Via    string    `json:"via"`
 }
 
-// ClientCall is a client-tool call handed to the caller (planned, #13).
+// ClientCall is a client-tool call handed to the caller, with its final
+// (possibly edited) input.
 type ClientCall struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
 }
 
-// PendingToolResults are the client calls the caller must execute
-// (planned, issue #13).
+// PendingToolResults are the client calls the caller must execute (only
+// while WAITING_FOR_TOOL_RESULTS), the id to submit their results for and
+// the deadline.
 type PendingToolResults struct {
 	ToolResultsID string       `json:"tool_results_id"`
 	Deadline      time.Time    `json:"deadline"`
@@ -307,8 +313,10 @@ type Run struct {
 	// Webhook is the run's webhook subscription (nil: none).
 	Webhook *WebhookSubscription `json:"webhook,omitempty"`
 
-	// ToolResults, Votes and VotesNeeded are planned (#13, #14).
+	// ToolResults are the client calls to execute (only while
+	// WAITING_FOR_TOOL_RESULTS).
 	ToolResults *PendingToolResults `json:"tool_results,omitempty"`
+	// Votes and VotesNeeded are planned (#14).
 	Votes       []Vote              `json:"votes,omitempty"`
 	VotesNeeded *int                `json:"votes_needed,omitempty"`
 }
@@ -347,7 +355,8 @@ type ToolResult struct {
 	IsError bool   `json:"is_error,omitempty"`
 }
 
-// ToolResults is the body of POST /runs/{id}/tool-results (planned, #13).
+// ToolResults is the body of POST /runs/{id}/tool-results: exactly one
+// result per handed-over call, for the run's current tool-results id.
 type ToolResults struct {
 	ToolResultsID string       `json:"tool_results_id"`
 	Results       []ToolResult `json:"results"`

@@ -275,6 +275,12 @@ func writeRun(w io.Writer, r *client.Run) {
 			fmt.Fprintf(w, "  - %s %s (%s, %s)\n", call.ID, call.Tool, call.Effect, need)
 		}
 	}
+	if tr := r.ToolResults; tr != nil {
+		fmt.Fprintf(w, "tool calls %d for you to execute, tool-results id %s, deadline %s\n", len(tr.Calls), tr.ToolResultsID, until(tr.Deadline))
+		for _, call := range tr.Calls {
+			fmt.Fprintf(w, "  - %s %s %s\n", call.ID, call.Name, call.Input)
+		}
+	}
 	if d := r.Decision; d != nil {
 		what := string(d.Decision.Action)
 		if what == "" {

@@ -16,7 +16,7 @@ import (
 
 func init() {
 	commands["runs"] = command{
-		summary: "start, inspect, wait for, decide and cancel runs through the API",
+		summary: "start, inspect, wait for, decide, answer (client tools) and cancel runs through the API",
 		run: func(ctx context.Context, args []string, stdout io.Writer) error {
 			return runGroup(ctx, "runs", runsVerbs(), args, stdout)
 		},
@@ -36,7 +36,7 @@ func runsVerbs() map[string]subcommand {
 	)
 	return map[string]subcommand{
 		"start": {
-			usage: "--prompt TEXT --approver WHO...", summary: "start a run (prints it QUEUED; --wait waits until it needs a decision or ends)",
+			usage: "--prompt TEXT --approver WHO...", summary: "start a run (prints it QUEUED; --wait waits until it needs a decision or tool results, or ends)",
 			flags: start.register,
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
 				if len(args) > 0 {
@@ -55,7 +55,7 @@ func runsVerbs() map[string]subcommand {
 					return err
 				}
 				if start.wait {
-					if r, err = waitFor(ctx, c, r.ID, start.timeout, []client.Status{client.StatusWaiting}); err != nil && !errors.Is(err, client.ErrRunEnded) {
+					if r, err = waitFor(ctx, c, r.ID, start.timeout, []client.Status{client.StatusWaiting, client.StatusWaitingForToolResults}); err != nil && !errors.Is(err, client.ErrRunEnded) {
 						return err
 					}
 				}
@@ -163,6 +163,7 @@ func runsVerbs() map[string]subcommand {
 				return output(g, w, r, func() { fmt.Fprintf(w, "decision recorded; run %s is %s\n", r.ID, r.Status) })
 			},
 		},
+		"tool-results": toolResultsVerb(),
 		"cancel": {
 			usage: "ID", summary: "cancel a run",
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
@@ -230,8 +231,9 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 type startFlags struct {
 	prompt, promptFile, messagesFile, body string
 	system, model                          string
-	approvers, tools, meta                 listFlag
-	ttl                                    time.Duration
+	approvers, tools, meta, executors      listFlag
+	clientTools                            string
+	ttl, toolResultsTTL                    time.Duration
 	maxIterations, maxOutputTokens         int
 	maxTokens                              int64
 	denialEndsRun, fourEyes, wait          bool
@@ -254,7 +256,10 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.maxOutputTokens, "max-output-tokens", 0, "output tokens per model call")
 	fs.BoolVar(&s.denialEndsRun, "denial-ends-run", false, "a denied call ends the run")
 	fs.BoolVar(&s.fourEyes, "four-eyes", false, "the initiator may not decide")
-	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or ends")
+	fs.StringVar(&s.clientTools, "client-tools", "", "tools you execute yourself: a JSON array of {name, description, input_schema, effect, requires_approval} (- for standard input)")
+	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you (repeatable)")
+	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results (10s to 168h; default 1h)")
+	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or tool results, or ends")
 	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long")
 }
 
@@ -333,6 +338,26 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 	}
 	if s.maxOutputTokens != 0 {
 		req.MaxOutputTokens = s.maxOutputTokens
+	}
+	if s.clientTools != "" {
+		b, err := readInput(s.clientTools)
+		if err != nil {
+			return req, err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req.ClientTools); err != nil {
+			return req, fmt.Errorf("--client-tools: %w", err)
+		}
+	}
+	if len(s.executors) > 0 {
+		req.ToolExecutors = s.executors
+	}
+	if s.toolResultsTTL != 0 {
+		if s.toolResultsTTL%time.Second != 0 {
+			return req, fmt.Errorf("--tool-results-ttl %s: whole seconds only", s.toolResultsTTL)
+		}
+		req.ToolResultsTTLSeconds = int64(s.toolResultsTTL / time.Second)
 	}
 	req.DenialEndsRun = req.DenialEndsRun || s.denialEndsRun
 	if s.fourEyes {

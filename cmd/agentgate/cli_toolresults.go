@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentgate/agentgate/client"
+)
+
+// toolResultsVerb is `agentgate runs tool-results ID --results FILE`: submit
+// the results of the run's handed-over client calls.
+func toolResultsVerb() subcommand {
+	var file, id string
+	return subcommand{
+		usage:   "ID --results FILE [--tool-results-id ID]",
+		summary: "submit the results of the client calls a run handed over (exactly one per call)",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&file, "results", "", `the results as JSON (- for standard input): {"tool_results_id": ..., "results": [{"call_id", "content", "is_error"}]}, or the results array alone (the run's current tool-results id is used)`)
+			fs.StringVar(&id, "tool-results-id", "", "the tool-results id the results answer (overrides the file's)")
+		},
+		run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+			runID, err := oneID(args)
+			if err != nil {
+				return err
+			}
+			if file == "" {
+				return errors.New("give --results FILE")
+			}
+			b, err := readInput(file)
+			if err != nil {
+				return err
+			}
+			sub, err := parseToolResults(b)
+			if err != nil {
+				return fmt.Errorf("--results: %w", err)
+			}
+			if id != "" {
+				sub.ToolResultsID = id
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if sub.ToolResultsID == "" {
+				r, err := c.Run(ctx, runID)
+				if err != nil {
+					return err
+				}
+				if r.ToolResults == nil {
+					return fmt.Errorf("run %s is %s: it does not wait for tool results", runID, r.Status)
+				}
+				sub.ToolResultsID = r.ToolResults.ToolResultsID
+			}
+			r, err := c.SubmitToolResults(ctx, runID, sub)
+			if err != nil {
+				if client.ErrorCode(err) == client.CodeConflict {
+					return fmt.Errorf("%w\nthe run no longer waits for these results (submitted already, or handed over again): look with `agentgate runs get %s`", err, runID)
+				}
+				return err
+			}
+			return output(g, w, r, func() {
+				fmt.Fprintf(w, "%d result(s) recorded; run %s is %s\n", len(sub.Results), r.ID, r.Status)
+			})
+		},
+	}
+}
+
+// parseToolResults reads a submission, or a bare array of results.
+func parseToolResults(b []byte) (client.ToolResults, error) {
+	var sub client.ToolResults
+	trimmed := bytes.TrimSpace(b)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sub.Results); err != nil {
+			return sub, err
+		}
+		return sub, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(trimmed)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sub); err != nil {
+		return sub, err
+	}
+	return sub, nil
+}

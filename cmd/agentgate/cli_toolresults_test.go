@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/client"
+	"github.com/agentgate/agentgate/internal/apispec"
+)
+
+// clientToolCLIScript hands the caller's lookup over at once (a read), then
+// finishes with what it was told.
+const clientToolCLIScript = `{"turns":[
+ {"content":[{"type":"tool_use","id":"c1","name":"lookup","input":{"sku":"A"}},
+             {"type":"tool_use","id":"c2","name":"lookup","input":{"sku":"B"}}]},
+ {"content":[{"type":"text","text":"stock looked up"}]}]}`
+
+// startCLIEnvScripted is startCLIEnv with a scripted model.
+func startCLIEnvScripted(t *testing.T, script string) *cliEnv {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := startLocal(context.Background(), serveOptions{
+		addr: "127.0.0.1:0", dir: dir, tokens: cliTokens, mailOut: io.Discard, model: "scripted:" + file,
+		logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	v := apispec.MustValidator(t)
+	prev, prevTerm, prevIn := cliHTTPClient, cliIsTerminal, cliStdin
+	cliHTTPClient = &http.Client{Transport: v.Transport(t, nil), Timeout: 30 * time.Second}
+	cliIsTerminal, cliStdin = func(any) bool { return false }, strings.NewReader("")
+	t.Cleanup(func() { cliHTTPClient, cliIsTerminal, cliStdin = prev, prevTerm, prevIn })
+	return &cliEnv{t: t, url: s.URL}
+}
+
+func TestCLIToolResults(t *testing.T) {
+	e := startCLIEnvScripted(t, clientToolCLIScript)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tools := write("tools.json", `[{"name":"lookup","description":"stock","effect":"read","input_schema":{"type":"object","properties":{"sku":{"type":"string"}}}}]`)
+	r := e.runJSON("alice", "runs", "start", "--prompt", "look up A and B", "--approver", "bob",
+		"--client-tools", tools, "--tool-executor", "carol", "--tool-results-ttl", "10m", "--wait")
+	if r.Status != client.StatusWaitingForToolResults || r.ToolResults == nil || len(r.ToolResults.Calls) != 2 {
+		t.Fatalf("run %s is %s (%+v), want it waiting for tool results", r.ID, r.Status, r.ToolResults)
+	}
+	trID := r.ToolResults.ToolResultsID
+	bare := write("bare.json", `[{"call_id":"c1","content":"3 of A"},{"call_id":"c2","content":"no B","is_error":true}]`)
+	missing := write("missing.json", `[{"call_id":"c1","content":"3 of A"}]`)
+	stale := write("stale.json", `{"tool_results_id":"other","results":[{"call_id":"c1","content":"x"},{"call_id":"c2","content":"y"}]}`)
+	unknown := write("unknown.json", `[{"call_id":"c1","content":"x","colour":"red"}]`)
+	tests := []struct {
+		name      string
+		who       string
+		args      []string
+		code      int
+		out, serr string
+	}{
+		{"get shows the calls", "carol", []string{"runs", "get", r.ID}, 0, "tool-results id " + trID, ""},
+		{"get shows an input", "alice", []string{"runs", "get", r.ID}, 0, `c2 lookup {"sku":"B"}`, ""},
+		{"wait for it", "alice", []string{"runs", "wait", r.ID, "--status", "waiting_for_tool_results"}, 0, "WAITING_FOR_TOOL_RESULTS", ""},
+		{"no file", "alice", []string{"runs", "tool-results", r.ID}, 1, "", "--results"},
+		{"no id", "alice", []string{"runs", "tool-results", "--results", bare}, 1, "", "give the run id"},
+		{"unknown field in the file", "alice", []string{"runs", "tool-results", r.ID, "--results", unknown}, 1, "", "--results"},
+		{"a result missing", "alice", []string{"runs", "tool-results", r.ID, "--results", missing}, 1, "", "HTTP 422 unprocessable"},
+		{"a stale id", "alice", []string{"runs", "tool-results", r.ID, "--results", stale}, 1, "", "HTTP 409 conflict"},
+		{"not a tool executor", "bob", []string{"runs", "tool-results", r.ID, "--results", bare}, 1, "", "HTTP 403 forbidden"},
+		{"unauthenticated", "stranger", []string{"runs", "tool-results", r.ID, "--results", bare}, 1, "", "HTTP 401"},
+		{"an unknown run", "alice", []string{"runs", "tool-results", "nope", "--results", bare}, 1, "", "HTTP 404"},
+		{"submit", "carol", []string{"runs", "tool-results", r.ID, "--results", bare}, 0, "2 result(s) recorded", ""},
+		{"submit again", "carol", []string{"runs", "tool-results", r.ID, "--results", bare, "--tool-results-id", trID}, 1, "", "HTTP 409"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, serr := e.cli(tt.who, tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.out) || !strings.Contains(serr, tt.serr) {
+				t.Errorf("agentgate %v: exit %d (want %d)\nstdout: %s\nstderr: %s\nwant stdout ⊇ %q, stderr ⊇ %q", tt.args, code, tt.code, out, serr, tt.out, tt.serr)
+			}
+		})
+	}
+	done := e.runJSON("alice", "runs", "wait", r.ID)
+	if done.Status != client.StatusCompleted || done.Output == nil || done.Output.Text != "stock looked up" {
+		t.Errorf("done: %+v", done)
+	}
+}
