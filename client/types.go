@@ -317,8 +317,8 @@ type Run struct {
 	// WAITING_FOR_TOOL_RESULTS).
 	ToolResults *PendingToolResults `json:"tool_results,omitempty"`
 	// Votes and VotesNeeded are planned (#14).
-	Votes       []Vote              `json:"votes,omitempty"`
-	VotesNeeded *int                `json:"votes_needed,omitempty"`
+	Votes       []Vote `json:"votes,omitempty"`
+	VotesNeeded *int   `json:"votes_needed,omitempty"`
 }
 
 // WebhookSubscription is where a run's caller is told about the run; the
