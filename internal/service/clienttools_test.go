@@ -57,7 +57,7 @@ func TestHandedOverRunResumesAfterLostDispatchAndLostWorker(t *testing.T) {
 	assert.Equal(t, e.clock.Now().Add(2*time.Minute).Truncate(time.Millisecond), got.HandOver.Deadline, "the request's window")
 	assert.Nil(t, got.Decision)
 
-	got, err := e.store.SubmitToolResults(ctx, got, runs.ToolResults{ID: got.HandOver.ID, Submitter: "alice", Results: []loop.ClientResult{{CallID: "c1", Content: "3"}}})
+	_, err := e.store.SubmitToolResults(ctx, got, runs.ToolResults{ID: got.HandOver.ID, Submitter: "alice", Results: []loop.ClientResult{{CallID: "c1", Content: "3"}}})
 	require.NoError(t, err)
 	// The dispatch is lost; the sweep re-dispatches a resume job.
 	e.clock.Advance(3 * time.Minute)
