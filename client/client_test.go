@@ -150,10 +150,10 @@ func TestErrors(t *testing.T) {
 			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, Model: "gpt-huge"})
 			return err
 		}, 422, client.CodeUnprocessable},
-		{"start: planned field", func() error {
+		{"start: a quorum the approvers cannot meet", func() error {
 			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, RequiredApprovals: 2})
 			return err
-		}, 400, client.CodeBadRequest},
+		}, 422, client.CodeUnprocessable},
 		{"start: a client tool named like a builtin", func() error {
 			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"},
 				ClientTools: []client.ClientTool{{Name: "read_document", Effect: client.EffectRead, InputSchema: []byte(`{"type":"object"}`)}}})

@@ -58,7 +58,7 @@ func TestValidatorCatches(t *testing.T) {
 		{"invalid request accepted", exchange(t, "POST", "/runs", `{"prompt":"x"}`, 202, apiHeaders("Location", "/runs/r1"), runJSON), "refuses this request but the server accepted it"},
 		{"invalid request refused", exchange(t, "POST", "/runs", `{"prompt":"x"}`, 422, apiHeaders(), errBody("unprocessable")), ""},
 		{"valid request called malformed", exchange(t, "POST", "/runs", start, 400, apiHeaders(), errBody("bad_request")), "refused it as malformed"},
-		{"planned field accepted", exchange(t, "POST", "/runs", `{"prompt":"x","approvers":["bob"],"required_approvals":2}`, 202,
+		{"unknown field accepted", exchange(t, "POST", "/runs", `{"prompt":"x","approvers":["bob"],"colour":"red"}`, 202,
 			apiHeaders("Location", "/runs/r1"), runJSON), "refuses this request but the server accepted it"},
 		{"planned response field", exchange(t, "GET", "/runs/r1", "", 200, apiHeaders(),
 			strings.Replace(runJSON, `"version":1`, `"version":1,"votes_needed":1`, 1)), "does not describe this response"},
