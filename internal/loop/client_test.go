@@ -369,3 +369,23 @@ func TestTooManyClientCallsAreNotHandedOver(t *testing.T) {
 	assert.Contains(t, res.Content, "executed by the caller")
 	checkTranscript(t, out.Transcript)
 }
+
+// TestPolicyAppliesToClientTools: the deployment's policy sees a client
+// call like any call: a deny never hands it over (the model gets the
+// denial), an allow hands a client write over without asking anyone.
+func TestPolicyAppliesToClientTools(t *testing.T) {
+	r, _ := clientRunner(t, &execLog{}, asst(use("c1", "place_order", `{"sku":"A","qty":1}`), use("c2", "lookup_stock", `{"sku":"A"}`)), asst(say("ok")))
+	r.Policy = func(_ context.Context, q loop.PolicyQuery) loop.Verdict {
+		if q.Call.Name == "lookup_stock" {
+			return loop.Verdict{Action: loop.VerdictDeny, Rule: "no-stock", Message: "stock is private"}
+		}
+		return loop.Verdict{Action: loop.VerdictAllow, Rule: "orders-ok"}
+	}
+	out, err := r.Run(context.Background(), request("order"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeAwaitingResults, out.Kind, "the allowed write is handed over at once")
+	ho := out.Suspended.HandOver
+	require.Len(t, ho.Calls, 1)
+	assert.Equal(t, "c1", ho.Calls[0].ID)
+	assert.Contains(t, ho.Results["c2"].Content, "stock is private")
+}
