@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentgate/agentgate/client"
 	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/clocktest"
 )
 
 // newClient returns a client for principal on s, its traffic validated
@@ -115,8 +116,8 @@ func TestRunLifecycle(t *testing.T) {
 // TestErrors goes through every route's errors: one typed error with the
 // API's status and code.
 func TestErrors(t *testing.T) {
-	clk := &clock{}
-	s := apitest.Start(t, apitest.Options{Now: clk.now})
+	clk := clocktest.New(time.Now().UTC())
+	s := apitest.Start(t, apitest.Options{Now: clk.Now})
 	alice, bob, carol := newClient(t, s, "alice"), newClient(t, s, "bob"), newClient(t, s, "carol")
 	ctx := ctx(t)
 	run, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "update", Approvers: []string{"bob"}, ApprovalTTLSeconds: 600})
@@ -218,7 +219,7 @@ func TestErrors(t *testing.T) {
 
 	// Past the deadline a decision is gone; a cancelled run cannot be
 	// cancelled again, and Wait for a status it will never reach ends.
-	clk.advance(11 * time.Minute)
+	clk.Advance(11 * time.Minute)
 	_, err = bob.Decide(ctx, run.ID, client.ApproveTurn(digest))
 	checkAPIError(t, err, 410, client.CodeGone)
 	if _, err := alice.Cancel(ctx, run.ID); err != nil {
@@ -247,12 +248,6 @@ func checkAPIError(t *testing.T, err error, status int, code string) {
 		t.Errorf("ErrorCode: got %q, want %q", client.ErrorCode(err), code)
 	}
 }
-
-// clock is a settable test clock.
-type clock struct{ offset atomic.Int64 }
-
-func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // TestWaitRetriesTransientErrors: throttling and 5xx are retried, a 4xx
 // ends the wait, and the context bounds it.

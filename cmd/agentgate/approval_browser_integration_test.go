@@ -82,7 +82,7 @@ func TestApprovalLinkInBrowserDenyWithReason(t *testing.T) {
 	demo, err := scripted.Parse(demoScript)
 	require.NoError(t, err)
 	model := &recordingModel{model: demo}
-	ls := startClockedServer(t, &fakeClock{now: time.Now().UTC().Truncate(time.Second)}, model)
+	ls := startModelServer(t, model)
 	run, link := ls.suspend(nil)
 	before := ls.documentText("pages/pricing.md")
 

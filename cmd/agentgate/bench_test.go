@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/apitest"
 	"github.com/agentgate/agentgate/internal/gateway"
 )
 
@@ -86,9 +85,7 @@ func BenchmarkRunDecisionCycleClients(b *testing.B) {
 
 // cycleBench drives one local server over HTTP with a keep-alive client.
 type cycleBench struct {
-	base         string
-	client       *http.Client
-	alice, bob   string
+	alice, bob   *apitest.Caller
 	pollInterval time.Duration
 }
 
@@ -110,9 +107,11 @@ func startCycleBench(b *testing.B) *cycleBench {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	b.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	return &cycleBench{
-		base: s.URL, client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		alice: alice, bob: bob, pollInterval: time.Millisecond,
+		alice:        &apitest.Caller{URL: s.URL, Token: alice, HTTP: hc},
+		bob:          &apitest.Caller{URL: s.URL, Token: bob, HTTP: hc},
+		pollInterval: time.Millisecond,
 	}
 }
 
@@ -141,7 +140,7 @@ func (l *cycleLatency) report(b *testing.B) {
 func (c *cycleBench) cycle(lat *cycleLatency) error {
 	var run runView
 	t0 := time.Now()
-	err := c.do("POST", "/runs", c.alice, map[string]any{
+	err := c.alice.DoJSON(context.Background(), "POST", "/runs", map[string]any{
 		"prompt":    "The Team plan now costs 12 EUR per user and month. Update the pricing page.",
 		"approvers": []string{"bob"},
 	}, http.StatusAccepted, &run)
@@ -157,7 +156,7 @@ func (c *cycleBench) cycle(lat *cycleLatency) error {
 		return fmt.Errorf("run %s is waiting without a pending turn", run.ID)
 	}
 	t0 = time.Now()
-	err = c.do("POST", "/runs/"+run.ID+"/decision", c.bob, map[string]any{
+	err = c.bob.DoJSON(context.Background(), "POST", "/runs/"+run.ID+"/decision", map[string]any{
 		"turn_digest": run.Pending.TurnDigest, "action": "approve",
 	}, http.StatusAccepted, &run)
 	lat.decideNanos.Add(int64(time.Since(t0)))
@@ -174,7 +173,7 @@ func (c *cycleBench) waitFor(id, status string, lat *cycleLatency) (runView, err
 	for {
 		var r runView
 		lat.polls.Add(1)
-		if err := c.do("GET", "/runs/"+id, c.alice, nil, http.StatusOK, &r); err != nil {
+		if err := c.alice.DoJSON(context.Background(), "GET", "/runs/"+id, nil, http.StatusOK, &r); err != nil {
 			return r, err
 		}
 		switch r.Status {
@@ -188,36 +187,4 @@ func (c *cycleBench) waitFor(id, status string, lat *cycleLatency) (runView, err
 		}
 		time.Sleep(c.pollInterval)
 	}
-}
-
-func (c *cycleBench) do(method, path, token string, body any, want int, into any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: read body: %w", method, path, err)
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: got %d, want %d: %s", method, path, resp.StatusCode, want, b)
-	}
-	return json.Unmarshal(b, into)
 }

@@ -5,7 +5,6 @@ package main
 // approval mail read back from the outbox output, and page requests.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,25 +42,6 @@ const (
 // linkWait bounds every poll of the link tests.
 const linkWait = 60 * time.Second
 
-// syncBuffer is a bytes.Buffer safe for the worker goroutines that print
-// approval links while the test reads them.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // linkServer is a local agentgate server for the link tests with the
 // clients to drive it.
 type linkServer struct {
@@ -72,13 +51,9 @@ type linkServer struct {
 	// mail receives the "approval link for <approver>: <link>" lines.
 	mail *syncBuffer
 	logs *syncBuffer
-	// app is the in-process application (nil unless built by
-	// startClockedServer).
-	app *app.Local
 	// handle is the API handler behind the server.
 	handle gateway.Handler
 	alice  *apiClient
-	bob    *apiClient
 }
 
 // linkServerOptions configure startLinkServer.
@@ -117,11 +92,11 @@ func startLinkServer(t *testing.T, o linkServerOptions) *linkServer {
 	return ls
 }
 
-// startClockedServer serves the embedded-default application as startLocal
-// does (same app.OpenLocal, same gateway), but with a clock the test moves
-// and a model of the test's choosing: for expiry and reminders, which
-// startLocal offers no clock for, and to see what the model is sent.
-func startClockedServer(t *testing.T, clock *fakeClock, model loop.Model) *linkServer {
+// startModelServer serves the embedded-default application as startLocal
+// does (same app.OpenLocal, same gateway), with a model of the test's
+// choosing (startLocal takes a model spec only): to see what the model is
+// sent.
+func startModelServer(t *testing.T, model loop.Model) *linkServer {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, seedDocuments(dir))
@@ -129,7 +104,7 @@ func startClockedServer(t *testing.T, clock *fakeClock, model loop.Model) *linkS
 	require.NoError(t, err)
 	ls := &linkServer{t: t, dir: dir, url: "http://" + ln.Addr().String(), mail: &syncBuffer{}, logs: &syncBuffer{}}
 	logger := slog.New(slog.NewJSONHandler(ls.logs, nil))
-	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, BaseURL: ls.url, MailOut: ls.mail, Logger: logger, Now: clock.Now})
+	local, err := app.OpenLocal(app.LocalOptions{Dir: dir, Model: model, BaseURL: ls.url, MailOut: ls.mail, Logger: logger})
 	if err != nil {
 		ln.Close()
 		require.NoError(t, err)
@@ -151,80 +126,19 @@ func startClockedServer(t *testing.T, clock *fakeClock, model loop.Model) *linkS
 		assert.NoError(t, local.Close())
 		ls.dumpLogs()
 	})
-	ls.app, ls.handle = local, local.API.Handle
+	ls.handle = local.API.Handle
 	ls.clients()
 	return ls
 }
 
 func (ls *linkServer) clients() {
 	ls.alice = &apiClient{t: ls.t, base: ls.url, token: linkAliceToken}
-	ls.bob = &apiClient{t: ls.t, base: ls.url, token: linkBobToken}
 }
 
 func (ls *linkServer) dumpLogs() {
 	if ls.t.Failed() {
 		ls.t.Logf("server log:\n%s", ls.logs.String())
 	}
-}
-
-// writeScript writes a scripted model into dir and returns its path.
-func writeScript(t *testing.T, dir, script string) string {
-	t.Helper()
-	path := filepath.Join(dir, "script.json")
-	require.NoError(t, os.WriteFile(path, []byte(script), 0o600))
-	return path
-}
-
-// fakeClock is a clock the test moves forward.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now returns the clock's time.
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Set moves the clock to at.
-func (c *fakeClock) Set(at time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = at
-}
-
-// recordingModel wraps a model and keeps every request it is sent.
-type recordingModel struct {
-	model loop.Model
-	mu    sync.Mutex
-	reqs  []loop.ModelRequest
-}
-
-func (m *recordingModel) Generate(ctx context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
-	m.mu.Lock()
-	m.reqs = append(m.reqs, req)
-	m.mu.Unlock()
-	return m.model.Generate(ctx, req)
-}
-
-// toolResults returns every tool_result block the model was sent for the
-// call id, in the order of the requests.
-func (m *recordingModel) toolResults(callID string) []loop.Block {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []loop.Block
-	for _, req := range m.reqs {
-		for _, msg := range req.Messages {
-			for _, b := range msg.Content {
-				if b.Type == loop.BlockToolResult && b.ToolUseID == callID {
-					out = append(out, b)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // startRun starts a run as alice with the e-mail approver (and bob) and
@@ -304,179 +218,11 @@ func printedLinks(out, approver string) []string {
 	return links
 }
 
-// runJSON is the part of GET /runs/{id} the link tests read.
-type runJSON struct {
-	ID      string `json:"id"`
-	Status  string `json:"status"`
-	Reason  string `json:"termination_reason"`
-	Version int64  `json:"version"`
-	Pending *struct {
-		SuspensionID string    `json:"suspension_id"`
-		TurnDigest   string    `json:"turn_digest"`
-		Deadline     time.Time `json:"deadline"`
-		Calls        []struct {
-			ID            string          `json:"id"`
-			Tool          string          `json:"tool"`
-			Input         json.RawMessage `json:"input"`
-			NeedsApproval bool            `json:"needs_approval"`
-			Preview       string          `json:"preview"`
-		} `json:"calls"`
-	} `json:"pending"`
-	Decision *struct {
-		By       string    `json:"by"`
-		Via      string    `json:"via"`
-		At       time.Time `json:"at"`
-		Decision struct {
-			TurnDigest string `json:"turn_digest"`
-			Action     string `json:"action"`
-			Message    string `json:"message"`
-			Calls      []struct {
-				CallID  string `json:"call_id"`
-				Action  string `json:"action"`
-				Message string `json:"message"`
-			} `json:"calls"`
-		} `json:"decision"`
-	} `json:"decision"`
-	Output json.RawMessage `json:"output"`
-}
-
-// eventJSON is one event of GET /runs/{id}/events.
-type eventJSON struct {
-	Seq   int64           `json:"seq"`
-	Type  string          `json:"type"`
-	Actor string          `json:"actor"`
-	Data  json.RawMessage `json:"data"`
-}
-
-// apiClient calls the REST API with a bearer token.
-type apiClient struct {
-	t     *testing.T
-	base  string
-	token string
-}
-
-// do sends body as JSON, requires status want and decodes the answer into
-// into (nil: ignore it).
-func (c *apiClient) do(method, path string, body any, want int, into any) {
-	c.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(c.t, err)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, rd)
-	require.NoError(c.t, err)
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(c.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(c.t, err)
-	require.Equal(c.t, want, resp.StatusCode, "%s %s: got %d, want %d: %s", method, path, resp.StatusCode, want, b)
-	if into != nil {
-		require.NoError(c.t, json.Unmarshal(b, into), "%s %s: %s", method, path, b)
-	}
-}
-
-// run reads GET /runs/{id}.
-func (c *apiClient) run(id string) runJSON {
-	c.t.Helper()
-	var r runJSON
-	c.do(http.MethodGet, "/runs/"+id, nil, http.StatusOK, &r)
-	return r
-}
-
-// events reads the whole audit trail of run id.
-func (c *apiClient) events(id string) []eventJSON {
-	c.t.Helper()
-	var all []eventJSON
-	after := int64(0)
-	for range 100 {
-		var page struct {
-			Events []eventJSON `json:"events"`
-			Next   *int64      `json:"next"`
-		}
-		c.do(http.MethodGet, fmt.Sprintf("/runs/%s/events?after=%d", id, after), nil, http.StatusOK, &page)
-		all = append(all, page.Events...)
-		if page.Next == nil || len(page.Events) == 0 {
-			return all
-		}
-		after = *page.Next
-	}
-	c.t.Fatalf("run %s: more than 100 event pages", id)
-	return nil
-}
-
-// waitStatus polls run id until it has status (a different terminal status
-// fails at once) and returns it.
-func (c *apiClient) waitStatus(id, status string) runJSON {
-	c.t.Helper()
-	var r runJSON
-	poll(c.t, "run "+id+" "+status, func() bool {
-		r = c.run(id)
-		if r.Status != status && isTerminal(r.Status) {
-			c.t.Fatalf("run %s ended %s/%s while waiting for %s: %s", id, r.Status, r.Reason, status, r.Output)
-		}
-		return r.Status == status
-	})
-	return r
-}
-
-// waitEvent polls the events of run id until one of type typ is there.
-func (c *apiClient) waitEvent(id, typ string) eventJSON {
-	c.t.Helper()
-	var ev eventJSON
-	poll(c.t, "event "+typ+" of run "+id, func() bool {
-		for _, e := range c.events(id) {
-			if e.Type == typ {
-				ev = e
-				return true
-			}
-		}
-		return false
-	})
-	return ev
-}
-
-func isTerminal(status string) bool {
-	switch status {
-	case "COMPLETED", "FAILED", "CANCELLED", "EXPIRED":
-		return true
-	}
-	return false
-}
-
-// poll calls cond every 20 ms until it is true, failing after linkWait.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(linkWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s after %s", what, linkWait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // page is an answer of an approval-link route.
 type page struct {
 	status int
 	header http.Header
 	body   string
-}
-
-var runIDOnPage = regexp.MustCompile(`<dt>Run</dt><dd class="mono">([^<]+)</dd>`)
-
-// runID returns the run id a confirm page shows.
-func (p page) runID() string {
-	if m := runIDOnPage.FindStringSubmatch(p.body); m != nil {
-		return m[1]
-	}
-	return ""
 }
 
 // digest returns the turn digest in the confirm page's form.
@@ -589,43 +335,4 @@ func eventsOf(evs []eventJSON, typ string) []eventJSON {
 		}
 	}
 	return out
-}
-
-// waitEventCount polls the events of run id until n events of type typ are
-// there, and returns all events.
-func (c *apiClient) waitEventCount(id, typ string, n int) []eventJSON {
-	c.t.Helper()
-	var evs []eventJSON
-	poll(c.t, fmt.Sprintf("%d %s events of run %s", n, typ, id), func() bool {
-		evs = c.events(id)
-		return len(eventsOf(evs, typ)) >= n
-	})
-	return evs
-}
-
-// secondLinkFor returns the link mailed to linkApprover for run id that is
-// not old: the mail of a later suspension.
-func (ls *linkServer) secondLinkFor(id, old string) string {
-	ls.t.Helper()
-	var link string
-	poll(ls.t, "a second approval link for run "+id, func() bool {
-		for _, l := range printedLinks(ls.mail.String(), linkApprover) {
-			if l != old && ls.linkRunID(l) == id {
-				link = l
-			}
-		}
-		return link != ""
-	})
-	return link
-}
-
-// linkRunID returns the run id the page behind link shows ("" unless it is
-// a confirm page). A GET never changes state, so reading is harmless.
-func (ls *linkServer) linkRunID(link string) string {
-	ls.t.Helper()
-	p := getPage(ls.t, http.MethodGet, link)
-	if p.status != http.StatusOK {
-		return ""
-	}
-	return p.runID()
 }

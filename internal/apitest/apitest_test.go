@@ -1,19 +1,17 @@
 package apitest_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/apispec"
 	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/clocktest"
 )
 
 // validator is shared by every test of the package, so TestMain can tell
@@ -54,53 +52,25 @@ func start(t *testing.T, o apitest.Options) *apitest.Server {
 	return apitest.Start(t, o)
 }
 
-// call sends one request as principal ("" = no token) and decodes a JSON answer.
+// call sends one request as principal ("" = no token) through c and
+// decodes a JSON answer.
 func call(t *testing.T, s *apitest.Server, c *http.Client, method, path, principal, ctype, body string) (int, map[string]any, http.Header) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, s.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
+	caller := &apitest.Caller{URL: s.URL, HTTP: c}
 	if principal != "" {
-		req.Header.Set("Authorization", "Bearer "+s.Token(principal))
+		caller.Token = s.Token(principal)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
-	}
-	return resp.StatusCode, out, resp.Header
+	r := caller.Call(t, method, path, ctype, body)
+	return r.Status, r.JSON(), r.Header
 }
 
 const jsonCT = "application/json"
 
 func waitStatus(t *testing.T, s *apitest.Server, c *http.Client, id, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, run, _ := call(t, s, c, "GET", "/runs/"+id, "alice", "", "")
-		if run["status"] == want {
-			return run
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s is %v, want %s", id, run["status"], want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var run map[string]any
+	(&apitest.Caller{URL: s.URL, Token: s.Token("alice"), HTTP: c}).WaitStatus(t, id, want, &run)
+	return run
 }
 
 // TestTrafficMatchesSpec drives every route and most errors through the
@@ -191,12 +161,6 @@ func TestTrafficMatchesSpec(t *testing.T) {
 	}
 }
 
-// clock is a settable test clock.
-type clock struct{ offset atomic.Int64 }
-
-func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
-
 func form(kv ...string) string {
 	v := url.Values{}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -210,8 +174,8 @@ const formCT = "application/x-www-form-urlencoded"
 // TestLinkPagesMatchSpec drives the approval-link routes: pages, the form
 // and every page status.
 func TestLinkPagesMatchSpec(t *testing.T) {
-	clk := &clock{}
-	s := start(t, apitest.Options{Now: clk.now})
+	clk := clocktest.New(time.Now().UTC())
+	s := start(t, apitest.Options{Now: clk.Now})
 	c := s.Client(t)
 	newWaiting := func() (id, digest, link string) {
 		t.Helper()
@@ -269,7 +233,7 @@ func TestLinkPagesMatchSpec(t *testing.T) {
 
 	// Past the deadline: the page, the form and the API answer "gone".
 	id, digest, link = newWaiting()
-	clk.advance(11 * time.Minute)
+	clk.Advance(11 * time.Minute)
 	for _, tt := range []struct {
 		name, method, path, who, ctype, body string
 	}{

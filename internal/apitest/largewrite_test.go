@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -65,17 +64,12 @@ func newDocDiff(path, text string) string {
 // get fetches a page or JSON body as principal ("" = none).
 func get(t *testing.T, s *apitest.Server, c *http.Client, method, url, principal string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	require.NoError(t, err)
+	caller := &apitest.Caller{HTTP: c} // url is absolute
 	if principal != "" {
-		req.Header.Set("Authorization", "Bearer "+s.Token(principal))
+		caller.Token = s.Token(principal)
 	}
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	r := caller.Call(t, method, url, "", "")
+	return r.Status, string(r.Body)
 }
 
 var (

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,22 +20,10 @@ import (
 
 	"github.com/agentgate/agentgate/internal/apitest"
 	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
-
-// fakeClock is the application's clock; the sweep's schedule follows it.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // receiver verifies every delivery with the Standard Webhooks reference
 // library (not agentgate's signing code) and fails the first `fail` ones.
@@ -91,19 +78,12 @@ func newSecret(t *testing.T) (string, *webhook.Signer, *standardwebhooks.Webhook
 
 func whCall(t *testing.T, s *apitest.Server, method, path, who, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+s.Token(who))
+	ctype := ""
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		ctype = "application/json"
 	}
-	resp, err := s.Client(t).Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var out map[string]any
-	b, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(b, &out)
-	return resp.StatusCode, out
+	r := s.As(t, who).Call(t, method, path, ctype, body)
+	return r.Status, r.JSON()
 }
 
 func sweep(t *testing.T, s *apitest.Server) {
@@ -144,7 +124,7 @@ func runWebhookRetriesWithTheSameID(t *testing.T, store func(*apitest.Options)) 
 	rv := &receiver{t: t, hook: hook, fail: 2}
 	hs := httptest.NewServer(rv)
 	defer hs.Close()
-	clock := &fakeClock{t: time.Now().UTC()}
+	clock := clocktest.New(time.Now().UTC()) // the application's clock; the sweep's schedule follows it
 	s := startOn(t, store, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer,
 		Policy: webhook.Policy{AllowHTTP: true, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}})
 
@@ -162,12 +142,12 @@ func runWebhookRetriesWithTheSameID(t *testing.T, store func(*apitest.Options)) 
 	sweep(t, s) // attempt 1: 500
 	sweep(t, s) // not due again yet
 	require.Len(t, rv.deliveries(), 1, "a failed delivery waits for its backoff")
-	clock.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	sweep(t, s) // attempt 2: 500
 	require.Len(t, rv.deliveries(), 2)
-	clock.Add(5 * time.Minute)
+	clock.Advance(5 * time.Minute)
 	sweep(t, s) // attempt 3: delivered
-	clock.Add(time.Hour)
+	clock.Advance(time.Hour)
 	sweep(t, s) // nothing left
 	got := rv.deliveries()
 	require.Len(t, got, 3)
@@ -242,7 +222,7 @@ func runWebhookRefusedTargets(t *testing.T, store func(*apitest.Options)) {
 	hs := httptest.NewServer(inside)
 	defer hs.Close()
 	port := hs.Listener.Addr().(*net.TCPAddr).Port
-	clock := &fakeClock{t: time.Now().UTC()}
+	clock := clocktest.New(time.Now().UTC()) // the application's clock; the sweep's schedule follows it
 	res := &switchingResolver{}
 	s := startOn(t, store, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer, Resolver: res,
 		Policy: webhook.Policy{AllowHTTP: true}}})
@@ -272,7 +252,7 @@ func runWebhookRefusedTargets(t *testing.T, store func(*apitest.Options)) {
 	id := run["id"].(string)
 	s.App.Dispatcher.Wait()
 	sweep(t, s)
-	clock.Add(48 * time.Hour)
+	clock.Advance(48 * time.Hour)
 	sweep(t, s)
 	atts := attemptEvents(t, s, id)
 	require.NotEmpty(t, atts)
@@ -299,7 +279,7 @@ func runWebhookRedirectNotFollowed(t *testing.T, store func(*apitest.Options)) {
 		http.Redirect(w, r, ts.URL+"/hook", http.StatusTemporaryRedirect)
 	}))
 	defer rs.Close()
-	clock := &fakeClock{t: time.Now().UTC()}
+	clock := clocktest.New(time.Now().UTC()) // the application's clock; the sweep's schedule follows it
 	s := startOn(t, store, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer,
 		Policy: webhook.Policy{AllowHTTP: true, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}})
 	code, run := startRun(t, s, rs.URL+"/hook")
@@ -307,7 +287,7 @@ func runWebhookRedirectNotFollowed(t *testing.T, store func(*apitest.Options)) {
 	id := run["id"].(string)
 	s.App.Dispatcher.Wait()
 	sweep(t, s)
-	clock.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	sweep(t, s)
 	atts := attemptEvents(t, s, id)
 	require.Len(t, atts, 2)

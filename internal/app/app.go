@@ -92,7 +92,7 @@ func New(d Deps) (*App, error) {
 	}
 	a.API = &httpapi.API{
 		Store: d.Store, Tools: tools, Dispatch: d.Dispatch, Routes: d.Routes,
-		Pages: pages{}, HashToken: approval.HashToken, AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
+		AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
 		Directory: d.Governance.Directory, Policy: d.Governance.Policy,
 	}
 	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Logger: d.Logger, Now: d.Now}

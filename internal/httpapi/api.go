@@ -30,11 +30,6 @@ type API struct {
 	Store    *runs.Store
 	Tools    *loop.Toolbox
 	Dispatch service.Dispatcher
-	// Pages renders the approval pages (GET/POST /approvals/{token}); nil:
-	// those routes answer 404.
-	Pages ApprovalPages
-	// HashToken hashes raw link tokens; required with Pages.
-	HashToken HashToken
 	// Routes are the routes this handler serves: routes.All() on the local
 	// server, the routes of its function on a Lambda
 	// (routes.All().ServedBy(routes.StartRun)).
@@ -90,11 +85,7 @@ func (a *API) Handle(ctx context.Context, req events.APIGatewayProxyRequest) (ev
 // route finds the request's route in a.Routes and calls its handler; for a
 // known path with another method it sets allow to the path's methods.
 func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allow *[]string) (events.APIGatewayProxyResponse, error) {
-	table := a.Routes
-	if a.Pages == nil || a.HashToken == nil {
-		table = table.Filter(func(r routes.Route) bool { return !isLinkRoute(r) })
-	}
-	m, ok := table.Lookup(req.HTTPMethod, req.Path)
+	m, ok := a.Routes.Lookup(req.HTTPMethod, req.Path)
 	if !ok {
 		return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", req.HTTPMethod, redactPath(req.Path))
 	}
@@ -131,16 +122,6 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allo
 		return a.approvalDecide(ctx, req, param("token"))
 	}
 	return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", req.HTTPMethod, m.Route.Path)
-}
-
-// isLinkRoute says whether r is an approval-link route: served only with
-// ApprovalPages to render them.
-func isLinkRoute(r routes.Route) bool {
-	switch r.Operation {
-	case routes.OpApprovalPage, routes.OpApprovalPageHead, routes.OpApprovalDecide:
-		return true
-	}
-	return false
 }
 
 // redactPath hides the token of an approval link: it is a credential.

@@ -67,7 +67,7 @@ func TestStoryFromTestdataEvents(t *testing.T) {
 	for _, e := range out["events"].([]any) {
 		types = append(types, e.(map[string]any)["type"].(string))
 	}
-	assert.Equal(t, []string{"run_started", "claimed", "model_turn", "suspended", "decision",
+	assert.Equal(t, []string{"run_started", "claimed", "model_turn", "suspended", "notified", "decision",
 		"resumed", "tool_executed", "tool_executed", "model_turn", "settled"}, types)
 }
 

@@ -10,57 +10,38 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/approvalpage"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// ApprovalPages renders the HTML of the approval-link routes and parses the
-// page's form. Each render returns the status and the HTML.
-type ApprovalPages interface {
-	// Confirm is the page behind GET /approvals/{token}: what waits, and the form.
-	Confirm(r *runs.Run, t *runs.ApprovalToken, purpose, action string) (int, string)
-	// Decided confirms a decision just recorded.
-	Decided(r *runs.Run, d loop.Decision) (int, string)
-	// AlreadyDecided says who decided the suspension, how and when.
-	AlreadyDecided(r *runs.Run) (int, string)
-	// NotFound (404) and Expired (410) answer unusable links.
-	NotFound() (int, string)
-	Expired() (int, string)
-	// Problem answers a bad form or request with a message.
-	Problem(status int, message string) (int, string)
-	// HeldText shows one page of the whole input or preview of a held
-	// call (GET /approvals/{token}?call=...).
-	HeldText(r *runs.Run, t HeldText) (int, string)
-	// ParseDecision reads the page's form into a decision on the held turn.
-	ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error)
-	// Headers are the security headers every page carries.
-	Headers() map[string]string
+// page is an approval-link answer: HTML with the pages' security headers.
+func page(status int, html string) events.APIGatewayProxyResponse {
+	return events.APIGatewayProxyResponse{StatusCode: status, Headers: approvalpage.Headers(), Body: html}
 }
 
-// HashToken turns a raw link token into the stored hash; ok is false for a
-// malformed token. Set by the wiring (approval.HashToken).
-type HashToken func(raw string) (hash string, ok bool)
-
-func (a *API) page(status int, html string) events.APIGatewayProxyResponse {
-	h := map[string]string{"Content-Type": "text/html; charset=utf-8"}
-	for k, v := range a.Pages.Headers() {
-		h[k] = v
+// alreadyDecidedPage says who decided r's suspension, how and when; a run
+// cancelled before any decision was "decided" by the cancellation.
+func alreadyDecidedPage(r *runs.Run) events.APIGatewayProxyResponse {
+	by, via, at := r.DecidedBy, r.DecidedVia, r.DecidedAt
+	if by == "" && r.Status == runs.StatusCancelled {
+		by, via, at = "a cancellation", runs.ViaAPI, r.UpdatedAt
 	}
-	return events.APIGatewayProxyResponse{StatusCode: status, Headers: h, Body: html}
+	return page(approvalpage.AlreadyDecided(by, via, at))
 }
 
 // lookupLink resolves a link token to its token row and run. On failure it
 // returns the page to show instead.
 func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, *runs.Run, *events.APIGatewayProxyResponse, error) {
-	hash, ok := a.HashToken(raw)
+	hash, ok := approval.HashToken(raw)
 	if !ok {
-		p := a.page(a.Pages.NotFound())
+		p := page(approvalpage.NotFound())
 		return nil, nil, &p, nil
 	}
 	t, err := a.Store.LookupToken(ctx, hash)
 	if runs.ErrorCode(err) == runs.ENotFound {
-		p := a.page(a.Pages.NotFound())
+		p := page(approvalpage.NotFound())
 		return nil, nil, &p, nil
 	}
 	if err != nil {
@@ -68,7 +49,7 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	}
 	r, err := a.Store.Get(ctx, t.RunID)
 	if runs.ErrorCode(err) == runs.ENotFound {
-		p := a.page(a.Pages.NotFound())
+		p := page(approvalpage.NotFound())
 		return nil, nil, &p, nil
 	}
 	if err != nil {
@@ -84,13 +65,13 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		p := a.page(a.Pages.AlreadyDecided(d))
+		p := alreadyDecidedPage(d)
 		return nil, nil, &p, nil
 	case decided || r.Status == runs.StatusCancelled:
-		p := a.page(a.Pages.AlreadyDecided(r))
+		p := alreadyDecidedPage(r)
 		return nil, nil, &p, nil
 	case !a.now().Before(t.ExpiresAt) || r.Status == runs.StatusExpired || r.Status != runs.StatusWaiting:
-		p := a.page(a.Pages.Expired())
+		p := page(approvalpage.Expired())
 		return nil, nil, &p, nil
 	}
 	return t, r, nil, nil
@@ -147,7 +128,12 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 			return events.APIGatewayProxyResponse{}, err
 		}
 	} else {
-		resp = a.page(a.Pages.Confirm(r, t, r.Purpose, "/approvals/"+raw))
+		// The form posts to the page's own URL, so it works behind any API
+		// Gateway stage prefix.
+		resp = page(approvalpage.Confirm(approvalpage.ConfirmPage{
+			RunID: r.ID, Initiator: r.Initiator, Purpose: r.Purpose, Approver: t.Approver,
+			Calls: r.PendingCalls, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline,
+		}))
 	}
 	if head {
 		resp.Body = ""
@@ -160,11 +146,11 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequest, raw string) (events.APIGatewayProxyResponse, error) {
 	mt, _, err := mime.ParseMediaType(header(req, "Content-Type"))
 	if err != nil || mt != "application/x-www-form-urlencoded" {
-		return a.page(a.Pages.Problem(http.StatusUnsupportedMediaType, "Send the form as application/x-www-form-urlencoded.")), nil
+		return page(approvalpage.Problem(http.StatusUnsupportedMediaType, "Send the form as application/x-www-form-urlencoded.")), nil
 	}
 	b, err := body(req, routes.MaxFormBody)
 	if err != nil {
-		return a.page(a.Pages.Problem(http.StatusRequestEntityTooLarge, "The form is too large.")), nil
+		return page(approvalpage.Problem(http.StatusRequestEntityTooLarge, "The form is too large.")), nil
 	}
 	t, r, p, err := a.lookupLink(ctx, raw)
 	if err != nil || p != nil {
@@ -172,15 +158,15 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	}
 	form, err := url.ParseQuery(string(b))
 	if err != nil {
-		return a.page(a.Pages.Problem(http.StatusBadRequest, "The form could not be read.")), nil
+		return page(approvalpage.Problem(http.StatusBadRequest, "The form could not be read.")), nil
 	}
 	if err := a.authorize(r, t.Approver); err != nil {
 		_, _, msg := classify(err)
-		return a.page(a.Pages.Problem(http.StatusForbidden, msg)), nil
+		return page(approvalpage.Problem(http.StatusForbidden, msg)), nil
 	}
-	d, err := a.Pages.ParseDecision(form, r.PendingCalls)
+	d, err := approvalpage.ParseDecision(form, r.PendingCalls)
 	if err != nil {
-		return a.page(a.Pages.Problem(http.StatusUnprocessableEntity, runs.ErrorMessage(err))), nil
+		return page(approvalpage.Problem(http.StatusUnprocessableEntity, runs.ErrorMessage(err))), nil
 	}
 	next, err := a.applyDecision(ctx, r, d, runs.NewDecision{Decider: t.Approver, Via: runs.ViaLink, Token: t})
 	if err != nil {
@@ -188,17 +174,17 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		switch code {
 		case runs.EConflict:
 			if fresh, gerr := a.Store.Get(ctx, r.ID); gerr == nil && fresh.Decision != nil {
-				return a.page(a.Pages.AlreadyDecided(fresh)), nil
+				return alreadyDecidedPage(fresh), nil
 			}
-			return a.page(a.Pages.Problem(status, msg)), nil
+			return page(approvalpage.Problem(status, msg)), nil
 		case runs.EGone:
-			return a.page(a.Pages.Expired()), nil
+			return page(approvalpage.Expired()), nil
 		case runs.EInternal:
 			return events.APIGatewayProxyResponse{}, err
 		}
-		return a.page(a.Pages.Problem(status, msg)), nil
+		return page(approvalpage.Problem(status, msg)), nil
 	}
-	return a.page(a.Pages.Decided(next, d)), nil
+	return page(approvalpage.Decided(approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls})), nil
 }
 
 func deref(p *events.APIGatewayProxyResponse) events.APIGatewayProxyResponse {
@@ -217,12 +203,15 @@ func (a *API) heldTextPage(ctx context.Context, req events.APIGatewayProxyReques
 		var ht HeldText
 		ht, err = a.heldText(ctx, r, callID, req.QueryStringParameters["part"], offset, HTMLCost)
 		if err == nil {
-			return a.page(a.Pages.HeldText(r, ht)), nil
+			return page(approvalpage.Text(approvalpage.TextPage{
+				RunID: r.ID, CallID: ht.Call.ID, Tool: ht.Call.Tool, Part: ht.Part,
+				Size: ht.Size, Offset: ht.Offset, Text: ht.Text, NextOffset: ht.NextOffset,
+			})), nil
 		}
 	}
 	code, status, msg := classify(err)
 	if code == runs.EInternal {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	return a.page(a.Pages.Problem(status, msg)), nil
+	return page(approvalpage.Problem(status, msg)), nil
 }

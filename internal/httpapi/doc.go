@@ -3,8 +3,10 @@
 // GET /runs/{id}/events, POST /runs/{id}/decision, POST /runs/{id}/cancel and
 // GET /approvals and GET/POST /approvals/{token} on the resume function.
 // Which routes an API serves, and their body limits, come from the route
-// table (internal/routes). The local server calls the same handlers after
-// adapting HTTP requests to proxy events.
+// table (internal/routes). The approval-link routes render their pages with
+// internal/approvalpage and hash link tokens with internal/approval. The
+// local server calls the same handlers after adapting HTTP requests to
+// proxy events.
 //
 // Errors are JSON {"error":{"code","message"}}; codes map to statuses in one
 // table (statusOf); anything unexpected is "internal error" to the caller and

@@ -8,10 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
@@ -34,22 +37,30 @@ const script = `{"turns":[
  {"content":[{"type":"text","text":"updated"}]}
 ]}`
 
-// fixture is an API over the embedded store with a real worker; dispatched
-// jobs are queued and run when the test calls drain.
+// fixture is an API over the embedded store with a real worker and a fake
+// clock; dispatched jobs are queued and run when the test calls drain, and
+// approval links are recorded instead of mailed.
 type fixture struct {
 	t      *testing.T
 	api    *httpapi.API
 	store  *runs.Store
 	worker *service.Worker
+	clock  *clocktest.Clock
 	dir    string
 	mu     sync.Mutex
 	jobs   []service.Job
+	mailed []service.Notification
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture builds a fixture whose model plays script (the default: a
+// read and a write in one turn, then a final answer).
+func newFixture(t *testing.T) *fixture { return newScriptedFixture(t, script) }
+
+func newScriptedFixture(t *testing.T, script string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	store, db, err := embedded.OpenStore(filepath.Join(dir, "runs.db"), runs.Options{})
+	clock := clocktest.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	store, db, err := embedded.OpenStore(filepath.Join(dir, "runs.db"), runs.Options{Now: clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	docs, err := docstore.NewDirBackend(filepath.Join(dir, "content"))
@@ -60,13 +71,21 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	model, err := scripted.Parse([]byte(script))
 	require.NoError(t, err)
-	f := &fixture{t: t, store: store, dir: dir}
+	f := &fixture{t: t, store: store, dir: dir, clock: clock}
 	f.worker = &service.Worker{
-		Store:  store,
-		Runner: func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h} },
-		Owner:  "test",
+		Store:    store,
+		Runner:   func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h} },
+		NewToken: approval.NewToken,
+		Notifier: service.NotifierFunc(func(_ context.Context, n service.Notification) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.mailed = append(f.mailed, n)
+			return nil
+		}),
+		Owner: "test",
+		Now:   clock.Now,
 	}
-	f.api = &httpapi.API{Store: store, Tools: tools, Routes: routes.All(),
+	f.api = &httpapi.API{Store: store, Tools: tools, Routes: routes.All(), Now: clock.Now,
 		Dispatch: service.DispatchFunc(func(_ context.Context, j service.Job) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -149,5 +168,35 @@ func withQuery(r events.APIGatewayProxyRequest, kv ...string) events.APIGatewayP
 	for i := 0; i+1 < len(kv); i += 2 {
 		r.QueryStringParameters[kv[i]] = kv[i+1]
 	}
+	return r
+}
+
+// links returns the approval links recorded for approver so far, oldest
+// first, as request paths (/approvals/{token}).
+func (f *fixture) links(approver string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, n := range f.mailed {
+		if n.Approver == approver {
+			out = append(out, "/approvals/"+n.RawToken)
+		}
+	}
+	return out
+}
+
+// link returns the last approval link recorded for approver.
+func (f *fixture) link(approver string) string {
+	f.t.Helper()
+	l := f.links(approver)
+	require.NotEmpty(f.t, l, "no approval link for %s", approver)
+	return l[len(l)-1]
+}
+
+// run reads a run from the store.
+func (f *fixture) run(id string) *runs.Run {
+	f.t.Helper()
+	r, err := f.store.Get(context.Background(), id)
+	require.NoError(f.t, err)
 	return r
 }

@@ -5,36 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
 	"github.com/agentgate/agentgate/internal/service"
 )
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 const writeScript = `{"turns":[
  {"content":[{"type":"tool_use","id":"w1","name":"write_note","input":{"text":"hi"}}]},
@@ -45,7 +28,7 @@ type env struct {
 	store   *runs.Store
 	worker  *service.Worker
 	sweeper *service.Sweeper
-	clock   *clock
+	clock   *clocktest.Clock
 	jobs    []service.Job
 	writes  int
 	notes   []service.Notification
@@ -55,7 +38,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{clock: &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}}
+	e := &env{clock: clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))}
 	store, db, err := embedded.OpenStore(filepath.Join(t.TempDir(), "r.db"), runs.Options{Now: e.clock.Now, Retention: 48 * time.Hour})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -101,7 +102,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 // bring runs into each status.
 type Env struct {
 	H     Harness
-	Clock *Clock
+	Clock *clocktest.Clock
 	Store *runs.Store
 	ctx   context.Context
 	n     atomic.Int64
@@ -109,7 +110,7 @@ type Env struct {
 
 // NewEnv builds a Store over h with the suite's options and a clock at Epoch.
 func NewEnv(t testing.TB, h Harness) *Env {
-	c := NewClock(Epoch)
+	c := clocktest.New(Epoch)
 	return &Env{
 		H:     h,
 		Clock: c,
