@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/apitest"
 	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
@@ -303,7 +304,7 @@ func runClientToolsStory(t *testing.T, store func(*apitest.Options)) {
 func TestClientToolsExpire(t *testing.T) { runClientToolsExpire(t, nil) }
 
 func runClientToolsExpire(t *testing.T, store func(*apitest.Options)) {
-	clock := &fakeClock{t: time.Now().UTC()}
+	clock := clocktest.New(time.Now().UTC())
 	s := startOn(t, store, apitest.Options{Now: clock.Now, Validator: validator, Script: `{"turns":[
 	 {"content":[{"type":"tool_use","id":"c1","name":"lookup_stock","input":{"sku":"A"}}]},
 	 {"content":[{"type":"text","text":"never"}]}]}`})
@@ -318,10 +319,10 @@ func runClientToolsExpire(t *testing.T, store func(*apitest.Options)) {
 	require.NoError(t, err)
 	assert.Equal(t, clock.Now().Add(time.Minute).Truncate(time.Millisecond), deadline.UTC())
 
-	clock.Add(59 * time.Second)
+	clock.Advance(59 * time.Second)
 	sweep(t, s)
 	assert.Equal(t, "WAITING_FOR_TOOL_RESULTS", getRun(t, s, id)["status"], "not due yet")
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	status, out := ctCall(t, s, "POST", "/runs/"+id+"/tool-results", "alice", submission(trID, result("c1", "5")))
 	assert.Equal(t, http.StatusGone, status, "%v", out)
 	sweep(t, s)
