@@ -447,3 +447,25 @@ func (db *DB) deletePrefix(prefix string) error {
 		return nil
 	})
 }
+
+// EachRun calls fn with every run in the database, in run id order, and
+// whether the due index holds it. It is for tools that audit a store
+// offline (the soak's census); fn must not write to the database.
+func (db *DB) EachRun(fn func(r *runs.Run, indexed bool) error) error {
+	return db.bolt.View(func(tx *bolt.Tx) error {
+		indexed := map[string]bool{}
+		if err := tx.Bucket(bucketDue).ForEach(func(_, v []byte) error {
+			indexed[string(v)] = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketRuns).ForEach(func(k, v []byte) error {
+			var r runs.Run
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode run %s: %w", k, err)
+			}
+			return fn(&r, indexed[string(k)])
+		})
+	})
+}

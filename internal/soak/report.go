@@ -1,0 +1,96 @@
+package soak
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// maxShown bounds the findings printed per kind (report.json has them all).
+const maxShown = 10
+
+// Print writes the soak's summary.
+func Print(w io.Writer, res *Result) {
+	r := &res.Report
+	fmt.Fprintf(w, "\n== soak summary ==\n")
+	fmt.Fprintf(w, "store %s, %d clients, seed %d; drove %.0fs, settled %.0fs; load average %.1f at start, %.1f at most, %.1f at end\n",
+		res.Store, res.Clients, res.Seed, res.Duration.Seconds(), res.Settled.Seconds(), res.LoadStart, res.LoadMax, res.LoadEnd)
+	fmt.Fprintf(w, "runs: %d accepted (202), %d POST /runs without an answer", r.Runs, r.StartUnknown)
+	if r.Census != nil {
+		orphans := 0
+		for _, n := range r.Census.Orphans {
+			orphans += n
+		}
+		fmt.Fprintf(w, "; the store holds %d runs (%d never answered: %s)", r.Census.Runs, orphans, counts(r.Census.Orphans))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "kills: %d (%s); %d triggers timed out (killed by timer); slowest restart %.1fs\n",
+		r.Kills, counts(r.KillsByMode), r.Fallbacks, r.RestartMax.Seconds())
+	fmt.Fprintf(w, "final status/reason: %s\n", counts(r.ByStatus))
+	modes := make([]string, 0, len(r.ByMode))
+	for m := range r.ByMode {
+		modes = append(modes, string(m))
+	}
+	sort.Strings(modes)
+	for _, m := range modes {
+		fmt.Fprintf(w, "  %-10s %s\n", m, counts(r.ByMode[Mode(m)]))
+	}
+	fmt.Fprintf(w, "waiting for a human at the end: %d (%d of them undecided by the soak though it meant to decide)\n", r.Waiting, r.Undriven)
+	fmt.Fprintf(w, "writes: %d recorder executions, %d approved recorder calls in accepted decisions, %d edited documents checked\n",
+		r.Writes.Executions, r.Writes.Approved, r.Writes.Documents)
+	fmt.Fprintf(w, "interrupted_write: %d, justified by a kill in the run's last segment %d (the write had reached the recorder %d, fence only %d), unjustified %d\n",
+		r.Interr.Total, r.Interr.Justified, r.Interr.WriteRan, r.Interr.FenceOnly, len(r.Findings[FindUnjustified]))
+	fmt.Fprintf(w, "http: %d requests, %d without an answer (server down), 5xx %d; other non-2xx: %s\n",
+		r.HTTP.Requests, r.HTTP.Conn, len(r.HTTP.ServerErrors), counts(r.HTTP.ByOutcome))
+	fmt.Fprintf(w, "stuck %d, lost %d, double writes %d, unapproved executions %d\n",
+		len(r.Findings[FindStuck]), len(r.Findings[FindLost]), len(r.Findings[FindDouble]), len(r.Findings[FindUnapproved]))
+	kinds := make([]string, 0, len(r.Findings))
+	for k := range r.Findings {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fs := r.Findings[k]
+		fmt.Fprintf(w, "\n-- %s: %d\n", k, len(fs))
+		for i, f := range fs {
+			if i == maxShown {
+				fmt.Fprintf(w, "  … %d more in report.json\n", len(fs)-maxShown)
+				break
+			}
+			fmt.Fprintf(w, "  %s", f.RunID)
+			if f.Mode != "" {
+				fmt.Fprintf(w, " (%s)", f.Mode)
+			}
+			if f.Status != "" {
+				fmt.Fprintf(w, " %s", f.Status)
+			}
+			fmt.Fprintf(w, ": %s\n", f.Detail)
+			for _, e := range f.Events {
+				fmt.Fprintf(w, "      %s\n", e)
+			}
+		}
+	}
+	if failed := r.Failed(); len(failed) > 0 {
+		fmt.Fprintf(w, "\nSOAK FAILED: %s\n", strings.Join(failed, ", "))
+		return
+	}
+	fmt.Fprintf(w, "\nSOAK PASSED\n")
+}
+
+// counts renders a count map as "k n, k n" in key order.
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
