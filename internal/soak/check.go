@@ -88,13 +88,30 @@ type Finding struct {
 type InterruptedSummary struct {
 	Total     int `json:"total"`
 	Justified int `json:"justified"`
-	// WriteRan: the recorder executed a write of the run in the segment
-	// the kill ended (its outcome was unknown to the server); FenceOnly:
-	// no write of that segment reached the recorder (the fence was
-	// stamped, the call had not gone out, or was not a recorder call).
-	WriteRan  int `json:"write_ran"`
-	FenceOnly int `json:"fence_only"`
+	// Classes count the justified ones by what the killed segment was doing
+	// (see the Interrupted* constants).
+	Classes map[string]int `json:"classes,omitempty"`
 }
+
+// What a killed segment of an interrupted_write run was doing: the first
+// approved call of the resumed turn without a tool_executed event is the
+// one in flight.
+const (
+	// InterruptedAppendRan: an append was in flight and the recorder had
+	// executed it (the server could not know: a real unknown outcome).
+	InterruptedAppendRan = "append_in_flight_executed"
+	// InterruptedAppendNotSent: an append's fence was stamped but the call
+	// never reached the recorder (nothing was written).
+	InterruptedAppendNotSent = "append_in_flight_not_executed"
+	// InterruptedDocument*: a write_document was in flight; for an edit-mode
+	// run the store shows whether it was written, otherwise it cannot tell.
+	InterruptedDocumentWritten    = "document_in_flight_written"
+	InterruptedDocumentNotWritten = "document_in_flight_not_written"
+	InterruptedDocumentUnknown    = "document_in_flight_unobservable"
+	// InterruptedAfterWrites: every approved call of the turn had its result
+	// recorded; the worker died later in the segment, after a write.
+	InterruptedAfterWrites = "after_recorded_writes"
+)
 
 // Report is the soak's verdict.
 type Report struct {
@@ -231,7 +248,7 @@ func Analyze(o Observed) Report {
 		checkLiveness(&r, rec)
 		checkApprovedWrites(&r, rec, execs, o.Document)
 		if rec.Reason == "interrupted_write" {
-			checkInterrupted(&r, rec, o.Kills, o.Executions)
+			checkInterrupted(&r, rec, o.Kills, o.Executions, o.Document)
 		} else if rec.Status != "" && client.Status(rec.Status).Terminal() && !expected(*rec) {
 			r.add(FindUnexpected, Finding{RunID: rec.ID, Mode: rec.Mode, Status: key, Detail: "the mode does not explain this outcome", Events: lastEvents(rec.Events, 8)})
 		}
@@ -351,7 +368,7 @@ func checkApprovedWrites(r *Report, rec *RunRecord, execs map[string][]Execution
 
 // checkInterrupted justifies an interrupted_write by a kill that landed in
 // the run's last segment: after its last claim, before it was settled.
-func checkInterrupted(r *Report, rec *RunRecord, kills []Kill, execs []Execution) {
+func checkInterrupted(r *Report, rec *RunRecord, kills []Kill, execs []Execution, doc func(string) (string, bool)) {
 	r.Interr.Total++
 	from, to := rec.Started, time.Time{}
 	for _, ev := range rec.Events {
@@ -379,13 +396,73 @@ func checkInterrupted(r *Report, rec *RunRecord, kills []Kill, execs []Execution
 		return
 	}
 	r.Interr.Justified++
-	for _, e := range execs {
-		if e.RunID() == rec.ID && !e.At.Before(from) && !e.At.After(killed.At) {
-			r.Interr.WriteRan++
-			return
+	if r.Interr.Classes == nil {
+		r.Interr.Classes = map[string]int{}
+	}
+	r.Interr.Classes[interruptedClass(rec, from, killed.At, execs, doc)]++
+}
+
+// scriptOrder is the order in which the script's writes execute.
+var scriptOrder = []string{CallAppend1, CallWrite2, CallAppend2}
+
+// interruptedClass says what the segment of rec that began at from was
+// doing when the kill at killedAt ended it.
+func interruptedClass(rec *RunRecord, from, killedAt time.Time, execs []Execution, doc func(string) (string, bool)) string {
+	suspension := ""
+	executed := map[string]bool{}
+	for _, ev := range rec.Events {
+		switch ev.Type {
+		case "resumed":
+			var d struct {
+				SuspensionID string `json:"suspension_id"`
+			}
+			_ = json.Unmarshal(ev.Data, &d)
+			suspension = d.SuspensionID
+		case "tool_executed":
+			var d struct {
+				CallID string `json:"call_id"`
+			}
+			if !ev.At.Before(from) && json.Unmarshal(ev.Data, &d) == nil {
+				executed[d.CallID] = true
+			}
 		}
 	}
-	r.Interr.FenceOnly++
+	approved, _ := decisionOn(rec, suspension)
+	for _, call := range scriptOrder {
+		in, ok := approved[call]
+		if !ok || executed[call] {
+			continue
+		}
+		if call == CallWrite2 {
+			var w struct{ Path, Text string }
+			if rec.Mode != ModeEdit || doc == nil || json.Unmarshal(in, &w) != nil {
+				return InterruptedDocumentUnknown
+			}
+			if got, ok := doc(w.Path); ok && got == w.Text {
+				return InterruptedDocumentWritten
+			}
+			return InterruptedDocumentNotWritten
+		}
+		for _, e := range execs {
+			if e.RunID() == rec.ID && e.CallID() == call && !e.At.Before(from) && !e.At.After(killedAt) {
+				return InterruptedAppendRan
+			}
+		}
+		return InterruptedAppendNotSent
+	}
+	return InterruptedAfterWrites
+}
+
+// decisionOn returns what the soak approved on a suspension (the last
+// accepted decision when suspension is empty).
+func decisionOn(rec *RunRecord, suspension string) (map[string]json.RawMessage, bool) {
+	for i := len(rec.Decisions) - 1; i >= 0; i-- {
+		d := rec.Decisions[i]
+		if d.Suspension == suspension || (suspension == "" && d.Accepted) {
+			return d.Approved, true
+		}
+	}
+	return nil, false
 }
 
 // expected reports whether a run's final status is what its mode leads to

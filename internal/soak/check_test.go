@@ -138,29 +138,46 @@ func TestAnalyzeFindsEachBrokenInvariant(t *testing.T) {
 	}
 }
 
-func TestAnalyzeJustifiesInterruptedWrites(t *testing.T) {
-	rec, execs := completedRun("run-a")
-	rec.Status, rec.Reason = "FAILED", "interrupted_write"
-	rec.Events = []client.Event{ev(1, "claimed", 0.5), ev(2, "resumed", 1.5), ev(3, "settled", 200)}
-	fenceOnly, _ := completedRun("run-b")
-	fenceOnly.Status, fenceOnly.Reason = "FAILED", "interrupted_write"
-	fenceOnly.Decisions = fenceOnly.Decisions[:1]
-	fenceOnly.Events = []client.Event{ev(1, "claimed", 0.5), ev(2, "resumed", 1.5), ev(3, "settled", 200)}
-	r := Analyze(Observed{
-		Runs:       []RunRecord{rec, fenceOnly},
-		Executions: execs[:1], // run-a's second append was never executed...
-		Kills:      []Kill{{N: 1, At: at(2.5)}},
-	})
-	// ...but its first was, before the last claim: not in the killed segment.
-	if got := r.Failed(); len(got) != 0 {
-		t.Fatalf("Failed() = %v, want none: %+v", got, r.Findings)
+func TestAnalyzeJustifiesAndClassifiesInterruptedWrites(t *testing.T) {
+	resumed := client.Event{Seq: 2, Type: "resumed", At: at(1.5), Data: json.RawMessage(`{"suspension_id":"s2"}`)}
+	executed := func(call string, s float64) client.Event {
+		return client.Event{Type: "tool_executed", At: at(s), Data: json.RawMessage(`{"call_id":"` + call + `"}`)}
 	}
-	if r.Interr.Total != 2 || r.Interr.Justified != 2 || r.Interr.FenceOnly != 2 || r.Interr.WriteRan != 0 {
-		t.Fatalf("interrupted %+v, want 2 justified, both fence only", r.Interr)
+	tests := []struct {
+		name   string
+		mode   Mode
+		events []client.Event
+		execs  func(all []Execution) []Execution
+		doc    func(string) (string, bool)
+		want   string
+	}{
+		{"the append in flight had reached the recorder", ModeApprove, []client.Event{executed(CallWrite2, 1.6)},
+			func(all []Execution) []Execution { return all }, nil, InterruptedAppendRan},
+		{"the append's fence was stamped, the call never sent", ModeApprove, []client.Event{executed(CallWrite2, 1.6)},
+			func(all []Execution) []Execution { return all[:1] }, nil, InterruptedAppendNotSent},
+		{"every approved call recorded", ModeApprove, []client.Event{executed(CallWrite2, 1.6), executed(CallAppend2, 2.1)},
+			func(all []Execution) []Execution { return all }, nil, InterruptedAfterWrites},
+		{"a document write in flight, not observable", ModeApprove, nil,
+			func(all []Execution) []Execution { return all[:1] }, nil, InterruptedDocumentUnknown},
+		{"an edited document write in flight, written", ModeEdit, nil,
+			func(all []Execution) []Execution { return all[:1] }, func(string) (string, bool) { return "x", true }, InterruptedDocumentWritten},
+		{"an edited document write in flight, not written", ModeEdit, nil,
+			func(all []Execution) []Execution { return all[:1] }, func(string) (string, bool) { return "", false }, InterruptedDocumentNotWritten},
 	}
-	r = Analyze(Observed{Runs: []RunRecord{rec}, Executions: execs, Kills: []Kill{{N: 1, At: at(2.5)}}})
-	if r.Interr.WriteRan != 1 {
-		t.Fatalf("interrupted %+v, want the write that ran at 2 s counted", r.Interr)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, execs := completedRun("run-a")
+			rec.Mode, rec.Status, rec.Reason = tt.mode, "FAILED", "interrupted_write"
+			rec.Events = append([]client.Event{ev(1, "claimed", 0.5), resumed}, tt.events...)
+			rec.Events = append(rec.Events, ev(9, "settled", 200))
+			r := Analyze(Observed{Runs: []RunRecord{rec}, Executions: tt.execs(execs), Kills: []Kill{{N: 1, At: at(2.5)}}, Document: tt.doc})
+			if got := r.Failed(); len(got) != 0 {
+				t.Fatalf("Failed() = %v, want none: %+v", got, r.Findings)
+			}
+			if r.Interr.Total != 1 || r.Interr.Justified != 1 || r.Interr.Classes[tt.want] != 1 {
+				t.Fatalf("interrupted %+v, want one justified %s", r.Interr, tt.want)
+			}
+		})
 	}
 }
 

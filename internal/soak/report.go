@@ -39,8 +39,8 @@ func Print(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "waiting for a human at the end: %d (%d of them undecided by the soak though it meant to decide)\n", r.Waiting, r.Undriven)
 	fmt.Fprintf(w, "writes: %d recorder executions, %d approved recorder calls in accepted decisions, %d edited documents checked\n",
 		r.Writes.Executions, r.Writes.Approved, r.Writes.Documents)
-	fmt.Fprintf(w, "interrupted_write: %d, justified by a kill in the run's last segment %d (the write had reached the recorder %d, fence only %d), unjustified %d\n",
-		r.Interr.Total, r.Interr.Justified, r.Interr.WriteRan, r.Interr.FenceOnly, len(r.Findings[FindUnjustified]))
+	fmt.Fprintf(w, "interrupted_write: %d, justified by a kill in the run's last segment %d (%s), unjustified %d\n",
+		r.Interr.Total, r.Interr.Justified, counts(r.Interr.Classes), len(r.Findings[FindUnjustified]))
 	fmt.Fprintf(w, "http: %d requests, %d without an answer (server down), 5xx %d; other non-2xx: %s\n",
 		r.HTTP.Requests, r.HTTP.Conn, len(r.HTTP.ServerErrors), counts(r.HTTP.ByOutcome))
 	fmt.Fprintf(w, "stuck %d, lost %d, double writes %d, unapproved executions %d\n",
