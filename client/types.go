@@ -313,8 +313,10 @@ type Run struct {
 	// Webhook is the run's webhook subscription (nil: none).
 	Webhook *WebhookSubscription `json:"webhook,omitempty"`
 
-	// ToolResults are the client calls to execute (only while
-	// WAITING_FOR_TOOL_RESULTS).
+	// Votes are the votes on the current suspension when it needs more
+	// than one approval; VotesNeeded, while the run waits, the approvals
+	// still needed. ToolResults are the client calls to execute (only
+	// while WAITING_FOR_TOOL_RESULTS).
 	ToolResults *PendingToolResults `json:"tool_results,omitempty"`
 	// Votes and VotesNeeded are planned (#14).
 	Votes       []Vote `json:"votes,omitempty"`

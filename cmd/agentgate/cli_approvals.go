@@ -204,6 +204,17 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		fmt.Fprintf(w, "metadata %s\n", b)
 	}
 	fmt.Fprintf(w, "turn digest %s\ndeadline    %s\n", p.TurnDigest, until(p.Deadline))
+	if len(r.Votes) > 0 || r.VotesNeeded != nil && *r.VotesNeeded > 1 {
+		var votes []string
+		for _, v := range r.Votes {
+			votes = append(votes, fmt.Sprintf("%s %s (%s)", v.By, v.Action, v.Via))
+		}
+		missing := 0
+		if r.VotesNeeded != nil {
+			missing = *r.VotesNeeded
+		}
+		fmt.Fprintf(w, "votes       %s; %d more approval(s) needed\n", orDash(strings.Join(votes, ", ")), missing)
+	}
 	for i, call := range p.Calls {
 		need := "read-only, runs on resume"
 		if call.NeedsApproval {
@@ -212,6 +223,24 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		fmt.Fprintf(w, "\n%s %s  (%s, id %s)\n", bold(fmt.Sprintf("[%d] %s", i+1, call.Tool)), need, orDash(string(call.Effect)), call.ID)
 		if call.Rule != "" {
 			fmt.Fprintf(w, "    rule: %s\n", call.Rule)
+		}
+		if a := call.Approval; a != nil {
+			if a.Description != "" {
+				fmt.Fprintf(w, "    why:  %s\n", a.Description)
+			}
+			if len(a.Approvers) > 0 {
+				fmt.Fprintf(w, "    approvers: %s\n", strings.Join(a.Approvers, ", "))
+			}
+			if a.RequiredApprovals > 1 || a.FourEyes || a.AlwaysAsk {
+				fmt.Fprintf(w, "    needs: %d approval(s)%s%s\n", max(a.RequiredApprovals, 1),
+					map[bool]string{true: ", four-eyes"}[a.FourEyes], map[bool]string{true: ", always ask"}[a.AlwaysAsk])
+			}
+		}
+		if call.Denied != "" {
+			fmt.Fprintf(w, "    DENIED by policy: %s\n", call.Denied)
+		}
+		if call.ApprovedBy != "" {
+			fmt.Fprintf(w, "    approved for this run by %s\n", call.ApprovedBy)
 		}
 		if len(call.Input) > 0 {
 			var pretty bytes.Buffer

@@ -92,6 +92,21 @@ func (s *Server) Links(approver string) []string {
 	return out
 }
 
+// Mail returns every approval mail written to the outbox so far (the
+// .eml files, concatenated).
+func (s *Server) Mail() string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(s.Dir, "outbox", "*"))
+	sort.Strings(files)
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil { //nolint:gosec // the test's own outbox
+			b.Write(data)
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
 // Token returns the bearer token of a principal given in Options.
 func (s *Server) Token(principal string) string {
 	tok, ok := s.tokens[principal]

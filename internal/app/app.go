@@ -13,6 +13,7 @@ import (
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
@@ -74,7 +75,7 @@ func New(d Deps) (*App, error) {
 	a := &App{Store: d.Store, Tools: tools}
 	var notifier service.Notifier
 	if d.Mailer != nil {
-		notifier = mailNotifier(d.Mailer, d.PublicBaseURL)
+		notifier = mailNotifier(d.Mailer, d.PublicBaseURL, d.Governance.Directory)
 	}
 	a.Worker = &service.Worker{
 		Store: d.Store,
@@ -103,9 +104,11 @@ func New(d Deps) (*App, error) {
 }
 
 // mailNotifier sends one approval mail per e-mail approver through m.
-func mailNotifier(m approval.Mailer, baseURL string) service.Notifier {
+func mailNotifier(m approval.Mailer, baseURL string, dir *identity.Directory) service.Notifier {
 	return service.NotifierFunc(func(ctx context.Context, n service.Notification) error {
+		voted, still := runs.VoteTally(dir, n.Run)
 		return m.Send(ctx, approval.Message{
+			VotesNeeded: n.Run.VotesNeeded, Voted: voted, StillNeeded: still,
 			RunID:        n.Run.ID,
 			SuspensionID: n.Run.SuspensionID,
 			Approver:     n.Approver,

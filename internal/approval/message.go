@@ -47,6 +47,11 @@ type Message struct {
 	Link string
 	// Reminder marks the second mail, sent when most of the window passed.
 	Reminder bool
+	// VotesNeeded is how many distinct persons must approve (0 or 1: one);
+	// Voted names who approved so far and StillNeeded who may still vote.
+	VotesNeeded int
+	Voted       []string
+	StillNeeded []string
 }
 
 // Validate reports the first field of m a mail cannot do without.
@@ -94,6 +99,10 @@ type mailView struct {
 	Link         string
 	Calls        []callView
 	NeedApproval int
+	// Quorum: VotesNeeded > 1.
+	VotesNeeded int
+	Voted       string
+	StillNeeded string
 }
 
 type callView struct {
@@ -104,6 +113,9 @@ type callView struct {
 	NeedsApproval bool
 	Arguments     string
 	Preview       string
+	Rule          string
+	RuleNote      string
+	Denied        string
 }
 
 // Compose renders m as a mail: a one-line subject, a plain-text body and an
@@ -124,6 +136,9 @@ func Compose(m Message) (subject, text, html string, err error) {
 		Purpose:      truncate(CleanText(m.Purpose), PurposeLimit),
 		Deadline:     FormatDeadline(m.Deadline),
 		Link:         m.Link,
+		VotesNeeded:  m.VotesNeeded,
+		Voted:        truncate(CleanText(strings.Join(m.Voted, ", ")), ValueLimit),
+		StillNeeded:  truncate(CleanText(strings.Join(m.StillNeeded, ", ")), ValueLimit),
 	}
 	for i, c := range m.Calls {
 		v.Calls = append(v.Calls, callView{
@@ -134,6 +149,9 @@ func Compose(m Message) (subject, text, html string, err error) {
 			NeedsApproval: c.NeedsApproval,
 			Arguments:     truncate(CleanText(PrettyArguments(c.Input)), ValueLimit),
 			Preview:       truncate(CleanText(c.Preview), ValueLimit),
+			Rule:          CleanText(c.Rule),
+			RuleNote:      truncate(CleanText(RuleNote(c)), ValueLimit),
+			Denied:        truncate(CleanText(c.Denied), ValueLimit),
 		})
 		if c.NeedsApproval {
 			v.NeedApproval++
@@ -244,4 +262,27 @@ func oneLine(s string) string {
 // indent prefixes every line of s but the first with prefix.
 func indent(prefix, s string) string {
 	return strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+// RuleNote describes what a call's policy rule asks of its approval, for
+// approvers (mail and page).
+func RuleNote(c runs.CallSummary) string {
+	a := c.Approval
+	if a == nil {
+		return ""
+	}
+	var parts []string
+	if a.Description != "" {
+		parts = append(parts, a.Description)
+	}
+	if a.RequiredApprovals > 1 {
+		parts = append(parts, fmt.Sprintf("needs %d approvals from distinct persons", a.RequiredApprovals))
+	}
+	if a.FourEyes {
+		parts = append(parts, "four-eyes: not the initiator")
+	}
+	if len(a.Approvers) > 0 {
+		parts = append(parts, "approvers: "+strings.Join(a.Approvers, ", "))
+	}
+	return strings.Join(parts, "; ")
 }

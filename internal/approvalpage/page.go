@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/approval"
@@ -74,6 +75,11 @@ type ConfirmPage struct {
 	TurnDigest string
 	// Deadline is when the run expires without a decision.
 	Deadline time.Time
+	// VotesNeeded is how many distinct persons must approve (0 or 1: one);
+	// Voted names who approved so far, StillNeeded who may still vote.
+	VotesNeeded int
+	Voted       []string
+	StillNeeded []string
 }
 
 type confirmView struct {
@@ -89,6 +95,10 @@ type confirmView struct {
 	NeedApproval int
 	PerCall      bool
 	MaxReason    int
+	VotesNeeded  int
+	Approvals    int
+	Voted        string
+	StillNeeded  string
 }
 
 type callView struct {
@@ -100,6 +110,9 @@ type callView struct {
 	NeedsApproval bool
 	Arguments     string
 	Preview       string
+	Rule          string
+	RuleNote      string
+	Denied        string
 	// InputURL and PreviewURL, set when the summary shortened the input or
 	// the preview, open the whole of it (TextPage), with its size.
 	InputURL    string
@@ -132,6 +145,11 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		Deadline:   approval.FormatDeadline(p.Deadline),
 		TurnDigest: p.TurnDigest,
 		MaxReason:  MaxReasonLength,
+		// Under a quorum a vote is on the whole turn.
+		VotesNeeded: p.VotesNeeded,
+		Approvals:   len(p.Voted),
+		Voted:       approval.CleanText(strings.Join(p.Voted, ", ")),
+		StillNeeded: approval.CleanText(strings.Join(p.StillNeeded, ", ")),
 	}
 	for i, c := range p.Calls {
 		cv := callView{
@@ -143,6 +161,9 @@ func Confirm(p ConfirmPage) (status int, html string) {
 			NeedsApproval: c.NeedsApproval,
 			Arguments:     approval.CleanText(approval.PrettyArguments(c.Input)),
 			Preview:       approval.CleanText(c.Preview),
+			Rule:          approval.CleanText(c.Rule),
+			RuleNote:      approval.CleanText(approval.RuleNote(c)),
+			Denied:        approval.CleanText(c.Denied),
 		}
 		if c.InputTruncated {
 			cv.InputURL, cv.InputSize = HeldTextURL(c.ID, "input", 0), c.InputSize
@@ -158,7 +179,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 			v.NeedApproval++
 		}
 	}
-	v.PerCall = v.NeedApproval > 1
+	v.PerCall = v.NeedApproval > 1 && p.VotesNeeded <= 1
 	return render(confirmTemplate, http.StatusOK, v)
 }
 

@@ -130,9 +130,11 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 	} else {
 		// The form posts to the page's own URL, so it works behind any API
 		// Gateway stage prefix.
+		voted, still := runs.VoteTally(a.Directory, r)
 		resp = page(approvalpage.Confirm(approvalpage.ConfirmPage{
 			RunID: r.ID, Initiator: r.Initiator, Purpose: r.Purpose, Approver: t.Approver,
 			Calls: r.PendingCalls, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline,
+			VotesNeeded: r.VotesNeeded, Voted: voted, StillNeeded: still,
 		}))
 	}
 	if head {

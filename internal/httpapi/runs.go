@@ -36,8 +36,20 @@ type RunView struct {
 	Webhook   *WebhookView           `json:"webhook,omitempty"`
 	// ToolResults are the client calls the caller must execute (only
 	// while WAITING_FOR_TOOL_RESULTS).
-	ToolResults *ToolResultsView  `json:"tool_results,omitempty"`
+	ToolResults *ToolResultsView `json:"tool_results,omitempty"`
+	// Votes are the votes cast on the current (or last) suspension;
+	// VotesNeeded, while the run waits, the approvals still needed.
+	Votes       []VoteView        `json:"votes,omitempty"`
+	VotesNeeded *int              `json:"votes_needed,omitempty"`
 	Links       map[string]string `json:"links"`
+}
+
+// VoteView is one vote on a suspension that needs more than one approval.
+type VoteView struct {
+	By     string      `json:"by"`
+	Action loop.Action `json:"action"`
+	At     time.Time   `json:"at"`
+	Via    string      `json:"via"`
 }
 
 // WebhookView is a run's webhook subscription and the deliveries not yet
@@ -98,6 +110,11 @@ func viewOf(r *runs.Run) RunView {
 	v.Metadata = r.Metadata
 	if r.Status == runs.StatusWaiting {
 		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: r.PendingCalls}
+		missing := r.VotesMissing()
+		v.VotesNeeded = &missing
+	}
+	for _, vt := range r.Votes {
+		v.Votes = append(v.Votes, VoteView{By: vt.By, Action: vt.Action, At: vt.At, Via: vt.Via})
 	}
 	if r.Webhook != nil {
 		v.Webhook = &WebhookView{URL: r.Webhook.URL, Events: r.Webhook.Events, Pending: len(r.Outbox)}
@@ -279,8 +296,14 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	if !a.now().Before(r.ApprovalDeadline) {
 		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.Format(time.RFC3339))
 	}
-	if n := runs.VotesNeeded(r.PendingCalls); n > 1 {
-		return nil, errorf(runs.EConflict, "run %s needs %d approvals; this server cannot count votes yet", r.ID, n)
+	if r.VotesNeeded > 1 {
+		if d.Action == "" {
+			return nil, errorf(runs.EInvalid, "this turn needs %d approvals from distinct persons: vote on the whole turn with action approve or deny; per-call decisions and edits are possible only when one approval suffices", r.VotesNeeded)
+		}
+		how.Voter = runs.SubjectKey(a.Directory, how.Decider)
+		if how.Voter == "" {
+			return nil, errorf(runs.EForbidden, "the decision cannot be authorized: the decider is not a valid principal")
+		}
 	}
 	tools, err := service.RunToolbox(a.Tools, r)
 	if err != nil {
@@ -302,6 +325,10 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		return nil, err
 	}
 	log := a.log().With("run_id", r.ID)
+	if next.Status == runs.StatusWaiting {
+		log.InfoContext(ctx, "vote recorded", "via", how.Via, "suspension_id", r.SuspensionID, "approvals", next.Approvals(), "votes_needed", next.VotesNeeded)
+		return next, nil
+	}
 	log.InfoContext(ctx, "decision recorded", "via", how.Via, "suspension_id", r.SuspensionID)
 	if err := a.Dispatch.Dispatch(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}); err != nil {
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
@@ -373,9 +400,9 @@ type InboxPageView struct {
 const maxCursor = 1024
 
 // listApprovals answers the caller's inbox: the suspensions indexed under
-// the caller's key (runs.CallerKey), newest first. Groups the
-// caller belongs to are not looked up yet: a run that names its approvers
-// as a group is listed under the group only.
+// the caller's key (runs.SubjectKey: the directory person for any of their
+// aliases, else the canonical principal), newest first. Suspensions index
+// everyone who may decide them, groups expanded to their members.
 func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	who, err := requireIdentity(req)
 	if err != nil {
@@ -389,7 +416,7 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 	if len(cursor) > maxCursor {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "query parameter cursor is longer than %d characters", maxCursor)
 	}
-	entries, next, err := a.Store.Inbox(ctx, runs.CallerKey(who), int(limit), cursor)
+	entries, next, err := a.Store.Inbox(ctx, runs.SubjectKey(a.Directory, who), int(limit), cursor)
 	if runs.ErrorCode(err) == runs.EInvalid {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "query parameter cursor is not the next_cursor of a page of your inbox")
 	}

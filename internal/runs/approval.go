@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 )
 
@@ -37,6 +38,9 @@ type Suspension struct {
 	// approvers. The caller leaves out who may not decide (the initiator
 	// under four-eyes).
 	InboxApprovers []string
+	// InboxKeys, when set, replace InboxApprovers: the keys (SubjectKey)
+	// of everyone who may decide, groups expanded to their persons.
+	InboxKeys []string
 	// VotesNeeded is how many approvals the suspension needs (0: one).
 	VotesNeeded int
 }
@@ -80,6 +84,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.ReminderSent = false
 	next.Notification = NotificationPending
 	next.Decision, next.DecidedBy, next.DecidedVia, next.DecidedAt = nil, "", "", time.Time{}
+	next.VotesNeeded, next.Votes = max(sp.VotesNeeded, 1), nil
 	next.Counters = st.Counters
 	next.SuspendedAt = now
 	w := Write{NewInbox: inboxEntries(cur, sp, calls, deadline, now)}
@@ -159,8 +164,13 @@ func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallS
 	if err != nil {
 		return nil, nil, Errorf(EInvalid, "suspended state cannot be encoded: %v", err)
 	}
-	if len(sp.InboxApprovers) > MaxApprovers {
-		return nil, nil, Errorf(EInvalid, "%d inbox approvers, at most %d allowed", len(sp.InboxApprovers), MaxApprovers)
+	if len(sp.InboxApprovers) > MaxApprovers || len(sp.InboxKeys) > MaxApprovers {
+		return nil, nil, Errorf(EInvalid, "%d inbox approvers, at most %d allowed", max(len(sp.InboxApprovers), len(sp.InboxKeys)), MaxApprovers)
+	}
+	for _, k := range sp.InboxKeys {
+		if k == "" || len(k) > identity.MaxPrincipalLen+16 {
+			return nil, nil, Errorf(EInvalid, "inbox keys must be 1 to %d bytes", identity.MaxPrincipalLen+16)
+		}
 	}
 	if len(sp.Purpose) > MaxPurposeSize {
 		return nil, nil, Errorf(EInvalid, "purpose is %d bytes, over the %d-byte limit", len(sp.Purpose), MaxPurposeSize)
@@ -200,8 +210,27 @@ type NewDecision struct {
 	// Token is the looked-up approval token when Via is ViaLink; it is
 	// consumed (single use) in the same write.
 	Token *ApprovalToken
-	// Decision is the answer the loop's Resume applies.
+	// Decision is the answer the loop's Resume applies. When the
+	// suspension needs more than one approval it is a vote: a turn action,
+	// approve or deny.
 	Decision loop.Decision
+	// Voter is who the decision counts for when the suspension needs more
+	// than one approval (identity.Subject.Key of the decider); a person
+	// votes once.
+	Voter string
+}
+
+// VoteEventData is the data of a vote event (the voter is the event's actor).
+type VoteEventData struct {
+	SuspensionID string      `json:"suspension_id"`
+	TurnDigest   string      `json:"turn_digest"`
+	Via          string      `json:"via"`
+	Action       loop.Action `json:"action"`
+	Person       string      `json:"person"`
+	// Approvals is the number of approving votes with this one;
+	// VotesNeeded how many the suspension needs.
+	Approvals   int `json:"approvals"`
+	VotesNeeded int `json:"votes_needed"`
 }
 
 // Decide moves a WAITING_FOR_APPROVAL run whose current suspension is
@@ -253,9 +282,36 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		if !now.Before(cur.ApprovalDeadline) {
 			return nil, Write{}, Errorf(EGone, "the approval window of run %s closed at %s", cur.ID, cur.ApprovalDeadline.Format(time.RFC3339))
 		}
-		w := Write{Events: []Event{{Type: EventDecision, Actor: d.Decider, Data: mustJSON(DecisionEventData{
-			SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: d.Decision,
-		})}}}
+		next := cur.Clone()
+		w := Write{}
+		if cur.VotesNeeded > 1 {
+			// A vote: the run resumes on the N-th approval or on a denial;
+			// otherwise it keeps waiting with the vote recorded. Conditional
+			// on the row's version like every write, so of concurrent votes
+			// each is counted once, on the vote set it was built on.
+			if d.Voter == "" {
+				return nil, Write{}, Errorf(EInvalid, "a vote needs the voter")
+			}
+			if d.Decision.Action != loop.ActionApprove && d.Decision.Action != loop.ActionDeny {
+				return nil, Write{}, Errorf(EInvalid, "this suspension needs %d approvals: vote with a turn action, approve or deny", cur.VotesNeeded)
+			}
+			for _, v := range cur.Votes {
+				if v.Person == d.Voter {
+					return nil, Write{}, Errorf(EConflict, "%s already voted (%s) on this suspension", d.Decider, v.Action)
+				}
+			}
+			next.Votes = append(next.Votes, Vote{By: d.Decider, Person: d.Voter, Action: d.Decision.Action, Via: d.Via, At: now})
+			w.Events = append(w.Events, Event{Type: EventVote, Actor: d.Decider, Data: mustJSON(VoteEventData{
+				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Action: d.Decision.Action,
+				Person: d.Voter, Approvals: next.Approvals(), VotesNeeded: cur.VotesNeeded,
+			})})
+		}
+		final := cur.VotesNeeded <= 1 || d.Decision.Action == loop.ActionDeny || next.Approvals() >= cur.VotesNeeded
+		if final {
+			w.Events = append(w.Events, Event{Type: EventDecision, Actor: d.Decider, Data: mustJSON(DecisionEventData{
+				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: d.Decision,
+			})})
+		}
 		if d.Via == ViaLink {
 			if d.Token.RunID != cur.ID || d.Token.SuspensionID != d.SuspensionID {
 				return nil, Write{}, Errorf(EConflict, "approval link is for another suspension")
@@ -265,10 +321,11 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			}
 			w.UseToken = &TokenUse{Hash: d.Token.Hash, RunID: cur.ID, SuspensionID: d.SuspensionID, At: now}
 		}
-		next := cur.Clone()
-		next.Status = StatusResuming
-		next.Decision = cloneDecision(&d.Decision)
-		next.DecidedBy, next.DecidedVia, next.DecidedAt = d.Decider, d.Via, now
+		if final {
+			next.Status = StatusResuming
+			next.Decision = cloneDecision(&d.Decision)
+			next.DecidedBy, next.DecidedVia, next.DecidedAt = d.Decider, d.Via, now
+		}
 		return next, w, nil
 	}, func(fresh *Run) bool {
 		return fresh.Status == StatusWaiting && fresh.SuspensionID == d.SuspensionID

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"github.com/agentgate/agentgate/internal/identity"
+	"github.com/agentgate/agentgate/internal/loop"
 )
 
 // Requirements returns who may decide each call of calls that needs
@@ -147,4 +148,26 @@ func InboxApprovers(dir *identity.Directory, r *Run) []string {
 		out = append(out, a)
 	}
 	return out
+}
+
+// VoteTally says, for approvers, who approved the current suspension so
+// far and who else may still vote (everyone who may decide it and has not
+// voted), when it needs more than one approval; both nil otherwise.
+func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
+	if r.VotesNeeded <= 1 {
+		return nil, nil
+	}
+	done := map[string]bool{}
+	for _, v := range r.Votes {
+		done[v.Person] = true
+		if v.Action == loop.ActionApprove {
+			voted = append(voted, v.By)
+		}
+	}
+	for _, e := range Eligible(dir, r, r.PendingCalls) {
+		if !done[e.Subject.Key()] {
+			still = append(still, e.Subject.String())
+		}
+	}
+	return voted, still
 }

@@ -90,13 +90,19 @@ func (s *Store) retry(ctx context.Context, cur *Run, build func(cur *Run, now ti
 	if cur == nil {
 		return nil, Errorf(EInvalid, "run is required")
 	}
+	limit := maxRetries
+	if cur.VotesNeeded > 1 {
+		// Each landed vote moves the version under the others: a voter may
+		// have to rebuild once per vote that can land before its own.
+		limit = maxVoteRetries
+	}
 	for attempt := 0; ; attempt++ {
 		next, w, err := build(cur, s.now())
 		if err != nil {
 			return nil, err
 		}
 		r, fresh, err := s.write(ctx, cur, next, w)
-		if err == nil || ErrorCode(err) != EConflict || attempt == maxRetries {
+		if err == nil || ErrorCode(err) != EConflict || attempt == limit {
 			return r, err
 		}
 		if fresh == nil || fresh.Version == cur.Version || !again(fresh) {

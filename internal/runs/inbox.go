@@ -90,12 +90,30 @@ func CallerKey(who string) string {
 	return p.Key()
 }
 
+// SubjectKey returns the inbox key of an authenticated caller with a
+// directory: the person's key ("person:<id>") for any alias of a directory
+// person, else the principal's canonical key (CallerKey); "" when who
+// names no principal. Suspensions index their eligible deciders this way
+// (Suspension.InboxKeys), so a caller finds what waits for them through any
+// alias and any group.
+func SubjectKey(dir *identity.Directory, who string) string {
+	p, err := identity.Parse(who)
+	if err != nil {
+		return ""
+	}
+	return dir.Lookup(p).Key()
+}
+
 // inboxEntries returns the inbox entries of a suspension: one per distinct
-// approver key of approvers.
+// key of sp.InboxKeys, or else per distinct approver key of approvers.
 func inboxEntries(cur *Run, sp Suspension, calls []CallSummary, deadline, now time.Time) []InboxEntry {
 	approvers := sp.InboxApprovers
 	if approvers == nil {
 		approvers = cur.Approvers
+	}
+	keyOf := ApproverKey
+	if sp.InboxKeys != nil {
+		approvers, keyOf = sp.InboxKeys, func(k string) string { return k }
 	}
 	var tools []string
 	for _, c := range calls {
@@ -110,7 +128,7 @@ func inboxEntries(cur *Run, sp Suspension, calls []CallSummary, deadline, now ti
 	var out []InboxEntry
 	seen := map[string]bool{}
 	for _, a := range approvers {
-		k := ApproverKey(a)
+		k := keyOf(a)
 		if k == "" || seen[k] {
 			continue
 		}

@@ -231,6 +231,12 @@ type Run struct {
 	ReminderSent     bool              `json:"reminder_sent,omitempty"`
 	Notification     NotificationState `json:"notification,omitempty"`
 
+	// VotesNeeded is how many distinct persons must approve the current
+	// suspension (0 or 1: one decision decides); Votes are the votes cast
+	// on it so far, in order. Both are reset by every suspension.
+	VotesNeeded int    `json:"votes_needed,omitempty"`
+	Votes       []Vote `json:"votes,omitempty"`
+
 	// Decision is the decision on the current suspension (nil: none yet),
 	// with who made it, how (ViaAPI or ViaLink) and when.
 	Decision   *loop.Decision `json:"decision,omitempty"`
@@ -271,6 +277,37 @@ type Run struct {
 	HandOver *HandOverRecord `json:"hand_over,omitempty"`
 }
 
+// Vote is one approver's vote on a suspension that needs more than one
+// approval.
+type Vote struct {
+	// By is the voter as authenticated (or the link's approver).
+	By string `json:"by"`
+	// Person is who the vote counts for (identity.Subject.Key): one vote
+	// per person, whatever alias they use.
+	Person string `json:"person"`
+	// Action is approve or deny; a denial ends the vote.
+	Action loop.Action `json:"action"`
+	Via    string      `json:"via"`
+	At     time.Time   `json:"at"`
+}
+
+// Approvals returns how many approving votes the run's current suspension has.
+func (r *Run) Approvals() int {
+	n := 0
+	for _, v := range r.Votes {
+		if v.Action == loop.ActionApprove {
+			n++
+		}
+	}
+	return n
+}
+
+// VotesMissing returns how many approvals the current suspension still
+// needs before the run resumes (0 when it needs none or has them all).
+func (r *Run) VotesMissing() int {
+	return max(max(r.VotesNeeded, 1)-r.Approvals(), 0)
+}
+
 // Clone returns a deep copy of r.
 func (r *Run) Clone() *Run {
 	if r == nil {
@@ -281,6 +318,7 @@ func (r *Run) Clone() *Run {
 	c.Metadata = maps.Clone(r.Metadata)
 	c.TokenHashes = append([]string(nil), r.TokenHashes...)
 	c.InboxKeys = append([]string(nil), r.InboxKeys...)
+	c.Votes = append([]Vote(nil), r.Votes...)
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)
 	c.Output = cloneRaw(r.Output)
@@ -351,6 +389,7 @@ const (
 	EventNotified     = "notified"
 	EventReminded     = "reminded"
 	EventDecision     = "decision"
+	EventVote         = "vote"
 	EventResumed      = "resumed"
 	EventSettled      = "settled"
 	EventCancelled    = "cancelled"

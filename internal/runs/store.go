@@ -17,6 +17,11 @@ const (
 // moved under it.
 const maxRetries = 4
 
+// maxVoteRetries bounds the retries of a vote: at most one vote per
+// possible voter can land while the suspension waits, plus the
+// notifications recorded meanwhile.
+const maxVoteRetries = 2*MaxApprovers + maxRetries
+
 // Options configure a Store. Zero values take the defaults.
 type Options struct {
 	// Now is the clock; time.Now when nil. Store truncates it to

@@ -20,9 +20,13 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 	type link struct{ approver, raw string }
 	var links []link
 	var grants []runs.TokenGrant
+	voted := map[string]bool{}
+	for _, v := range r.Votes {
+		voted[v.Person] = true
+	}
 	for _, e := range runs.Eligible(w.Directory, r, r.PendingCalls) {
-		if e.Mailbox == "" {
-			continue
+		if e.Mailbox == "" || voted[e.Subject.Key()] {
+			continue // reminders go only to those who have not voted
 		}
 		raw, hash, err := w.NewToken()
 		if err != nil {

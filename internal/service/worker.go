@@ -309,7 +309,17 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	type issued struct{ approver, raw string }
 	var links []issued
 	var grants []runs.TokenGrant
-	for _, e := range runs.Eligible(s.w.Directory, s.cur, runs.SummarizeCalls(st)) {
+	calls := runs.SummarizeCalls(st)
+	eligible := runs.Eligible(s.w.Directory, s.cur, calls)
+	if len(eligible) > runs.MaxApprovers {
+		// A suspension lists at most MaxApprovers deciders in the inbox and
+		// mails at most as many links; the rest decide through the API.
+		s.log.WarnContext(ctx, "more persons may decide than a suspension lists; the first ones get links and inbox entries", "eligible", len(eligible), "listed", runs.MaxApprovers)
+		eligible = eligible[:runs.MaxApprovers]
+	}
+	inbox := []string{}
+	for _, e := range eligible {
+		inbox = append(inbox, e.Subject.Key())
 		if e.Mailbox == "" || s.w.NewToken == nil {
 			continue
 		}
@@ -320,14 +330,14 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		links = append(links, issued{e.Mailbox, raw})
 		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: e.Mailbox})
 	}
-	inbox := runs.InboxApprovers(s.w.Directory, s.cur)
 	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
-		State:          st,
-		Deadline:       deadline,
-		RemindAt:       now.Add(s.ttl * 8 / 10),
-		Tokens:         grants,
-		Purpose:        s.cur.Purpose,
-		InboxApprovers: inbox,
+		State:       st,
+		Deadline:    deadline,
+		RemindAt:    now.Add(s.ttl * 8 / 10),
+		Tokens:      grants,
+		Purpose:     s.cur.Purpose,
+		InboxKeys:   inbox,
+		VotesNeeded: runs.VotesNeeded(calls),
 	})
 	if err != nil {
 		if runs.ErrorCode(err) == runs.ETooLarge {

@@ -128,6 +128,8 @@ type runItem struct {
 	TokenHashes      []string          `dynamodbav:"token_hashes,omitempty"`
 	Webhook          string            `dynamodbav:"webhook,omitempty"`
 	Outbox           string            `dynamodbav:"outbox,omitempty"`
+	VotesNeeded      int               `dynamodbav:"votes_needed,omitempty"`
+	Votes            string            `dynamodbav:"votes,omitempty"`
 	ToolExecutors    []string          `dynamodbav:"tool_executors,omitempty"`
 	HandOver         string            `dynamodbav:"hand_over,omitempty"`
 }
@@ -193,6 +195,14 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 			return runItem{}, fmt.Errorf("encode webhook: %w", err)
 		}
 		it.Webhook = string(b)
+	}
+	it.VotesNeeded = r.VotesNeeded
+	if len(r.Votes) > 0 {
+		b, err := json.Marshal(r.Votes)
+		if err != nil {
+			return runItem{}, fmt.Errorf("encode votes: %w", err)
+		}
+		it.Votes = string(b)
 	}
 	if len(r.Outbox) > 0 {
 		b, err := json.Marshal(r.Outbox)
@@ -279,6 +289,12 @@ func (it runItem) run() (*runs.Run, error) {
 		r.Webhook = new(runs.Subscription)
 		if err := json.Unmarshal([]byte(it.Webhook), r.Webhook); err != nil {
 			return nil, fmt.Errorf("decode webhook of run %s: %w", it.ID, err)
+		}
+	}
+	r.VotesNeeded = it.VotesNeeded
+	if it.Votes != "" {
+		if err := json.Unmarshal([]byte(it.Votes), &r.Votes); err != nil {
+			return nil, fmt.Errorf("decode votes of run %s: %w", it.ID, err)
 		}
 	}
 	if it.Outbox != "" {

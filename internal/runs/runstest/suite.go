@@ -89,6 +89,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"SubmitToolResultsRefusals", testSubmitRefusals},
 		{"ConcurrentSubmitToolResults", testConcurrentSubmit},
 		{"ToolResultsExpire", testToolResultsExpire},
+		{"Votes", testVotes},
+		{"VoteThroughLinks", testVoteThroughLinks},
+		{"ConcurrentVotes", testConcurrentVotes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,15 @@
+//go:build integration
+
+package apitest_test
+
+import "testing"
+
+// TestQuorumUnderConcurrencyOnDynamoDB is TestQuorumUnderConcurrency on
+// DynamoDB + S3 (the emulator at AWS_ENDPOINT_URL). On moto the DynamoDB
+// requests are put on the wire one at a time (awstest serializes them,
+// moto's TransactWriteItems is not atomic under concurrent requests); the
+// 50 votes still race freely between requests: read, conditional write,
+// re-read, retry.
+func TestQuorumUnderConcurrencyOnDynamoDB(t *testing.T) {
+	runQuorumRace(t, onAWS(t))
+}

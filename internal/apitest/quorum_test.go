@@ -1,0 +1,174 @@
+package apitest_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+const quorumDirectory = `{"version": 1,
+ "persons": [
+  {"id": "ann",   "aliases": ["ann@example.com", "ann"]},
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "dave",  "aliases": ["dave@example.com", "dave"]},
+  {"id": "erin",  "aliases": ["erin@example.com", "erin"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}
+ ],
+ "groups": [{"name": "five", "members": ["ann", "bob", "carol", "dave", "erin"]}]
+}`
+
+const quorumPolicy = `{"version": 1, "rules": [
+  {"id": "pricing-two-of-five", "description": "pricing changes need two of the five", "tools": ["write_document"],
+   "outcome": "require_approval", "approvers": ["group:five"], "required_approvals": 2}
+ ]}`
+
+var quorumVoters = []string{"ann", "bob", "carol", "dave", "erin"}
+
+// runQuorumRace: 5 approvers, N = 2, 50 concurrent votes through the HTTP
+// API (each approver ten times) -> exactly one transition, exactly two
+// counted approvals, and the write runs once.
+func runQuorumRace(t *testing.T, opts ...func(*apitest.Options)) {
+	o := apitest.Options{Principals: append([]string{"frank"}, quorumVoters...), Governance: governance(t, quorumDirectory, quorumPolicy)}
+	for _, f := range opts {
+		f(&o)
+	}
+	s := start(t, o)
+	c := s.Client(t)
+	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"update pricing","approvers":["group:five"]}`)
+	id := run["id"].(string)
+	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
+	run = notified(t, s, c, "frank", id)
+	if run["votes_needed"] != float64(2) {
+		t.Fatalf("votes_needed %v, want 2", run["votes_needed"])
+	}
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+
+	// Everyone of the group finds it in their inbox, with the votes needed.
+	for _, who := range quorumVoters {
+		_, inbox, _ := call(t, s, c, "GET", "/approvals", who, "", "")
+		list := inbox["approvals"].([]any)
+		if len(list) != 1 || list[0].(map[string]any)["run_id"] != id || list[0].(map[string]any)["votes_needed"] != float64(2) {
+			t.Errorf("%s's inbox: %v", who, inbox)
+		}
+	}
+	// Under a quorum a decision is a vote on the whole turn.
+	status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, `{"turn_digest":"`+digest+`","calls":[{"call_id":"toolu_write","action":"approve"}]}`)
+	if status != 422 || !strings.Contains(errMessage(out), "per-call decisions and edits") {
+		t.Fatalf("per-call vote: %d %v, want 422", status, out)
+	}
+
+	const n = 50
+	var accepted, conflicts atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", quorumVoters[i%len(quorumVoters)], jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`)
+			switch status {
+			case http.StatusAccepted:
+				accepted.Add(1)
+			case http.StatusConflict:
+				conflicts.Add(1)
+			default:
+				t.Errorf("vote %d: %d %v", i, status, out)
+			}
+		})
+	}
+	wg.Wait()
+	done := waitAs(t, s, c, "frank", id, "COMPLETED")
+	votes, _ := done["votes"].([]any)
+	decisions, votesCast, writes := 0, 0, 0
+	for _, e := range eventsOf(t, s, c, "frank", id) {
+		switch e["type"] {
+		case runs.EventDecision:
+			decisions++
+		case runs.EventVote:
+			votesCast++
+		case runs.EventToolExecuted:
+			if e["data"].(map[string]any)["tool"] == "write_document" {
+				writes++
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(s.Dir, "content", "pages", "pricing.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("quorum over HTTP: %d votes by %d approvers, N=2: %d accepted (202), %d refused (409), %d counted votes, %d decision (transition), write executed %d time(s)",
+		n, len(quorumVoters), accepted.Load(), conflicts.Load(), votesCast, decisions, writes)
+	if accepted.Load() != 2 || conflicts.Load() != n-2 {
+		t.Errorf("%d votes accepted, %d refused; want 2 and %d", accepted.Load(), conflicts.Load(), n-2)
+	}
+	if len(votes) != 2 || votesCast != 2 || decisions != 1 || writes != 1 {
+		t.Errorf("votes %d (events %d), decisions %d, writes %d; want 2, 2, 1, 1", len(votes), votesCast, decisions, writes)
+	}
+	if v0, v1 := votes[0].(map[string]any)["by"], votes[1].(map[string]any)["by"]; v0 == v1 {
+		t.Errorf("two votes by %v: want two persons", v0)
+	}
+	if !strings.Contains(string(b), "12 EUR") {
+		t.Errorf("pricing.md = %q: the write did not run", b)
+	}
+}
+
+func TestQuorumUnderConcurrency(t *testing.T) { runQuorumRace(t) }
+
+// TestQuorumVotesThroughLinks: each approver's link is their vote; the
+// approval page and the mail show the rule, the votes so far and who is
+// still needed; the initiator cannot vote; the same person twice is 409.
+func TestQuorumVotesThroughLinks(t *testing.T) {
+	s := start(t, apitest.Options{Principals: append([]string{"frank"}, quorumVoters...), Governance: governance(t, quorumDirectory, quorumPolicy)})
+	c := s.Client(t)
+	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"update pricing","approvers":["group:five"]}`)
+	id := run["id"].(string)
+	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
+	run = notified(t, s, c, "frank", id)
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	if n := len(s.Links("frank@example.com")); n != 0 {
+		t.Errorf("the initiator got %d links", n)
+	}
+	annLink := linkPath(t, waitLinks(t, s, "ann@example.com", 1)[0])
+	_, page := get(t, s, c, "GET", s.URL+annLink, "")
+	for _, want := range []string{"pricing-two-of-five", "pricing changes need two of the five", "0 of 2 approvals"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the approval page does not show %q", want)
+		}
+	}
+	mail := s.Mail()
+	for _, want := range []string{"pricing-two-of-five", "2 approvals"} {
+		if !strings.Contains(mail, want) {
+			t.Errorf("the approval mail does not show %q", want)
+		}
+	}
+	if status, _, _ := call(t, s, c, "POST", annLink, "", formCT, form("digest", digest, "action", "approve")); status != 200 {
+		t.Fatalf("ann's link: %d", status)
+	}
+	_, run, _ = call(t, s, c, "GET", "/runs/"+id, "frank", "", "")
+	if run["status"] != "WAITING_FOR_APPROVAL" || run["votes_needed"] != float64(1) {
+		t.Fatalf("after one vote: %v / %v, want waiting with 1 needed", run["status"], run["votes_needed"])
+	}
+	// Ann again, through the API: 409; the page of another approver shows ann's vote.
+	if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 409 || !strings.Contains(errMessage(out), "already voted") {
+		t.Errorf("ann twice: %d %v, want 409", status, out)
+	}
+	bobLink := linkPath(t, waitLinks(t, s, "bob@example.com", 1)[0])
+	_, page = get(t, s, c, "GET", s.URL+bobLink, "")
+	for _, want := range []string{"1 of 2 approvals", "ann"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("bob's page does not show %q", want)
+		}
+	}
+	if status, _, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "frank", jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 403 {
+		t.Errorf("the initiator voted: %d, want 403", status)
+	}
+	if status, _, _ := call(t, s, c, "POST", bobLink, "", formCT, form("digest", digest, "action", "approve")); status != 200 {
+		t.Fatalf("bob's link: %d", status)
+	}
+	waitAs(t, s, c, "frank", id, "COMPLETED")
+}
