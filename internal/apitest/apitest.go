@@ -92,6 +92,26 @@ func (s *Server) Links(approver string) []string {
 	return out
 }
 
+// WaitLinks waits until at least n approval links were mailed to approver
+// and returns them, oldest first. The mail is sent after the suspension is
+// stored, so a run seen WAITING_FOR_APPROVAL may not have its links yet.
+// It fails the test after 30 s (a generous bound for a loaded machine; it
+// asserts nothing about speed).
+func (s *Server) WaitLinks(t testing.TB, approver string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		links := s.Links(approver)
+		if len(links) >= n {
+			return links
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s got %d approval links, want %d", approver, len(links), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Mail returns every approval mail written to the outbox so far (the
 // .eml files, concatenated).
 func (s *Server) Mail() string {

@@ -183,14 +183,7 @@ func TestLinkPagesMatchSpec(t *testing.T) {
 		_, run, _ := call(t, s, c, "POST", "/runs", "alice", jsonCT, `{"prompt":"update","approvers":["ops@example.com","bob"],"approval_ttl_seconds":600}`)
 		id = run["id"].(string)
 		run = waitStatus(t, s, c, id, "WAITING_FOR_APPROVAL")
-		deadline := time.Now().Add(30 * time.Second)
-		for len(s.Links("ops@example.com")) == before {
-			if time.Now().After(deadline) {
-				t.Fatal("no approval link was mailed")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		links := s.Links("ops@example.com")
+		links := s.WaitLinks(t, "ops@example.com", before+1)
 		u, err := url.Parse(links[len(links)-1])
 		if err != nil {
 			t.Fatal(err)

@@ -133,7 +133,7 @@ func runLargeWrite(t *testing.T, size int, opts ...func(*apitest.Options)) {
 
 	// The approval page: the summary links to the whole preview, which the
 	// approver reads (page by page) to the last byte.
-	links := s.Links("ops@example.com")
+	links := s.WaitLinks(t, "ops@example.com", 1)
 	require.Len(t, links, 1)
 	st, page := get(t, s, c, "GET", links[0], "")
 	require.Equal(t, 200, st)
@@ -237,7 +237,7 @@ func TestHeldCallRefusals(t *testing.T) {
 			assert.Equal(t, tt.want, st)
 		})
 	}
-	link := s.Links("ops@example.com")[0]
+	link := s.WaitLinks(t, "ops@example.com", 1)[0]
 	for _, m := range []string{"GET", "HEAD"} {
 		st, _ := get(t, s, c, m, link+"?call=toolu_w0&part=x", "")
 		assert.Equal(t, 400, st)

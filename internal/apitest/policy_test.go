@@ -163,7 +163,7 @@ func TestPolicyOutcomesEndToEnd(t *testing.T) {
 			t.Fatalf("pending write %v, want rule pricing with its approval rule", write)
 		}
 		// Only finance members other than the initiator get a link.
-		waitLinks(t, s, "carol@example.com", 1)
+		s.WaitLinks(t, "carol@example.com", 1)
 		if n := len(s.Links("bob@example.com")); n != 0 {
 			t.Errorf("the initiator got %d links under four-eyes", n)
 		}
@@ -215,18 +215,6 @@ func errMessage(out map[string]any) string {
 	e, _ := out["error"].(map[string]any)
 	m, _ := e["message"].(string)
 	return m
-}
-
-func waitLinks(t *testing.T, s *apitest.Server, mailbox string, n int) []string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(s.Links(mailbox)) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s got %d links, want %d", mailbox, len(s.Links(mailbox)), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return s.Links(mailbox)
 }
 
 // TestToolGate: an approver whose directory entry limits them to other
@@ -300,7 +288,7 @@ func TestFourEyesBypassThroughLinks(t *testing.T) {
 	if after.Version != r.Version || after.Status != runs.StatusWaiting {
 		t.Fatalf("refused links changed the run: %s v%d, was v%d", after.Status, after.Version, r.Version)
 	}
-	carol := waitLinks(t, s, "carol@example.com", 1)
+	carol := s.WaitLinks(t, "carol@example.com", 1)
 	if status, _, _ := call(t, s, c, "POST", linkPath(t, carol[0]), "", formCT, form("digest", digest, "action", "approve")); status != 200 {
 		t.Fatalf("carol's link: %d", status)
 	}

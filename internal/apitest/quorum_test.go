@@ -133,7 +133,7 @@ func TestQuorumVotesThroughLinks(t *testing.T) {
 	if n := len(s.Links("frank@example.com")); n != 0 {
 		t.Errorf("the initiator got %d links", n)
 	}
-	annLink := linkPath(t, waitLinks(t, s, "ann@example.com", 1)[0])
+	annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
 	_, page := get(t, s, c, "GET", s.URL+annLink, "")
 	for _, want := range []string{"pricing-two-of-five", "pricing changes need two of the five", "0 of 2 approvals"} {
 		if !strings.Contains(page, want) {
@@ -157,7 +157,7 @@ func TestQuorumVotesThroughLinks(t *testing.T) {
 	if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 409 || !strings.Contains(errMessage(out), "already voted") {
 		t.Errorf("ann twice: %d %v, want 409", status, out)
 	}
-	bobLink := linkPath(t, waitLinks(t, s, "bob@example.com", 1)[0])
+	bobLink := linkPath(t, s.WaitLinks(t, "bob@example.com", 1)[0])
 	_, page = get(t, s, c, "GET", s.URL+bobLink, "")
 	for _, want := range []string{"1 of 2 approvals", "ann"} {
 		if !strings.Contains(page, want) {
