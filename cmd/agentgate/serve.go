@@ -22,6 +22,7 @@ import (
 	"github.com/agentgate/agentgate/internal/mcptool"
 
 	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/webhook"
@@ -63,7 +64,7 @@ type localServer struct {
 	URL string
 	// App and Dispatcher are the in-process application (nil in remote mode).
 	App        *app.App
-	Dispatcher *app.InProcess
+	Dispatcher *dispatch.InProcess
 	closeStore func() error
 	// tools are the MCP servers' tools (nil without --tools).
 	tools *mcptool.Catalog
@@ -142,7 +143,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 // openApp builds the in-process application: on the embedded store by
 // default, or on DynamoDB+S3 (names and endpoint from the environment:
 // AGENTGATE_TABLE, AGENTGATE_BUCKET, AWS_ENDPOINT_URL, ...) with o.store "aws".
-func openApp(ctx context.Context, o serveOptions, base string, model loop.Model, tools *mcptool.Catalog, gov app.Governance) (*app.App, *app.InProcess, func() error, error) {
+func openApp(ctx context.Context, o serveOptions, base string, model loop.Model, tools *mcptool.Catalog, gov app.Governance) (*app.App, *dispatch.InProcess, func() error, error) {
 	outbox := filepath.Join(o.dir, "outbox")
 	if o.store != "aws" {
 		if err := seedDocuments(o.dir); err != nil {
@@ -168,7 +169,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	if err := os.MkdirAll(outbox, 0o700); err != nil {
 		return nil, nil, nil, err
 	}
-	disp := &app.InProcess{Logger: o.logger}
+	disp := &dispatch.InProcess{Logger: o.logger}
 	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: routes.All(),
 		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut, Webhooks: o.webhooks, Governance: &gov})
 	if err != nil {

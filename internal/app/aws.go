@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/config"
+	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
@@ -82,7 +83,7 @@ func NewAWS(o AWSOptions) (*App, error) {
 	} else if gov, err = LoadGovernance(c.DirectoryFile, c.PolicyFile); err != nil {
 		return nil, err
 	}
-	var disp service.Dispatcher = &service.LambdaDispatcher{Client: lambda.NewFromConfig(o.AWS), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
+	var disp service.Dispatcher = &dispatch.Lambda{Client: lambda.NewFromConfig(o.AWS), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
 	if o.Dispatch != nil {
 		disp = o.Dispatch
 	}

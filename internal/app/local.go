@@ -1,62 +1,28 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
-	"github.com/agentgate/agentgate/internal/service"
 )
-
-// InProcess dispatches jobs to a worker in a goroutine (the local stand-in
-// for an async Lambda invoke). Wait blocks until dispatched jobs are done.
-type InProcess struct {
-	Worker *service.Worker
-	Logger *slog.Logger
-	wg     sync.WaitGroup
-}
-
-var _ service.Dispatcher = (*InProcess)(nil)
-
-// Dispatch starts the job and returns at once.
-func (d *InProcess) Dispatch(ctx context.Context, job service.Job) error {
-	if err := job.Validate(); err != nil {
-		return err
-	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		if err := d.Worker.Handle(context.WithoutCancel(ctx), job); err != nil {
-			log := d.Logger
-			if log == nil {
-				log = slog.Default()
-			}
-			log.Error("job failed", "run_id", job.RunID, "job", job.Kind, "err", err)
-		}
-	}()
-	return nil
-}
-
-// Wait blocks until every dispatched job has finished.
-func (d *InProcess) Wait() { d.wg.Wait() }
 
 // Local is an App on the embedded default: bbolt for runs and state blobs,
 // a folder for documents, an outbox folder for mail, in-process dispatch.
 type Local struct {
 	*App
-	Dispatcher *InProcess
+	Dispatcher *dispatch.InProcess
 	Dir        string
 	db         *embedded.DB
 }
@@ -126,7 +92,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	disp := &InProcess{Logger: o.Logger}
+	disp := &dispatch.InProcess{Logger: o.Logger}
 	a, err := New(Deps{
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, ToolSources: o.ToolSources,
 		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),

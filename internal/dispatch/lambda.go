@@ -1,4 +1,4 @@
-package service
+package dispatch
 
 import (
 	"context"
@@ -7,30 +7,32 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/agentgate/agentgate/internal/service"
 )
 
-// LambdaInvoker is the part of the Lambda client the dispatcher uses.
+// LambdaInvoker is the part of the Lambda client Lambda uses.
 type LambdaInvoker interface {
 	Invoke(ctx context.Context, in *lambda.InvokeInput, opts ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
 }
 
-// LambdaDispatcher dispatches jobs as async invokes (InvocationType=Event)
-// of the worker functions: run jobs to RunFunction, resume jobs to ResumeFunction.
-type LambdaDispatcher struct {
+// Lambda dispatches jobs as async invokes (InvocationType=Event) of the
+// worker functions: run jobs to RunFunction, resume jobs to ResumeFunction.
+type Lambda struct {
 	Client         LambdaInvoker
 	RunFunction    string
 	ResumeFunction string
 }
 
-var _ Dispatcher = (*LambdaDispatcher)(nil)
+var _ service.Dispatcher = (*Lambda)(nil)
 
 // Dispatch invokes the job's worker function asynchronously.
-func (d *LambdaDispatcher) Dispatch(ctx context.Context, job Job) error {
+func (d *Lambda) Dispatch(ctx context.Context, job service.Job) error {
 	if err := job.Validate(); err != nil {
 		return err
 	}
 	fn := d.RunFunction
-	if job.Kind == JobResume {
+	if job.Kind == service.JobResume {
 		fn = d.ResumeFunction
 	}
 	if fn == "" {
