@@ -181,7 +181,7 @@ func (c *checker) checkAsync(ctx context.Context) {
 }
 
 func (c *checker) checkValidationAndEdge(ctx context.Context, apiID string) {
-	const wantValidation = "validator(body,params) models=Decision,StartRequest"
+	const wantValidation = "validator(body,params) models=Decision,StartRequest,ToolResultsSubmission"
 	validationFromTemplate := func() (string, bool) {
 		var names []string
 		for _, p := range c.template.resourcesOf("AWS::ApiGateway::Model") {
