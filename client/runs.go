@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -103,9 +104,28 @@ func (c *Client) Cancel(ctx context.Context, id string) (*Run, error) {
 	return &r, nil
 }
 
+// ClientCallInput returns the whole final input of a handed-over client
+// call of run id: call.Input when the run showed it whole, else every page
+// of GET /runs/{id}/calls/{call_id}?part=input (a long input is shortened
+// in Run.ToolResults, ClientCall.InputTruncated).
+func (c *Client) ClientCallInput(ctx context.Context, id string, call ClientCall) (json.RawMessage, error) {
+	if !call.InputTruncated {
+		return call.Input, nil
+	}
+	text, err := c.HeldCallText(ctx, id, call.ID, "input")
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid([]byte(text)) {
+		return nil, fmt.Errorf("client call %s: the input read is not JSON", call.ID)
+	}
+	return json.RawMessage(text), nil
+}
+
 // SubmitToolResults submits the results of a run's handed-over client-tool
 // calls (POST /runs/{id}/tool-results): exactly one per call of
-// Run.ToolResults, for its ToolResultsID. It returns the run (RESUMING);
+// Run.ToolResults, for its ToolResultsID. A call's whole input is
+// ClientCallInput. It returns the run (RESUMING);
 // of concurrent submissions exactly one wins, the others get a 409 Error.
 // Only the initiator or a tool executor of the run may submit (403).
 func (c *Client) SubmitToolResults(ctx context.Context, id string, res ToolResults) (*Run, error) {
@@ -241,9 +261,10 @@ func (c *Client) HeldCallTextPage(ctx context.Context, id, callID, part string, 
 }
 
 // HeldCallText returns the whole preview (part "preview") or input (part
-// "input") of a pending call, following the pages: every byte the approver
-// is asked to approve, where Run's PendingCall may show it shortened
-// (PreviewTruncated, InputTruncated).
+// "input") of a pending call, or the input of a handed-over client call,
+// following the pages: every byte the approver is asked to approve (or the
+// caller to execute), where Run's PendingCall (ClientCall) may show it
+// shortened (PreviewTruncated, InputTruncated).
 func (c *Client) HeldCallText(ctx context.Context, id, callID, part string) (string, error) {
 	var b []byte
 	offset := 0

@@ -186,14 +186,18 @@ type PendingCall struct {
 	ApprovedBy string `json:"approved_by,omitempty"`
 }
 
-// HeldCallText is one page of the whole preview or input of a pending call
-// (GET /runs/{id}/calls/{call_id}).
+// HeldCallText is one page of the whole preview or input of a pending
+// call, or of the input of a handed-over client call (GET
+// /runs/{id}/calls/{call_id}).
 type HeldCallText struct {
-	RunID        string `json:"run_id"`
-	SuspensionID string `json:"suspension_id"`
-	TurnDigest   string `json:"turn_digest"`
-	CallID       string `json:"call_id"`
-	Tool         string `json:"tool"`
+	RunID string `json:"run_id"`
+	// SuspensionID and TurnDigest name the held turn of a pending call.
+	SuspensionID string `json:"suspension_id,omitempty"`
+	TurnDigest   string `json:"turn_digest,omitempty"`
+	// ToolResultsID names the hand-over of a handed-over call.
+	ToolResultsID string `json:"tool_results_id,omitempty"`
+	CallID        string `json:"call_id"`
+	Tool          string `json:"tool"`
 	// Part is "preview" or "input".
 	Part string `json:"part"`
 	// Size is the whole part's length in bytes; Offset where Text begins.
@@ -277,11 +281,22 @@ type Vote struct {
 }
 
 // ClientCall is a client-tool call handed to the caller, with its final
-// (possibly edited) input.
+// (possibly edited) input. A run shows a long input shortened
+// (InputTruncated): Client.ClientCallInput returns the whole of it.
 type ClientCall struct {
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Input is the final input; when InputTruncated, a shortened copy
+	// (long strings cut, ending in "…") or nil.
+	Input json.RawMessage `json:"input,omitempty"`
+	// InputSize is the length in bytes of the whole input.
+	InputSize int `json:"input_size,omitempty"`
+	// InputTruncated says Input is not the whole input.
+	InputTruncated bool `json:"input_truncated,omitempty"`
+	// InputURL, when InputTruncated, is the API path of the whole input.
+	InputURL string `json:"input_url,omitempty"`
+	// Edited says an approver changed the input the model gave.
+	Edited bool `json:"edited,omitempty"`
 }
 
 // PendingToolResults are the client calls the caller must execute (only

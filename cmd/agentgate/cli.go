@@ -277,8 +277,17 @@ func writeRun(w io.Writer, r *client.Run) {
 	}
 	if tr := r.ToolResults; tr != nil {
 		fmt.Fprintf(w, "tool calls %d for you to execute, tool-results id %s, deadline %s\n", len(tr.Calls), tr.ToolResultsID, until(tr.Deadline))
+		shortened := false
 		for _, call := range tr.Calls {
+			if call.InputTruncated {
+				shortened = true
+				fmt.Fprintf(w, "  - %s %s %s (shortened: %d bytes in all)\n", call.ID, call.Name, call.Input, call.InputSize)
+				continue
+			}
 			fmt.Fprintf(w, "  - %s %s %s\n", call.ID, call.Name, call.Input)
+		}
+		if shortened {
+			fmt.Fprintf(w, "  whole inputs: agentgate runs tool-calls %s\n", r.ID)
 		}
 	}
 	if d := r.Decision; d != nil {

@@ -164,6 +164,7 @@ func runsVerbs() map[string]subcommand {
 			},
 		},
 		"tool-results": toolResultsVerb(),
+		"tool-calls":   toolCallsVerb(),
 		"cancel": {
 			usage: "ID", summary: "cancel a run",
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {

@@ -71,6 +71,54 @@ func toolResultsVerb() subcommand {
 	}
 }
 
+// toolCallsVerb is `agentgate runs tool-calls ID`: the client calls a run
+// handed over, each with its whole final input (read page by page when the
+// run shows it shortened), as the JSON a caller executes them from.
+func toolCallsVerb() subcommand {
+	return subcommand{
+		usage:   "ID",
+		summary: "print the client calls a run handed over, each with its whole input, as JSON",
+		run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+			runID, err := oneID(args)
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.Run(ctx, runID)
+			if err != nil {
+				return err
+			}
+			if r.ToolResults == nil {
+				return fmt.Errorf("run %s is %s: it does not wait for tool results", runID, r.Status)
+			}
+			type toolCall struct {
+				ID     string          `json:"id"`
+				Name   string          `json:"name"`
+				Input  json.RawMessage `json:"input"`
+				Edited bool            `json:"edited,omitempty"`
+			}
+			out := struct {
+				ToolResultsID string     `json:"tool_results_id"`
+				Calls         []toolCall `json:"calls"`
+			}{ToolResultsID: r.ToolResults.ToolResultsID, Calls: []toolCall{}}
+			for _, call := range r.ToolResults.Calls {
+				in, err := c.ClientCallInput(ctx, runID, call)
+				if err != nil {
+					return fmt.Errorf("input of client call %s: %w", call.ID, err)
+				}
+				out.Calls = append(out.Calls, toolCall{ID: call.ID, Name: call.Name, Input: in, Edited: call.Edited})
+			}
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false)
+			return enc.Encode(out)
+		},
+	}
+}
+
 // parseToolResults reads a submission, or a bare array of results.
 func parseToolResults(b []byte) (client.ToolResults, error) {
 	var sub client.ToolResults

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -76,6 +78,8 @@ func TestCLIToolResults(t *testing.T) {
 	}{
 		{"get shows the calls", "carol", []string{"runs", "get", r.ID}, 0, "tool-results id " + trID, ""},
 		{"get shows an input", "alice", []string{"runs", "get", r.ID}, 0, `c2 lookup {"sku":"B"}`, ""},
+		{"tool-calls as JSON", "carol", []string{"runs", "tool-calls", r.ID}, 0, `"sku": "B"`, ""},
+		{"tool-calls of an unknown run", "carol", []string{"runs", "tool-calls", "nope"}, 1, "", "HTTP 404"},
 		{"wait for it", "alice", []string{"runs", "wait", r.ID, "--status", "waiting_for_tool_results"}, 0, "WAITING_FOR_TOOL_RESULTS", ""},
 		{"no file", "alice", []string{"runs", "tool-results", r.ID}, 1, "", "--results"},
 		{"no id", "alice", []string{"runs", "tool-results", "--results", bare}, 1, "", "give the run id"},
@@ -99,5 +103,47 @@ func TestCLIToolResults(t *testing.T) {
 	done := e.runJSON("alice", "runs", "wait", r.ID)
 	if done.Status != client.StatusCompleted || done.Output == nil || done.Output.Text != "stock looked up" {
 		t.Errorf("done: %+v", done)
+	}
+}
+
+// TestCLIToolCallsWholeInputs: a client call whose input is far over the
+// run row's summary is shown shortened by `runs get`, which says so and
+// where the whole is; `runs tool-calls` prints it whole.
+func TestCLIToolCallsWholeInputs(t *testing.T) {
+	long := strings.Repeat("0123456789abcdef", 12<<10) // 192 KiB
+	script, err := json.Marshal(map[string]any{"turns": []any{
+		map[string]any{"content": []any{map[string]any{"type": "tool_use", "id": "c1", "name": "lookup", "input": map[string]any{"sku": long}}}},
+		map[string]any{"content": []any{map[string]any{"type": "text", "text": "done"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startCLIEnvScripted(t, string(script))
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	if err := os.WriteFile(tools, []byte(`[{"name":"lookup","description":"stock","effect":"read","input_schema":{"type":"object"}}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runJSON("alice", "runs", "start", "--prompt", "look it up", "--approver", "bob", "--client-tools", tools, "--wait")
+	if r.ToolResults == nil || len(r.ToolResults.Calls) != 1 || !r.ToolResults.Calls[0].InputTruncated {
+		t.Fatalf("run %s is %s (%+v), want one shortened client call", r.ID, r.Status, r.ToolResults)
+	}
+	code, out, serr := e.cli("alice", "runs", "get", r.ID)
+	want := len(`{"sku":""}`) + len(long)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("(shortened: %d bytes in all)", want)) || !strings.Contains(out, "agentgate runs tool-calls "+r.ID) {
+		t.Errorf("runs get: exit %d\n%s%s", code, out, serr)
+	}
+	code, out, serr = e.cli("alice", "runs", "tool-calls", r.ID)
+	var got struct {
+		ToolResultsID string `json:"tool_results_id"`
+		Calls         []struct {
+			ID    string `json:"id"`
+			Input struct{ SKU string }
+		} `json:"calls"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("runs tool-calls: exit %d\n%.300s%s", code, out, serr)
+	}
+	if got.ToolResultsID != r.ToolResults.ToolResultsID || len(got.Calls) != 1 || got.Calls[0].Input.SKU != long {
+		t.Errorf("runs tool-calls: %d call(s), id %q, input of %d bytes; want the whole %d", len(got.Calls), got.ToolResultsID, len(got.Calls[0].Input.SKU), len(long))
 	}
 }

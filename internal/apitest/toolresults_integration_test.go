@@ -13,3 +13,7 @@ import "testing"
 // against each other, but each request reaches the emulator alone.
 func TestClientToolsStoryOnAWS(t *testing.T)  { runClientToolsStory(t, onAWS(t)) }
 func TestClientToolsExpireOnAWS(t *testing.T) { runClientToolsExpire(t, onAWS(t)) }
+
+// The large client calls on DynamoDB+S3: the row keeps the summary, the
+// state blob in S3 the whole inputs.
+func TestClientCallOf1MiBOnAWS(t *testing.T) { runLargeClientCall(t, 1<<20, onAWS(t)) }

@@ -173,7 +173,7 @@ func runClientToolsStory(t *testing.T, store func(*apitest.Options)) {
 	require.NotEmpty(t, trID)
 	assert.NotEmpty(t, tr["deadline"])
 	calls, _ := json.Marshal(tr["calls"])
-	assert.JSONEq(t, `[{"id":"c1","name":"lookup_stock","input":{"sku":"X-1"}},{"id":"c2","name":"place_order","input":{"qty":3,"sku":"X-1"}}]`, string(calls),
+	assert.JSONEq(t, `[{"id":"c1","name":"lookup_stock","input":{"sku":"X-1"},"input_size":13},{"id":"c2","name":"place_order","input":{"qty":3,"sku":"X-1"},"input_size":21,"edited":true}]`, string(calls),
 		"the caller gets both client calls with the final (edited) input")
 	types = eventTypes(t, s, id)
 	assert.Equal(t, 1, countOf(types, runs.EventToolExecuted), "the server read ran once")

@@ -11,8 +11,9 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// MaxTextPage bounds one page of a held call's whole input or preview
-// (GET /runs/{id}/calls/{call_id}, and the approval page's ?call= view):
+// MaxTextPage bounds one page of a held or handed-over call's whole input
+// or preview (GET /runs/{id}/calls/{call_id}, and the approval page's
+// ?call= view):
 // the page's text as it travels, escaped into the JSON or HTML body and
 // again into the Lambda proxy response, stays within it, well under
 // Lambda's 6 MB response limit. Plain text of about this many bytes fits
@@ -25,14 +26,20 @@ const (
 	PartInput   = "input"
 )
 
-// CallTextView is one page of the whole input or preview of a held call
-// (GET /runs/{id}/calls/{call_id}).
+// CallTextView is one page of the whole input or preview of a call the run
+// holds (GET /runs/{id}/calls/{call_id}): a pending call of the held turn,
+// or a client call handed over to the caller.
 type CallTextView struct {
-	RunID        string `json:"run_id"`
-	SuspensionID string `json:"suspension_id"`
-	TurnDigest   string `json:"turn_digest"`
-	CallID       string `json:"call_id"`
-	Tool         string `json:"tool"`
+	RunID string `json:"run_id"`
+	// SuspensionID and TurnDigest name the held turn of a pending call
+	// (absent for a handed-over call).
+	SuspensionID string `json:"suspension_id,omitempty"`
+	TurnDigest   string `json:"turn_digest,omitempty"`
+	// ToolResultsID names the hand-over of a handed-over call (absent for a
+	// pending call).
+	ToolResultsID string `json:"tool_results_id,omitempty"`
+	CallID        string `json:"call_id"`
+	Tool          string `json:"tool"`
 	// Part is "preview" or "input" (the call's JSON arguments as text).
 	Part string `json:"part"`
 	// Size is the part's whole length in bytes.
@@ -57,29 +64,56 @@ type HeldText struct {
 }
 
 // heldText reads one page of a part of a waiting run's held call from the
-// suspended state. cost says what a character costs on the wire (JSON or
-// HTML). Codes: EBadRequest (part or offset malformed), EInvalid (offset
-// not at a character of the part, or past its end), ENotFound, EConflict
-// (the run does not wait for approval), EGone, EInternal.
+// suspended state (the approval page's view). cost says what a character
+// costs on the wire (JSON or HTML). Codes: EBadRequest (part or offset
+// malformed), EInvalid (offset not at a character of the part, or past its
+// end), ENotFound, EConflict (the run does not wait for approval), EGone,
+// EInternal.
 func (a *API) heldText(ctx context.Context, r *runs.Run, callID, part string, offset int64, cost func(rune, int) int) (HeldText, error) {
+	if r.Status != runs.StatusWaiting {
+		return HeldText{}, errorf(runs.EConflict, "run %s is %s: held calls are shown while it waits for approval", r.ID, r.Status)
+	}
+	return a.callText(ctx, r, callID, part, offset, cost)
+}
+
+// callText reads one page of a part of a call r holds from its state: a
+// pending call while r waits for approval (part "preview" by default), or
+// a handed-over client call while it waits for tool results (part "input",
+// the only one such a call has). Codes: those of heldText, and EConflict
+// when r waits for neither, EInvalid for the preview of a handed-over call.
+func (a *API) callText(ctx context.Context, r *runs.Run, callID, part string, offset int64, cost func(rune, int) int) (HeldText, error) {
 	switch part {
 	case "":
 		part = PartPreview
+		if r.Status == runs.StatusWaitingForToolResults {
+			part = PartInput
+		}
 	case PartPreview, PartInput:
 	default:
 		return HeldText{}, errorf(runs.EBadRequest, "query parameter part must be %q or %q", PartPreview, PartInput)
 	}
-	if r.Status != runs.StatusWaiting {
-		return HeldText{}, errorf(runs.EConflict, "run %s is %s: held calls are shown while it waits for approval", r.ID, r.Status)
-	}
 	var sum runs.CallSummary
-	for _, c := range r.PendingCalls {
-		if c.ID == callID {
-			sum = c
+	switch r.Status {
+	case runs.StatusWaiting:
+		for _, c := range r.PendingCalls {
+			if c.ID == callID {
+				sum = c
+			}
 		}
+	case runs.StatusWaitingForToolResults:
+		for _, c := range r.HandOver.Calls {
+			if c.ID == callID {
+				sum = runs.CallSummary{ID: c.ID, Tool: c.Name}
+			}
+		}
+		if sum.ID != "" && part == PartPreview {
+			return HeldText{}, errorf(runs.EInvalid, "call %s was handed over to the caller and has no preview: ask for part=%s", callID, PartInput)
+		}
+	default:
+		return HeldText{}, errorf(runs.EConflict, "run %s is %s: calls are shown while it waits for approval or for tool results", r.ID, r.Status)
 	}
 	if sum.ID == "" {
-		return HeldText{}, errorf(runs.ENotFound, "call %q is not pending in run %s", callID, r.ID)
+		return HeldText{}, errorf(runs.ENotFound, "call %q is not held by run %s", callID, r.ID)
 	}
 	call, preview, err := a.Store.HeldCall(ctx, r, callID)
 	if err != nil {
@@ -162,13 +196,15 @@ func (a *API) getCall(ctx context.Context, req events.APIGatewayProxyRequest, id
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	ht, err := a.heldText(ctx, r, callID, req.QueryStringParameters["part"], offset, jsonCost)
+	ht, err := a.callText(ctx, r, callID, req.QueryStringParameters["part"], offset, jsonCost)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	v := CallTextView{
-		RunID: r.ID, SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, CallID: ht.Call.ID, Tool: ht.Call.Tool,
-		Part: ht.Part, Size: ht.Size, Offset: ht.Offset, Text: ht.Text,
+	v := CallTextView{RunID: r.ID, CallID: ht.Call.ID, Tool: ht.Call.Tool, Part: ht.Part, Size: ht.Size, Offset: ht.Offset, Text: ht.Text}
+	if r.Status == runs.StatusWaitingForToolResults {
+		v.ToolResultsID = r.HandOver.ID
+	} else {
+		v.SuspensionID, v.TurnDigest = r.SuspensionID, r.TurnDigest
 	}
 	if ht.NextOffset > 0 {
 		v.NextOffset = &ht.NextOffset

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -25,11 +26,22 @@ type ToolResultsView struct {
 }
 
 // ClientCallView is one handed-over call: its id, tool and final (possibly
-// edited) input.
+// edited) input, bounded like a pending call's: a long input is shortened
+// (InputTruncated, with its whole size) and InputURL reads the whole of it.
 type ClientCallView struct {
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Input is the final input; when InputTruncated, a shortened copy
+	// (long strings cut, ending in "…") or absent when even that is too
+	// large.
+	Input          json.RawMessage `json:"input,omitempty"`
+	InputSize      int             `json:"input_size"`
+	InputTruncated bool            `json:"input_truncated,omitempty"`
+	// InputURL, when InputTruncated, is where the whole input is read,
+	// page by page (GET /runs/{id}/calls/{call_id}?part=input).
+	InputURL string `json:"input_url,omitempty"`
+	// Edited says an approver changed the input the model gave.
+	Edited bool `json:"edited,omitempty"`
 }
 
 func toolResultsView(r *runs.Run) *ToolResultsView {
@@ -38,7 +50,14 @@ func toolResultsView(r *runs.Run) *ToolResultsView {
 	}
 	v := &ToolResultsView{ToolResultsID: r.HandOver.ID, Deadline: r.HandOver.Deadline, Calls: make([]ClientCallView, len(r.HandOver.Calls))}
 	for i, c := range r.HandOver.Calls {
-		v.Calls[i] = ClientCallView{ID: c.ID, Name: c.Name, Input: c.Input}
+		cv := ClientCallView{ID: c.ID, Name: c.Name, Input: c.Input, InputSize: c.InputSize, InputTruncated: c.InputTruncated, Edited: c.Edited}
+		if cv.InputSize == 0 {
+			cv.InputSize = len(c.Input) // a row written before inputs were summarized kept them whole
+		}
+		if c.InputTruncated {
+			cv.InputURL = "/runs/" + r.ID + "/calls/" + url.PathEscape(c.ID) + "?part=" + PartInput
+		}
+		v.Calls[i] = cv
 	}
 	return v
 }

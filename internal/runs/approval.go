@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/identity"
@@ -94,7 +93,6 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	}
 	for _, g := range sp.Tokens {
 		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, ExpiresAt: deadline})
-		next.TokenHashes = append(next.TokenHashes, g.Hash)
 	}
 	ids := make([]string, len(calls))
 	for i, c := range calls {
@@ -189,7 +187,7 @@ func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallS
 		if g.Approver == "" {
 			return nil, nil, Errorf(EInvalid, "approval token needs an approver")
 		}
-		if hashes[g.Hash] || slices.Contains(cur.TokenHashes, g.Hash) {
+		if hashes[g.Hash] {
 			return nil, nil, Errorf(EInvalid, "approval token hash appears twice")
 		}
 		hashes[g.Hash] = true

@@ -24,8 +24,10 @@ type RowStore interface {
 	// cursor for the next page ("" when there is none). Its cost grows with
 	// the number of due runs, never with the number of runs.
 	Due(ctx context.Context, now time.Time, limit int, cursor string) ([]*Run, string, error)
-	// DeleteRun deletes the run row, all its events and the given tokens.
-	// Deleting what does not exist is not an error.
+	// DeleteRun deletes the run row, all its events, every approval token
+	// a Write issued to the run (found through the run, not through a list
+	// on its row) and the given tokens (Run.TokenHashes of rows written
+	// before). Deleting what does not exist is not an error.
 	DeleteRun(ctx context.Context, runID string, tokenHashes []string) error
 	// Inbox returns up to limit entries indexed under the approver key, in
 	// InboxKey order (newest suspension first, then run id), and a cursor
@@ -48,7 +50,10 @@ type Write struct {
 	ExpectVersion int64
 	// Events are appended; their (RunID, Seq) must not exist yet.
 	Events []Event
-	// NewTokens are stored; their hashes must not exist yet.
+	// NewTokens are stored; their hashes must not exist yet. The adapter
+	// records them under the run (Run.ID) in the same write, so that
+	// DeleteRun finds them: the row itself lists no tokens, and its size
+	// does not grow with suspensions and reminders.
 	NewTokens []ApprovalToken
 	// UseToken, when set, marks a token used; it must exist, be bound to the
 	// same run and suspension, be unused and expire after UseToken.At.

@@ -78,17 +78,26 @@ func (s *Store) LoadState(ctx context.Context, r *Run) ([]byte, error) {
 	return b, nil
 }
 
-// HeldCall returns the whole pending call callID of r's current suspension
-// and its whole preview ("" when the tool gives none), read from the
-// suspended state: what the row's summary may have shortened. r must be
-// waiting for approval. Codes: EConflict (r is not waiting), ENotFound (no
-// such pending call), EGone (state blob missing), EInternal (corrupted).
+// HeldCall returns, read from the state blob, the whole of a call the run
+// holds: what the row's bounded summary may have shortened. While r waits
+// for approval it is the pending call callID of the current suspension
+// with its whole preview ("" when the tool gives none); while r waits for
+// tool results, the handed-over client call callID with its whole final
+// (possibly edited) input, and no preview. Codes: EConflict (r waits for
+// neither), ENotFound (no such call), EGone (state blob missing),
+// EInternal (corrupted).
 func (s *Store) HeldCall(ctx context.Context, r *Run, callID string) (loop.PendingCall, string, error) {
-	if r.Status != StatusWaiting {
-		return loop.PendingCall{}, "", Errorf(EConflict, "run %s is %s: only a run waiting for approval has held calls", r.ID, r.Status)
+	var held bool
+	switch r.Status {
+	case StatusWaiting:
+		held = slices.ContainsFunc(r.PendingCalls, func(c CallSummary) bool { return c.ID == callID })
+	case StatusWaitingForToolResults:
+		held = r.HandOver != nil && slices.ContainsFunc(r.HandOver.Calls, func(c ClientCallSummary) bool { return c.ID == callID })
+	default:
+		return loop.PendingCall{}, "", Errorf(EConflict, "run %s is %s: only a run waiting for approval or for tool results holds calls", r.ID, r.Status)
 	}
-	if !slices.ContainsFunc(r.PendingCalls, func(c CallSummary) bool { return c.ID == callID }) {
-		return loop.PendingCall{}, "", Errorf(ENotFound, "call %q is not pending in run %s", callID, r.ID)
+	if !held {
+		return loop.PendingCall{}, "", Errorf(ENotFound, "call %q is not held by run %s", callID, r.ID)
 	}
 	blob, err := s.LoadState(ctx, r)
 	if err != nil {
@@ -97,6 +106,17 @@ func (s *Store) HeldCall(ctx context.Context, r *Run, callID string) (loop.Pendi
 	st, err := loop.DecodeState(blob)
 	if err != nil {
 		return loop.PendingCall{}, "", Errorf(EInternal, "the suspended state of run %s cannot be read: %v", r.ID, err)
+	}
+	if r.Status == StatusWaitingForToolResults {
+		if st.HandOver == nil || st.SuspensionID != r.HandOver.ID {
+			return loop.PendingCall{}, "", Errorf(EInternal, "the state of run %s is not of its hand-over %s", r.ID, r.HandOver.ID)
+		}
+		for _, c := range st.HandOver.Calls {
+			if c.ID == callID {
+				return loop.PendingCall{ID: c.ID, Name: c.Name, Input: c.Input}, "", nil
+			}
+		}
+		return loop.PendingCall{}, "", Errorf(EInternal, "the state of run %s does not hold client call %q", r.ID, callID)
 	}
 	if st.SuspensionID != r.SuspensionID {
 		return loop.PendingCall{}, "", Errorf(EInternal, "the suspended state of run %s is of suspension %s, not %s", r.ID, st.SuspensionID, r.SuspensionID)

@@ -35,7 +35,6 @@ func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []Token
 		w := Write{}
 		for _, g := range tokens {
 			w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: cur.SuspensionID, Approver: g.Approver, ExpiresAt: cur.ApprovalDeadline})
-			next.TokenHashes = append(next.TokenHashes, g.Hash)
 		}
 		next.Notification = n.State
 		typ := EventNotified

@@ -259,8 +259,12 @@ type Run struct {
 	WriteID string `json:"write_id,omitempty"`
 	// LastSeq is the sequence number of the run's last event.
 	LastSeq int64 `json:"last_seq"`
-	// TokenHashes lists every approval token issued for the run, so that
-	// purge can delete them.
+	// TokenHashes lists approval tokens issued by rows written before the
+	// adapters recorded a run's tokens under the run itself (RowStore.Write's
+	// NewTokens): it is read and carried along, never added to, and purge
+	// deletes its tokens with the rest. A list on the row that grew with
+	// every suspension and reminder could take the row past DynamoDB's item
+	// limit.
 	TokenHashes []string `json:"token_hashes,omitempty"`
 
 	// Webhook is where the caller is told about the run (nil: nowhere).

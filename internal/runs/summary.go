@@ -35,13 +35,37 @@ const minSummaryBytes = 128
 // each input and preview is kept whole when it fits its share, else
 // shortened and marked truncated, with its whole size.
 func SummarizeCalls(st *loop.SuspendedState) []CallSummary {
+	return fitSummary(MaxPendingCallsSize, func(in, pre int) []CallSummary { return summarize(st, in, pre) })
+}
+
+// SummarizeHandOver returns the run row's summary of handed-over client
+// calls, in turn order, within MaxHandOverCallsSize as JSON (ids of a sane
+// size given): each final input is kept whole when it fits its share, else
+// shortened and marked truncated, with its whole size. The whole inputs
+// stay in the state blob (Store.HeldCall).
+func SummarizeHandOver(calls []loop.ClientCall) []ClientCallSummary {
+	return fitSummary(MaxHandOverCallsSize, func(in, _ int) []ClientCallSummary {
+		out := make([]ClientCallSummary, len(calls))
+		for i, c := range calls {
+			out[i] = ClientCallSummary{ID: c.ID, Name: cutText(c.Name, SummaryToolBytes, "…"), InputSize: len(c.Input), Edited: c.Edited}
+			out[i].Input, out[i].InputTruncated = shortenInput(c.Input, in)
+		}
+		return out
+	})
+}
+
+// fitSummary returns build(in, pre) with the largest shares of input and
+// preview per call, from SummaryInputBytes and SummaryPreviewBytes halving
+// down to minSummaryBytes, whose JSON is within limit; failing that, with
+// no input or preview at all.
+func fitSummary[T any](limit int, build func(in, pre int) []T) []T {
 	in, pre := SummaryInputBytes, SummaryPreviewBytes
 	for {
-		out := summarize(st, in, pre)
+		out := build(in, pre)
 		if in == 0 {
 			return out
 		}
-		if b, err := json.Marshal(out); err == nil && len(b) <= MaxPendingCallsSize {
+		if b, err := json.Marshal(out); err == nil && len(b) <= limit {
 			return out
 		}
 		if in, pre = in/2, pre/2; in < minSummaryBytes {

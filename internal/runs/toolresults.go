@@ -17,9 +17,11 @@ const (
 	MaxToolResultSize = 64 << 10
 	// MaxToolResultsSize bounds the contents of one submission together.
 	MaxToolResultsSize = 1 << 20
-	// MaxHandOverCallsSize bounds the handed-over calls on the row (ids,
-	// names and final inputs, as JSON).
-	MaxHandOverCallsSize = MaxPendingCallsSize
+	// MaxHandOverCallsSize bounds the row's summary of the handed-over
+	// calls (ids, names and bounded final inputs, as JSON:
+	// SummarizeHandOver). The calls' inputs themselves are bounded only by
+	// the state blob (MaxStateSize).
+	MaxHandOverCallsSize = 32 << 10
 )
 
 // Event types of client-tool hand-overs.
@@ -39,11 +41,11 @@ type HandOverRecord struct {
 	// ID is the tool-results id a submission must name (the state's
 	// suspension id).
 	ID string `json:"id"`
-	// Calls are the handed-over calls with their final inputs, in turn
-	// order.
-	Calls    []loop.ClientCall `json:"calls"`
-	At       time.Time         `json:"at"`
-	Deadline time.Time         `json:"deadline"`
+	// Calls are the row's bounded summary of the handed-over calls, in
+	// turn order (SummarizeHandOver).
+	Calls    []ClientCallSummary `json:"calls"`
+	At       time.Time           `json:"at"`
+	Deadline time.Time           `json:"deadline"`
 	// Results points at the blob of the submitted results; zero until
 	// they arrive.
 	Results     StateRef  `json:"results,omitzero"`
@@ -51,12 +53,49 @@ type HandOverRecord struct {
 	SubmittedAt time.Time `json:"submitted_at,omitzero"`
 }
 
+// ClientCallSummary is the run row's copy of one handed-over
+// loop.ClientCall. It is bounded like a held call's summary: a long final
+// input is shortened here and marked, and the whole of it stays in the
+// state blob (Store.HeldCall, GET /runs/{id}/calls/{call_id}?part=input).
+type ClientCallSummary struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Input is the call's final (possibly edited) JSON arguments; when
+	// InputTruncated, a shortened copy (long strings cut, ending in "…")
+	// or absent when even that is too large.
+	Input json.RawMessage `json:"input,omitempty"`
+	// InputSize is the length in bytes of the whole final input (0 on
+	// rows written before inputs were summarized, which kept them whole).
+	InputSize int `json:"input_size,omitempty"`
+	// InputTruncated says Input is not the whole input.
+	InputTruncated bool `json:"input_truncated,omitempty"`
+	// Edited says an approver changed the input.
+	Edited bool `json:"edited,omitempty"`
+}
+
+// ClientCall returns the loop's view of the summarized call: what
+// loop.ValidateResults needs (its id and tool, never its input, which the
+// row may have shortened).
+func (c ClientCallSummary) ClientCall() loop.ClientCall {
+	return loop.ClientCall{ID: c.ID, Name: c.Name, Input: cloneRaw(c.Input), Edited: c.Edited}
+}
+
+// ClientCalls returns the loop's view of the handed-over calls
+// (ClientCallSummary.ClientCall).
+func (h *HandOverRecord) ClientCalls() []loop.ClientCall {
+	out := make([]loop.ClientCall, len(h.Calls))
+	for i, c := range h.Calls {
+		out[i] = c.ClientCall()
+	}
+	return out
+}
+
 func (h *HandOverRecord) clone() *HandOverRecord {
 	if h == nil {
 		return nil
 	}
 	c := *h
-	c.Calls = make([]loop.ClientCall, len(h.Calls))
+	c.Calls = make([]ClientCallSummary, len(h.Calls))
 	for i, call := range h.Calls {
 		call.Input = cloneRaw(call.Input)
 		c.Calls[i] = call
@@ -73,9 +112,12 @@ type HandOff struct {
 
 // HandOver moves owner's RUNNING run to WAITING_FOR_TOOL_RESULTS: the
 // state blob is put first, then one write stores the row (the hand-over
-// record, the state ref, the counters; the lease released) and a
-// handed_over event. Codes: EInvalid (including state over MaxStateSize),
-// ENotFound, EConflict.
+// record with the bounded summary of the calls, the state ref, the
+// counters; the lease released) and a handed_over event. A call's input
+// may be as large as the state blob allows: the row keeps a shortened copy
+// and the blob the whole. Codes: EInvalid, ETooLarge (the state is over
+// MaxStateSize compressed; the message names the largest calls and their
+// sizes), ENotFound, EConflict.
 func (s *Store) HandOver(ctx context.Context, cur *Run, owner string, h HandOff) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
@@ -110,20 +152,23 @@ func (s *Store) HandOver(ctx context.Context, cur *Run, owner string, h HandOff)
 			return nil, Errorf(EInvalid, "client call id %q appears twice", c.ID)
 		}
 		seen[c.ID] = true
-		if err := checkJSON("client call input", c.Input, MaxHandOverCallsSize, false); err != nil {
-			return nil, err
+		if len(c.Input) == 0 || !json.Valid(c.Input) {
+			return nil, Errorf(EInvalid, "client call %s: input is not valid JSON", c.ID)
 		}
 	}
-	rec := &HandOverRecord{ID: st.SuspensionID, At: now, Deadline: ms(h.Deadline)}
-	rec.Calls = (&HandOverRecord{Calls: st.HandOver.Calls}).clone().Calls
+	rec := &HandOverRecord{ID: st.SuspensionID, At: now, Deadline: ms(h.Deadline), Calls: SummarizeHandOver(st.HandOver.Calls)}
 	if b, _ := json.Marshal(rec.Calls); len(b) > MaxHandOverCallsSize {
-		return nil, Errorf(EInvalid, "client calls are %d bytes as JSON, over the %d-byte limit", len(b), MaxHandOverCallsSize)
+		// Only ids far longer than loop.MaxCallIDBytes get here.
+		return nil, Errorf(EInvalid, "the summary of the client calls is %d bytes as JSON, over the %d-byte limit", len(b), MaxHandOverCallsSize)
 	}
 	blob, err := st.Encode()
 	if err != nil {
 		return nil, Errorf(EInvalid, "state cannot be encoded: %v", err)
 	}
 	ref, err := s.states.PutState(ctx, cur.ID, blob)
+	if ErrorCode(err) == ETooLarge {
+		return nil, Errorf(ETooLarge, "%s; %s", ErrorMessage(err), largestParts(st))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("hand over run %s: put state: %w", cur.ID, err)
 	}
@@ -201,7 +246,7 @@ func (tr ToolResults) answers(cur *Run, now time.Time) error {
 	case !now.Before(cur.HandOver.Deadline):
 		return Errorf(EGone, "the tool results of run %s were due by %s", cur.ID, cur.HandOver.Deadline.Format(time.RFC3339))
 	}
-	if err := loop.ValidateResults(cur.HandOver.Calls, tr.Results); err != nil {
+	if err := loop.ValidateResults(cur.HandOver.ClientCalls(), tr.Results); err != nil {
 		return FromLoop(err)
 	}
 	return nil

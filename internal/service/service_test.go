@@ -125,7 +125,10 @@ func TestWorkerRecordsFailedMailAndTheSweepRetriesIt(t *testing.T) {
 	assert.False(t, e.notes[1].Reminder, "a retry of the first mail, not a reminder")
 	got = e.get(t, r.ID)
 	assert.Equal(t, runs.NotificationSent, got.Notification)
-	assert.Len(t, got.TokenHashes, 2, "the retry carries a fresh link")
+	assert.Equal(t, 2, e.tokens, "the retry carries a fresh link")
+	fresh, err := e.store.LookupToken(ctx, fmt.Sprintf("%064x", 2))
+	require.NoError(t, err, "the fresh link's token is stored")
+	assert.Equal(t, got.SuspensionID, fresh.SuspensionID)
 }
 
 func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
@@ -260,7 +263,10 @@ func TestSweepSendsOneReminderAt80Percent(t *testing.T) {
 	assert.Equal(t, "ops@example.com", e.notes[1].Approver)
 	got := e.get(t, r.ID)
 	assert.True(t, got.ReminderSent)
-	assert.Len(t, got.TokenHashes, 2, "the reminder carries a fresh link")
+	assert.Equal(t, 2, e.tokens, "the reminder carries a fresh link")
+	fresh, err := e.store.LookupToken(ctx, fmt.Sprintf("%064x", 2))
+	require.NoError(t, err, "the fresh link's token is stored")
+	assert.Equal(t, got.SuspensionID, fresh.SuspensionID)
 
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)

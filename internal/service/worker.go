@@ -395,6 +395,10 @@ func (s *segmentRun) handOver(ctx context.Context, out loop.Outcome) error {
 	next, err := s.w.Store.HandOver(ctx, s.cur, s.owner, runs.HandOff{State: st, Deadline: deadline})
 	switch runs.ErrorCode(err) {
 	case "":
+	case runs.ETooLarge:
+		// Nothing was handed over; the detail names the largest calls.
+		s.log.WarnContext(ctx, "hand-over state too large", "err", err)
+		return s.settle(ctx, runs.StatusFailed, loop.ReasonStateTooLarge, runs.ErrorMessage(err), &st.Counters)
 	case runs.EInvalid:
 		s.log.ErrorContext(ctx, "hand-over refused", "err", err)
 		return s.settle(ctx, runs.StatusFailed, loop.ReasonInternalError, runs.ErrorMessage(err), &st.Counters)

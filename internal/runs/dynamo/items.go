@@ -19,6 +19,14 @@ const (
 	tokenSK     = "TOKEN"
 	duePrefix   = "DUE#"
 	inboxPrefix = "INBOX#"
+	// tokenListPrefix starts the sort key of a token list item: the hashes
+	// of tokens issued by a write without events, in the run's partition.
+	tokenListPrefix = "TOKENS#"
+	// tokenHashesAttr lists, on an item of the run's partition (the first
+	// event of the write that issued them, or a token list item), the
+	// hashes of approval tokens issued to the run, for DeleteRun. Rows
+	// written before carry the same attribute (runs.Run.TokenHashes).
+	tokenHashesAttr = "token_hashes"
 	// DueIndex is the name of the due GSI.
 	DueIndex = "due-index"
 	// TTLAttribute is the table's TTL attribute (unix seconds), a backstop
@@ -311,15 +319,27 @@ func (it runItem) run() (*runs.Run, error) {
 	return r, nil
 }
 
-// eventItem is the stored form of an event.
+// eventItem is the stored form of an event. TokenHashes, on the first event
+// of a write that issued approval tokens, are their hashes (never part of
+// the event as read back): the run's partition lists its tokens, so the
+// row does not.
 type eventItem struct {
 	key
-	RunID string `dynamodbav:"run_id"`
-	Seq   int64  `dynamodbav:"seq"`
-	Type  string `dynamodbav:"type"`
-	At    int64  `dynamodbav:"at"`
-	Actor string `dynamodbav:"actor,omitempty"`
-	Data  string `dynamodbav:"data,omitempty"`
+	RunID       string   `dynamodbav:"run_id"`
+	Seq         int64    `dynamodbav:"seq"`
+	Type        string   `dynamodbav:"type"`
+	At          int64    `dynamodbav:"at"`
+	Actor       string   `dynamodbav:"actor,omitempty"`
+	Data        string   `dynamodbav:"data,omitempty"`
+	TokenHashes []string `dynamodbav:"token_hashes,omitempty"`
+}
+
+// tokenListItem lists the hashes of the approval tokens of a write that
+// appends no event, in the run's partition (the Store's writes that issue
+// tokens always append one; this keeps the adapter whole).
+type tokenListItem struct {
+	key
+	TokenHashes []string `dynamodbav:"token_hashes"`
 }
 
 func newEventItem(ev runs.Event) eventItem {

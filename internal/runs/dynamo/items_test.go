@@ -38,7 +38,7 @@ func TestRunItemRoundTrip(t *testing.T) {
 		ToolExecutors: []string{"svc-1", "ops@example.com"},
 		HandOver: &runs.HandOverRecord{
 			ID: "tr1", At: at.Add(4 * time.Minute), Deadline: at.Add(time.Hour),
-			Calls:   []loop.ClientCall{{ID: "c2", Name: "lookup", Input: json.RawMessage(`{"sku":"A"}`), Edited: true}},
+			Calls:   []runs.ClientCallSummary{{ID: "c2", Name: "lookup", Input: json.RawMessage(`{"sku":"A"}`), InputSize: 11, Edited: true}},
 			Results: runs.StateRef{Key: "runs/r1/state/y.json.gz", SHA256: "y", Size: 20}, SubmittedBy: "alice", SubmittedAt: at.Add(5 * time.Minute),
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -96,8 +97,23 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 		return translate(err)
 	}
 	items := []types.TransactWriteItem{{Put: row}}
-	for _, ev := range w.Events {
-		put, err := newPut(t.name, newEventItem(ev))
+	hashes := make([]string, len(w.NewTokens))
+	for i, tok := range w.NewTokens {
+		hashes[i] = tok.Hash
+	}
+	for i, ev := range w.Events {
+		it := newEventItem(ev)
+		if i == 0 && len(hashes) > 0 {
+			it.TokenHashes = hashes
+		}
+		put, err := newPut(t.name, it)
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Put: put})
+	}
+	if len(w.Events) == 0 && len(hashes) > 0 {
+		put, err := newPut(t.name, tokenListItem{key: key{PK: runPK(w.Run.ID), SK: tokenListPrefix + w.Run.WriteID}, TokenHashes: hashes})
 		if err != nil {
 			return err
 		}
@@ -462,20 +478,16 @@ func validInboxSK(sk string) bool {
 	return true
 }
 
-// DeleteRun implements runs.RowStore: it queries the run's partition (row and
-// events, keys only) and deletes it with the tokens in BatchWriteItem calls.
+// DeleteRun implements runs.RowStore: it queries the run's partition (keys
+// and the token hashes its items list: the first event of each write that
+// issued tokens, and the row of a run written before) and deletes the
+// tokens, then the partition's items, the row last, in BatchWriteItem
+// calls; a failure part-way leaves the row, so the next sweep finds the
+// run and deletes the rest.
 func (t *Table) DeleteRun(ctx context.Context, runID string, tokenHashes []string) error {
-	var keys []map[string]types.AttributeValue
-	for _, h := range tokenHashes {
-		k, err := keyOf(tokenPK(h), tokenSK)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k)
-	}
 	expr, err := expression.NewBuilder().
 		WithKeyCondition(expression.Key("pk").Equal(expression.Value(runPK(runID)))).
-		WithProjection(expression.NamesList(expression.Name("pk"), expression.Name("sk"))).
+		WithProjection(expression.NamesList(expression.Name("pk"), expression.Name("sk"), expression.Name(tokenHashesAttr))).
 		Build()
 	if err != nil {
 		return err
@@ -488,13 +500,43 @@ func (t *Table) DeleteRun(ctx context.Context, runID string, tokenHashes []strin
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	})
+	hashes := slices.Clone(tokenHashes)
+	var items, row []map[string]types.AttributeValue
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return translate(err)
 		}
-		keys = append(keys, page.Items...)
+		for _, m := range page.Items {
+			var it struct {
+				key
+				TokenHashes []string `dynamodbav:"token_hashes"`
+			}
+			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+				return fmt.Errorf("decode item of run %s: %w", runID, err)
+			}
+			hashes = append(hashes, it.TokenHashes...)
+			k, err := keyOf(it.PK, it.SK)
+			if err != nil {
+				return err
+			}
+			if it.SK == runSK {
+				row = append(row, k)
+			} else {
+				items = append(items, k)
+			}
+		}
 	}
+	slices.Sort(hashes)
+	var keys []map[string]types.AttributeValue
+	for _, h := range slices.Compact(hashes) {
+		k, err := keyOf(tokenPK(h), tokenSK)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	keys = append(append(keys, items...), row...)
 	for len(keys) > 0 {
 		n := min(len(keys), batchWriteMax)
 		if err := t.deleteBatch(ctx, keys[:n]); err != nil {

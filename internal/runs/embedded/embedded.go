@@ -24,6 +24,9 @@ var (
 	bucketDue    = []byte("due")    // big-endian unix ms + run id -> run id
 	bucketBlobs  = []byte("blobs")  // blob key -> gzip'd state
 	bucketInbox  = []byte("inbox")  // inboxKey -> InboxEntry JSON
+	// bucketRunTokens lists the tokens issued to each run, for DeleteRun:
+	// run id -> nested bucket: token hash -> empty.
+	bucketRunTokens = []byte("runtokens")
 )
 
 // DB is a bbolt file holding every run, event, token and state blob. It
@@ -47,7 +50,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs, bucketInbox} {
+		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs, bucketInbox, bucketRunTokens} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -190,6 +193,13 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 				return runs.Errorf(runs.EConflict, "token exists")
 			}
 			if err := put(tokens, []byte(t.Hash), t); err != nil {
+				return err
+			}
+			issued, err := tx.Bucket(bucketRunTokens).CreateBucketIfNotExists([]byte(id))
+			if err != nil {
+				return err
+			}
+			if err := issued.Put([]byte(t.Hash), []byte{}); err != nil {
 				return err
 			}
 		}
@@ -350,7 +360,15 @@ func (db *DB) DeleteRun(_ context.Context, runID string, tokenHashes []string) e
 				return err
 			}
 		}
-		return nil
+		issued := tx.Bucket(bucketRunTokens).Bucket([]byte(runID))
+		if issued == nil {
+			return nil
+		}
+		err = issued.ForEach(func(h, _ []byte) error { return tx.Bucket(bucketTokens).Delete(h) })
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketRunTokens).DeleteBucket([]byte(runID))
 	})
 }
 

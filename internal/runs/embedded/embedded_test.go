@@ -37,6 +37,17 @@ func newHarness(t *testing.T) runstest.Harness {
 			}))
 			return keys
 		},
+		RowSize: func(t *testing.T, runID string) int {
+			n := -1
+			require.NoError(t, db.bolt.View(func(tx *bolt.Tx) error {
+				if v := tx.Bucket(bucketRuns).Get([]byte(runID)); v != nil {
+					n = len(v)
+				}
+				return nil
+			}))
+			require.GreaterOrEqual(t, n, 0, "run %s has a row", runID)
+			return n
+		},
 	}
 }
 

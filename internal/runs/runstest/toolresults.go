@@ -84,7 +84,8 @@ func testHandOver(t *testing.T, e *Env) {
 	assert.Equal(t, t0, r.HandOver.At)
 	assert.Equal(t, t0.Add(time.Hour), r.HandOver.Deadline)
 	assert.Equal(t, r.HandOver.Deadline, r.DueAt, "the due index holds the results deadline")
-	assert.Equal(t, HandOverState(r.ID, "tr1").HandOver.Calls, r.HandOver.Calls)
+	assert.Equal(t, HandOverState(r.ID, "tr1").HandOver.Calls, r.HandOver.ClientCalls())
+	assert.Equal(t, []int{11, 19}, []int{r.HandOver.Calls[0].InputSize, r.HandOver.Calls[1].InputSize})
 	assert.True(t, r.HandOver.Results.IsZero())
 	assert.Empty(t, r.LeaseOwner)
 	assert.Equal(t, int64(50), r.Counters.InputTokens, "the hand-over stores the state's counters")
@@ -170,9 +171,6 @@ func testHandOverRefusals(t *testing.T, e *Env) {
 		}, runs.EInvalid},
 		{"a call without tool", "w1", func(h *runs.HandOff) { h.State.HandOver.Calls[0].Name = "" }, runs.EInvalid},
 		{"input not JSON", "w1", func(h *runs.HandOff) { h.State.HandOver.Calls[0].Input = json.RawMessage(`{`) }, runs.EInvalid},
-		{"inputs over the row limit", "w1", func(h *runs.HandOff) {
-			h.State.HandOver.Calls[0].Input = json.RawMessage(`{"x":"` + strings.Repeat("a", runs.MaxHandOverCallsSize) + `"}`)
-		}, runs.EInvalid},
 		{"deadline passed", "w1", func(h *runs.HandOff) { h.Deadline = e.Clock.Now() }, runs.EInvalid},
 	}
 	for _, tt := range tests {
@@ -316,4 +314,114 @@ func testToolResultsExpire(t *testing.T, e *Env) {
 	got, err = e.Store.Cancel(ctx, r, "alice")
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusCancelled, got.Status)
+}
+
+// handOverOf returns a state of run runID that hands over calls (client
+// calls of one turn, none needing approval) with id.
+func handOverOf(runID, id string, calls []loop.ClientCall) *loop.SuspendedState {
+	pending := make([]loop.PendingCall, len(calls))
+	blocks := make([]loop.Block, len(calls))
+	hashes := map[string]string{}
+	for i, c := range calls {
+		pending[i] = loop.PendingCall{ID: c.ID, Name: c.Name, Input: c.Input, Effect: loop.EffectRead}
+		blocks[i] = loop.ToolUseBlock(c.ID, c.Name, c.Input)
+		hashes[c.Name] = "h-" + c.Name
+	}
+	digest, _ := loop.TurnDigest(runID, id, pending)
+	return &loop.SuspendedState{
+		SchemaVersion: loop.HandOverSchemaVersion,
+		RunID:         runID,
+		SuspensionID:  id,
+		Transcript:    loop.Transcript{Messages: []loop.Message{loop.UserText("hi"), {Role: loop.RoleAssistant, Content: blocks}}},
+		PendingCalls:  pending,
+		Counters:      loop.Counters{Iterations: 1, ModelCalls: 1},
+		ToolHashes:    hashes,
+		TurnDigest:    digest,
+		HandOver:      &loop.HandOver{Calls: calls},
+	}
+}
+
+// bigClientCall is a client call whose input holds n bytes of text gzip
+// cannot shrink.
+func bigClientCall(id string, n int) loop.ClientCall {
+	return loop.ClientCall{ID: id, Name: "upload", Input: json.RawMessage(`{"name":"` + id + `.bin","data":` + string(Incompressible(n)) + `}`)}
+}
+
+// testLargeHandOver: client calls whose inputs are far over the row's
+// limit (a 1 MiB one, and the most calls a turn may have at 20 KiB each)
+// are handed over; the row keeps a bounded, marked summary (the stored row
+// stays small), the state keeps every byte, which HeldCall returns, and a
+// submission is checked against the summary's ids. Before, an input over
+// 64 KiB together ended the run FAILED/internal_error.
+func testLargeHandOver(t *testing.T, e *Env) {
+	ctx := t.Context()
+	start := func(t *testing.T, calls []loop.ClientCall) *runs.Run {
+		t.Helper()
+		r := e.Running(t)
+		r, err := e.Store.HandOver(ctx, r, "w1", runs.HandOff{State: handOverOf(r.ID, "tr1", calls), Deadline: e.Clock.Now().Add(time.Hour)})
+		require.NoError(t, err, "the hand-over is recorded")
+		row, err := json.Marshal(r.HandOver.Calls)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(row), runs.MaxHandOverCallsSize, "the row's summary is bounded")
+		fresh, err := e.Store.Get(ctx, r.ID)
+		require.NoError(t, err)
+		assert.Equal(t, r.HandOver, fresh.HandOver, "the summary round-trips through the store")
+		size := e.H.RowSize(t, r.ID)
+		assert.Less(t, size, runs.MaxHandOverCallsSize+8<<10, "the stored row holds the summary, not the inputs")
+		for _, c := range []loop.ClientCall{calls[0], calls[len(calls)-1]} {
+			got, _, err := e.Store.HeldCall(ctx, fresh, c.ID)
+			require.NoError(t, err)
+			require.Equal(t, string(c.Input), string(got.Input), "the state keeps call %s's whole input", c.ID)
+			assert.Equal(t, c.Name, got.Name)
+		}
+		return fresh
+	}
+
+	t.Run("one large input", func(t *testing.T) {
+		big := bigClientCall("c1", 1<<20)
+		small := loop.ClientCall{ID: "c2", Name: "lookup", Input: json.RawMessage(`{"sku":"A"}`), Edited: true}
+		r := start(t, []loop.ClientCall{big, small})
+		got := r.HandOver.Calls[0]
+		assert.True(t, got.InputTruncated)
+		assert.Equal(t, len(big.Input), got.InputSize)
+		assert.True(t, json.Valid(got.Input), "a shortened input is still JSON")
+		assert.Contains(t, string(got.Input), `"name":"c1.bin"`, "short values are kept whole")
+		assert.Equal(t, runs.ClientCallSummary{ID: "c2", Name: "lookup", Input: small.Input, InputSize: len(small.Input), Edited: true}, r.HandOver.Calls[1], "a small call is kept whole")
+		_, _, err := e.Store.HeldCall(ctx, r, "c9")
+		AssertCode(t, runs.ENotFound, err)
+
+		_, err = e.Store.SubmitToolResults(ctx, r, runs.ToolResults{ID: "tr1", Submitter: "alice", Results: []loop.ClientResult{{CallID: "c1", Content: "stored"}}})
+		AssertCode(t, runs.EInvalid, err) // c2 has no result
+		r, err = e.Store.SubmitToolResults(ctx, r, runs.ToolResults{ID: "tr1", Submitter: "alice",
+			Results: []loop.ClientResult{{CallID: "c1", Content: "stored"}, {CallID: "c2", Content: "3 in stock"}}})
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusResuming, r.Status)
+		_, _, err = e.Store.HeldCall(ctx, r, "c1")
+		AssertCode(t, runs.EConflict, err)
+	})
+
+	t.Run("the most calls a turn may have", func(t *testing.T) {
+		calls := make([]loop.ClientCall, runs.MaxPendingCalls)
+		for i := range calls {
+			calls[i] = bigClientCall(fmt.Sprintf("c%02d-%s", i, strings.Repeat("x", 200)), 20<<10)
+		}
+		r := start(t, calls)
+		require.Len(t, r.HandOver.Calls, runs.MaxPendingCalls)
+		for _, c := range r.HandOver.Calls {
+			assert.True(t, c.InputTruncated)
+			assert.Equal(t, len(calls[0].Input), c.InputSize)
+		}
+	})
+
+	t.Run("over the state limit", func(t *testing.T) {
+		r := e.Running(t)
+		calls := []loop.ClientCall{bigClientCall("c-a", 2<<20), bigClientCall("c-b", 2<<20), bigClientCall("c-c", 2<<20)}
+		_, err := e.Store.HandOver(ctx, r, "w1", runs.HandOff{State: handOverOf(r.ID, "tr1", calls), Deadline: e.Clock.Now().Add(time.Hour)})
+		AssertCode(t, runs.ETooLarge, err)
+		msg := runs.ErrorMessage(err)
+		assert.Contains(t, msg, fmt.Sprintf("over the %d-byte limit", runs.MaxStateSize))
+		assert.Contains(t, msg, fmt.Sprintf("call c-a (upload) input %d bytes", len(calls[0].Input)))
+		e.Unchanged(t, r)
+		assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "a refused state stores no blob")
+	})
 }
