@@ -113,3 +113,48 @@ func testTokensOffTheRow(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	assert.Empty(t, evs)
 }
+
+// testTokensOnOldRows: a row written before the adapters kept a run's
+// tokens under the run lists them itself (Run.TokenHashes). Such a row is
+// still read with its list, its tokens still decide, a write carries the
+// list along, and purge deletes the listed tokens with the rest.
+func testTokensOnOldRows(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r, raws := e.Waiting(t)
+	// The old tokens exist, bound to r, but nothing under r records them:
+	// a write of another run stores them, as no adapter write of r would.
+	legacy := []string{HashToken(NewToken()), HashToken(NewToken())}
+	decoy := e.Running(t)
+	next := decoy.Clone()
+	next.Version++
+	next.WriteID = "legacy-tokens"
+	require.NoError(t, e.H.Rows.Write(ctx, runs.Write{Run: next, ExpectStatus: decoy.Status, ExpectVersion: decoy.Version,
+		NewTokens: []runs.ApprovalToken{
+			{Hash: legacy[0], RunID: r.ID, SuspensionID: "s1", Approver: "bob", ExpiresAt: r.ApprovalDeadline},
+			{Hash: legacy[1], RunID: r.ID, SuspensionID: "s1", Approver: "carol", ExpiresAt: r.ApprovalDeadline},
+		}}))
+	old := r.Clone()
+	old.Version++
+	old.WriteID = "legacy-row"
+	old.TokenHashes = legacy
+	require.NoError(t, e.H.Rows.Write(ctx, runs.Write{Run: old, ExpectStatus: r.Status, ExpectVersion: r.Version}))
+
+	got, err := e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, legacy, got.TokenHashes, "an old row is read with its list")
+	tok, err := e.Store.LookupToken(ctx, legacy[0])
+	require.NoError(t, err)
+	assert.Equal(t, r.ID, tok.RunID)
+	got, err = e.Store.Decide(ctx, got, runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Decision: Approve})
+	require.NoError(t, err, "an old row's token decides")
+	assert.Equal(t, legacy, got.TokenHashes, "a write carries the list along")
+
+	got, err = e.Store.Cancel(ctx, got, "alice")
+	require.NoError(t, err)
+	require.NoError(t, e.Store.Purge(ctx, r.ID))
+	for _, h := range append(legacy, HashToken(raws[0]), HashToken(raws[1])) {
+		_, err := e.Store.LookupToken(ctx, h)
+		AssertCode(t, runs.ENotFound, err)
+	}
+	e.Unchanged(t, next)
+}

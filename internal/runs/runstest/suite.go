@@ -85,6 +85,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Renotify", testRenotify},
 		{"Purge", testPurge},
 		{"TokensOffTheRow", testTokensOffTheRow},
+		{"TokensOnOldRows", testTokensOnOldRows},
 		{"ConcurrentDecide", testConcurrentDecide},
 		{"ConcurrentLinkDecide", testConcurrentLinkDecide},
 		{"ConcurrentClaim", testConcurrentClaim},
