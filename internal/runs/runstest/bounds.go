@@ -80,8 +80,8 @@ func testTokensOffTheRow(t *testing.T, e *Env) {
 		require.Empty(t, r.TokenHashes)
 		sizes = append(sizes, e.H.RowSize(t, r.ID))
 		if i%2 == 0 {
-			tok, err := e.Store.LookupToken(ctx, hs[i%len(hs)])
-			require.NoError(t, err)
+			tok, lookupErr := e.Store.LookupToken(ctx, hs[i%len(hs)])
+			require.NoError(t, lookupErr)
 			r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: id, Via: runs.ViaLink, Token: tok,
 				Decision: loop.Decision{TurnDigest: "digest-" + id, Action: loop.ActionApprove}})
 		} else {
@@ -149,7 +149,7 @@ func testTokensOnOldRows(t *testing.T, e *Env) {
 	require.NoError(t, err, "an old row's token decides")
 	assert.Equal(t, legacy, got.TokenHashes, "a write carries the list along")
 
-	got, err = e.Store.Cancel(ctx, got, "alice")
+	_, err = e.Store.Cancel(ctx, got, "alice")
 	require.NoError(t, err)
 	require.NoError(t, e.Store.Purge(ctx, r.ID))
 	for _, h := range append(legacy, HashToken(raws[0]), HashToken(raws[1])) {
