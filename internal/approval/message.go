@@ -2,12 +2,9 @@ package approval
 
 import (
 	"bytes"
-	"embed"
 	"encoding/json"
 	"fmt"
-	htmltemplate "html/template"
 	"strings"
-	texttemplate "text/template"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -74,19 +71,8 @@ func (m Message) Validate() error {
 	return nil
 }
 
-//go:embed templates/*.tmpl
-var templateFS embed.FS
-
-var (
-	textTemplate = texttemplate.Must(texttemplate.New("mail.txt.tmpl").
-			Funcs(texttemplate.FuncMap{"indent": indent}).
-			ParseFS(templateFS, "templates/mail.txt.tmpl"))
-	htmlTemplate = htmltemplate.Must(htmltemplate.New("mail.html.tmpl").
-			ParseFS(templateFS, "templates/mail.html.tmpl"))
-)
-
-// mailView is what the templates see: every string already cleaned of
-// control characters and cut to its limit.
+// mailView is what a mail shows: every string already cleaned of control
+// characters and cut to its limit (mail.go renders it).
 type mailView struct {
 	Subject      string
 	Reminder     bool
@@ -158,15 +144,7 @@ func Compose(m Message) (subject, text, html string, err error) {
 		}
 	}
 	v.Subject = subjectFor(m, v)
-
-	var tb, hb bytes.Buffer
-	if err := textTemplate.Execute(&tb, v); err != nil {
-		return "", "", "", fmt.Errorf("compose approval mail for run %s: text: %w", m.RunID, err)
-	}
-	if err := htmlTemplate.Execute(&hb, v); err != nil {
-		return "", "", "", fmt.Errorf("compose approval mail for run %s: html: %w", m.RunID, err)
-	}
-	return v.Subject, tb.String(), hb.String(), nil
+	return v.Subject, v.text(), v.html(), nil
 }
 
 // subjectFor names the tool (or the number of calls) needing approval; it
@@ -216,7 +194,7 @@ func PrettyArguments(input json.RawMessage) string {
 // CRLF becomes LF, invalid UTF-8 becomes U+FFFD, and control and format
 // characters other than newline and tab (a lone CR, bidirectional overrides,
 // zero-width characters) become visible \u escapes. It does not escape HTML;
-// templates do that.
+// HTML does that.
 func CleanText(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	var b strings.Builder

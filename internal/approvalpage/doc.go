@@ -11,6 +11,7 @@
 //
 // Every page function returns a status code and a complete HTML document,
 // ready for an events.APIGatewayProxyResponse with the headers of Headers.
-// Pages use html/template (every value escaped), inline CSS only and no
-// JavaScript; SecurityHeaders' policy forbids scripts outright.
+// Pages are written with approval.HTML, which escapes every value exactly
+// as html/template would (the former templates are in testdata, and a test
+// compares the bytes); inline CSS only and no JavaScript; SecurityHeaders' policy forbids scripts outright.
 package approvalpage

@@ -1,9 +1,6 @@
 package approvalpage
 
 import (
-	"bytes"
-	"embed"
-	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -38,21 +35,6 @@ func Headers() map[string]string {
 	h := SecurityHeaders()
 	h["Content-Type"] = ContentType
 	return h
-}
-
-//go:embed templates/*.tmpl
-var templateFS embed.FS
-
-var (
-	layout          = template.Must(template.ParseFS(templateFS, "templates/layout.html.tmpl"))
-	confirmTemplate = page("confirm.html.tmpl")
-	outcomeTemplate = page("outcome.html.tmpl")
-	textTemplate    = page("text.html.tmpl")
-)
-
-// page returns the layout with the named file's "content" block.
-func page(name string) *template.Template {
-	return template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name))
 }
 
 // ConfirmPage is what the confirmation page behind GET /approvals/{token}
@@ -180,7 +162,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		}
 	}
 	v.PerCall = v.NeedApproval > 1 && p.VotesNeeded <= 1
-	return render(confirmTemplate, http.StatusOK, v)
+	return http.StatusOK, v.render()
 }
 
 // outcomeView is the data of every page but Confirm.
@@ -233,7 +215,7 @@ func Decided(p DecidedPage) (status int, html string) {
 	default:
 		v.Paragraphs = []string{"Approved. The run continues."}
 	}
-	return render(outcomeTemplate, http.StatusOK, v)
+	return http.StatusOK, v.render()
 }
 
 func outcomeWord(a loop.Action) string {
@@ -266,24 +248,24 @@ func AlreadyDecided(by, via string, at time.Time) (status int, html string) {
 		s += " through the API"
 	}
 	v := outcomeView{Title: "Already decided", Paragraphs: []string{s + ".", "Nothing was changed."}}
-	return render(outcomeTemplate, http.StatusConflict, v)
+	return http.StatusConflict, v.render()
 }
 
 // NotFound renders the page for an unknown or malformed token, status 404.
 func NotFound() (status int, html string) {
-	return render(outcomeTemplate, http.StatusNotFound, outcomeView{
+	return http.StatusNotFound, outcomeView{
 		Title:      "Approval link not found",
 		Paragraphs: []string{"This approval link is not valid. Check that the whole address was copied from the mail; the run may also have been removed."},
-	})
+	}.render()
 }
 
 // Expired renders the page for a token whose approval window has passed,
 // status 410.
 func Expired() (status int, html string) {
-	return render(outcomeTemplate, http.StatusGone, outcomeView{
+	return http.StatusGone, outcomeView{
 		Title:      "Approval link expired",
 		Paragraphs: []string{"The time to decide has passed, and the run no longer waits for a decision. Nothing was changed."},
-	})
+	}.render()
 }
 
 // Problem renders an error page with status (a 4xx or 5xx; anything else
@@ -293,21 +275,10 @@ func Problem(status int, message string) (int, string) {
 	if status < 400 || status > 599 {
 		status = http.StatusInternalServerError
 	}
-	return render(outcomeTemplate, status, outcomeView{
+	return status, outcomeView{
 		Title:      http.StatusText(status),
 		Paragraphs: []string{approval.CleanText(message), "Nothing was changed."},
-	})
-}
-
-// fallback is served if a template fails, which only a bug can cause.
-const fallback = `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Error</title></head><body><p>Internal error. Nothing was changed.</p></body></html>`
-
-func render(t *template.Template, status int, data any) (int, string) {
-	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout", data); err != nil {
-		return http.StatusInternalServerError, fallback
-	}
-	return status, buf.String()
+	}.render()
 }
 
 // TextPage is what the page behind GET /approvals/{token}?call=... shows:
@@ -344,5 +315,5 @@ func Text(p TextPage) (status int, html string) {
 	if p.NextOffset > 0 {
 		v.NextURL = HeldTextURL(p.CallID, p.Part, p.NextOffset)
 	}
-	return render(textTemplate, http.StatusOK, v)
+	return http.StatusOK, v.render()
 }
