@@ -5,7 +5,6 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/httpapi"
-	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
@@ -73,17 +71,13 @@ func New(d Deps) (*App, error) {
 		d.Logger.Warn("policy rules that match no tool of this process (a typo, or a tool source that is absent)", "rules", unused)
 	}
 	a := &App{Store: d.Store, Tools: tools}
-	var notifier service.Notifier
-	if d.Mailer != nil {
-		notifier = mailNotifier(d.Mailer, d.PublicBaseURL, d.Governance.Directory)
-	}
 	a.Worker = &service.Worker{
 		Store: d.Store,
 		Runner: func(h loop.Hooks) *loop.Runner {
 			return &loop.Runner{Model: d.Model, Tools: tools, Hooks: h, Now: d.Now}
 		},
 		NewToken:    approval.NewToken,
-		Notifier:    notifier,
+		Notifier:    service.MailNotifier(d.Mailer, d.PublicBaseURL, d.Governance.Directory),
 		ApprovalTTL: d.ApprovalTTL,
 		Directory:   d.Governance.Directory,
 		Policy:      d.Governance.Policy,
@@ -101,23 +95,4 @@ func New(d Deps) (*App, error) {
 		return nil, err
 	}
 	return a, nil
-}
-
-// mailNotifier sends one approval mail per e-mail approver through m.
-func mailNotifier(m approval.Mailer, baseURL string, dir *identity.Directory) service.Notifier {
-	return service.NotifierFunc(func(ctx context.Context, n service.Notification) error {
-		voted, still := runs.VoteTally(dir, n.Run)
-		return m.Send(ctx, approval.Message{
-			VotesNeeded: n.Run.VotesNeeded, Voted: voted, StillNeeded: still,
-			RunID:        n.Run.ID,
-			SuspensionID: n.Run.SuspensionID,
-			Approver:     n.Approver,
-			Initiator:    n.Run.Initiator,
-			Purpose:      n.Purpose,
-			Calls:        n.Run.PendingCalls,
-			Deadline:     n.Run.ApprovalDeadline,
-			Link:         approval.Link(baseURL, n.RawToken),
-			Reminder:     n.Reminder,
-		})
-	})
 }

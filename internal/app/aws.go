@@ -6,21 +6,14 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/awswire"
 	"github.com/agentgate/agentgate/internal/config"
-	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
-	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/runs/dynamo"
-	"github.com/agentgate/agentgate/internal/runs/s3state"
 	"github.com/agentgate/agentgate/internal/service"
 )
 
@@ -54,28 +47,20 @@ type AWSOptions struct {
 // Every SDK client is built here, once.
 func NewAWS(o AWSOptions) (*App, error) {
 	c := o.Config
-	if c.Table == "" || c.Bucket == "" {
-		return nil, fmt.Errorf("app: table and bucket are required")
+	s3c := awswire.NewS3(o.AWS)
+	store, err := awswire.NewStore(c, o.AWS, s3c, o.Logger)
+	if err != nil {
+		return nil, err
 	}
-	// Emulators (moto, LocalStack) need path-style addressing; AWS itself
-	// gets virtual-hosted style.
-	s3c := s3.NewFromConfig(o.AWS, func(opts *s3.Options) { opts.UsePathStyle = o.AWS.BaseEndpoint != nil })
-	rows := dynamo.NewTable(dynamodb.NewFromConfig(o.AWS), c.Table, dynamo.Options{DueShards: c.DueShards})
-	states := s3state.NewBucket(s3c, c.Bucket, s3state.Options{KMSKeyID: c.KMSKeyID})
-	store := runs.NewStore(rows, states, runs.Options{Retention: c.Retention, Logger: o.Logger, Outbound: outbound()})
 	docs, err := docstore.NewS3Backend(s3c, docstore.S3Config{Bucket: c.Bucket, KMSKeyID: c.KMSKeyID})
 	if err != nil {
 		return nil, err
 	}
 	var mailer approval.Mailer
-	switch {
-	case c.MailFrom == "" && o.OutboxDir != "":
+	if c.MailFrom == "" && o.OutboxDir != "" {
 		mailer = approval.NewOutboxMailer(o.OutboxDir, "agentgate@localhost", o.MailOut)
-	case c.MailFrom != "":
-		if c.PublicBaseURL == "" {
-			return nil, fmt.Errorf("app: %s is needed to mail approval links", config.EnvPublicBaseURL)
-		}
-		mailer = approval.NewSESMailer(sesv2.NewFromConfig(o.AWS), c.MailFrom)
+	} else if mailer, err = awswire.NewMailer(c, o.AWS); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	var gov Governance
 	if o.Governance != nil {
@@ -83,7 +68,7 @@ func NewAWS(o AWSOptions) (*App, error) {
 	} else if gov, err = LoadGovernance(c.DirectoryFile, c.PolicyFile); err != nil {
 		return nil, err
 	}
-	var disp service.Dispatcher = &dispatch.Lambda{Client: lambda.NewFromConfig(o.AWS), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
+	var disp service.Dispatcher = awswire.NewDispatcher(c, o.AWS)
 	if o.Dispatch != nil {
 		disp = o.Dispatch
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/dispatch"
+	"github.com/agentgate/agentgate/internal/awswire"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
@@ -67,7 +68,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 			return nil, fmt.Errorf("create %s: %w", sub, err)
 		}
 	}
-	opts := runs.Options{Now: o.Now, Retention: o.Retention, Logger: o.Logger, Outbound: outbound()}
+	opts := runs.Options{Now: o.Now, Retention: o.Retention, Logger: o.Logger, Outbound: awswire.Outbound()}
 	var store *runs.Store
 	var db *embedded.DB
 	if o.Rows != nil && o.States != nil {

@@ -61,11 +61,10 @@ func OpenToolSources(ctx context.Context, path string, o ToolSourceOptions) (*mc
 }
 
 // lambdaToolSources opens the deployment's tool sources for the startrun
-// and resume functions (purge runs no tools), or returns nil when
-// AGENTGATE_TOOL_SOURCES is unset.
-func lambdaToolSources(ctx context.Context, fn Function, awsCfg aws.Config, logger *slog.Logger) (*mcptool.Catalog, error) {
+// and resume functions, or returns nil when AGENTGATE_TOOL_SOURCES is unset.
+func lambdaToolSources(ctx context.Context, awsCfg aws.Config, logger *slog.Logger) (*mcptool.Catalog, error) {
 	path := os.Getenv(EnvToolSources)
-	if path == "" || fn == Purge {
+	if path == "" {
 		return nil, nil
 	}
 	loaded := func(context.Context) (aws.Config, error) { return awsCfg, nil }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/httpapi"
-	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
 
@@ -29,11 +28,6 @@ type Webhooks struct {
 	// Now is the clock of webhook-timestamp (nil: time.Now).
 	Now func() time.Time
 }
-
-// outbound is the Store option that schedules webhook deliveries with the
-// transitions; every process that writes runs sets it, whether it sends
-// deliveries or not.
-func outbound() runs.OutboundFunc { return webhook.Outbound(httpapi.RunLinks) }
 
 // wireWebhooks gives the API the submit-time check and the sweeper a
 // sender.

@@ -83,26 +83,11 @@ type WebhookTargets struct {
 	Resolver webhook.Resolver
 }
 
-// RunLinks returns a run's API links, as responses and webhook payloads
-// carry them.
-func RunLinks(id string) map[string]string { return links(id) }
-
-func links(id string) map[string]string {
-	return map[string]string{
-		"self":     "/runs/" + id,
-		"events":   "/runs/" + id + "/events",
-		"decision": "/runs/" + id + "/decision",
-		"cancel":   "/runs/" + id + "/cancel",
-		// tool_results: where the results of handed-over client calls go.
-		"tool_results": "/runs/" + id + "/tool-results",
-	}
-}
-
 func viewOf(r *runs.Run) RunView {
 	v := RunView{
 		ID: r.ID, Status: r.Status, Reason: r.Reason, Version: r.Version,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Initiator: r.Initiator,
-		Approvers: r.Approvers, Counters: r.Counters, Output: r.Output, Links: links(r.ID),
+		Approvers: r.Approvers, Counters: r.Counters, Output: r.Output, Links: routes.RunLinks(r.ID),
 	}
 	if v.Approvers == nil {
 		v.Approvers = []string{}

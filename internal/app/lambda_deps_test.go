@@ -1,0 +1,56 @@
+package app_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// lambdaTags are the build tags of `make build` (mk/build.mk) for the
+// default deployment (the Bedrock provider only).
+const lambdaTags = "lambda.norpc,bedrock"
+
+// lambdaDeps lists the packages the function's binary links.
+func lambdaDeps(t *testing.T, fn string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-tags", lambdaTags, "../../functions/"+fn)
+	cmd.Env = append(cmd.Environ(), "GOOS=linux", "GOARCH=amd64", "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", fn, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestLambdasLinkOnlyWhatTheyUse guards the binaries' size and cold start
+// (issue #15): no function links the template engine (it keeps every
+// exported method of every type) or the AWS default credential chain, and
+// purge links no model, tools, HTTP API, pages or embedded store.
+func TestLambdasLinkOnlyWhatTheyUse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	const mod = "github.com/agentgate/agentgate/internal/"
+	never := []string{"text/template", "html/template", "github.com/aws/aws-sdk-go-v2/config",
+		"github.com/aws/aws-sdk-go-v2/service/sso", "github.com/aws/aws-sdk-go-v2/service/sts"}
+	purgeNever := []string{mod + "provider", mod + "mcptool", mod + "docstore", mod + "httpapi", mod + "approvalpage",
+		mod + "app", mod + "runs/embedded", "github.com/modelcontextprotocol/go-sdk/mcp", "github.com/aws/aws-sdk-go-v2/service/bedrockruntime"}
+	for _, fn := range []string{"startrun", "resume", "purge"} {
+		t.Run(fn, func(t *testing.T) {
+			deps := lambdaDeps(t, fn)
+			if !slices.Contains(deps, mod+"service") {
+				t.Fatalf("%s does not link internal/service: the listing is wrong", fn)
+			}
+			bad := never
+			if fn == "purge" {
+				bad = append(slices.Clone(never), purgeNever...)
+			}
+			for _, p := range bad {
+				if slices.Contains(deps, p) {
+					t.Errorf("%s links %s", fn, p)
+				}
+			}
+		})
+	}
+}

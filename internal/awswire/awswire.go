@@ -1,0 +1,82 @@
+// Package awswire builds agentgate's adapters on AWS from the typed
+// configuration: the run store on DynamoDB and S3, approval mail through SES
+// v2, async dispatch through Lambda, the webhook signing secrets in Secrets
+// Manager. internal/app builds the whole application from them; the purge
+// function is wired here alone (Purge), so that its binary links the sweep
+// and what it needs (expiry, reminders and mail, re-dispatch, webhook
+// delivery, retention) but no model, tools, HTTP API or approval pages.
+package awswire
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+
+	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/config"
+	"github.com/agentgate/agentgate/internal/dispatch"
+	"github.com/agentgate/agentgate/internal/routes"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/dynamo"
+	"github.com/agentgate/agentgate/internal/runs/s3state"
+	"github.com/agentgate/agentgate/internal/webhook"
+)
+
+// Outbound is the Store option that schedules webhook deliveries with the
+// transitions; every process that writes runs sets it, whether it sends
+// deliveries or not.
+func Outbound() runs.OutboundFunc { return webhook.Outbound(routes.RunLinks) }
+
+// NewS3 builds the S3 client: path-style addressing for an emulator (moto,
+// LocalStack: a base endpoint is set), virtual-hosted style on AWS.
+func NewS3(awsCfg aws.Config) *s3.Client {
+	return s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = awsCfg.BaseEndpoint != nil })
+}
+
+// NewStore builds the run store on the configured table and bucket.
+func NewStore(c config.Config, awsCfg aws.Config, s3c *s3.Client, logger *slog.Logger) (*runs.Store, error) {
+	if c.Table == "" || c.Bucket == "" {
+		return nil, fmt.Errorf("awswire: table and bucket are required")
+	}
+	rows := dynamo.NewTable(dynamodb.NewFromConfig(awsCfg), c.Table, dynamo.Options{DueShards: c.DueShards})
+	states := s3state.NewBucket(s3c, c.Bucket, s3state.Options{KMSKeyID: c.KMSKeyID})
+	return runs.NewStore(rows, states, runs.Options{Retention: c.Retention, Logger: logger, Outbound: Outbound()}), nil
+}
+
+// NewMailer builds the SES v2 mailer of AGENTGATE_MAIL_FROM, or returns nil
+// when no sender is configured (approvers then use the API only).
+func NewMailer(c config.Config, awsCfg aws.Config) (approval.Mailer, error) {
+	if c.MailFrom == "" {
+		return nil, nil
+	}
+	if c.PublicBaseURL == "" {
+		return nil, fmt.Errorf("%s is needed to mail approval links", config.EnvPublicBaseURL)
+	}
+	return approval.NewSESMailer(sesv2.NewFromConfig(awsCfg), c.MailFrom), nil
+}
+
+// NewDispatcher builds the async Lambda invoke of the worker functions.
+func NewDispatcher(c config.Config, awsCfg aws.Config) *dispatch.Lambda {
+	return &dispatch.Lambda{Client: lambda.NewFromConfig(awsCfg), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
+}
+
+// Webhooks reads the webhook configuration (AGENTGATE_WEBHOOK_SECRET,
+// AGENTGATE_WEBHOOK_ALLOW) with getenv: nil when webhooks are off. The
+// signing secret is read from Secrets Manager only when a delivery is
+// signed (the purge function), and re-read after webhook.SecretRefresh.
+func Webhooks(getenv func(string) string, awsCfg aws.Config) (*webhook.SenderConfig, error) {
+	wc, err := webhook.LoadConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !wc.Enabled() {
+		return nil, nil
+	}
+	return &webhook.SenderConfig{Signer: webhook.NewSecretsManagerSource(secretsmanager.NewFromConfig(awsCfg), wc.SecretID, nil), Policy: wc.Policy}, nil
+}
