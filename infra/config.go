@@ -156,6 +156,9 @@ func readConfig(get func(key string) string) (config, error) {
 	if err := checkAssetProviders(p.AssetDir, p.Model); err != nil {
 		errs = append(errs, err.Error())
 	}
+	if err := checkAssetFeatures(p.AssetDir, p.ToolSourcesFile); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if err := p.Validate(); err != nil {
 		errs = append(errs, err.Error())
 	}
@@ -189,6 +192,32 @@ func checkAssetProviders(dir, model string) error {
 	}
 	return fmt.Errorf("context model=%q: the function zips in %s link only the %s provider(s); rebuild with `make build LAMBDA_PROVIDER=%s`",
 		model, dir, strings.Join(built, ", "), want)
+}
+
+// assetFeaturesFile is the file `make build` writes next to the zips: the
+// opt-in features the workers link, one a line ("mcp": MCP tool sources,
+// `make build LAMBDA_MCP=1`).
+const assetFeaturesFile = "features"
+
+// checkAssetFeatures fails when a tool-sources file is configured and the
+// zips in dir were built without MCP. A folder without the file (zips built
+// by hand or before the file existed, the CDK tests' placeholders) is not
+// checked.
+func checkAssetFeatures(dir, toolSources string) error {
+	if toolSources == "" {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, assetFeaturesFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("assetDir %s: %w", dir, err)
+	}
+	if slices.Contains(strings.Fields(string(data)), "mcp") {
+		return nil
+	}
+	return fmt.Errorf("context toolSources=%q: the function zips in %s were built without MCP tool sources; rebuild with `make build LAMBDA_MCP=1`", toolSources, dir)
 }
 
 // inferenceProfileGeos are the prefixes of Bedrock cross-region inference

@@ -90,6 +90,28 @@ func TestReadConfigErrors(t *testing.T) {
 	}
 }
 
+func TestCheckAssetFeatures(t *testing.T) {
+	dir := t.TempDir()
+	if err := checkAssetFeatures(dir, "tools.json"); err != nil {
+		t.Errorf("no features file: %v, want no check", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, assetFeaturesFile), []byte("\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkAssetFeatures(dir, ""); err != nil {
+		t.Errorf("zips without MCP, no tool sources: %v, want nil", err)
+	}
+	if err := checkAssetFeatures(dir, "tools.json"); err == nil || !strings.Contains(err.Error(), "LAMBDA_MCP=1") {
+		t.Errorf("zips without MCP, tool sources: %v, want an error saying how to rebuild", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, assetFeaturesFile), []byte("mcp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkAssetFeatures(dir, "tools.json"); err != nil {
+		t.Errorf("zips with MCP, tool sources: %v, want nil", err)
+	}
+}
+
 func TestCheckAssetProviders(t *testing.T) {
 	dir := t.TempDir()
 	if err := checkAssetProviders(dir, "openai:gpt-test"); err != nil {

@@ -32,9 +32,10 @@ cleanup() {
 trap cleanup EXIT
 
 # The deployed configuration: the tags `make build` uses (mk/build.mk), the
-# model provider's SDK only (LAMBDA_PROVIDER, default bedrock).
+# model provider's SDK only (LAMBDA_PROVIDER, default bedrock) and MCP tool
+# sources only with LAMBDA_MCP=1.
 provider="${LAMBDA_PROVIDER:-bedrock}"
-tags="${LAMBDA_TAGS:-lambda.norpc,${provider// /,}}"
+tags="${LAMBDA_TAGS:-lambda.norpc,${provider// /,}${LAMBDA_MCP:+,mcp}}"
 echo "== build (linux/amd64, -tags $tags -trimpath -ldflags='-s -w'; hello with lambda.norpc)" >&2
 for fn in "${functions[@]}"; do
   src="./functions/$fn"; [ "$fn" = hello ] && src=./internal/benchdata/hello

@@ -13,7 +13,6 @@ import (
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
-	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
@@ -25,7 +24,7 @@ type Deps struct {
 	Docs  docstore.Backend
 	Model loop.Model
 	// ToolSources are the deployment's MCP servers' tools (nil: none).
-	ToolSources *mcptool.Catalog
+	ToolSources ToolSources
 	Dispatch    service.Dispatcher
 	// Mailer sends approval links to e-mail approvers (nil: API only).
 	Mailer approval.Mailer
@@ -45,6 +44,16 @@ type Deps struct {
 	Now        func() time.Time
 }
 
+// ToolSources are tools from outside the binary: the MCP servers of a
+// tool-sources file (*mcptool.Catalog, from OpenToolSources).
+type ToolSources interface {
+	// Tools are the tools to offer, besides the builtin ones.
+	Tools() []loop.Tool
+	// NoteAbsent tells the toolbox which configured tools are missing and
+	// why, so a run naming one is refused with the reason.
+	NoteAbsent(tb *loop.Toolbox)
+}
+
 // App is a wired agentgate.
 type App struct {
 	Store   *runs.Store
@@ -62,11 +71,17 @@ func New(d Deps) (*App, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	tools, err := loop.NewToolbox(append(docstore.Tools(d.Docs), d.ToolSources.Tools()...)...)
+	defs := docstore.Tools(d.Docs)
+	if d.ToolSources != nil {
+		defs = append(defs, d.ToolSources.Tools()...)
+	}
+	tools, err := loop.NewToolbox(defs...)
 	if err != nil {
 		return nil, fmt.Errorf("app: tools: %w", err)
 	}
-	d.ToolSources.NoteAbsent(tools)
+	if d.ToolSources != nil {
+		d.ToolSources.NoteAbsent(tools)
+	}
 	if unused := d.Governance.Policy.UnusedRules(tools.Names()); len(unused) > 0 {
 		d.Logger.Warn("policy rules that match no tool of this process (a typo, or a tool source that is absent)", "rules", unused)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/agentgate/agentgate/internal/config"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/loop"
-	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/service"
 )
@@ -24,7 +23,7 @@ type AWSOptions struct {
 	AWS   aws.Config
 	Model loop.Model
 	// ToolSources are MCP servers' tools (nil: none).
-	ToolSources *mcptool.Catalog
+	ToolSources ToolSources
 	Routes      routes.Table
 	// Owner names this function instance in lease owners.
 	Owner  string

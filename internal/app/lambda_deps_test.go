@@ -11,10 +11,11 @@ import (
 // default deployment (the Bedrock provider only).
 const lambdaTags = "lambda.norpc,bedrock"
 
-// lambdaDeps lists the packages the function's binary links.
-func lambdaDeps(t *testing.T, fn string) []string {
+// lambdaDeps lists the packages the function's binary links when built
+// with tags.
+func lambdaDeps(t *testing.T, fn, tags string) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-tags", lambdaTags, "../../functions/"+fn)
+	cmd := exec.Command("go", "list", "-deps", "-tags", tags, "../../functions/"+fn)
 	cmd.Env = append(cmd.Environ(), "GOOS=linux", "GOARCH=amd64", "CGO_ENABLED=0")
 	out, err := cmd.Output()
 	if err != nil {
@@ -25,20 +26,22 @@ func lambdaDeps(t *testing.T, fn string) []string {
 
 // TestLambdasLinkOnlyWhatTheyUse guards the binaries' size and cold start
 // (issue #15): no function links the template engine (it keeps every
-// exported method of every type) or the AWS default credential chain, and
-// purge links no model, tools, HTTP API, pages or embedded store.
+// exported method of every type), the AWS default credential chain or,
+// unless built with the tag mcp, the MCP SDK; purge links no model, tools,
+// HTTP API, pages or embedded store.
 func TestLambdasLinkOnlyWhatTheyUse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
 	const mod = "github.com/agentgate/agentgate/internal/"
-	never := []string{"text/template", "html/template", "github.com/aws/aws-sdk-go-v2/config",
+	const mcpSDK = "github.com/modelcontextprotocol/go-sdk/mcp"
+	never := []string{"text/template", "html/template", "github.com/aws/aws-sdk-go-v2/config", mcpSDK,
 		"github.com/aws/aws-sdk-go-v2/service/sso", "github.com/aws/aws-sdk-go-v2/service/sts"}
 	purgeNever := []string{mod + "provider", mod + "mcptool", mod + "docstore", mod + "httpapi", mod + "approvalpage",
-		mod + "app", mod + "runs/embedded", "github.com/modelcontextprotocol/go-sdk/mcp", "github.com/aws/aws-sdk-go-v2/service/bedrockruntime"}
+		mod + "app", mod + "runs/embedded", "github.com/aws/aws-sdk-go-v2/service/bedrockruntime"}
 	for _, fn := range []string{"startrun", "resume", "purge"} {
 		t.Run(fn, func(t *testing.T) {
-			deps := lambdaDeps(t, fn)
+			deps := lambdaDeps(t, fn, lambdaTags)
 			if !slices.Contains(deps, mod+"service") {
 				t.Fatalf("%s does not link internal/service: the listing is wrong", fn)
 			}
@@ -52,5 +55,8 @@ func TestLambdasLinkOnlyWhatTheyUse(t *testing.T) {
 				}
 			}
 		})
+	}
+	if !slices.Contains(lambdaDeps(t, "resume", lambdaTags+",mcp"), mcpSDK) {
+		t.Errorf("resume built with the tag mcp does not link %s", mcpSDK)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/agentgate/agentgate/internal/awswire"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/loop"
-	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
@@ -42,7 +41,7 @@ type LocalOptions struct {
 	Dir   string
 	Model loop.Model
 	// ToolSources are MCP servers' tools (OpenToolSources; nil: none).
-	ToolSources *mcptool.Catalog
+	ToolSources ToolSources
 	// BaseURL is the local server's address, for approval links.
 	BaseURL     string
 	ApprovalTTL time.Duration

@@ -1,3 +1,5 @@
+//go:build mcp || !(bedrock || openai || anthropic || scripted)
+
 package app
 
 import (
@@ -12,10 +14,6 @@ import (
 
 	"github.com/agentgate/agentgate/internal/mcptool"
 )
-
-// EnvToolSources names the tool-sources file of a deployment (on Lambda
-// the CDK stack ships it in a layer at mcptool.LayerPath).
-const EnvToolSources = mcptool.EnvFile
 
 // lambdaConnectTimeout bounds connecting to one MCP server in a Lambda's
 // init phase (which Lambda limits to 10 s); servers are opened in parallel.
@@ -62,7 +60,7 @@ func OpenToolSources(ctx context.Context, path string, o ToolSourceOptions) (*mc
 
 // lambdaToolSources opens the deployment's tool sources for the startrun
 // and resume functions, or returns nil when AGENTGATE_TOOL_SOURCES is unset.
-func lambdaToolSources(ctx context.Context, awsCfg aws.Config, logger *slog.Logger) (*mcptool.Catalog, error) {
+func lambdaToolSources(ctx context.Context, awsCfg aws.Config, logger *slog.Logger) (ToolSources, error) {
 	path := os.Getenv(EnvToolSources)
 	if path == "" {
 		return nil, nil

@@ -53,8 +53,10 @@ func TestLambdaToolSourcesReadHeaderSecretsFromSecretsManager(t *testing.T) {
 	t.Setenv(EnvToolSources, path)
 
 	logger := slog.New(slog.DiscardHandler)
-	c, err := lambdaToolSources(ctx, cfg, logger)
+	sources, err := lambdaToolSources(ctx, cfg, logger)
 	require.NoError(t, err)
+	c, ok := sources.(*mcptool.Catalog)
+	require.True(t, ok, "tool sources %T, want *mcptool.Catalog", sources)
 	t.Cleanup(func() { _ = c.Close() })
 	require.Empty(t, c.Absent())
 	require.Len(t, c.Tools(), 1)
