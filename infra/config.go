@@ -195,8 +195,9 @@ func checkAssetProviders(dir, model string) error {
 }
 
 // assetFeaturesFile is the file `make build` writes next to the zips: the
-// opt-in features the workers link, one a line ("mcp": MCP tool sources,
-// `make build LAMBDA_MCP=1`).
+// opt-in features the workers link, one a line (`make build
+// LAMBDA_FEATURES="mcp cel"`: mcp for MCP tool sources, cel for policy
+// conditions).
 const assetFeaturesFile = "features"
 
 // checkAssetFeatures fails when a tool-sources file is configured and the
@@ -217,7 +218,7 @@ func checkAssetFeatures(dir, toolSources string) error {
 	if slices.Contains(strings.Fields(string(data)), "mcp") {
 		return nil
 	}
-	return fmt.Errorf("context toolSources=%q: the function zips in %s were built without MCP tool sources; rebuild with `make build LAMBDA_MCP=1`", toolSources, dir)
+	return fmt.Errorf("context toolSources=%q: the function zips in %s were built without MCP tool sources; rebuild with `make build LAMBDA_FEATURES=mcp`", toolSources, dir)
 }
 
 // inferenceProfileGeos are the prefixes of Bedrock cross-region inference

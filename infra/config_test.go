@@ -101,7 +101,7 @@ func TestCheckAssetFeatures(t *testing.T) {
 	if err := checkAssetFeatures(dir, ""); err != nil {
 		t.Errorf("zips without MCP, no tool sources: %v, want nil", err)
 	}
-	if err := checkAssetFeatures(dir, "tools.json"); err == nil || !strings.Contains(err.Error(), "LAMBDA_MCP=1") {
+	if err := checkAssetFeatures(dir, "tools.json"); err == nil || !strings.Contains(err.Error(), "LAMBDA_FEATURES=mcp") {
 		t.Errorf("zips without MCP, tool sources: %v, want an error saying how to rebuild", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, assetFeaturesFile), []byte("mcp\n"), 0o644); err != nil {

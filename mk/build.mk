@@ -11,14 +11,15 @@ LAMBDA_DIST ?= dist/lambda
 # goes into $(LAMBDA_DIST)/<arch>/providers, and the CDK app refuses a model
 # whose provider the zips leave out (infra/config.go).
 LAMBDA_PROVIDER ?= bedrock
-# MCP tool sources are opt-in the same way (internal/app/toolsources*.go):
-# LAMBDA_MCP=1 links the MCP SDK into the workers, which a deployment with a
-# tool-sources file (CDK context toolSources) needs. The features file next
-# to the zips says whether they have it, and the CDK app refuses
-# toolSources for zips without it.
-LAMBDA_MCP ?=
+# Heavy optional features are opt-in the same way, LAMBDA_FEATURES (space
+# separated, default none): mcp links the MCP SDK (MCP tool sources, CDK
+# context toolSources; internal/app/toolsources*.go), cel links cel-go
+# (policy rules with `when` conditions; internal/policy/cel.go). The list
+# goes into $(LAMBDA_DIST)/<arch>/features, and the CDK app refuses
+# toolSources for zips without mcp.
+LAMBDA_FEATURES ?=
 comma := ,
-LAMBDA_TAGS ?= lambda.norpc,$(subst $() ,$(comma),$(strip $(LAMBDA_PROVIDER)))$(if $(LAMBDA_MCP),$(comma)mcp)
+LAMBDA_TAGS ?= lambda.norpc,$(subst $() ,$(comma),$(strip $(LAMBDA_PROVIDER) $(LAMBDA_FEATURES)))
 
 .PHONY: build
 
@@ -42,5 +43,5 @@ build:
 	  done; \
 	  rmdir "$$tmp"; \
 	  printf '%s\n' $(LAMBDA_PROVIDER) > "$(LAMBDA_DIST)/$$arch/providers"; \
-	  printf '%s\n' $(if $(LAMBDA_MCP),mcp) > "$(LAMBDA_DIST)/$$arch/features"; \
+	  printf '%s\n' $(LAMBDA_FEATURES) > "$(LAMBDA_DIST)/$$arch/features"; \
 	done

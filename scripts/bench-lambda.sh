@@ -32,10 +32,11 @@ cleanup() {
 trap cleanup EXIT
 
 # The deployed configuration: the tags `make build` uses (mk/build.mk), the
-# model provider's SDK only (LAMBDA_PROVIDER, default bedrock) and MCP tool
-# sources only with LAMBDA_MCP=1.
+# model provider's SDK only (LAMBDA_PROVIDER, default bedrock) and the
+# optional features of LAMBDA_FEATURES only (mcp, cel; default none).
 provider="${LAMBDA_PROVIDER:-bedrock}"
-tags="${LAMBDA_TAGS:-lambda.norpc,${provider// /,}${LAMBDA_MCP:+,mcp}}"
+features="${LAMBDA_FEATURES:-}"
+tags="${LAMBDA_TAGS:-lambda.norpc,${provider// /,}${features:+,${features// /,}}}"
 echo "== build (linux/amd64, -tags $tags -trimpath -ldflags='-s -w'; hello with lambda.norpc)" >&2
 for fn in "${functions[@]}"; do
   src="./functions/$fn"; [ "$fn" = hello ] && src=./internal/benchdata/hello

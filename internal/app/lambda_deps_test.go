@@ -27,15 +27,15 @@ func lambdaDeps(t *testing.T, fn, tags string) []string {
 // TestLambdasLinkOnlyWhatTheyUse guards the binaries' size and cold start
 // (issue #15): no function links the template engine (it keeps every
 // exported method of every type), the AWS default credential chain or,
-// unless built with the tag mcp, the MCP SDK; purge links no model, tools,
-// HTTP API, pages or embedded store.
+// unless built with the tags mcp and cel, the MCP SDK and cel-go; purge
+// links no model, tools, HTTP API, pages or embedded store.
 func TestLambdasLinkOnlyWhatTheyUse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
 	const mod = "github.com/agentgate/agentgate/internal/"
-	const mcpSDK = "github.com/modelcontextprotocol/go-sdk/mcp"
-	never := []string{"text/template", "html/template", "github.com/aws/aws-sdk-go-v2/config", mcpSDK,
+	const mcpSDK, celGo = "github.com/modelcontextprotocol/go-sdk/mcp", "github.com/google/cel-go/cel"
+	never := []string{"text/template", "html/template", "github.com/aws/aws-sdk-go-v2/config", mcpSDK, celGo,
 		"github.com/aws/aws-sdk-go-v2/service/sso", "github.com/aws/aws-sdk-go-v2/service/sts"}
 	purgeNever := []string{mod + "provider", mod + "mcptool", mod + "docstore", mod + "httpapi", mod + "approvalpage",
 		mod + "app", mod + "runs/embedded", "github.com/aws/aws-sdk-go-v2/service/bedrockruntime"}
@@ -56,7 +56,7 @@ func TestLambdasLinkOnlyWhatTheyUse(t *testing.T) {
 			}
 		})
 	}
-	if !slices.Contains(lambdaDeps(t, "resume", lambdaTags+",mcp"), mcpSDK) {
-		t.Errorf("resume built with the tag mcp does not link %s", mcpSDK)
+	if deps := lambdaDeps(t, "resume", lambdaTags+",mcp,cel"); !slices.Contains(deps, mcpSDK) || !slices.Contains(deps, celGo) {
+		t.Errorf("resume built with the tags mcp and cel does not link %s and %s", mcpSDK, celGo)
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/approval"
-	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/awswire"
+	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/routes"

@@ -12,7 +12,7 @@ const EnvToolSources = "AGENTGATE_TOOL_SOURCES"
 // whose environment names a tool-sources file (nil when none is named).
 func errToolSourcesLeftOut(getenv func(string) string) error {
 	if path := getenv(EnvToolSources); path != "" {
-		return fmt.Errorf("%s=%s: this build leaves out MCP tool sources (rebuild with `make build LAMBDA_MCP=1`, i.e. -tags mcp)", EnvToolSources, path)
+		return fmt.Errorf("%s=%s: this build leaves out MCP tool sources (rebuild with `make build LAMBDA_FEATURES=mcp`, i.e. -tags mcp)", EnvToolSources, path)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ func TestToolSourcesVariable(t *testing.T) {
 		t.Errorf("no tool-sources file: %v, want nil", err)
 	}
 	err := errToolSourcesLeftOut(func(k string) string { return map[string]string{EnvToolSources: "/opt/x.json"}[k] })
-	if err == nil || !strings.Contains(err.Error(), "LAMBDA_MCP=1") || !strings.Contains(err.Error(), "/opt/x.json") {
+	if err == nil || !strings.Contains(err.Error(), "LAMBDA_FEATURES=mcp") || !strings.Contains(err.Error(), "/opt/x.json") {
 		t.Errorf("a tool-sources file in a build without MCP: %v, want an error naming the file and how to rebuild", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // MCP tool sources are opt-in for the Lambdas, like the model providers: a
 // build with a provider tag (bedrock, openai, anthropic, scripted) links
-// the MCP SDK only with the tag mcp (`make build LAMBDA_MCP=1`); a build
+// the MCP SDK only with the tag mcp (`make build LAMBDA_FEATURES=mcp`); a build
 // without provider tags (the CLI, the tests) always links it. A deployment
 // without tool sources saves the MCP SDK's 1.5 MB in each worker.
 

@@ -11,6 +11,7 @@ import (
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/awsenv"
 	"github.com/agentgate/agentgate/internal/config"
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/lambdaentry"
 	"github.com/agentgate/agentgate/internal/service"
 	"github.com/agentgate/agentgate/internal/webhook"
@@ -55,9 +56,16 @@ func NewSweeper(cfg config.Config, awsCfg aws.Config, getenv func(string) string
 	if err != nil {
 		return nil, err
 	}
-	// Reminders are the worker's: new tokens and links, recorded, mailed.
-	reminders := &service.Worker{Store: store, NewToken: approval.NewToken, Notifier: service.MailNotifier(mailer, cfg.PublicBaseURL, nil),
-		Owner: owner, Logger: logger}
+	// Reminders are the worker's: new tokens and links, recorded, mailed to
+	// the eligible approvers (the directory resolves groups and persons).
+	var dir *identity.Directory
+	if cfg.DirectoryFile != "" {
+		if dir, err = identity.LoadDirectory(cfg.DirectoryFile); err != nil {
+			return nil, err
+		}
+	}
+	reminders := &service.Worker{Store: store, NewToken: approval.NewToken, Notifier: service.MailNotifier(mailer, cfg.PublicBaseURL, dir),
+		Directory: dir, Owner: owner, Logger: logger}
 	s := &service.Sweeper{Store: store, Dispatch: NewDispatcher(cfg, awsCfg), Remind: reminders.Remind, Logger: logger}
 	hooks, err := Webhooks(getenv, awsCfg)
 	if err != nil {

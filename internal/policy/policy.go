@@ -5,11 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
-
-	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/ext"
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/toolpattern"
@@ -135,35 +130,35 @@ type Policy struct {
 type rule struct {
 	RuleEntry
 	patterns []toolpattern.Pattern
-	program  cel.Program // nil: no condition
+	program  condition // nil: no condition
 }
 
-// newEnv is the CEL environment every condition is checked against.
-func newEnv() (*cel.Env, error) {
-	return cel.NewEnv(
-		ext.NativeTypes(reflect.TypeOf(RunFacts{}), ext.ParseStructTags(true)),
-		cel.Variable("tool", cel.StringType),
-		cel.Variable("effect", cel.StringType),
-		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("run", cel.ObjectType("policy.RunFacts")),
-		cel.CrossTypeNumericComparisons(true),
-		cel.OptionalTypes(),
-		ext.Strings(),
-		ext.Sets(),
-		cel.ParserExpressionSizeLimit(MaxConditionBytes),
-	)
+// condition is a compiled `when` condition (cel.go).
+type condition interface {
+	// eval evaluates the condition over the call's variables.
+	eval(ctx context.Context, v *vars) (bool, error)
 }
+
+// conditionCompiler compiles `when` conditions: CEL (cel.go), or, in a
+// Lambda build without the tag cel, nothing (noConditions).
+type conditionCompiler interface {
+	compile(src string) (condition, error)
+}
+
+// newConditions is this build's condition compiler with a cost limit per
+// evaluation (a variable for the tests of noConditions).
+var newConditions = buildConditions
 
 // Compile validates a policy file and compiles its conditions. The error
 // lists every broken rule, each named (rules[2] "payments": when: ...).
 func Compile(f File, opts Options) (*Policy, error) {
-	env, err := newEnv()
-	if err != nil {
-		return nil, fmt.Errorf("policy: CEL environment: %w", err)
-	}
 	limit := opts.CostLimit
 	if limit == 0 {
 		limit = DefaultCostLimit
+	}
+	conds, err := newConditions(limit)
+	if err != nil {
+		return nil, fmt.Errorf("policy: CEL environment: %w", err)
 	}
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -229,7 +224,7 @@ func Compile(f File, opts Options) (*Policy, error) {
 			bad("outcome %q: want %q, %q or %q", e.Outcome, Allow, RequireApproval, Deny)
 		}
 		if e.When != "" {
-			prg, err := compileCondition(env, e.When, limit)
+			prg, err := conds.compile(e.When)
 			if err != nil {
 				bad("when: %v", err)
 			}
@@ -241,20 +236,6 @@ func Compile(f File, opts Options) (*Policy, error) {
 		return nil, fmt.Errorf("policy: %w", errors.Join(errs...))
 	}
 	return p, nil
-}
-
-func compileCondition(env *cel.Env, src string, limit uint64) (cel.Program, error) {
-	if len(src) > MaxConditionBytes {
-		return nil, fmt.Errorf("longer than %d bytes", MaxConditionBytes)
-	}
-	ast, iss := env.Compile(src)
-	if iss.Err() != nil {
-		return nil, iss.Err()
-	}
-	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("the condition is of type %s, want bool", t)
-	}
-	return env.Program(ast, cel.CostLimit(limit), cel.InterruptCheckFrequency(100))
 }
 
 func checkRuleID(s string) error {
@@ -330,7 +311,7 @@ func (p *Policy) evaluate(ctx context.Context, rules []rule, call Call, v *vars)
 		if r.program == nil {
 			return p.outcome(r)
 		}
-		matched, err := eval(ctx, r.program, v)
+		matched, err := evalCondition(ctx, r.program, v)
 		if err == nil {
 			if matched {
 				return p.outcome(r)
@@ -359,19 +340,11 @@ func (p *Policy) evaluate(ctx context.Context, rules []rule, call Call, v *vars)
 	return Outcome{Action: Allow, Rule: RuleDefault}
 }
 
-func eval(ctx context.Context, prg cel.Program, v *vars) (bool, error) {
+func evalCondition(ctx context.Context, c condition, v *vars) (bool, error) {
 	if v.decErr != nil {
 		return false, v.decErr
 	}
-	out, _, err := prg.ContextEval(ctx, v.m)
-	if err != nil {
-		return false, err
-	}
-	b, ok := out.(types.Bool)
-	if !ok {
-		return false, fmt.Errorf("the condition gave %s, want bool", out.Type().TypeName())
-	}
-	return bool(b), nil
+	return c.eval(ctx, v)
 }
 
 func (p *Policy) outcome(r rule) Outcome {

@@ -1,0 +1,97 @@
+package awswire_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/awswire"
+)
+
+// fakeDynamoDB answers every DynamoDB call with an empty result and records
+// the operations and the credential that signed them.
+type fakeDynamoDB struct {
+	mu    sync.Mutex
+	ops   []string
+	creds []string
+}
+
+func (f *fakeDynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.ops = append(f.ops, r.Header.Get("X-Amz-Target"))
+	auth := r.Header.Get("Authorization")
+	if i := strings.Index(auth, "Credential="); i >= 0 {
+		auth, _, _ = strings.Cut(auth[i+len("Credential="):], "/")
+	}
+	f.creds = append(f.creds, auth)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	_, _ = w.Write([]byte(`{"Items":[],"Count":0}`))
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func purgeEnv(endpoint string) map[string]string {
+	return map[string]string{
+		"AGENTGATE_TABLE": "runs", "AGENTGATE_BUCKET": "state", "AGENTGATE_STARTRUN_FUNCTION": "startrun",
+		"AGENTGATE_RESUME_FUNCTION": "resume", "AGENTGATE_MAIL_FROM": "approvals@example.com",
+		"AGENTGATE_PUBLIC_BASE_URL": "https://approvals.example.com", "AGENTGATE_DUE_SHARDS": "3",
+		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDPURGE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_ENDPOINT_URL": endpoint,
+	}
+}
+
+func TestPurgeSweepsWithTheEnvironmentsConfiguration(t *testing.T) {
+	ddb := &fakeDynamoDB{}
+	srv := httptest.NewServer(ddb)
+	t.Cleanup(srv.Close)
+	entry, err := awswire.Purge(context.Background(), env(purgeEnv(srv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := os.ReadFile(filepath.Join("..", "lambdaentry", "testdata", "scheduled-event.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := entry.Handle(context.Background(), event); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	ddb.mu.Lock()
+	defer ddb.mu.Unlock()
+	if len(ddb.ops) < 3 {
+		t.Errorf("DynamoDB operations %v, want at least one due-index query per shard (3)", ddb.ops)
+	}
+	for i, op := range ddb.ops {
+		if op != "DynamoDB_20120810.Query" || ddb.creds[i] != "AKIDPURGE" {
+			t.Errorf("call %d: %s signed by %s, want queries signed by AKIDPURGE", i, op, ddb.creds[i])
+		}
+	}
+}
+
+func TestPurgeStartUpErrorsNameTheProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(map[string]string)
+		want string
+	}{
+		{"no table", func(m map[string]string) { delete(m, "AGENTGATE_TABLE") }, "AGENTGATE_TABLE"},
+		{"no credentials", func(m map[string]string) { delete(m, "AWS_SECRET_ACCESS_KEY") }, "AWS_SECRET_ACCESS_KEY"},
+		{"mail without link base", func(m map[string]string) { delete(m, "AGENTGATE_PUBLIC_BASE_URL") }, "AGENTGATE_PUBLIC_BASE_URL"},
+		{"missing directory", func(m map[string]string) { m["AGENTGATE_DIRECTORY"] = filepath.Join(t.TempDir(), "none.json") }, "none.json"},
+		{"allow list without secret", func(m map[string]string) { m["AGENTGATE_WEBHOOK_ALLOW"] = "10.0.0.0/8" }, "AGENTGATE_WEBHOOK_SECRET"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := purgeEnv("http://127.0.0.1:1")
+			tt.edit(m)
+			if _, err := awswire.Purge(context.Background(), env(m)); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}
