@@ -176,23 +176,35 @@ func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallS
 	if sp.VotesNeeded < 0 || sp.VotesNeeded > MaxApprovers {
 		return nil, nil, Errorf(EInvalid, "votes needed must be from 0 to %d", MaxApprovers)
 	}
-	if len(sp.Tokens) > MaxApprovers {
-		return nil, nil, Errorf(EInvalid, "%d approval tokens, at most %d allowed", len(sp.Tokens), MaxApprovers)
+	if err := checkGrants(sp.Tokens); err != nil {
+		return nil, nil, err
+	}
+	return calls, blob, nil
+}
+
+// checkGrants validates the approval tokens a suspension or a
+// renotification stores: at most MaxApprovers, each a lowercase hex SHA-256
+// with an approver, none twice. A hash already stored is refused by the
+// adapter's write (RowStore.Write: NewTokens must not exist yet), which
+// changes nothing: the row no longer lists the run's tokens to check here.
+func checkGrants(grants []TokenGrant) error {
+	if len(grants) > MaxApprovers {
+		return Errorf(EInvalid, "%d approval tokens, at most %d allowed", len(grants), MaxApprovers)
 	}
 	hashes := map[string]bool{}
-	for _, g := range sp.Tokens {
+	for _, g := range grants {
 		if !ValidTokenHash(g.Hash) {
-			return nil, nil, Errorf(EInvalid, "approval token hash must be a lowercase hex sha-256")
+			return Errorf(EInvalid, "approval token hash must be a lowercase hex sha-256")
 		}
 		if g.Approver == "" {
-			return nil, nil, Errorf(EInvalid, "approval token needs an approver")
+			return Errorf(EInvalid, "approval token needs an approver")
 		}
 		if hashes[g.Hash] {
-			return nil, nil, Errorf(EInvalid, "approval token hash appears twice")
+			return Errorf(EInvalid, "approval token hash appears twice")
 		}
 		hashes[g.Hash] = true
 	}
-	return calls, blob, nil
+	return nil
 }
 
 // NewDecision is what Decide needs: a human's answer to one suspension,
@@ -351,15 +363,12 @@ type Notice struct {
 // notified (or reminded) event. Like Decide it retries when only the version
 // moved. Codes: EInvalid, ENotFound, EConflict.
 func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Run, error) {
-	if n.State != NotificationSent && n.State != NotificationFailed {
-		return nil, Errorf(EInvalid, "notification state %q: want %q or %q", n.State, NotificationSent, NotificationFailed)
-	}
-	if err := checkJSON("notice data", n.Data, MaxEventDataSize, true); err != nil {
+	if err := n.validate(); err != nil {
 		return nil, err
 	}
 	return s.retry(ctx, cur, func(cur *Run, _ time.Time) (*Run, Write, error) {
-		if cur.Status != StatusWaiting || cur.SuspensionID != n.SuspensionID {
-			return nil, Write{}, Errorf(EConflict, "run %s is not waiting on suspension %s", cur.ID, n.SuspensionID)
+		if err := n.about(cur); err != nil {
+			return nil, Write{}, err
 		}
 		next := cur.Clone()
 		next.Notification = n.State
@@ -373,7 +382,23 @@ func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Ru
 			next.RemindAt = retry
 		}
 		return next, Write{Events: []Event{{Type: typ, Data: cloneRaw(n.Data)}}}, nil
-	}, func(fresh *Run) bool {
-		return fresh.Status == StatusWaiting && fresh.SuspensionID == n.SuspensionID
-	})
+	}, func(fresh *Run) bool { return n.about(fresh) == nil })
+}
+
+// validate checks a notice before any write: its state and its data.
+func (n Notice) validate() error {
+	if n.State != NotificationSent && n.State != NotificationFailed {
+		return Errorf(EInvalid, "notification state %q: want %q or %q", n.State, NotificationSent, NotificationFailed)
+	}
+	return checkJSON("notice data", n.Data, MaxEventDataSize, true)
+}
+
+// about returns nil when r still waits on the notice's suspension, and
+// EConflict otherwise: a notice is recorded only on the suspension it tells
+// about.
+func (n Notice) about(r *Run) error {
+	if r.Status != StatusWaiting || r.SuspensionID != n.SuspensionID {
+		return Errorf(EConflict, "run %s is not waiting on suspension %s", r.ID, n.SuspensionID)
+	}
+	return nil
 }

@@ -13,20 +13,15 @@ import (
 // version moved. Codes: EInvalid, ENotFound, EConflict (no longer waiting
 // on that suspension), EGone (the window closed).
 func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []TokenGrant) (*Run, error) {
-	if n.State != NotificationSent && n.State != NotificationFailed {
-		return nil, Errorf(EInvalid, "notification state %q: want %q or %q", n.State, NotificationSent, NotificationFailed)
-	}
-	if err := checkJSON("notice data", n.Data, MaxEventDataSize, true); err != nil {
+	if err := n.validate(); err != nil {
 		return nil, err
 	}
-	for _, g := range tokens {
-		if !ValidTokenHash(g.Hash) || g.Approver == "" {
-			return nil, Errorf(EInvalid, "token grants need a SHA-256 hex hash and an approver")
-		}
-	}
 	return s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
-		if cur.Status != StatusWaiting || cur.SuspensionID != n.SuspensionID {
-			return nil, Write{}, Errorf(EConflict, "run %s is not waiting on suspension %s", cur.ID, n.SuspensionID)
+		if err := n.about(cur); err != nil {
+			return nil, Write{}, err
+		}
+		if err := checkGrants(tokens); err != nil {
+			return nil, Write{}, err
 		}
 		if !now.Before(cur.ApprovalDeadline) {
 			return nil, Write{}, Errorf(EGone, "the approval window of run %s has closed", cur.ID)
@@ -46,7 +41,5 @@ func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []Token
 		next.ReminderSent = true
 		w.Events = []Event{{Type: typ, Actor: "purge", Data: cloneRaw(n.Data)}}
 		return next, w, nil
-	}, func(fresh *Run) bool {
-		return fresh.Status == StatusWaiting && fresh.SuspensionID == n.SuspensionID
-	})
+	}, func(fresh *Run) bool { return n.about(fresh) == nil })
 }

@@ -3,8 +3,8 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -17,23 +17,19 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		return nil
 	}
 	reminder := r.Notification != runs.NotificationFailed
-	type link struct{ approver, raw string }
-	var links []link
-	var grants []runs.TokenGrant
 	voted := map[string]bool{}
 	for _, v := range r.Votes {
 		voted[v.Person] = true
 	}
-	for _, e := range runs.Eligible(w.Directory, r, r.PendingCalls) {
-		if e.Mailbox == "" || voted[e.Subject.Key()] {
-			continue // reminders go only to those who have not voted
+	var unvoted []identity.Eligible
+	for _, e := range listed(runs.Eligible(w.Directory, r, r.PendingCalls)) {
+		if !voted[e.Subject.Key()] {
+			unvoted = append(unvoted, e) // reminders go only to those who have not voted
 		}
-		raw, hash, err := w.NewToken()
-		if err != nil {
-			return fmt.Errorf("approval token: %w", err)
-		}
-		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: e.Mailbox})
-		links = append(links, link{e.Mailbox, raw})
+	}
+	links, grants, err := w.issueLinks(unvoted)
+	if err != nil {
+		return err
 	}
 	data, _ := json.Marshal(struct {
 		Channel  string `json:"channel"`
@@ -45,13 +41,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 	if err != nil {
 		return err
 	}
-	var failed []string
-	for _, l := range links {
-		if err := w.Notifier.Notify(ctx, Notification{Run: cur, Approver: l.approver, RawToken: l.raw, Purpose: cur.Purpose, Reminder: reminder}); err != nil {
-			w.log().WarnContext(ctx, "approval mail failed", "run_id", r.ID, "err", err)
-			failed = append(failed, l.approver)
-		}
-	}
+	failed := w.mailLinks(ctx, w.log().With("run_id", r.ID), cur, links, reminder)
 	if len(failed) == 0 {
 		return nil
 	}

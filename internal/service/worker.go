@@ -306,29 +306,19 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	st := out.Suspended
 	now := s.w.now()
 	deadline := now.Add(s.ttl)
-	type issued struct{ approver, raw string }
-	var links []issued
-	var grants []runs.TokenGrant
 	calls := runs.SummarizeCalls(st)
 	eligible := runs.Eligible(s.w.Directory, s.cur, calls)
 	if len(eligible) > runs.MaxApprovers {
-		// A suspension lists at most MaxApprovers deciders in the inbox and
-		// mails at most as many links; the rest decide through the API.
 		s.log.WarnContext(ctx, "more persons may decide than a suspension lists; the first ones get links and inbox entries", "eligible", len(eligible), "listed", runs.MaxApprovers)
-		eligible = eligible[:runs.MaxApprovers]
 	}
+	eligible = listed(eligible)
 	inbox := []string{}
 	for _, e := range eligible {
 		inbox = append(inbox, e.Subject.Key())
-		if e.Mailbox == "" || s.w.NewToken == nil {
-			continue
-		}
-		raw, hash, err := s.w.NewToken()
-		if err != nil {
-			return fmt.Errorf("approval token: %w", err)
-		}
-		links = append(links, issued{e.Mailbox, raw})
-		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: e.Mailbox})
+	}
+	links, grants, err := s.w.issueLinks(eligible)
+	if err != nil {
+		return err
 	}
 	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
 		State:       st,
@@ -363,14 +353,9 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	// The suspension is durable; telling approvers is best effort, recorded,
 	// and retried by purge when it fails.
 	state := runs.NotificationSent
-	var failed []string
-	for _, l := range links {
-		n := Notification{Run: s.cur, Approver: l.approver, RawToken: l.raw, Purpose: s.cur.Purpose}
-		if err := s.w.Notifier.Notify(ctx, n); err != nil {
-			s.log.WarnContext(ctx, "approval mail failed", "err", err)
-			state = runs.NotificationFailed
-			failed = append(failed, l.approver)
-		}
+	failed := s.w.mailLinks(ctx, s.log, s.cur, links, false)
+	if len(failed) > 0 {
+		state = runs.NotificationFailed
 	}
 	data, _ := json.Marshal(struct {
 		Channel string   `json:"channel"`

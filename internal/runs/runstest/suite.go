@@ -1201,6 +1201,24 @@ func testRenotify(t *testing.T, e *Env) {
 	AssertCode(t, runs.EConflict, err)
 	_, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: "maybe"}, nil)
 	AssertCode(t, runs.EInvalid, err)
+	// The grants are checked as a suspension's are: a malformed hash, a
+	// grant without an approver or one hash twice is invalid; a hash
+	// already stored is refused by the adapter's write. None changes
+	// anything.
+	dup := HashToken(NewToken())
+	for _, tt := range []struct {
+		grants []runs.TokenGrant
+		want   string
+	}{
+		{[]runs.TokenGrant{{Hash: "abc", Approver: "bob"}}, runs.EInvalid},
+		{[]runs.TokenGrant{{Hash: HashToken(NewToken())}}, runs.EInvalid},
+		{[]runs.TokenGrant{{Hash: dup, Approver: "bob"}, {Hash: dup, Approver: "carol"}}, runs.EInvalid},
+		{[]runs.TokenGrant{{Hash: HashToken(raw), Approver: "bob"}}, runs.EConflict},
+	} {
+		_, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent}, tt.grants)
+		AssertCode(t, tt.want, err)
+	}
+	e.Unchanged(t, r)
 	e.Clock.Advance(time.Hour)
 	_, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent}, nil)
 	AssertCode(t, runs.EGone, err)
