@@ -79,7 +79,7 @@ func stateOfSize(size int) *loop.SuspendedState {
 }
 
 // BenchmarkStateEncodeGzip measures what a suspension does to its state
-// before the S3 put — SuspendedState JSON encode, then runs.EncodeState
+// before the S3 put — SuspendedState JSON encode, then runs.EncodeBlob
 // (gzip + SHA-256) — for transcripts of 10 KB, 100 KB and 1 MB, reporting
 // the compressed size.
 func BenchmarkStateEncodeGzip(b *testing.B) {
@@ -93,7 +93,7 @@ func BenchmarkStateEncodeGzip(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				_, gz, err := runs.EncodeState(st.RunID, raw)
+				_, gz, err := runs.EncodeBlob(st.RunID, raw)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -69,9 +69,9 @@ func TestSuspendedStateRoundTripIsByteForByte(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(first), string(second))
 
-	ref, gz, err := runs.EncodeState(st.RunID, first)
+	ref, gz, err := runs.EncodeBlob(st.RunID, first)
 	require.NoError(t, err)
-	plain, err := runs.DecodeState(ref, gz)
+	plain, err := runs.DecodeBlob(ref, gz)
 	require.NoError(t, err)
 	fromGz, err := loop.DecodeState(plain)
 	require.NoError(t, err)

@@ -75,8 +75,8 @@ type TokenUse struct {
 
 // StateStore keeps suspended-state blobs, content-addressed under the run's
 // prefix. It is the contract Store needs from a blob adapter (runs/s3state,
-// runs/embedded); adapters encode with EncodeState and decode with
-// DecodeState so every adapter compresses, hashes and verifies alike.
+// runs/embedded); adapters encode with EncodeBlob and decode with
+// DecodeBlob (the blob codec; loop.DecodeState reads the JSON inside) so every adapter compresses, hashes and verifies alike.
 type StateStore interface {
 	// PutState stores the state JSON of a run and returns where it went.
 	// Codes: EInvalid when the compressed state exceeds MaxStateSize.

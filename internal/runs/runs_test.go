@@ -65,41 +65,41 @@ func TestErrorCode(t *testing.T) {
 
 func TestStateCodec(t *testing.T) {
 	state := []byte(`{"schema_version":1,"transcript":[` + strings.Repeat(`{"role":"user","text":"hello"},`, 1000) + `{}]}`)
-	ref, blob, err := runs.EncodeState("r1", state)
+	ref, blob, err := runs.EncodeBlob("r1", state)
 	require.NoError(t, err)
 	assert.Equal(t, "runs/r1/state/"+ref.SHA256+".json.gz", ref.Key)
 	assert.Equal(t, int64(len(blob)), ref.Size)
 	assert.Less(t, len(blob), len(state), "state is compressed")
 
-	got, err := runs.DecodeState(ref, blob)
+	got, err := runs.DecodeBlob(ref, blob)
 	require.NoError(t, err)
 	assert.Equal(t, state, got)
 
 	t.Run("corrupted blob", func(t *testing.T) {
 		bad := append([]byte(nil), blob...)
 		bad[len(bad)/2] ^= 0xff
-		_, err := runs.DecodeState(ref, bad)
+		_, err := runs.DecodeBlob(ref, bad)
 		assert.Equal(t, runs.EInternal, runs.ErrorCode(err), "got %v", err)
 	})
 	t.Run("not gzip", func(t *testing.T) {
-		_, err := runs.DecodeState(ref, []byte("{}"))
+		_, err := runs.DecodeBlob(ref, []byte("{}"))
 		assert.Equal(t, runs.EInternal, runs.ErrorCode(err), "got %v", err)
 	})
 	t.Run("other content", func(t *testing.T) {
-		_, other, err := runs.EncodeState("r1", []byte(`{"x":1}`))
+		_, other, err := runs.EncodeBlob("r1", []byte(`{"x":1}`))
 		require.NoError(t, err)
-		_, err = runs.DecodeState(ref, other)
+		_, err = runs.DecodeBlob(ref, other)
 		assert.Equal(t, runs.EInternal, runs.ErrorCode(err), "got %v", err)
 	})
 	t.Run("empty", func(t *testing.T) {
-		_, _, err := runs.EncodeState("r1", nil)
+		_, _, err := runs.EncodeBlob("r1", nil)
 		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "got %v", err)
 	})
 	t.Run("oversized", func(t *testing.T) {
 		raw := make([]byte, 6<<20)
 		_, _ = rand.Read(raw)
 		big := []byte(`"` + base64.StdEncoding.EncodeToString(raw) + `"`) // 8 MB of base64, about 6 MB gzip'd
-		_, _, err := runs.EncodeState("r1", big)
+		_, _, err := runs.EncodeBlob("r1", big)
 		assert.Equal(t, runs.ETooLarge, runs.ErrorCode(err), "got %v", err)
 		assert.Contains(t, runs.ErrorMessage(err), "over the 5242880-byte limit")
 	})

@@ -31,10 +31,11 @@ func StateKey(runID, sha string) string {
 	return RunPrefix(runID) + "state/" + sha + ".json.gz"
 }
 
-// EncodeState gzips the state JSON of a run and returns its ref (key, SHA-256
-// of the JSON, compressed size) and the bytes to store. Codes: EInvalid for
+// EncodeBlob gzips a JSON blob of a run (a suspended state, submitted tool
+// results) and returns its ref (key, SHA-256 of the JSON, compressed size)
+// and the bytes to store. Codes: EInvalid for
 // an empty state, ETooLarge for a compressed size above MaxStateSize.
-func EncodeState(runID string, state []byte) (StateRef, []byte, error) {
+func EncodeBlob(runID string, state []byte) (StateRef, []byte, error) {
 	if len(state) == 0 {
 		return StateRef{}, nil, Errorf(EInvalid, "suspended state is empty")
 	}
@@ -59,9 +60,9 @@ func EncodeState(runID string, state []byte) (StateRef, []byte, error) {
 	return ref, buf.Bytes(), nil
 }
 
-// DecodeState un-gzips a stored blob and verifies it against ref. Codes:
+// DecodeBlob un-gzips a stored blob and verifies it against ref. Codes:
 // EInternal when the blob is not gzip or its SHA-256 does not match.
-func DecodeState(ref StateRef, blob []byte) ([]byte, error) {
+func DecodeBlob(ref StateRef, blob []byte) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(blob))
 	if err != nil {
 		return nil, Errorf(EInternal, "state blob %s is corrupted: not gzip", ref.Key)

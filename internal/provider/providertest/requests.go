@@ -74,7 +74,7 @@ func ThroughSuspendedState(t testing.TB, tr loop.Transcript) loop.Transcript {
 }
 
 // ThroughStore encodes st the way the worker hands it to the run store
-// (loop JSON, gzipped and hashed by runs.EncodeState) and decodes it the way
+// (loop JSON, gzipped and hashed by runs.EncodeBlob) and decodes it the way
 // a resume in another process loads it.
 func ThroughStore(t testing.TB, st *loop.SuspendedState) *loop.SuspendedState {
 	t.Helper()
@@ -82,11 +82,11 @@ func ThroughStore(t testing.TB, st *loop.SuspendedState) *loop.SuspendedState {
 	if err != nil {
 		t.Fatalf("encode suspended state: %v", err)
 	}
-	ref, blob, err := runs.EncodeState(st.RunID, raw)
+	ref, blob, err := runs.EncodeBlob(st.RunID, raw)
 	if err != nil {
 		t.Fatalf("store suspended state: %v", err)
 	}
-	plain, err := runs.DecodeState(ref, blob)
+	plain, err := runs.DecodeBlob(ref, blob)
 	if err != nil {
 		t.Fatalf("load suspended state: %v", err)
 	}

@@ -178,7 +178,7 @@ func BenchmarkStoreOverhead(b *testing.B) {
 	ctx := b.Context()
 	stateJSON, err := runstest.SuspendedState("x", "s1").Encode()
 	require.NoError(b, err)
-	_, blob, err := runs.EncodeState("x", stateJSON)
+	_, blob, err := runs.EncodeBlob("x", stateJSON)
 	require.NoError(b, err)
 
 	var storeDur, rawDur time.Duration

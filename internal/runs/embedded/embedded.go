@@ -419,7 +419,7 @@ func (db *DB) Inbox(_ context.Context, approver string, limit int, cursor string
 
 // PutState implements runs.StateStore.
 func (db *DB) PutState(_ context.Context, runID string, state []byte) (runs.StateRef, error) {
-	ref, blob, err := runs.EncodeState(runID, state)
+	ref, blob, err := runs.EncodeBlob(runID, state)
 	if err != nil {
 		return runs.StateRef{}, err
 	}
@@ -445,7 +445,7 @@ func (db *DB) LoadState(_ context.Context, ref runs.StateRef) ([]byte, error) {
 	if blob == nil {
 		return nil, runs.Errorf(runs.EGone, "state blob %s is missing", ref.Key)
 	}
-	return runs.DecodeState(ref, blob)
+	return runs.DecodeBlob(ref, blob)
 }
 
 // DeleteRunStates implements runs.StateStore.

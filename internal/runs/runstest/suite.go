@@ -901,7 +901,7 @@ func testLoadStateFaults(t *testing.T, e *Env) {
 	})
 	t.Run("other content", func(t *testing.T) {
 		r, _ := e.Waiting(t)
-		_, blob, err := runs.EncodeState(r.ID, []byte(`{"tampered":true}`))
+		_, blob, err := runs.EncodeBlob(r.ID, []byte(`{"tampered":true}`))
 		require.NoError(t, err)
 		e.H.PutBlob(t, r.State.Key, blob)
 		_, err = e.Store.LoadState(ctx, r)

@@ -43,7 +43,7 @@ func (b *Bucket) Name() string { return b.name }
 
 // PutState implements runs.StateStore with one PutObject.
 func (b *Bucket) PutState(ctx context.Context, runID string, state []byte) (runs.StateRef, error) {
-	ref, blob, err := runs.EncodeState(runID, state)
+	ref, blob, err := runs.EncodeBlob(runID, state)
 	if err != nil {
 		return runs.StateRef{}, err
 	}
@@ -81,7 +81,7 @@ func (b *Bucket) LoadState(ctx context.Context, ref runs.StateRef) ([]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", ref.Key, err)
 	}
-	return runs.DecodeState(ref, blob)
+	return runs.DecodeBlob(ref, blob)
 }
 
 // DeleteRunStates implements runs.StateStore: it lists the run's prefix and

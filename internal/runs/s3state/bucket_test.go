@@ -85,7 +85,7 @@ func TestPutStateRequestsEncryption(t *testing.T) {
 			assert.Equal(t, tt.wantKey, r.Header.Get("X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id"))
 			assert.Equal(t, ref.SHA256, r.Header.Get("X-Amz-Meta-Sha256"))
 			assert.Contains(t, string(w.bodies[0]), "\x1f\x8b", "the body is gzip")
-			got, err := runs.DecodeState(ref, extractPayload(w.bodies[0]))
+			got, err := runs.DecodeBlob(ref, extractPayload(w.bodies[0]))
 			require.NoError(t, err)
 			assert.Equal(t, state, got)
 		})
@@ -113,7 +113,7 @@ func TestPutStateRefusesOversizedState(t *testing.T) {
 }
 
 func TestLoadStateFaults(t *testing.T) {
-	ref, blob, err := runs.EncodeState("r1", []byte(`{"a":1}`))
+	ref, blob, err := runs.EncodeBlob("r1", []byte(`{"a":1}`))
 	require.NoError(t, err)
 	tests := []struct {
 		name     string
