@@ -13,9 +13,13 @@
 // check a decision without loading the state blob.
 //
 // Store's methods are split by phase: create.go (a new run), reads.go
-// (rows, events, tokens, the due index, state blobs), lease.go (claim,
-// redispatch, steps and the write fence), approval.go (suspend, decide,
-// notices), terminal.go (settle, cancel, expire, purge); commit.go holds the
+// (rows, events, tokens, the due index, state blobs, held calls), lease.go
+// (claim, redispatch, steps and the write fence), approval.go and
+// renotify.go (suspend, decide, votes, notices), toolresults.go (client-tool
+// hand-overs and their results), terminal.go (settle, cancel, expire,
+// purge); inbox.go and outbox.go hold the approvers' inbox and the webhook
+// deliveries; authorize.go and executors.go decide, failing closed, who may
+// decide and who may submit tool results; commit.go holds the
 // optimistic-concurrency core every transition goes through (write, explain
 // a lost condition, retry on a version-only move).
 //
