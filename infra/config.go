@@ -26,6 +26,10 @@ import (
 //	model                      AGENTGATE_MODEL (default bedrock:<defaultModelID>)
 //	apiKeySecretArn            Secrets Manager ARN of the API key of an openai:/anthropic: model
 //	toolSources                tool-sources file of MCP servers (path from infra/), shipped in a layer
+//	directory                  directory file (persons, aliases, groups; path from infra/), validated,
+//	                           shipped in a layer to the three functions (AGENTGATE_DIRECTORY)
+//	policy                     policy file (rules per tool, CEL conditions; path from infra/), validated
+//	                           against the directory, shipped in a layer to startrun and resume (AGENTGATE_POLICY)
 //	modelArns                  comma-separated ARNs for bedrock:InvokeModel; default: the
 //	                           foundation model of a bedrock: model in the stack's region
 //	publicBaseUrl              AGENTGATE_PUBLIC_BASE_URL (default: the API stage URL)
@@ -115,6 +119,8 @@ func readConfig(get func(key string) string) (config, error) {
 	p.PublicBaseURL = str("publicBaseUrl", "")
 	p.APIKeySecretArn = str("apiKeySecretArn", "")
 	p.ToolSourcesFile = str("toolSources", "")
+	p.DirectoryFile = str("directory", "")
+	p.PolicyFile = str("policy", "")
 	p.StageName = str("stageName", stack.DefaultStageName)
 	p.PurgeRateMinutes = integer("purgeRateMinutes", stack.DefaultPurgeRateMinutes)
 	p.Tracing = boolean("tracing", true)

@@ -112,6 +112,24 @@ func TestCheckAssetFeatures(t *testing.T) {
 	}
 }
 
+// TestReadConfigGovernance: the directory and policy keys name the files
+// (paths from infra/) and a policy the functions would refuse stops synth.
+func TestReadConfigGovernance(t *testing.T) {
+	kv := map[string]string{"assetDir": t.TempDir(), "directory": "../examples/directory.json", "policy": "../examples/policy.json"}
+	cfg, err := readConfig(contextOf(kv))
+	if err != nil || cfg.props.DirectoryFile != kv["directory"] || cfg.props.PolicyFile != kv["policy"] {
+		t.Fatalf("readConfig = %+v, %v; want the example files", cfg.props, err)
+	}
+	bad := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(bad, []byte(`{"version":1,"rules":[{"id":"fin","tools":["*"],"outcome":"require_approval","approvers":["group:nobody"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kv["policy"] = bad
+	if _, err := readConfig(contextOf(kv)); err == nil || !strings.Contains(err.Error(), `rules[0] "fin"`) {
+		t.Errorf("a policy naming a group the directory lacks: %v, want an error naming the rule", err)
+	}
+}
+
 func TestCheckAssetProviders(t *testing.T) {
 	dir := t.TempDir()
 	if err := checkAssetProviders(dir, "openai:gpt-test"); err != nil {

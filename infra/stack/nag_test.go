@@ -96,10 +96,11 @@ func TestNagFindingsAllFixedOrAccepted(t *testing.T) {
 	}{
 		{"production", AgentgateStackProps{DeletionProtection: true, Tracing: true, ModelArns: []string{testModelArn}}},
 		{"emulator (no tracing, no protection)", AgentgateStackProps{}},
-		{"caps, API key, alarm mail, own account role", AgentgateStackProps{
+		{"caps, API key, alarm mail, own account role, directory and policy", AgentgateStackProps{
 			Tracing: true, StartRunConcurrency: 20, ResumeConcurrency: 50, AlarmEmail: "ops@example.com",
 			Model: "anthropic:claude-sonnet-4-5", SkipAPIGatewayAccountRole: true,
 			APIKeySecretArn: "arn:aws:secretsmanager:us-east-1:123456789012:secret:agentgate/anthropic-AbCdEf",
+			DirectoryFile:   writeFile(t, "directory.json", testDirectoryJSON), PolicyFile: writeFile(t, "policy.json", testPolicyJSON),
 		}},
 	}
 	for _, tt := range tests {

@@ -156,6 +156,14 @@ type AgentgateStackProps struct {
 	// servers.
 	ToolSourcesFile string
 
+	// DirectoryFile and PolicyFile are the deployment's directory (persons,
+	// aliases, groups, service accounts) and policy (rules per tool) files
+	// (see the README). They are validated at synth time and shipped to
+	// every function in a layer (AGENTGATE_DIRECTORY, AGENTGATE_POLICY name
+	// them). Empty: none.
+	DirectoryFile string
+	PolicyFile    string
+
 	// WebhookSecretArn is the Secrets Manager secret of the webhook signing
 	// secrets (whsec_..., white-space separated; encrypted with the
 	// aws/secretsmanager key). Set, it turns webhooks on: startrun gets
@@ -275,6 +283,9 @@ func (p AgentgateStackProps) Validate() error {
 	if err := validateToolSources(p.ToolSourcesFile); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validateGovernance(p); err != nil {
+		errs = append(errs, err)
+	}
 	if err := validateWebhooks(p); err != nil {
 		errs = append(errs, err)
 	}
@@ -335,6 +346,7 @@ func NewAgentgateStack(scope constructs.Construct, id string, props *AgentgateSt
 	fns := newFunctions(st, p, data, mail, ops, api.RestApiId())
 	methods := addRoutes(api, fns)
 	addToolSources(p, fns)
+	addGovernance(p, fns)
 	addWebhooks(p, fns)
 	schedule := newPurgeSchedule(st, p, fns.purge, ops)
 	acl := newWebACL(st, p, api)

@@ -48,10 +48,16 @@ func defaultTemplate(t *testing.T) synthesized {
 // returns its template.
 func synth(t *testing.T, props AgentgateStackProps) synthesized {
 	t.Helper()
+	return synthApp(t, props, nil)
+}
+
+// synthApp is synth in an app with appProps (nil: the defaults).
+func synthApp(t *testing.T, props AgentgateStackProps, appProps *awscdk.AppProps) synthesized {
+	t.Helper()
 	if props.AssetDir == "" {
 		props.AssetDir = fakeAssets(t)
 	}
-	app := awscdk.NewApp(nil)
+	app := awscdk.NewApp(appProps)
 	st := NewAgentgateStack(app, testStackName, &props)
 	tmpl := assertions.Template_FromStack(st, nil)
 	return synthesized{assert: tmpl, json: *tmpl.ToJSON()}

@@ -41,29 +41,25 @@ func readToolSources(path string) ([]byte, []string, error) {
 	return raw, f.SecretARNs(), nil
 }
 
-// stageToolSources writes the file where the layer expects it,
-// <dir>/agentgate/tool-sources.json, in a folder named by the content's
-// hash (so the asset, and the layer version, change only with the file).
-func stageToolSources(raw []byte) (string, error) {
-	sum := sha256.Sum256(raw)
-	dir := filepath.Join(os.TempDir(), toolSourcesDirPrefix+hex.EncodeToString(sum[:8]))
-	target := filepath.Join(dir, filepath.FromSlash(layerRelPath()))
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+// stageLayerFile writes raw where a layer puts it (target, an absolute path
+// under /opt), in a folder under the temp dir named by prefix and the
+// content's hash (so the asset, and the layer version, change only with
+// the file).
+func stageLayerFile(prefix, target string, raw []byte) (string, error) {
+	rel, err := filepath.Rel("/opt", target)
+	if err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(target, raw, 0o644); err != nil {
+	sum := sha256.Sum256(raw)
+	dir := filepath.Join(os.TempDir(), prefix+hex.EncodeToString(sum[:8]))
+	path := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		return "", err
 	}
 	return dir, nil
-}
-
-// layerRelPath is mcptool.LayerPath inside the layer zip (layers unpack under /opt).
-func layerRelPath() string {
-	rel, err := filepath.Rel("/opt", mcptool.LayerPath)
-	if err != nil {
-		panic(err)
-	}
-	return filepath.ToSlash(rel)
 }
 
 // addToolSources ships the file to the workers and lets them read its
@@ -76,7 +72,7 @@ func addToolSources(p AgentgateStackProps, fns functions) {
 	if err != nil {
 		panic(err.Error()) // Validate reported it already
 	}
-	dir, err := stageToolSources(raw)
+	dir, err := stageLayerFile(toolSourcesDirPrefix, mcptool.LayerPath, raw)
 	if err != nil {
 		panic(fmt.Sprintf("stage the tool-sources file: %v", err))
 	}
