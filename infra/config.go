@@ -162,7 +162,7 @@ func readConfig(get func(key string) string) (config, error) {
 	if err := checkAssetProviders(p.AssetDir, p.Model); err != nil {
 		errs = append(errs, err.Error())
 	}
-	if err := checkAssetFeatures(p.AssetDir, p.ToolSourcesFile); err != nil {
+	if err := checkAssetFeatures(p.AssetDir, p.ToolSourcesFile, p.PolicyFile); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if err := p.Validate(); err != nil {
@@ -206,12 +206,29 @@ func checkAssetProviders(dir, model string) error {
 // conditions).
 const assetFeaturesFile = "features"
 
-// checkAssetFeatures fails when a tool-sources file is configured and the
-// zips in dir were built without MCP. A folder without the file (zips built
-// by hand or before the file existed, the CDK tests' placeholders) is not
-// checked.
-func checkAssetFeatures(dir, toolSources string) error {
-	if toolSources == "" {
+// checkAssetFeatures fails when the configuration needs an opt-in feature
+// the zips in dir were built without: MCP for a tool-sources file, CEL for
+// a policy with `when` conditions (a worker built without cel-go refuses
+// such a policy at start-up, so the deployment could never run a call).
+// The error names the missing features, the rules that need CEL and the
+// `make build` that fixes it. A folder without the file (zips built by
+// hand or before the file existed, the CDK tests' placeholders) is not
+// checked; the functions still refuse a policy they cannot evaluate.
+func checkAssetFeatures(dir, toolSources, policyFile string) error {
+	var why []string
+	need := map[string]bool{}
+	if toolSources != "" {
+		need["mcp"] = true
+		why = append(why, fmt.Sprintf("context toolSources=%q needs MCP tool sources (mcp)", toolSources))
+	}
+	if policyFile != "" {
+		// An unreadable or malformed policy is reported by Validate.
+		if rules, err := stack.PolicyConditions(policyFile); err == nil && len(rules) > 0 {
+			need["cel"] = true
+			why = append(why, fmt.Sprintf("context policy=%q needs CEL (cel): rule(s) %s have a when condition", policyFile, quoteAll(rules)))
+		}
+	}
+	if len(need) == 0 {
 		return nil
 	}
 	data, err := os.ReadFile(filepath.Join(dir, assetFeaturesFile))
@@ -221,10 +238,31 @@ func checkAssetFeatures(dir, toolSources string) error {
 	if err != nil {
 		return fmt.Errorf("assetDir %s: %w", dir, err)
 	}
-	if slices.Contains(strings.Fields(string(data)), "mcp") {
+	built := strings.Fields(string(data))
+	var missing []string
+	for _, f := range []string{"mcp", "cel"} {
+		if need[f] && !slices.Contains(built, f) {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("context toolSources=%q: the function zips in %s were built without MCP tool sources; rebuild with `make build LAMBDA_FEATURES=mcp`", toolSources, dir)
+	features := strings.Join(append(slices.Clone(built), missing...), " ")
+	if strings.Contains(features, " ") {
+		features = strconv.Quote(features)
+	}
+	return fmt.Errorf("%s; the function zips in %s were built without %s; rebuild with `make build LAMBDA_FEATURES=%s`",
+		strings.Join(why, "; "), dir, strings.Join(missing, " and "), features)
+}
+
+// quoteAll quotes each string and joins them with commas.
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // inferenceProfileGeos are the prefixes of Bedrock cross-region inference

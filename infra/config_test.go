@@ -90,27 +90,73 @@ func TestReadConfigErrors(t *testing.T) {
 	}
 }
 
+// TestCheckAssetFeatures: synth refuses a configuration whose opt-in
+// features (MCP for tool sources, CEL for policy conditions) the zips were
+// built without, and says which `make build` fixes it.
 func TestCheckAssetFeatures(t *testing.T) {
-	dir := t.TempDir()
-	if err := checkAssetFeatures(dir, "tools.json"); err != nil {
-		t.Errorf("no features file: %v, want no check", err)
+	policyDir := t.TempDir()
+	celPolicy := filepath.Join(policyDir, "cel.json")
+	plainPolicy := filepath.Join(policyDir, "plain.json")
+	for path, body := range map[string]string{
+		celPolicy: `{"version":1,"rules":[{"id":"prod","tools":["delete_*"],"when":"args.path.startsWith('prod/')","outcome":"deny"},` +
+			`{"id":"all-deletes","tools":["delete_*"],"outcome":"require_approval"},` +
+			`{"id":"drafts","tools":["write_*"],"when":"args.path.startsWith('drafts/')","outcome":"allow"}]}`,
+		plainPolicy: `{"version":1,"rules":[{"id":"no-deletes","tools":["delete_*"],"outcome":"deny"}]}`,
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, assetFeaturesFile), []byte("\n"), 0o644); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name                string
+		features            *string // nil: no features file
+		toolSources, policy string
+		want                []string // substrings of the error; none: no error
+	}{
+		{name: "no features file", features: nil, toolSources: "tools.json", policy: celPolicy},
+		{name: "nothing needed", features: ptr("\n")},
+		{name: "plain policy without cel", features: ptr("\n"), policy: plainPolicy},
+		{name: "tool sources without mcp", features: ptr("\n"), toolSources: "tools.json",
+			want: []string{`toolSources="tools.json"`, "without mcp", "LAMBDA_FEATURES=mcp`"}},
+		{name: "tool sources with mcp", features: ptr("mcp\n"), toolSources: "tools.json"},
+		{name: "cel policy without cel", features: ptr("\n"), policy: celPolicy,
+			want: []string{`rule(s) "prod", "drafts" have a when condition`, "without cel", "LAMBDA_FEATURES=cel`"}},
+		{name: "cel policy, mcp only", features: ptr("mcp\n"), toolSources: "tools.json", policy: celPolicy,
+			want: []string{"without cel;", `LAMBDA_FEATURES="mcp cel"`}},
+		{name: "both missing", features: ptr(""), toolSources: "tools.json", policy: celPolicy,
+			want: []string{"without mcp and cel", `LAMBDA_FEATURES="mcp cel"`}},
+		{name: "cel policy with cel", features: ptr("cel\n"), policy: celPolicy},
+		{name: "both built", features: ptr("mcp\ncel\n"), toolSources: "tools.json", policy: celPolicy},
+		{name: "unreadable policy left to Validate", features: ptr(""), policy: filepath.Join(policyDir, "none.json")},
 	}
-	if err := checkAssetFeatures(dir, ""); err != nil {
-		t.Errorf("zips without MCP, no tool sources: %v, want nil", err)
-	}
-	if err := checkAssetFeatures(dir, "tools.json"); err == nil || !strings.Contains(err.Error(), "LAMBDA_FEATURES=mcp") {
-		t.Errorf("zips without MCP, tool sources: %v, want an error saying how to rebuild", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, assetFeaturesFile), []byte("mcp\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkAssetFeatures(dir, "tools.json"); err != nil {
-		t.Errorf("zips with MCP, tool sources: %v, want nil", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.features != nil {
+				if err := os.WriteFile(filepath.Join(dir, assetFeaturesFile), []byte(*tt.features), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := checkAssetFeatures(dir, tt.toolSources, tt.policy)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Errorf("checkAssetFeatures = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("checkAssetFeatures = nil, want an error containing %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("checkAssetFeatures = %v, want it to contain %q", err, w)
+				}
+			}
+		})
 	}
 }
+
+func ptr(s string) *string { return &s }
 
 // TestReadConfigGovernance: the directory and policy keys name the files
 // (paths from infra/) and a policy the functions would refuse stops synth.
@@ -127,6 +173,17 @@ func TestReadConfigGovernance(t *testing.T) {
 	kv["policy"] = bad
 	if _, err := readConfig(contextOf(kv)); err == nil || !strings.Contains(err.Error(), `rules[0] "fin"`) {
 		t.Errorf("a policy naming a group the directory lacks: %v, want an error naming the rule", err)
+	}
+
+	// The example policy has when conditions: zips built without cel (make
+	// build writes the features file) cannot load it, so synth stops.
+	kv["policy"] = "../examples/policy.json"
+	if err := os.WriteFile(filepath.Join(kv["assetDir"], assetFeaturesFile), []byte("\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readConfig(contextOf(kv)); err == nil || !strings.Contains(err.Error(), "LAMBDA_FEATURES=cel") ||
+		!strings.Contains(err.Error(), `"no-prod-deletes"`) {
+		t.Errorf("the example policy with zips built without cel: %v, want an error naming its CEL rules and how to rebuild", err)
 	}
 }
 

@@ -8,5 +8,5 @@ import "fmt"
 type noConditions struct{}
 
 func (noConditions) compile(string) (condition, error) {
-	return nil, fmt.Errorf("this build leaves out CEL conditions (rebuild with `make build LAMBDA_FEATURES=cel`, i.e. -tags cel)")
+	return nil, fmt.Errorf("this function was built without CEL and refuses the policy rather than ignore the rule (rebuild with `make build LAMBDA_FEATURES=cel`, i.e. -tags cel)")
 }
