@@ -40,7 +40,7 @@ func TestLambdaWithoutCELRefusesConditions(t *testing.T) {
 	start := func(fn, policyFile string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bins[fn])
+		cmd := exec.CommandContext(ctx, bins[fn]) //nolint:gosec // a bootstrap this test just built
 		cmd.Env = []string{
 			"PATH=" + os.Getenv("PATH"),
 			"AGENTGATE_TABLE=agentgate-runs", "AGENTGATE_BUCKET=agentgate-state",
