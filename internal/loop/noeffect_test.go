@@ -34,8 +34,8 @@ func failingWriteRunner(t *testing.T, callErr, previewErr error) (*loop.Runner, 
 		Model: scriptModel(asst(use("w1", "write_doc", `{"path":"a","text":"one"}`)), asst(say("done"))),
 		Tools: tools, Now: fixedClock(time.Millisecond), NewID: seqIDs("susp-"),
 		Hooks: loop.Hooks{
-			BeforeEffect: func(_ context.Context, c loop.PendingCall) error { fence = append(fence, "stamp "+c.ID); return nil },
-			AfterEffect: func(_ context.Context, c loop.PendingCall, _ loop.Result) error {
+			BeforeEffect: func(_ context.Context, c loop.FencedCall) error { fence = append(fence, "stamp "+c.ID); return nil },
+			AfterEffect: func(_ context.Context, c loop.FencedCall, _ loop.Result) error {
 				fence = append(fence, "clear "+c.ID)
 				return nil
 			},

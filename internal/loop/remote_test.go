@@ -101,8 +101,8 @@ func TestNoApprovalRunsAWriteAtOnceBehindTheFence(t *testing.T) {
 		Model: scriptModel(asst(use("n1", "crm__note", `{"path":"a"}`)), asst(say("noted"))),
 		Tools: tb,
 		Hooks: loop.Hooks{
-			BeforeEffect: func(_ context.Context, c loop.PendingCall) error { fenced = append(fenced, "before "+c.ID); return nil },
-			AfterEffect: func(_ context.Context, c loop.PendingCall, _ loop.Result) error {
+			BeforeEffect: func(_ context.Context, c loop.FencedCall) error { fenced = append(fenced, "before "+c.ID); return nil },
+			AfterEffect: func(_ context.Context, c loop.FencedCall, _ loop.Result) error {
 				fenced = append(fenced, "after "+c.ID)
 				return nil
 			},

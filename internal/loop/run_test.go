@@ -412,11 +412,11 @@ func TestHooksFenceWrites(t *testing.T) {
 	r, st := heldTurn(t, log)
 	var events []string
 	r.Hooks = loop.Hooks{
-		BeforeEffect: func(_ context.Context, c loop.PendingCall) error {
+		BeforeEffect: func(_ context.Context, c loop.FencedCall) error {
 			events = append(events, "stamp "+c.ID)
 			return nil
 		},
-		AfterEffect: func(_ context.Context, c loop.PendingCall, _ loop.Result) error {
+		AfterEffect: func(_ context.Context, c loop.FencedCall, _ loop.Result) error {
 			events = append(events, "clear "+c.ID)
 			return nil
 		},
@@ -439,7 +439,7 @@ func TestHooksFenceWrites(t *testing.T) {
 func TestFenceFailureStopsTheWrite(t *testing.T) {
 	log := &execLog{}
 	r, st := heldTurn(t, log)
-	r.Hooks.BeforeEffect = func(context.Context, loop.PendingCall) error { return errors.New("lease lost") }
+	r.Hooks.BeforeEffect = func(context.Context, loop.FencedCall) error { return errors.New("lease lost") }
 	_, err := r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lease lost")

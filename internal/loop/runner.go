@@ -120,25 +120,9 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if err := heldTurnMatches(state); err != nil {
 		return Outcome{}, err
 	}
-	absent := map[string]string{}
-	for _, c := range state.PendingCalls {
-		want, recorded := state.ToolHashes[c.Name]
-		if !recorded {
-			continue // rejected at suspension (unknown tool): it gets an error result
-		}
-		got, ok := r.Tools.Hash(c.Name)
-		if !ok && r.Tools.noted(c.Name) {
-			// Its source is unavailable in this process (an MCP server down
-			// at start-up): the call cannot run here, and gets an error result.
-			absent[c.ID] = r.Tools.Missing(c.Name)
-			continue
-		}
-		if !ok {
-			return Outcome{}, fmt.Errorf("%w: %s", ErrToolChanged, r.Tools.Missing(c.Name))
-		}
-		if got != want {
-			return Outcome{}, fmt.Errorf("%w: tool %q (call %s)", ErrToolChanged, c.Name, c.ID)
-		}
+	absent, err := r.checkToolHashes(state.PendingCalls, state.ToolHashes)
+	if err != nil {
+		return Outcome{}, err
 	}
 	actions, err := resolveDecision(r.Tools, state.PendingCalls, state.TurnDigest, d)
 	if err != nil {
@@ -176,6 +160,9 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	tr, err := s.execute(ctx, state.PendingCalls, actions)
 	if err != nil {
 		return s.outcome(), err
+	}
+	if s.yielded {
+		return s.yieldOutcome(), nil
 	}
 	if tr.stop != "" {
 		return s.finish(ctx, tr.stop, "")

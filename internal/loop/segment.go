@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -23,6 +24,30 @@ type segment struct {
 	// unconfirmed maps the ids of resumed calls whose tool could not confirm
 	// its definition to the reason; they get an error result and never run.
 	unconfirmed map[string]string
+	// turn is the assistant turn whose calls are being executed (nil
+	// between turns).
+	turn *turnState
+	// progressed is set once the segment made a model call or handled a
+	// call: only then may it yield (so every segment moves the run on).
+	progressed bool
+	// yielded is set when the segment stopped for Hooks.Yield.
+	yielded bool
+}
+
+// turnState is the assistant turn being executed: its calls, what was
+// decided for each (nil: a turn that needed no approval), how many are
+// handled (a result, or handed over to the caller) and what they gave.
+type turnState struct {
+	calls   []PendingCall
+	actions map[string]CallDecision
+	done    int
+	tr      turnResults
+}
+
+// handled records the result of the next call of the turn.
+func (t *turnState) handled(id string, res Result) {
+	t.tr.results[id] = res
+	t.done++
 }
 
 func (r *Runner) newSegment(runID, suspensionID string, tr Transcript, c Counters, opts Options) *segment {
@@ -89,15 +114,27 @@ func (s *segment) stopReason(ctx context.Context) (TerminationReason, string) {
 func (s *segment) loop(ctx context.Context) (Outcome, error) {
 	for {
 		if reason, detail := s.stopReason(ctx); reason != "" {
+			if s.deadlineYield(ctx) {
+				return s.yieldOutcome(), nil
+			}
 			return s.finish(ctx, reason, detail)
+		}
+		if s.wantsYield(ctx) {
+			return s.yieldOutcome(), nil
 		}
 		resp, err := s.generate(ctx)
 		if err != nil {
+			if s.deadlineYield(ctx) {
+				// The process's time ran out during the call: the next
+				// segment makes it again.
+				return s.yieldOutcome(), nil
+			}
 			if reason, detail := s.stopReason(ctx); reason == ReasonCancelled || reason == ReasonBudgetExhausted {
 				return s.finish(ctx, reason, detail)
 			}
 			return s.finish(ctx, ReasonProviderFailed, err.Error())
 		}
+		s.progressed = true
 		s.counters.Iterations++
 		s.counters.ModelCalls++
 		s.counters.InputTokens += resp.Usage.InputTokens
@@ -152,6 +189,9 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 		if err != nil {
 			return s.outcome(), err
 		}
+		if s.yielded {
+			return s.yieldOutcome(), nil
+		}
 		if tr.stop != "" {
 			return s.finish(ctx, tr.stop, "")
 		}
@@ -159,6 +199,71 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 			return s.handOver(ctx, calls, tr)
 		}
 	}
+}
+
+// wantsYield asks Hooks.Yield whether the segment should end here; a
+// segment that has done nothing yet never yields.
+func (s *segment) wantsYield(ctx context.Context) bool {
+	return s.r.Hooks.Yield != nil && s.progressed && s.r.Hooks.Yield(ctx)
+}
+
+// deadlineYield reports whether the segment should yield because its
+// context's deadline passed: the process's time is up, not the run's own
+// deadline (which ends the run budget_exhausted).
+func (s *segment) deadlineYield(ctx context.Context) bool {
+	if s.r.Hooks.Yield == nil || !s.progressed || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return false
+	}
+	return s.opts.Deadline.IsZero() || s.r.now().Before(s.opts.Deadline)
+}
+
+// yieldOutcome ends the segment with a checkpoint to continue from.
+func (s *segment) yieldOutcome() Outcome {
+	s.yielded = true
+	out := s.outcome()
+	out.Kind = OutcomeCheckpoint
+	out.Checkpoint = s.checkpoint()
+	return out
+}
+
+// checkpoint returns where the run stands: between turns, or in the middle
+// of the turn being executed. It shares memory with the segment.
+func (s *segment) checkpoint() *Checkpoint {
+	cp := &Checkpoint{
+		Kind: checkpointKind, SchemaVersion: CheckpointSchemaVersion,
+		RunID: s.runID, SuspensionID: s.suspensionID,
+		Transcript:  Transcript{System: s.tr.System, Messages: slices.Clip(s.tr.Messages)},
+		Counters:    s.counters,
+		Options:     s.opts,
+		Unconfirmed: s.unconfirmed,
+		At:          s.r.now().UTC(),
+	}
+	t := s.turn
+	if t == nil {
+		return cp
+	}
+	p := &TurnProgress{Calls: slices.Clip(t.calls), Done: t.done, Results: []Block{}, HandOver: slices.Clip(t.tr.handOver), Denied: t.tr.denied}
+	for _, c := range t.calls[:t.done] {
+		if res, ok := t.tr.results[c.ID]; ok {
+			p.Results = append(p.Results, ToolResultBlock(c.ID, res))
+		}
+	}
+	if t.actions != nil {
+		p.Decisions = make([]CallDecision, 0, len(t.calls))
+		for _, c := range t.calls {
+			p.Decisions = append(p.Decisions, t.actions[c.ID])
+		}
+	}
+	cp.Turn = p
+	for _, c := range p.Remaining() {
+		if h, ok := s.r.Tools.Hash(c.Name); ok && s.allowed[c.Name] {
+			if cp.ToolHashes == nil {
+				cp.ToolHashes = map[string]string{}
+			}
+			cp.ToolHashes[c.Name] = h
+		}
+	}
+	return cp
 }
 
 // generate makes one model call, bounded by the run's deadline.
@@ -360,13 +465,29 @@ type turnResults struct {
 // actions is nil for a turn that needed no approval. Client calls are
 // never handed over when the segment stops in the turn (an error, the
 // context ending, a denial that ends the run): they get a "not executed"
-// result like any call that did not run.
-func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[string]CallDecision) (tr turnResults, err error) {
-	tr.results = make(map[string]Result, len(calls))
+// result like any call that did not run. When the segment yields in the
+// middle of the turn (s.yielded), nothing is appended: the checkpoint
+// holds the turn's progress.
+func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[string]CallDecision) (turnResults, error) {
+	t := &turnState{calls: calls, actions: actions, tr: turnResults{results: make(map[string]Result, len(calls))}}
+	s.turn = t
+	err := s.runTurn(ctx)
+	return t.tr, err
+}
+
+// runTurn handles the calls of s.turn from the first one not handled yet.
+func (s *segment) runTurn(ctx context.Context) (err error) {
+	t := s.turn
+	tr := &t.tr
+	calls := t.calls
 	// notRun, when set, is the result of every call left without one
 	// when the turn stops.
 	var notRun *Result
 	defer func() {
+		if s.yielded {
+			return
+		}
+		s.turn = nil
 		endsOnDenial := tr.denied && s.opts.DenialEndsRun
 		if len(tr.handOver) > 0 && tr.stop == "" && err == nil && !endsOnDenial {
 			return // the results wait for the caller's
@@ -394,35 +515,47 @@ func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[
 			s.tr.Messages = append(s.tr.Messages, Message{Role: RoleUser, Content: results})
 		}
 	}()
-	for _, c := range calls {
+	for t.done < len(calls) {
+		c := calls[t.done]
 		if tr.stop == "" && ctx.Err() != nil {
+			if s.deadlineYield(ctx) {
+				s.yielded = true
+				return nil
+			}
 			tr.stop, _ = s.stopReason(ctx)
 		}
 		if tr.stop != "" {
-			continue // "not executed: the run ended"
+			t.done++ // "not executed: the run ended"
+			continue
+		}
+		if s.wantsYield(ctx) {
+			s.yielded = true
+			return nil
 		}
 		if c.Denied != "" {
 			// The policy refused the call: it never runs, whatever the decision.
-			tr.results[c.ID] = ErrorResult("Error: tool %q was denied by policy rule %q: %s", c.Name, c.Rule, c.Denied)
+			s.progressed = true
+			t.handled(c.ID, ErrorResult("Error: tool %q was denied by policy rule %q: %s", c.Name, c.Rule, c.Denied))
 			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true, Rule: c.Rule, Detail: "denied by policy"}); err != nil {
-				return tr, err
+				return err
 			}
 			continue
 		}
 		act := CallDecision{CallID: c.ID, Action: ActionApprove}
-		if actions != nil {
-			act = actions[c.ID]
+		if t.actions != nil {
+			act = t.actions[c.ID]
 		} else if c.NeedsApproval {
 			// Defence in depth: plan routes such turns to suspend, never here.
 			res := ErrorResult("not executed: call needs approval")
 			notRun = &res
-			return tr, fmt.Errorf("call %s needs approval but reached execution without a decision", c.ID)
+			return fmt.Errorf("call %s needs approval but reached execution without a decision", c.ID)
 		}
 		if act.Action == ActionDeny {
 			tr.denied = true
-			tr.results[c.ID] = denialResult(c.Name, act.Message)
+			s.progressed = true
+			t.handled(c.ID, denialResult(c.Name, act.Message))
 			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true, Rule: c.Rule}); err != nil {
-				return tr, err
+				return err
 			}
 			continue
 		}
@@ -430,16 +563,18 @@ func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[
 		if act.Action == ActionEdit {
 			input = act.Input
 		} else if c.Rejected != "" {
-			tr.results[c.ID] = ErrorResult("Error: %s", c.Rejected)
+			s.progressed = true
+			t.handled(c.ID, ErrorResult("Error: %s", c.Rejected))
 			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Action: act.Action, IsError: true}); err != nil {
-				return tr, err
+				return err
 			}
 			continue
 		}
 		if why, ok := s.unconfirmed[c.ID]; ok {
-			tr.results[c.ID] = ErrorResult("not executed: %s could not be run or its current definition confirmed here (%s)", c.Name, why)
+			s.progressed = true
+			t.handled(c.ID, ErrorResult("not executed: %s could not be run or its current definition confirmed here (%s)", c.Name, why))
 			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: act.Action, IsError: true}); err != nil {
-				return tr, err
+				return err
 			}
 			continue
 		}
@@ -447,25 +582,29 @@ func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[
 			// The caller executes it: handed over once the turn's
 			// server-side calls have run.
 			tr.handOver = append(tr.handOver, ClientCall{ID: c.ID, Name: c.Name, Input: input, Edited: act.Action == ActionEdit})
+			t.done++
 			continue
 		}
-		res, err := s.call(ctx, c, input, act)
+		added, err := s.call(ctx, c, input, act)
 		if err != nil {
-			tr.results[c.ID] = ErrorResult("not executed: %v", err)
+			if s.yielded {
+				// The process's time ran out during a call that may run
+				// again (a read, or an idempotent write under the same key).
+				return nil
+			}
+			if !added {
+				tr.results[c.ID] = ErrorResult("not executed: %v", err)
+			}
 			if ctx.Err() != nil {
 				tr.stop = ReasonCancelled
 				res := ErrorResult("not executed: the run stopped")
 				notRun = &res
-				return tr, nil
+				return nil
 			}
-			return tr, err
+			return err
 		}
-		if act.Action == ActionEdit {
-			res.Content = fmt.Sprintf("Note: the approver edited the arguments of this call before it ran; it ran with %s\n\n%s", input, res.Content)
-		}
-		tr.results[c.ID] = res
 	}
-	return tr, nil
+	return nil
 }
 
 // StepToolDenied marks a call an approver denied; it never ran.
@@ -478,25 +617,34 @@ func denialResult(tool, reason string) Result {
 	return ErrorResult("Error: tool %q was denied by the approver: %s", tool, reason)
 }
 
-// call executes one tool call with its idempotency key, fencing writes.
-func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act CallDecision) (Result, error) {
+// call executes one tool call with its idempotency key, fencing writes,
+// and records its result as the turn's next. added says whether the result
+// was recorded (a hook or the step record can still fail after that).
+func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act CallDecision) (added bool, err error) {
 	tool, _ := s.r.Tools.Lookup(c.Name)
 	def := tool.Definition()
 	if def.Client {
-		return Result{}, fmt.Errorf("tool %s (call %s) is a client tool and cannot be executed here", c.Name, c.ID)
+		return false, fmt.Errorf("tool %s (call %s) is a client tool and cannot be executed here", c.Name, c.ID)
 	}
 	pc := c
 	pc.Input = input
+	key := s.runID + "/" + s.suspensionID + "/" + c.ID
+	fenced := FencedCall{PendingCall: pc, Idempotent: def.Idempotent, Key: key}
 	if def.Effect == EffectWrite && s.r.Hooks.BeforeEffect != nil {
-		if err := s.r.Hooks.BeforeEffect(ctx, pc); err != nil {
-			return Result{}, fmt.Errorf("fence before %s: %w", c.ID, err)
+		fenced.Checkpoint = s.checkpoint()
+		if err := s.r.Hooks.BeforeEffect(ctx, fenced); err != nil {
+			return false, fmt.Errorf("fence before %s: %w", c.ID, err)
 		}
 	}
-	key := s.runID + "/" + s.suspensionID + "/" + c.ID
 	start := s.r.now()
 	res, err := tool.Call(WithIdempotencyKey(ctx, key), input)
 	dur := s.r.now().Sub(start)
 	if err != nil {
+		if s.deadlineYield(ctx) && (def.Effect != EffectWrite || def.Idempotent) {
+			// Safe to make again in the next segment, with the same key.
+			s.yielded = true
+			return false, fmt.Errorf("tool %s (call %s): %w", c.Name, c.ID, err)
+		}
 		if def.Effect == EffectWrite && errors.Is(err, ErrNoEffect) {
 			// Nothing happened: lift the fence, so the run does not end as
 			// an interrupted write.
@@ -505,18 +653,25 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 			case s.r.Hooks.NoEffect != nil:
 				ferr = s.r.Hooks.NoEffect(ctx, pc)
 			case s.r.Hooks.AfterEffect != nil:
-				ferr = s.r.Hooks.AfterEffect(ctx, pc, ErrorResult("not executed: the tool failed before it changed anything"))
+				ferr = s.r.Hooks.AfterEffect(ctx, fenced, ErrorResult("not executed: the tool failed before it changed anything"))
 			}
 			if ferr != nil {
-				return Result{}, fmt.Errorf("fence after %s: %w", c.ID, ferr)
+				return false, fmt.Errorf("fence after %s: %w", c.ID, ferr)
 			}
 		}
-		return Result{}, fmt.Errorf("tool %s (call %s): %w", c.Name, c.ID, err)
+		return false, fmt.Errorf("tool %s (call %s): %w", c.Name, c.ID, err)
 	}
 	s.counters.ToolCalls++
+	s.progressed = true
+	result := res
+	if act.Action == ActionEdit {
+		result.Content = fmt.Sprintf("Note: the approver edited the arguments of this call before it ran; it ran with %s\n\n%s", input, res.Content)
+	}
+	s.turn.handled(c.ID, result)
 	if def.Effect == EffectWrite && s.r.Hooks.AfterEffect != nil {
-		if err := s.r.Hooks.AfterEffect(ctx, pc, res); err != nil {
-			return Result{}, fmt.Errorf("fence after %s: %w", c.ID, err)
+		fenced.Checkpoint = s.checkpoint()
+		if err := s.r.Hooks.AfterEffect(ctx, fenced, res); err != nil {
+			return true, fmt.Errorf("fence after %s: %w", c.ID, err)
 		}
 	}
 	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, Action: act.Action, Rule: c.Rule}
@@ -533,9 +688,9 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 		}
 	}
 	if err := s.record(ctx, st); err != nil {
-		return res, err
+		return true, err
 	}
-	return res, nil
+	return true, nil
 }
 
 // finish ends the segment with a reason, first closing any tool_use of the

@@ -294,8 +294,8 @@ const (
 	ReasonStateTooLarge TerminationReason = "state_too_large"
 )
 
-// OutcomeKind says whether a run finished, waits for a decision, or waits
-// for the results of client calls.
+// OutcomeKind says whether a run finished, waits for a decision, waits for
+// the results of client calls, or yielded to go on in another segment.
 type OutcomeKind string
 
 // The outcome kinds.
@@ -306,6 +306,9 @@ const (
 	// caller; Suspended holds the state (with HandOver) to resume with
 	// ResumeWithResults.
 	OutcomeAwaitingResults OutcomeKind = "awaiting_tool_results"
+	// OutcomeCheckpoint: the segment yielded (Hooks.Yield); Continue
+	// runs the loop on from Outcome.Checkpoint.
+	OutcomeCheckpoint OutcomeKind = "checkpoint"
 )
 
 // Outcome is what Run and Resume return.
@@ -321,6 +324,8 @@ type Outcome struct {
 	Counters   Counters
 	// Suspended is set when Kind is OutcomeSuspended or OutcomeAwaitingResults.
 	Suspended *SuspendedState
+	// Checkpoint is set when Kind is OutcomeCheckpoint.
+	Checkpoint *Checkpoint
 	// Trace lists the steps of this segment (from Run or Resume to this outcome).
 	Trace []Step
 }

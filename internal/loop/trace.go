@@ -59,20 +59,44 @@ type Step struct {
 }
 
 // Hooks let the caller observe and fence the loop. Every field is optional. A
-// hook error stops the loop: Run or Resume return it (wrapped) with the
-// outcome so far, and nothing further executes.
+// hook error stops the loop: Run, Resume or Continue return it (wrapped)
+// with the outcome so far, and nothing further executes.
 type Hooks struct {
 	// OnStep is called after each step (persist it as an event, renew a lease).
 	OnStep func(ctx context.Context, step Step) error
 	// BeforeEffect is called before a write tool call executes (stamp the
 	// pending-effect fence). If it fails, the call does not run.
-	BeforeEffect func(ctx context.Context, call PendingCall) error
-	// AfterEffect is called once a write call's result is known (clear the fence).
-	AfterEffect func(ctx context.Context, call PendingCall, result Result) error
+	BeforeEffect func(ctx context.Context, call FencedCall) error
+	// AfterEffect is called once a write call's result is known (clear the
+	// fence); the call's Checkpoint then holds its result.
+	AfterEffect func(ctx context.Context, call FencedCall, result Result) error
 	// NoEffect, when set, is called instead of AfterEffect when a write
 	// tool failed with ErrNoEffect (it changed nothing): lift the fence
 	// without recording a write.
 	NoEffect func(ctx context.Context, call PendingCall) error
+	// Yield, when set, is asked before each model call and each tool call
+	// once the segment has done something: returning true ends the segment
+	// with an OutcomeCheckpoint (the worker's time is up; the run goes on
+	// in another process with Continue). When the context's deadline
+	// passes (not the run's own Options.Deadline) while Yield is set, the
+	// segment yields too instead of ending the run budget_exhausted.
+	Yield func(ctx context.Context) bool
+}
+
+// FencedCall is what the fence hooks are told about a write call.
+type FencedCall struct {
+	PendingCall
+	// Idempotent is the tool's declaration that a repeated call with the
+	// same idempotency key has no further effect.
+	Idempotent bool
+	// Key is the call's idempotency key.
+	Key string
+	// Checkpoint is the run at this moment: before the call, the call is
+	// the next one to run; after it, its result is in. Continue from it
+	// reaches the call (or what follows it) with the same idempotency key.
+	// It shares memory with the running loop: encode it during the hook,
+	// do not keep it.
+	Checkpoint *Checkpoint
 }
 
 type idempotencyKeyCtx struct{}
