@@ -3,19 +3,21 @@ package runs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
 )
 
 // Claim moves a QUEUED or RESUMING run to RUNNING under a lease held by owner
-// for LeaseTTL, appending a claimed (or resumed) event. A RUNNING run whose
-// lease expired with no pending effect is taken over the same way (a
-// reclaimed event); one whose worker completed a write under that lease
-// (WroteSinceClaim) is not. Of concurrent claimers exactly one wins. A write that
-// moved the run's version meanwhile without making it unclaimable (a
-// re-dispatch, a notification record) does not make the claim lose: Claim
-// tries again on the fresh row. Codes: EInvalid, ENotFound, EConflict.
+// for LeaseTTL, appending a claimed, resumed (after a decision) or continued
+// (after a checkpoint) event. A RUNNING run whose lease expired is taken
+// over the same way (a reclaimed event) when Run.Reclaimable: no write's
+// outcome is unknown and none took effect that the new worker would make
+// again. Of concurrent claimers exactly one wins. A write that moved the
+// run's version meanwhile without making it unclaimable (a re-dispatch, a
+// notification record) does not make the claim lose: Claim tries again on
+// the fresh row. Codes: EInvalid, ENotFound, EConflict.
 func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 	if owner == "" {
 		return nil, Errorf(EInvalid, "lease owner is required")
@@ -38,12 +40,20 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 		var data json.RawMessage
 		switch {
 		case reclaim:
-			// The previous worker vanished with no write in flight; a new one
-			// takes the run over (the sweep decides when that is safe).
+			// The previous worker vanished; a new one takes the run over
+			// from its checkpoint, its suspended state or its request (the
+			// sweep decides when that is safe). A stamped fence stays: the
+			// new worker makes that idempotent call again under its key.
 			typ = EventReclaimed
 			data = mustJSON(struct {
 				PreviousOwner string `json:"previous_owner"`
-			}{cur.LeaseOwner})
+				PendingEffect string `json:"pending_effect,omitempty"`
+			}{cur.LeaseOwner, cur.PendingEffect})
+		case cur.Status == StatusResuming && !cur.Checkpoint.IsZero():
+			typ = EventContinued
+			data = mustJSON(struct {
+				CheckpointSHA256 string `json:"checkpoint_sha256"`
+			}{cur.Checkpoint.SHA256})
 		case cur.Status == StatusResuming:
 			typ = EventResumed
 			data = mustJSON(struct {
@@ -57,10 +67,9 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 }
 
 // claimableByReclaim reports whether cur is a RUNNING run whose worker's
-// lease expired with no write in flight and none done under that lease (a
-// new worker replays the segment, which would execute that write again).
+// lease expired and that a new worker may take over (Run.Reclaimable).
 func claimableByReclaim(cur *Run, now time.Time) bool {
-	return cur.Status == StatusRunning && cur.LeaseExpired(now) && cur.PendingEffect == "" && !cur.WroteSinceClaim
+	return cur.Status == StatusRunning && cur.LeaseExpired(now) && cur.Reclaimable()
 }
 
 // Redispatch records that the worker of a QUEUED or RESUMING run was
@@ -80,7 +89,8 @@ func (s *Store) Redispatch(ctx context.Context, cur *Run, actor string) (*Run, e
 	return s.commit(ctx, cur, cur.Clone(), Write{Events: []Event{{Type: EventRedispatched, Actor: actor}}})
 }
 
-// RenewLease extends owner's lease on a RUNNING run by LeaseTTL. Codes:
+// RenewLease extends owner's lease on a RUNNING run by LeaseTTL (the
+// worker's heartbeat while a long model or tool call runs). Codes:
 // EInvalid, ENotFound, EConflict (not RUNNING, not owner, stale version).
 func (s *Store) RenewLease(ctx context.Context, cur *Run, owner string) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
@@ -97,6 +107,33 @@ func (s *Store) RenewLease(ctx context.Context, cur *Run, owner string) (*Run, e
 // write. Suspended, resumed and finished steps are refused: Suspend, Claim
 // and Settle record those. Codes: EInvalid, ENotFound, EConflict.
 func (s *Store) RecordStep(ctx context.Context, cur *Run, owner string, st loop.Step) (*Run, error) {
+	return s.recordStep(ctx, cur, owner, st, nil)
+}
+
+// RecordEffect records the tool_executed step of the fenced write call
+// st.CallID like RecordStep, clearing its fence, with checkpoint (an encoded
+// loop.Checkpoint that holds the call's result) as the run's checkpoint in
+// the same write: a new worker continues after the write instead of
+// failing the run. The checkpoint blob is put first. Codes: EInvalid
+// (including a checkpoint over MaxStateSize), ENotFound, EConflict (no
+// such fence, or the lease guard fails).
+func (s *Store) RecordEffect(ctx context.Context, cur *Run, owner string, st loop.Step, checkpoint []byte) (*Run, error) {
+	if st.Kind != loop.StepToolExecuted || st.CallID == "" {
+		return nil, Errorf(EInvalid, "a write's result is recorded with its tool_executed step")
+	}
+	if len(checkpoint) == 0 {
+		return nil, Errorf(EInvalid, "checkpoint is required")
+	}
+	if err := s.guardLease(cur, owner); err != nil {
+		return nil, err
+	}
+	if cur.PendingEffect != st.CallID {
+		return nil, Errorf(EConflict, "run %s has no pending effect %q", cur.ID, st.CallID)
+	}
+	return s.recordStep(ctx, cur, owner, st, checkpoint)
+}
+
+func (s *Store) recordStep(ctx context.Context, cur *Run, owner string, st loop.Step, checkpoint []byte) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
 	}
@@ -116,31 +153,71 @@ func (s *Store) RecordStep(ctx context.Context, cur *Run, owner string, st loop.
 	next := cur.Clone()
 	next.LeaseUntil = s.now().Add(s.opts.LeaseTTL)
 	if st.Kind == loop.StepToolExecuted && st.CallID != "" && st.CallID == cur.PendingEffect {
-		next.PendingEffect = ""
+		next.PendingEffect, next.PendingIdempotent = "", false
 		next.WroteSinceClaim = true
 	}
 	if st.Kind == loop.StepToolExecuted && st.Effect == loop.EffectWrite {
 		next.WroteSinceClaim = true
 	}
+	if checkpoint != nil {
+		ref, err := s.putCheckpoint(ctx, cur, checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		next.Checkpoint = ref
+		next.WroteSinceClaim = false // the checkpoint holds the write's result
+	}
 	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: string(st.Kind), Actor: owner, Data: data}}})
 }
 
+// Fence is a write call about to run, as StampFence records it.
+type Fence struct {
+	// CallID is the call's tool_use id.
+	CallID string
+	// Idempotent says a new worker may make the call again under its
+	// idempotency key: the tool declares itself idempotent and the run's
+	// checkpoint or suspended state (or Checkpoint) reaches the call.
+	Idempotent bool
+	// Checkpoint, when set, is an encoded loop.Checkpoint from which a new
+	// worker reaches the call; it becomes the run's checkpoint in the same
+	// write (its blob is put first).
+	Checkpoint []byte
+}
+
 // MarkPendingEffect stamps the fence pending_effect=callID on owner's run
-// before a write tool runs. Codes: EInvalid, ENotFound, EConflict (another
-// effect is pending, or the lease guard fails).
+// before a write tool runs: StampFence with nothing more than the call id.
 func (s *Store) MarkPendingEffect(ctx context.Context, cur *Run, owner, callID string) (*Run, error) {
+	return s.StampFence(ctx, cur, owner, Fence{CallID: callID})
+}
+
+// StampFence stamps the fence pending_effect=f.CallID on owner's run before
+// a write tool runs, with whether the call may be made again
+// (PendingIdempotent) and, when given, the checkpoint that reaches it, in
+// one write. Stamping the fence that is already stamped (a new worker
+// making an idempotent call again) is allowed. Codes: EInvalid, ENotFound,
+// EConflict (another effect is pending, or the lease guard fails).
+func (s *Store) StampFence(ctx context.Context, cur *Run, owner string, f Fence) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
 	}
-	if callID == "" {
+	if f.CallID == "" {
 		return nil, Errorf(EInvalid, "call id is required")
 	}
-	if cur.PendingEffect != "" && cur.PendingEffect != callID {
+	if cur.PendingEffect != "" && cur.PendingEffect != f.CallID {
 		return nil, Errorf(EConflict, "run %s already has pending effect %q", cur.ID, cur.PendingEffect)
 	}
 	next := cur.Clone()
-	next.PendingEffect = callID
+	next.PendingEffect = f.CallID
+	next.PendingIdempotent = f.Idempotent
 	next.LeaseUntil = s.now().Add(s.opts.LeaseTTL)
+	if f.Checkpoint != nil {
+		ref, err := s.putCheckpoint(ctx, cur, f.Checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		next.Checkpoint = ref
+		next.WroteSinceClaim = false
+	}
 	return s.commit(ctx, cur, next, Write{})
 }
 
@@ -156,10 +233,85 @@ func (s *Store) ClearPendingEffect(ctx context.Context, cur *Run, owner, callID 
 		return nil, Errorf(EConflict, "run %s has no pending effect %q", cur.ID, callID)
 	}
 	next := cur.Clone()
-	next.PendingEffect = ""
+	next.PendingEffect, next.PendingIdempotent = "", false
 	next.WroteSinceClaim = cur.WroteSinceClaim || wrote
 	next.LeaseUntil = s.now().Add(s.opts.LeaseTTL)
 	return s.commit(ctx, cur, next, Write{})
+}
+
+// SegmentEnd is what Checkpoint records when a worker's segment ends before
+// the worker's time is up.
+type SegmentEnd struct {
+	// State is the encoded loop.Checkpoint to continue from.
+	State []byte
+	// Counters are the run's totals so far.
+	Counters loop.Counters
+	// Cause says why the segment ended (for the event), e.g.
+	// "segment_budget" or "deadline".
+	Cause string
+}
+
+// Checkpoint ends owner's segment of a RUNNING run: the checkpoint blob is
+// put first, then one write moves the run to RESUMING (released, with the
+// checkpoint and the counters, and a checkpointed event), where a worker
+// claims it again: the worker dispatches that job itself, and the sweep
+// re-dispatches it after DispatchGrace if that job is lost. A write whose
+// outcome is unknown refuses the checkpoint unless its call is idempotent
+// (the fence stays; the next worker makes the call again). Codes: EInvalid
+// (including a state over MaxStateSize), ENotFound, EConflict.
+func (s *Store) Checkpoint(ctx context.Context, cur *Run, owner string, e SegmentEnd) (*Run, error) {
+	if err := s.guardLease(cur, owner); err != nil {
+		return nil, err
+	}
+	if len(e.State) == 0 {
+		return nil, Errorf(EInvalid, "checkpoint state is required")
+	}
+	if cur.PendingEffect != "" && !cur.PendingIdempotent {
+		return nil, Errorf(EConflict, "run %s has pending effect %q; record its result before checkpointing", cur.ID, cur.PendingEffect)
+	}
+	ref, err := s.putCheckpoint(ctx, cur, e.State)
+	if err != nil {
+		return nil, err
+	}
+	next := cur.Clone()
+	next.Status = StatusResuming
+	next.Checkpoint = ref
+	next.Counters = e.Counters
+	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
+	next.WroteSinceClaim = false
+	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: EventCheckpointed, Actor: owner, Data: mustJSON(struct {
+		Cause         string        `json:"cause,omitempty"`
+		StateSHA256   string        `json:"state_sha256"`
+		StateSize     int64         `json:"state_size"`
+		Counters      loop.Counters `json:"counters"`
+		PendingEffect string        `json:"pending_effect,omitempty"`
+	}{e.Cause, ref.SHA256, ref.Size, e.Counters, cur.PendingEffect})}}})
+}
+
+// putCheckpoint stores a checkpoint blob of the run.
+func (s *Store) putCheckpoint(ctx context.Context, cur *Run, blob []byte) (StateRef, error) {
+	ref, err := s.states.PutState(ctx, cur.ID, blob)
+	if err != nil {
+		if ErrorCode(err) == EInvalid {
+			return StateRef{}, err
+		}
+		return StateRef{}, fmt.Errorf("checkpoint run %s: put state: %w", cur.ID, err)
+	}
+	return ref, nil
+}
+
+// LoadCheckpoint returns the checkpoint the run's checkpoint ref points at,
+// verified against its SHA-256. Codes: ENotFound (the run has none), EGone
+// (blob missing), EInternal (corrupted).
+func (s *Store) LoadCheckpoint(ctx context.Context, r *Run) ([]byte, error) {
+	if r.Checkpoint.IsZero() {
+		return nil, Errorf(ENotFound, "run %s has no checkpoint", r.ID)
+	}
+	b, err := s.states.LoadState(ctx, r.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint of run %s: %w", r.ID, err)
+	}
+	return b, nil
 }
 
 // guardLease refuses unless cur is RUNNING under owner's lease.

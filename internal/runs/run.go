@@ -30,7 +30,7 @@ const (
 // transitions lists, for each status, the statuses a run may move to.
 var transitions = map[Status][]Status{
 	StatusQueued:                {StatusRunning, StatusCancelled},
-	StatusRunning:               {StatusWaiting, StatusWaitingForToolResults, StatusCompleted, StatusFailed, StatusCancelled},
+	StatusRunning:               {StatusWaiting, StatusWaitingForToolResults, StatusResuming, StatusCompleted, StatusFailed, StatusCancelled},
 	StatusWaiting:               {StatusResuming, StatusExpired, StatusCancelled},
 	StatusResuming:              {StatusRunning, StatusCancelled},
 	StatusWaitingForToolResults: {StatusResuming, StatusExpired, StatusCancelled},
@@ -210,6 +210,11 @@ type Run struct {
 	InboxKeys []string `json:"inbox_keys,omitempty"`
 	// State points at the suspended state blob; zero when there is none.
 	State StateRef `json:"state,omitzero"`
+	// Checkpoint points at the loop's latest checkpoint (loop.Checkpoint):
+	// where a new worker continues the run. Set when a segment ends before
+	// its worker's deadline and in the write that records a write call's
+	// result; cleared by a suspension and when the run ends.
+	Checkpoint StateRef `json:"checkpoint,omitzero"`
 
 	// LeaseOwner holds the run while it executes, until LeaseUntil.
 	LeaseOwner string    `json:"lease_owner,omitempty"`
@@ -217,11 +222,17 @@ type Run struct {
 	// PendingEffect is the id of a write call that may have started and
 	// whose result is not recorded yet (the fence).
 	PendingEffect string `json:"pending_effect,omitempty"`
+	// PendingIdempotent, written with the fence, says the fenced call's
+	// tool is idempotent under the call's idempotency key and the run's
+	// checkpoint (or suspended state) reaches the call again: a new worker
+	// may make it again with the same key instead of failing the run.
+	PendingIdempotent bool `json:"pending_idempotent,omitempty"`
 	// WroteSinceClaim is set when a write call of the current lease holder
-	// took effect (its fence was cleared as done); a claim resets it. A run
-	// whose worker vanished with it set is never replayed: a replay would
-	// execute that write again. It is written in the same write that clears
-	// the fence, never derived from events.
+	// took effect (its fence was cleared as done) and no checkpoint written
+	// since holds its result; a claim or a checkpoint resets it. A run whose
+	// worker vanished with it set is never replayed: a replay would execute
+	// that write again. It is written in the same write that clears the
+	// fence, never derived from events.
 	WroteSinceClaim bool `json:"wrote_since_claim,omitempty"`
 
 	// ApprovalDeadline is when a waiting run expires; RemindAt when approvers
@@ -346,6 +357,15 @@ func (r *Run) LeaseExpired(now time.Time) bool {
 	return !now.Before(r.LeaseUntil)
 }
 
+// Reclaimable reports whether a new worker may take the run over once its
+// worker's lease expired: no write's outcome is unknown (no fence, or the
+// fenced call is idempotent and reached again under its key) and no write
+// took effect that a new worker would make again. Otherwise the run ends
+// FAILED/interrupted_write: an approved write runs at most once.
+func (r *Run) Reclaimable() bool {
+	return (r.PendingEffect == "" || r.PendingIdempotent) && !r.WroteSinceClaim
+}
+
 // HeldCalls returns the loop's view of the held turn's calls, for
 // loop.ValidateDecision, which reads their ids, tools and whether they need
 // approval, never their inputs (a row's input may be shortened).
@@ -386,6 +406,8 @@ const (
 	EventClaimed      = "claimed"
 	EventRedispatched = "redispatched"
 	EventReclaimed    = "reclaimed"
+	EventCheckpointed = "checkpointed"
+	EventContinued    = "continued"
 	EventModelTurn    = string(loop.StepModelTurn)
 	EventToolExecuted = string(loop.StepToolExecuted)
 	EventToolDenied   = string(loop.StepToolDenied)

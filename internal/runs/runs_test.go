@@ -21,6 +21,7 @@ func TestCanTransition(t *testing.T) {
 		{runs.StatusQueued, runs.StatusRunning}:     true,
 		{runs.StatusQueued, runs.StatusCancelled}:   true,
 		{runs.StatusRunning, runs.StatusWaiting}:    true,
+		{runs.StatusRunning, runs.StatusResuming}:   true, // a checkpoint
 		{runs.StatusRunning, runs.StatusCompleted}:  true,
 		{runs.StatusRunning, runs.StatusFailed}:     true,
 		{runs.StatusRunning, runs.StatusCancelled}:  true,

@@ -84,3 +84,6 @@ func ms(t time.Time) time.Time {
 // DispatchGrace is how long a QUEUED or RESUMING run waits for its worker
 // before it is due for re-dispatch.
 func (s *Store) DispatchGrace() time.Duration { return s.opts.DispatchGrace }
+
+// LeaseTTL is how long a claim or a renewal holds a run.
+func (s *Store) LeaseTTL() time.Duration { return s.opts.LeaseTTL }

@@ -144,7 +144,7 @@ func (s *Store) terminal(cur *Run, st Status, reason loop.TerminationReason, now
 	next.Status = st
 	next.Reason = reason
 	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
-	next.State = StateRef{}
+	next.State, next.Checkpoint = StateRef{}, StateRef{}
 	next.RetainUntil = now.Add(s.opts.Retention)
 	return next
 }

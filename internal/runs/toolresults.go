@@ -176,6 +176,7 @@ func (s *Store) HandOver(ctx context.Context, cur *Run, owner string, h HandOff)
 	next.Status = StatusWaitingForToolResults
 	next.HandOver = rec
 	next.State = ref
+	next.Checkpoint = StateRef{} // the hand-over state is where the run goes on
 	next.Counters = st.Counters
 	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
 	type callRef struct {

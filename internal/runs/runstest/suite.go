@@ -103,6 +103,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Votes", testVotes},
 		{"VoteThroughLinks", testVoteThroughLinks},
 		{"ConcurrentVotes", testConcurrentVotes},
+		{"Checkpoint", testCheckpoint},
+		{"IdempotentFence", testIdempotentFence},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1489,4 +1491,138 @@ func testWroteSinceClaim(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	assert.False(t, r.WroteSinceClaim)
 	assert.False(t, get(r.ID).WroteSinceClaim, "a claim starts a lease with no write done")
+}
+
+// testCheckpoint: a segment ends with a checkpoint (blob first, then the
+// row goes to RESUMING released, with counters and a checkpointed event,
+// and back in the due index after the dispatch grace); the next claim is a
+// continued one; a write's result is recorded with its checkpoint in the
+// write that clears its fence, which leaves nothing to replay; a suspension
+// and the end of the run drop the checkpoint.
+func testCheckpoint(t *testing.T, e *Env) {
+	ctx := t.Context()
+	get := func(id string) *runs.Run {
+		t.Helper()
+		r, err := e.Store.Get(ctx, id)
+		require.NoError(t, err)
+		return r
+	}
+	r := e.Running(t)
+	r, err := e.Store.MarkPendingEffect(ctx, r, "w1", "c1")
+	require.NoError(t, err)
+	_, err = e.Store.Checkpoint(ctx, r, "w1", runs.SegmentEnd{State: []byte(`{"at":1}`)})
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+	_, err = e.Store.RecordEffect(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "c2", Effect: loop.EffectWrite}, []byte(`{"at":1}`))
+	AssertCode(t, runs.EConflict, err)
+	_, err = e.Store.RecordEffect(ctx, r, "w2", loop.Step{Kind: loop.StepToolExecuted, CallID: "c1", Effect: loop.EffectWrite}, []byte(`{"at":1}`))
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+
+	r, err = e.Store.RecordEffect(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "c1", Effect: loop.EffectWrite}, []byte(`{"at":1}`))
+	require.NoError(t, err)
+	assert.Empty(t, r.PendingEffect)
+	assert.False(t, r.WroteSinceClaim, "the checkpoint holds the write's result")
+	require.False(t, r.Checkpoint.IsZero())
+	assert.Equal(t, r, get(r.ID), "the adapter keeps the checkpoint ref")
+	b, err := e.Store.LoadCheckpoint(ctx, r)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"at":1}`, string(b))
+	assert.Equal(t, runs.EventToolExecuted, e.eventTypes(t, r.ID)[len(e.eventTypes(t, r.ID))-1])
+
+	e.Clock.Advance(time.Second)
+	counters := loop.Counters{Iterations: 7, ModelCalls: 7, InputTokens: 700, OutputTokens: 70, ToolCalls: 6}
+	_, err = e.Store.Checkpoint(ctx, r, "w2", runs.SegmentEnd{State: []byte(`{"at":2}`), Counters: counters})
+	AssertCode(t, runs.EConflict, err)
+	r, err = e.Store.Checkpoint(ctx, r, "w1", runs.SegmentEnd{State: []byte(`{"at":2}`), Counters: counters, Cause: "segment_budget"})
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusResuming, r.Status)
+	assert.Empty(t, r.LeaseOwner)
+	assert.Equal(t, counters, r.Counters)
+	assert.Equal(t, r.UpdatedAt.Add(DispatchGrace), r.DueAt, "a lost dispatch of the next segment is due for the sweep")
+	assert.Equal(t, r, get(r.ID))
+	b, err = e.Store.LoadCheckpoint(ctx, r)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"at":2}`, string(b))
+	types := e.eventTypes(t, r.ID)
+	assert.Equal(t, runs.EventCheckpointed, types[len(types)-1])
+
+	r, err = e.Store.Claim(ctx, r.ID, "w2")
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusRunning, r.Status)
+	types = e.eventTypes(t, r.ID)
+	assert.Equal(t, runs.EventContinued, types[len(types)-1])
+	assert.False(t, r.Checkpoint.IsZero(), "the new worker continues from it")
+
+	// A suspension supersedes the checkpoint; the end of the run drops it.
+	sp, _ := e.Suspension(r, "s1")
+	r, err = e.Store.Suspend(ctx, r, "w2", sp)
+	require.NoError(t, err)
+	assert.True(t, r.Checkpoint.IsZero())
+	_, err = e.Store.LoadCheckpoint(ctx, r)
+	AssertCode(t, runs.ENotFound, err)
+	r = e.Running(t)
+	r, err = e.Store.Checkpoint(ctx, r, "w1", runs.SegmentEnd{State: []byte(`{"at":3}`)})
+	require.NoError(t, err)
+	r, err = e.Store.Claim(ctx, r.ID, "w1")
+	require.NoError(t, err)
+	r, err = e.Store.Settle(ctx, r, "w1", runs.Settlement{Status: runs.StatusCompleted})
+	require.NoError(t, err)
+	assert.True(t, r.Checkpoint.IsZero())
+	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "the checkpoint blobs go with the run's state")
+}
+
+// testIdempotentFence: whether the fenced call may be made again is a
+// typed field written with the fence; a run whose worker vanished with such
+// a fence is taken over by a new worker (the fence stays for it to make the
+// call again), one with any other fence is not.
+func testIdempotentFence(t *testing.T, e *Env) {
+	ctx := t.Context()
+	get := func(id string) *runs.Run {
+		t.Helper()
+		r, err := e.Store.Get(ctx, id)
+		require.NoError(t, err)
+		return r
+	}
+	r := e.Running(t)
+	r, err := e.Store.StampFence(ctx, r, "w1", runs.Fence{CallID: "c1", Idempotent: true, Checkpoint: []byte(`{"before":"c1"}`)})
+	require.NoError(t, err)
+	assert.True(t, r.PendingIdempotent)
+	assert.Equal(t, r, get(r.ID), "the adapter keeps the field")
+	b, err := e.Store.LoadCheckpoint(ctx, r)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"before":"c1"}`, string(b))
+	assert.True(t, r.Reclaimable())
+
+	e.Clock.Advance(LeaseTTL)
+	r, err = e.Store.Claim(ctx, r.ID, "w2")
+	require.NoError(t, err, "an idempotent fence does not keep a new worker out")
+	assert.Equal(t, "c1", r.PendingEffect, "the fence stays until the call is made again")
+	assert.True(t, r.PendingIdempotent)
+	types := e.eventTypes(t, r.ID)
+	assert.Equal(t, runs.EventReclaimed, types[len(types)-1])
+	_, err = e.Store.StampFence(ctx, r, "w2", runs.Fence{CallID: "c9"})
+	AssertCode(t, runs.EConflict, err)
+	r, err = e.Store.StampFence(ctx, r, "w2", runs.Fence{CallID: "c1", Idempotent: true})
+	require.NoError(t, err, "the new worker stamps the same fence again")
+	// A checkpoint may carry an idempotent fence over to the next segment.
+	r, err = e.Store.Checkpoint(ctx, r, "w2", runs.SegmentEnd{State: []byte(`{"at":1}`)})
+	require.NoError(t, err)
+	assert.Equal(t, "c1", r.PendingEffect)
+	r, err = e.Store.Claim(ctx, r.ID, "w3")
+	require.NoError(t, err)
+	r, err = e.Store.RecordStep(ctx, r, "w3", loop.Step{Kind: loop.StepToolExecuted, CallID: "c1", Effect: loop.EffectWrite})
+	require.NoError(t, err)
+	assert.Empty(t, r.PendingEffect)
+	assert.False(t, r.PendingIdempotent, "cleared with the fence")
+
+	// A plain fence keeps a new worker out.
+	r = e.Running(t)
+	r, err = e.Store.StampFence(ctx, r, "w1", runs.Fence{CallID: "c1"})
+	require.NoError(t, err)
+	assert.False(t, r.Reclaimable())
+	e.Clock.Advance(LeaseTTL)
+	_, err = e.Store.Claim(ctx, r.ID, "w2")
+	AssertCode(t, runs.EConflict, err)
+	assert.Equal(t, "w1", get(r.ID).LeaseOwner)
 }
