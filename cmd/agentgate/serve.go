@@ -57,6 +57,9 @@ type serveOptions struct {
 	// directory and policy are the directory and policy files (serve
 	// --directory, --policy).
 	directory, policy string
+	// segmentBudget, when positive, is how long a worker's segment may run
+	// before the run is checkpointed and continued by a new job.
+	segmentBudget time.Duration
 }
 
 // localServer is a running local agentgate.
@@ -149,7 +152,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 		if err := seedDocuments(o.dir); err != nil {
 			return nil, nil, nil, fmt.Errorf("seed documents: %w", err)
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov})
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -171,7 +174,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	}
 	disp := &dispatch.InProcess{Logger: o.logger}
 	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: routes.All(),
-		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut, Webhooks: o.webhooks, Governance: &gov})
+		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut, Webhooks: o.webhooks, Governance: &gov, SegmentBudget: o.segmentBudget})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -262,6 +265,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	var tokens tokenFlag
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable); default: one generated for principal 'local-user'")
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
+	segment := fs.Duration("segment-budget", 0, "how long a worker works on a run before it checkpoints it and continues it in a new job (0: no limit; a Lambda stops before its timeout)")
 	store := fs.String("store", "embedded", "embedded (bbolt file in --dir) or aws (DynamoDB+S3 named by AGENTGATE_TABLE and AGENTGATE_BUCKET, endpoint from AWS_ENDPOINT_URL)")
 	whFile := fs.String("webhook-secret-file", "", "enable webhooks, signing with the whsec_ secrets in this file (created with a new secret when missing)")
 	whSecret := fs.String("webhook-secret", "", "enable webhooks, signing with this whsec_ secret (visible to other local users in the process list; prefer --webhook-secret-file)")
@@ -284,7 +288,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment})
 	if err != nil {
 		return err
 	}

@@ -30,8 +30,11 @@ type Deps struct {
 	// AllowedModels are the model ids a run may choose.
 	AllowedModels []string
 	// Owner names this process in lease owners.
-	Owner  string
-	Routes routes.Table
+	Owner string
+	// SegmentBudget, when positive, ends a worker's segment after this
+	// long (checkpoint and re-dispatch; see service.Worker).
+	SegmentBudget time.Duration
+	Routes        routes.Table
 	// Webhooks configure webhook delivery (nil: none).
 	Webhooks *Webhooks
 	// Governance is the directory and policy (zero: neither).
@@ -87,14 +90,16 @@ func New(d Deps) (*App, error) {
 		Runner: func(h loop.Hooks) *loop.Runner {
 			return &loop.Runner{Model: d.Model, Tools: tools, Hooks: h, Now: d.Now}
 		},
-		NewToken:    approval.NewToken,
-		Notifier:    service.MailNotifier(d.Mailer, d.PublicBaseURL, d.Governance.Directory),
-		ApprovalTTL: d.ApprovalTTL,
-		Directory:   d.Governance.Directory,
-		Policy:      d.Governance.Policy,
-		Owner:       d.Owner,
-		Logger:      d.Logger,
-		Now:         d.Now,
+		NewToken:      approval.NewToken,
+		Notifier:      service.MailNotifier(d.Mailer, d.PublicBaseURL, d.Governance.Directory),
+		ApprovalTTL:   d.ApprovalTTL,
+		Directory:     d.Governance.Directory,
+		Policy:        d.Governance.Policy,
+		Owner:         d.Owner,
+		Dispatch:      d.Dispatch,
+		SegmentBudget: d.SegmentBudget,
+		Logger:        d.Logger,
+		Now:           d.Now,
 	}
 	a.API = &httpapi.API{
 		Store: d.Store, Tools: tools, Dispatch: d.Dispatch, Routes: d.Routes,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -40,6 +41,10 @@ type AWSOptions struct {
 	// Governance, when set, replaces the directory and policy files of
 	// Config (the local server loads them itself).
 	Governance *Governance
+	// SegmentBudget, when positive, ends a worker's segment after this
+	// long (serve --segment-budget); a Lambda's segments end before its
+	// deadline in any case.
+	SegmentBudget time.Duration
 }
 
 // NewAWS builds the App on DynamoDB, S3, SES v2 and Lambda async dispatch.
@@ -74,6 +79,6 @@ func NewAWS(o AWSOptions) (*App, error) {
 	return New(Deps{
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer, ToolSources: o.ToolSources,
 		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner, AllowedModels: c.AllowedModels,
-		Routes: o.Routes, Webhooks: o.Webhooks, Logger: o.Logger, Governance: gov,
+		Routes: o.Routes, Webhooks: o.Webhooks, Logger: o.Logger, Governance: gov, SegmentBudget: o.SegmentBudget,
 	})
 }

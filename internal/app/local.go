@@ -52,6 +52,9 @@ type LocalOptions struct {
 	Webhooks *Webhooks
 	// Governance is the directory and policy (LoadGovernance; zero: neither).
 	Governance Governance
+	// SegmentBudget, when positive, ends a worker's segment after this
+	// long: the run is checkpointed and continued by a new job.
+	SegmentBudget time.Duration
 	// Rows and States, when both set, replace the embedded store (tests
 	// run the local application on DynamoDB+S3 adapters this way).
 	Rows   runs.RowStore
@@ -98,6 +101,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),
 		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: "local",
 		Routes: routes.All(), Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now, Governance: o.Governance,
+		SegmentBudget: o.SegmentBudget,
 	})
 	if err != nil {
 		closeDB()

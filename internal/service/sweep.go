@@ -16,7 +16,8 @@ type SweepSummary struct {
 	Scanned      int `json:"scanned"`
 	Expired      int `json:"expired"`
 	Redispatched int `json:"redispatched"`
-	// Reaped counts runs whose worker vanished with no write done, handed to a new worker.
+	// Reaped counts runs whose worker vanished, handed to a new worker
+	// (nothing of the lost segment is made again but idempotent calls).
 	Reaped      int `json:"reaped"`
 	Interrupted int `json:"interrupted_writes"`
 	Purged      int `json:"purged"`
@@ -196,12 +197,14 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		}
 		sum.Redispatched++
 	case r.Status == runs.StatusRunning && r.LeaseExpired(now):
-		// The worker vanished. A stamped fence means a write may or may not
-		// have happened; a write that completed in this segment would run
-		// again if the segment were replayed. Either way: never re-execute,
-		// end the run FAILED/interrupted_write. Otherwise another worker
-		// takes the run over (Claim accepts an expired lease with no fence).
-		if r.PendingEffect == "" && !r.WroteSinceClaim {
+		// The worker vanished. A new worker takes the run over (Claim
+		// accepts an expired lease) from its checkpoint, its suspended state
+		// or its request when that repeats no write: no fence, or the fenced
+		// call is idempotent and made again under its key, and every write
+		// done since is held by the checkpoint. Otherwise a write's outcome
+		// is unknown, or a replay would make it again: never re-execute,
+		// end the run FAILED/interrupted_write.
+		if r.Reclaimable() {
 			if err := s.Dispatch.Dispatch(ctx, Job{Kind: jobKind(r), RunID: r.ID}); err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/identity"
@@ -19,6 +20,22 @@ import (
 // MailRetryDelay is how soon the sweep mails approvers again after the
 // first approval mail of a suspension failed.
 const MailRetryDelay = time.Minute
+
+// DefaultDeadlineMargin is how long before its context's deadline (a
+// Lambda's timeout) a segment stops starting model and tool calls and
+// checkpoints the run, which goes on in a new invocation.
+const DefaultDeadlineMargin = 2 * time.Minute
+
+// deadlineReserve is kept free at the end of a context with a deadline: a
+// model or tool call still running then is abandoned (and made again by the
+// next segment when that is safe), so the checkpoint can be written.
+const deadlineReserve = 20 * time.Second
+
+// Checkpoint causes, recorded in the checkpointed event.
+const (
+	causeSegmentBudget = "segment_budget"
+	causeDeadline      = "deadline"
+)
 
 // Notification asks for one approver to be told about a suspension.
 type Notification struct {
@@ -43,7 +60,9 @@ func (f NotifierFunc) Notify(ctx context.Context, n Notification) error { return
 
 // Worker executes run and resume jobs: it claims the run with a lease, runs
 // the loop with every step persisted as an event and every write fenced,
-// then suspends (state blob, row, tokens; then approvers are told) or settles.
+// then suspends (state blob, row, tokens; then approvers are told), settles,
+// or, when its time is up, checkpoints the run and dispatches its next
+// segment.
 type Worker struct {
 	Store  *runs.Store
 	Runner func(opts loop.Hooks) *loop.Runner
@@ -62,9 +81,26 @@ type Worker struct {
 	// triggers decide, and writes need approval).
 	Policy *policy.Policy
 	// Owner prefixes lease owners (e.g. the function instance).
-	Owner  string
-	Logger *slog.Logger
-	Now    func() time.Time
+	Owner string
+	// Dispatch hands a checkpointed run's next segment to a worker, as a
+	// job of the kind this worker was given (nil: the sweep re-dispatches
+	// it after the dispatch grace).
+	Dispatch Dispatcher
+	// SegmentBudget, when positive, is how long one segment may work, by
+	// the worker's clock, before it checkpoints the run and dispatches the
+	// next segment (serve --segment-budget; tests make it tiny).
+	SegmentBudget time.Duration
+	// DeadlineMargin is how long before its context's deadline a segment
+	// stops starting model and tool calls and checkpoints (0:
+	// DefaultDeadlineMargin).
+	DeadlineMargin time.Duration
+	// Heartbeat is how often, while the loop runs, the worker checks its
+	// lease and renews it once less than half of it is left: a model or
+	// tool call longer than the lease records no step that would renew it
+	// (0: a quarter of the store's lease).
+	Heartbeat time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 func (w *Worker) now() time.Time {
@@ -100,13 +136,15 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		return fmt.Errorf("claim run %s: %w", job.RunID, err)
 	}
 	log.InfoContext(ctx, "claimed run", "status_was", job.Kind)
-	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log}
+	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log, job: job, started: w.now()}
 	var req StartRequest
 	if err := json.Unmarshal(cur.Request, &req); err != nil {
 		return seg.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the stored start request cannot be read", nil)
 	}
 	seg.req = &req
 	seg.ttl = req.ApprovalTTL(w.approvalTTL())
+	loopCtx, cancel := seg.loopContext(ctx)
+	defer cancel()
 	runner := w.Runner(seg.hooks())
 	runner.Policy = runPolicy(w.Policy, w.Directory, cur, &req, log)
 	if runner.Tools, err = req.Toolbox(runner.Tools); err != nil {
@@ -114,15 +152,22 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		// tools are no longer what it was started (and approved) with.
 		return seg.settle(ctx, runs.StatusFailed, loop.ReasonToolChanged, "client tools: "+err.Error(), nil)
 	}
+	stopHeartbeat := seg.heartbeat(loopCtx)
 
 	var out loop.Outcome
-	// The run's state says how to continue, whichever job brought us here
-	// (a reclaimed run may have lost either kind of worker).
-	if jobKind(cur) == JobResume {
-		out, err = seg.resume(ctx, runner)
-	} else {
-		out, err = runner.Run(ctx, req.LoopRequest(cur.ID))
+	// The run's row says how to continue, whichever job brought us here
+	// (a reclaimed run may have lost either kind of worker): from its
+	// checkpoint, from its suspended state with the decision, or from the
+	// start request.
+	switch {
+	case !cur.Checkpoint.IsZero():
+		out, err = seg.continueRun(loopCtx, runner)
+	case jobKind(cur) == JobResume:
+		out, err = seg.resume(loopCtx, runner)
+	default:
+		out, err = runner.Run(loopCtx, req.LoopRequest(cur.ID))
 	}
+	stopHeartbeat()
 	if err != nil {
 		return seg.fail(ctx, err, out)
 	}
@@ -145,18 +190,85 @@ func (w *Worker) approvalTTL() time.Duration {
 
 // segmentRun is one claimed run being executed.
 type segmentRun struct {
-	w     *Worker
+	w *Worker
+	// mu guards cur while the heartbeat runs beside the loop.
+	mu    sync.Mutex
 	cur   *runs.Run
 	owner string
 	log   *slog.Logger
 	req   *StartRequest
 	ttl   time.Duration
+	// job is the job this worker was given; the next segment is
+	// dispatched as the same kind (to the same function).
+	job Job
+	// started is when the segment began, by the worker's clock.
+	started time.Time
+	// deadline is the context's deadline (zero: none).
+	deadline time.Time
+	// cause says why the segment yielded.
+	cause string
 	// settled is set when resume already ended the run (refused state).
 	settled bool
+	// durable holds the ids of the calls not done yet that the run's
+	// stored position (its checkpoint, or its suspended state) reaches: a
+	// new worker makes them again under the same idempotency keys.
+	durable map[string]bool
+	// effect is the checkpoint of the write call whose result is in,
+	// written with that call's tool_executed step.
+	effect *effectRecord
+}
+
+// effectRecord is a write's result waiting for its tool_executed step.
+type effectRecord struct {
+	callID     string
+	checkpoint []byte
+	remaining  []loop.PendingCall
 }
 
 // errLeaseLost marks a hook failure because another worker or a cancel took the run.
 var errLeaseLost = errors.New("lease lost")
+
+// loopContext returns the context the loop runs in: with a deadline, the
+// loop's model and tool calls end deadlineReserve before it, so the
+// checkpoint can still be written.
+func (s *segmentRun) loopContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	s.deadline = dl
+	cut := dl.Add(-deadlineReserve)
+	if time.Until(cut) <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, cut)
+}
+
+// yield says whether the segment's time is up: the segment budget by the
+// worker's clock, or the margin before the context's deadline.
+func (s *segmentRun) yield(context.Context) bool {
+	if b := s.w.SegmentBudget; b > 0 && !s.w.now().Before(s.started.Add(b)) {
+		s.cause = causeSegmentBudget
+		return true
+	}
+	margin := s.w.DeadlineMargin
+	if margin <= 0 {
+		margin = DefaultDeadlineMargin
+	}
+	if !s.deadline.IsZero() && time.Until(s.deadline) <= margin {
+		s.cause = causeDeadline
+		return true
+	}
+	return false
+}
+
+func remainingIDs(calls []loop.PendingCall) map[string]bool {
+	ids := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		ids[c.ID] = true
+	}
+	return ids
+}
 
 func (s *segmentRun) hooks() loop.Hooks {
 	return loop.Hooks{
@@ -164,30 +276,154 @@ func (s *segmentRun) hooks() loop.Hooks {
 			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended || st.Kind == loop.StepResumed || st.Kind == loop.StepHandedOver {
 				return nil // recorded by Settle, Suspend, HandOver and Claim themselves
 			}
+			if e := s.effect; e != nil && st.Kind == loop.StepToolExecuted && st.CallID == e.callID {
+				s.effect = nil
+				return s.recordEffect(ctx, st, e)
+			}
 			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
 				return s.w.Store.RecordStep(ctx, cur, s.owner, st)
 			})
 		},
-		BeforeEffect: func(ctx context.Context, c loop.PendingCall) error {
-			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
-				return s.w.Store.MarkPendingEffect(ctx, cur, s.owner, c.ID)
-			})
-		},
-		AfterEffect: func(ctx context.Context, c loop.PendingCall, _ loop.Result) error {
-			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
-				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID, true)
-			})
+		BeforeEffect: s.stampFence,
+		AfterEffect: func(_ context.Context, c loop.FencedCall, _ loop.Result) error {
+			// The result goes on record with the call's tool_executed
+			// step, in one write with the checkpoint that holds it.
+			blob, err := c.Checkpoint.Encode()
+			if err != nil {
+				return fmt.Errorf("encode checkpoint: %w", err)
+			}
+			s.effect = &effectRecord{callID: c.ID, checkpoint: blob, remaining: c.Checkpoint.Turn.Remaining()}
+			return nil
 		},
 		NoEffect: func(ctx context.Context, c loop.PendingCall) error {
 			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
 				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID, false)
 			})
 		},
+		Yield: s.yield,
 	}
+}
+
+// stampFence stamps the fence before a write call. An idempotent call the
+// run's stored position does not reach yet gets a checkpoint that reaches
+// it in the same write, so that a new worker can make it again under its
+// key instead of failing the run.
+func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
+	if p := s.row().PendingEffect; p != "" && p != c.ID {
+		// A fence left by a vanished worker must be the first write a new
+		// worker reaches; anything else means its outcome stays unknown.
+		return fmt.Errorf("call %s was fenced by an earlier worker, but call %s came first", p, c.ID)
+	}
+	f := runs.Fence{CallID: c.ID, Idempotent: c.Idempotent}
+	if c.Idempotent && !s.durable[c.ID] {
+		blob, err := c.Checkpoint.Encode()
+		if err != nil {
+			return fmt.Errorf("encode checkpoint: %w", err)
+		}
+		f.Checkpoint = blob
+	}
+	err := s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+		return s.w.Store.StampFence(ctx, cur, s.owner, f)
+	})
+	if err != nil && f.Checkpoint != nil && !errors.Is(err, errLeaseLost) {
+		// The checkpoint could not be stored: stamp a plain fence (the
+		// call is then not made again by a new worker).
+		s.log.WarnContext(ctx, "fence checkpoint not stored", "err", err)
+		f = runs.Fence{CallID: c.ID}
+		err = s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+			return s.w.Store.StampFence(ctx, cur, s.owner, f)
+		})
+	}
+	if err == nil && f.Checkpoint != nil {
+		s.durable = remainingIDs(c.Checkpoint.Turn.Remaining())
+	}
+	return err
+}
+
+// recordEffect records a write's tool_executed step with the checkpoint
+// that holds its result, clearing its fence. When the checkpoint cannot be
+// stored, the step is recorded without it (the run then is not taken over
+// by a new worker until its next checkpoint).
+func (s *segmentRun) recordEffect(ctx context.Context, st loop.Step, e *effectRecord) error {
+	err := s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+		return s.w.Store.RecordEffect(ctx, cur, s.owner, st, e.checkpoint)
+	})
+	if err == nil {
+		s.durable = remainingIDs(e.remaining)
+		return nil
+	}
+	if errors.Is(err, errLeaseLost) {
+		return err
+	}
+	s.log.WarnContext(ctx, "write checkpoint not stored", "err", err)
+	return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+		return s.w.Store.RecordStep(ctx, cur, s.owner, st)
+	})
+}
+
+// heartbeat renews the lease while the loop runs, whenever less than half
+// of it is left (a long model or tool call records no step). The returned
+// function stops it and waits until it has.
+func (s *segmentRun) heartbeat(ctx context.Context) (stop func()) {
+	ttl := s.w.Store.LeaseTTL()
+	every := s.w.Heartbeat
+	if every <= 0 {
+		every = ttl / 4
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if !s.renew(ctx, ttl) {
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// renew renews the lease if less than half of ttl is left; false: the
+// lease is lost (the loop finds out at its next write).
+func (s *segmentRun) renew(ctx context.Context, ttl time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w.now().Before(s.cur.LeaseUntil.Add(-ttl / 2)) {
+		return true
+	}
+	next, err := s.w.Store.RenewLease(ctx, s.cur, s.owner)
+	if err != nil {
+		s.log.WarnContext(ctx, "lease not renewed", "err", err)
+		return false
+	}
+	s.cur = next
+	return true
+}
+
+// row returns the current row.
+func (s *segmentRun) row() *runs.Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
 }
 
 // write applies one lease-guarded store write and keeps the current row.
 func (s *segmentRun) write(ctx context.Context, f func(cur *runs.Run) (*runs.Run, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	next, err := f(s.cur)
 	if err != nil {
 		if runs.ErrorCode(err) == runs.EConflict {
@@ -200,7 +436,8 @@ func (s *segmentRun) write(ctx context.Context, f func(cur *runs.Run) (*runs.Run
 }
 
 func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outcome, error) {
-	blob, err := s.w.Store.LoadState(ctx, s.cur)
+	cur := s.row()
+	blob, err := s.w.Store.LoadState(ctx, cur)
 	if err != nil {
 		// A missing or corrupted blob is refused: nothing of the held turn runs.
 		s.log.ErrorContext(ctx, "suspended state unusable", "err", err)
@@ -216,19 +453,20 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 	switch {
 	case state.HandOver != nil:
 		// The caller's results of the handed-over client calls.
-		results, lerr := s.w.Store.LoadToolResults(ctx, s.cur)
+		results, lerr := s.w.Store.LoadToolResults(ctx, cur)
 		if lerr != nil {
 			s.log.ErrorContext(ctx, "tool results unusable", "err", lerr)
 			s.settled = true
 			return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(lerr), &state.Counters)
 		}
 		out, err = runner.ResumeWithResults(ctx, state, results)
-	case s.cur.Decision == nil:
+	case cur.Decision == nil:
 		s.settled = true
 		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the run has no decision to resume with", nil)
 	default:
-		d := *s.cur.Decision
-		d.Decider = s.cur.DecidedBy
+		d := *cur.Decision
+		d.Decider = cur.DecidedBy
+		s.durable = remainingIDs(state.PendingCalls)
 		out, err = runner.Resume(ctx, state, d)
 	}
 	switch {
@@ -238,6 +476,36 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 	case errors.Is(err, loop.ErrSchemaVersion), errors.Is(err, loop.ErrDigestMismatch), errors.Is(err, loop.ErrInvalidDecision), errors.Is(err, loop.ErrInvalidResults):
 		s.settled = true
 		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), &state.Counters)
+	}
+	return out, err
+}
+
+// continueRun runs the loop on from the run's checkpoint.
+func (s *segmentRun) continueRun(ctx context.Context, runner *loop.Runner) (loop.Outcome, error) {
+	cur := s.row()
+	blob, err := s.w.Store.LoadCheckpoint(ctx, cur)
+	if err != nil {
+		s.log.ErrorContext(ctx, "checkpoint unusable", "err", err)
+		s.settled = true
+		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(err), nil)
+	}
+	cp, err := loop.DecodeCheckpoint(blob)
+	if err == nil && cp.RunID != cur.ID {
+		err = fmt.Errorf("%w: the checkpoint is of run %q", loop.ErrInvalidCheckpoint, cp.RunID)
+	}
+	if err != nil {
+		s.settled = true
+		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
+	}
+	s.durable = remainingIDs(cp.Turn.Remaining())
+	out, err := runner.Continue(ctx, cp)
+	switch {
+	case errors.Is(err, loop.ErrToolChanged):
+		s.settled = true
+		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonToolChanged, err.Error(), &cp.Counters)
+	case errors.Is(err, loop.ErrInvalidCheckpoint):
+		s.settled = true
+		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), &cp.Counters)
 	}
 	return out, err
 }
@@ -265,6 +533,15 @@ func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
 	if s.settled {
 		return nil
 	}
+	if out.Kind == loop.OutcomeCheckpoint {
+		return s.checkpoint(ctx, out)
+	}
+	if s.cur.PendingEffect != "" {
+		// An earlier worker's fence whose call this segment never reached:
+		// that write's outcome stays unknown.
+		s.log.ErrorContext(ctx, "segment ended with a fence it did not clear", "pending_effect", s.cur.PendingEffect)
+		return s.settle(ctx, runs.StatusFailed, loop.ReasonInterruptedWrite, "a write's outcome is unknown", &out.Counters)
+	}
 	if out.Kind == loop.OutcomeSuspended {
 		return s.suspend(ctx, out)
 	}
@@ -281,6 +558,42 @@ func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
 	return s.settleOutput(ctx, status, out.Reason, output, &out.Counters)
 }
 
+// checkpoint ends the segment before the worker's time is up: the
+// checkpoint is stored, the run goes to RESUMING, and its next segment is
+// dispatched (the sweep dispatches it again if that job is lost).
+func (s *segmentRun) checkpoint(ctx context.Context, out loop.Outcome) error {
+	blob, err := out.Checkpoint.Encode()
+	if err != nil {
+		return fmt.Errorf("encode checkpoint of run %s: %w", s.cur.ID, err)
+	}
+	cause := s.cause
+	if cause == "" {
+		cause = causeDeadline
+	}
+	next, err := s.w.Store.Checkpoint(ctx, s.cur, s.owner, runs.SegmentEnd{State: blob, Counters: out.Counters, Cause: cause})
+	switch runs.ErrorCode(err) {
+	case "":
+	case runs.EInvalid:
+		s.log.ErrorContext(ctx, "checkpoint refused", "err", err)
+		return s.settle(ctx, runs.StatusFailed, loop.ReasonInternalError, runs.ErrorMessage(err), &out.Counters)
+	case runs.EConflict:
+		s.log.WarnContext(ctx, "checkpoint refused: the run was taken or cancelled", "reason", runs.ErrorMessage(err))
+		return nil
+	default:
+		return fmt.Errorf("checkpoint run %s: %w", s.cur.ID, err)
+	}
+	s.cur = next
+	s.log.InfoContext(ctx, "segment checkpointed", "cause", cause, "model_calls", out.Counters.ModelCalls, "tool_calls", out.Counters.ToolCalls)
+	if s.w.Dispatch == nil {
+		return nil
+	}
+	if err := s.w.Dispatch.Dispatch(ctx, Job{Kind: s.job.Kind, RunID: s.cur.ID}); err != nil {
+		// The run is durable in RESUMING: the sweep dispatches it again.
+		s.log.WarnContext(ctx, "dispatch of the next segment failed", "err", err)
+	}
+	return nil
+}
+
 func (s *segmentRun) settle(ctx context.Context, status runs.Status, reason loop.TerminationReason, detail string, c *loop.Counters) error {
 	output, _ := json.Marshal(struct {
 		Reason loop.TerminationReason `json:"reason"`
@@ -290,6 +603,8 @@ func (s *segmentRun) settle(ctx context.Context, status runs.Status, reason loop
 }
 
 func (s *segmentRun) settleOutput(ctx context.Context, status runs.Status, reason loop.TerminationReason, output json.RawMessage, c *loop.Counters) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	next, err := s.w.Store.Settle(ctx, s.cur, s.owner, runs.Settlement{Status: status, Reason: reason, Output: output, Counters: c})
 	if runs.ErrorCode(err) == runs.EConflict {
 		s.log.WarnContext(ctx, "settle refused: the run was taken or cancelled", "reason", runs.ErrorMessage(err))

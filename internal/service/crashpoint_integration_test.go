@@ -1,0 +1,31 @@
+//go:build integration
+
+package service_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
+)
+
+// The crash-point test and the long-run test on DynamoDB+S3 (the emulator
+// at AWS_ENDPOINT_URL). One table and bucket serve every crash point: each
+// point is a run of its own. On moto the DynamoDB requests go on the wire
+// one at a time (awstest); the test drives one worker at a time anyway.
+
+func TestCrashPointsDynamoDB(t *testing.T) {
+	env := awstest.New(t)
+	clock := runstest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	n := runCrashPoints(t, func(*testing.T) (runs.RowStore, runs.StateStore) { return env.Table, env.Bucket }, clock)
+	require.Greater(t, n, 50)
+}
+
+func TestLongRunCrossesSegmentsDynamoDB(t *testing.T) {
+	env := awstest.New(t)
+	testLongRunCrossesSegments(t, func(*testing.T) (runs.RowStore, runs.StateStore) { return env.Table, env.Bucket })
+}
