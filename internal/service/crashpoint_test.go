@@ -410,8 +410,8 @@ func runCrashPoints(t *testing.T, newStore crashPointStore, clock *runstest.Cloc
 			}
 		})
 	}
-	t.Logf("crash points covered: %d (worker store and tool calls of a run with %d checkpointed segments and 2 resumes); %d ended interrupted_write (a non-idempotent write's fence was stamped), %d completed as if uninterrupted",
-		len(points), segments+1, interrupted, continued)
+	t.Logf("crash points covered: %d (the worker's store and tool calls over %d segments of a run with 2 suspensions, %d checkpoints and %d writes); %d ended interrupted_write (a non-idempotent write's fence was stamped), %d completed as if uninterrupted",
+		len(points), rec.handled, segments, len(writeCalls), interrupted, continued)
 	return len(points)
 }
 

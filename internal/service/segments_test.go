@@ -251,7 +251,9 @@ func TestHeartbeatRenewsTheLeaseDuringALongCall(t *testing.T) {
 		return loop.ModelResponse{Message: loop.Message{Role: loop.RoleAssistant, Content: []loop.Block{loop.TextBlock("done")}}, StopReason: loop.StopEndTurn}, nil
 	})
 	w := &service.Worker{Store: store, Owner: "w", Logger: quiet, Now: clock.Now, Heartbeat: time.Millisecond,
-		Runner: func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h, Now: clock.Now} }}
+		Runner: func(h loop.Hooks) *loop.Runner {
+			return &loop.Runner{Model: model, Tools: tools, Hooks: h, Now: clock.Now}
+		}}
 	req, _ := json.Marshal(service.StartRequest{Prompt: "slowly", Approvers: []string{"bob"}})
 	r, err := store.Create(context.Background(), runs.NewRun{Initiator: "alice", Approvers: []string{"bob"}, Request: req})
 	require.NoError(t, err)
