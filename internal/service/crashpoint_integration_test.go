@@ -14,11 +14,11 @@ import (
 )
 
 // The crash-point test and the long-run test on DynamoDB+S3 (the emulator
-// at AWS_ENDPOINT_URL), a table and bucket of its own for every crash point
-// (moto's TransactWriteItems copies the whole table, so a shared table
-// would slow every point down as the earlier ones fill it). On moto the
-// DynamoDB requests go on the wire one at a time (awstest); the test drives
-// one worker at a time anyway.
+// at AWS_ENDPOINT_URL). One table and bucket serve every crash point; each
+// point purges its run when it ends (moto's TransactWriteItems copies the
+// whole table, so a table that kept every point's runs would slow the later
+// points down). On moto the DynamoDB requests go on the wire one at a time
+// (awstest); the test drives one worker at a time anyway.
 
 func awsStore(t *testing.T) (runs.RowStore, runs.StateStore) {
 	env := awstest.New(t)
@@ -26,8 +26,9 @@ func awsStore(t *testing.T) (runs.RowStore, runs.StateStore) {
 }
 
 func TestCrashPointsDynamoDB(t *testing.T) {
+	env := awstest.New(t)
 	clock := runstest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
-	n := runCrashPoints(t, awsStore, clock)
+	n := runCrashPoints(t, func(*testing.T) (runs.RowStore, runs.StateStore) { return env.Table, env.Bucket }, clock)
 	require.Greater(t, n, 50)
 }
 

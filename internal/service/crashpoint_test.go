@@ -343,6 +343,9 @@ func (e *crashEnv) drive() outcome {
 		switch {
 		case r.Status.Terminal():
 			out.run, out.applied, out.final = r, e.effects.applied, e.lastRequest
+			// Leave the store as small as it was: a shared table serves
+			// every point.
+			require.NoError(e.t, e.store.Purge(ctx, r.ID))
 			return out
 		case r.Status == runs.StatusWaiting:
 			e.decisions++
