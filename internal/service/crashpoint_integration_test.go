@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
 )
 
@@ -27,7 +27,7 @@ func awsStore(t *testing.T) (runs.RowStore, runs.StateStore) {
 
 func TestCrashPointsDynamoDB(t *testing.T) {
 	env := awstest.New(t)
-	clock := runstest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	clock := clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	n := runCrashPoints(t, func(*testing.T) (runs.RowStore, runs.StateStore) { return env.Table, env.Bucket }, clock)
 	require.Greater(t, n, 50)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
@@ -196,7 +197,7 @@ var writeCalls = []string{"wi1", "wp1", "ni1", "np1", "wi2"}
 type crashEnv struct {
 	t       *testing.T
 	points  *crashPoints
-	clock   *runstest.Clock
+	clock   *clocktest.Clock
 	store   *runs.Store
 	worker  *service.Worker
 	sweeper *service.Sweeper
@@ -210,7 +211,7 @@ type crashEnv struct {
 }
 
 // newCrashEnv builds the scenario over rows and states (fresh for the run).
-func newCrashEnv(t *testing.T, rows runs.RowStore, states runs.StateStore, clock *runstest.Clock, crashAt int) *crashEnv {
+func newCrashEnv(t *testing.T, rows runs.RowStore, states runs.StateStore, clock *clocktest.Clock, crashAt int) *crashEnv {
 	t.Helper()
 	e := &crashEnv{t: t, points: &crashPoints{at: crashAt}, clock: clock,
 		effects: &effects{applied: map[string]int{}, results: map[string]string{}}}
@@ -369,7 +370,7 @@ type crashPointStore func(t *testing.T) (runs.RowStore, runs.StateStore)
 
 // runCrashPoints records the scenario's points, checks the uncrashed run,
 // then crashes at every point; it returns the number of points.
-func runCrashPoints(t *testing.T, newStore crashPointStore, clock *runstest.Clock) int {
+func runCrashPoints(t *testing.T, newStore crashPointStore, clock *clocktest.Clock) int {
 	rows, states := newStore(t)
 	rec := newCrashEnv(t, rows, states, clock, 0)
 	want := rec.drive()
@@ -419,7 +420,7 @@ func runCrashPoints(t *testing.T, newStore crashPointStore, clock *runstest.Cloc
 }
 
 func TestCrashPointsEmbedded(t *testing.T) {
-	clock := runstest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	clock := clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	n := runCrashPoints(t, func(t *testing.T) (runs.RowStore, runs.StateStore) {
 		db, err := embedded.Open(filepath.Join(t.TempDir(), "crash.db"))
 		require.NoError(t, err)

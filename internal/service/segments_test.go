@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
-	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"github.com/agentgate/agentgate/internal/service"
 )
 
@@ -23,7 +23,7 @@ import (
 // clock on which each model call takes a second (0: no budget).
 type longRun struct {
 	t       *testing.T
-	clock   *runstest.Clock
+	clock   *clocktest.Clock
 	store   *runs.Store
 	worker  *service.Worker
 	sweeper *service.Sweeper
@@ -39,7 +39,7 @@ const longIterations = 50
 
 func newLongRun(t *testing.T, rows runs.RowStore, states runs.StateStore, budget time.Duration) *longRun {
 	t.Helper()
-	l := &longRun{t: t, clock: runstest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))}
+	l := &longRun{t: t, clock: clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))}
 	l.store = runs.NewStore(rows, states, runs.Options{Now: l.clock.Now, Retention: 48 * time.Hour, Logger: quiet})
 	model := loop.ModelFunc(func(_ context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
 		n := 0
@@ -213,7 +213,7 @@ func TestHeartbeatRenewsTheLeaseDuringALongCall(t *testing.T) {
 	db, err := embedded.Open(filepath.Join(t.TempDir(), "h.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	clock := runstest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	clock := clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	store := runs.NewStore(db, db, runs.Options{Now: clock.Now, Logger: quiet})
 	var swept []service.Job
 	sweeper := &service.Sweeper{Store: store, Logger: quiet, Now: clock.Now,
