@@ -19,6 +19,13 @@ import (
 // whole table, so a table that kept every point's runs would slow the later
 // points down). On moto the DynamoDB requests go on the wire one at a time
 // (awstest); the test drives one worker at a time anyway.
+//
+// Emulator memory: moto 5.2 keeps every model object it ever created
+// (BaseModel.instances_tracked, emptied only by /moto-api/reset), including
+// the copy of the whole table each TransactWriteItems makes, so a
+// transaction leaks as many items as the table holds. Purging each point's
+// run keeps that to one run's items: the whole test leaves moto about
+// 550 MB larger (76 points, measured 2026-12-03), freed when moto restarts.
 
 func awsStore(t *testing.T) (runs.RowStore, runs.StateStore) {
 	env := awstest.New(t)
