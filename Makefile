@@ -15,11 +15,11 @@ demo:
 test:
 	scripts/test.sh
 
-## test-unit: unit tests only (no services)
+## test-unit: unit tests only (no services), under the race detector
 test-unit:
-	$(GO) test ./...
+	$(GO) test -race ./...
 
-## test-integration: integration suite against AWS_ENDPOINT_URL (default :4566; moto started if nothing listens)
+## test-integration: integration suite against AWS_ENDPOINT_URL (default :4566; moto started if nothing listens), under the race detector
 test-integration:
 	scripts/test.sh integration
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (`make test`, called by .ci/run):
-#   1. unit tests (no services);
+#   1. unit tests (no services), under the race detector;
 #   2. the integration suite (//go:build integration) against AWS_ENDPOINT_URL,
+#      under the race detector,
 #      starting a moto server on its port when nothing answers there, and creating
 #      the table and bucket with `agentgate init`.
 # `scripts/test.sh integration` runs step 2 only.
@@ -25,7 +26,7 @@ summary() { [ ${#phases[@]} -eq 0 ] || echo "test phases: ${phases[*]}; total $(
 
 if [ "${1:-}" != "integration" ]; then
   echo "== unit tests"
-  phase unit go test -count=1 ./...
+  phase unit go test -race -count=1 ./...
 fi
 
 # The servers nobody here wrote that the integration tier runs (tools/npm:
@@ -53,5 +54,5 @@ phase init go run ./cmd/agentgate init --endpoint "$AWS_ENDPOINT_URL"
 # moto 5.2 answers that endpoint 500 (slowly) once it holds objects of deleted
 # buckets, which later suites leave behind.
 mail_pkgs="./cmd/agentgate ./internal/approval"
-phase "integration (mail suites)" go test -count=1 -p 1 -tags integration $mail_pkgs
-phase "integration (the rest)" go test -count=1 -p 1 -tags integration $(go list ./... | grep -v -e '/cmd/agentgate$' -e '/internal/approval$')
+phase "integration (mail suites)" go test -race -count=1 -p 1 -tags integration $mail_pkgs
+phase "integration (the rest)" go test -race -count=1 -p 1 -tags integration $(go list ./... | grep -v -e '/cmd/agentgate$' -e '/internal/approval$')
