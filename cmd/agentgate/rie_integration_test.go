@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -137,7 +136,9 @@ func TestLambdasUnderRIE(t *testing.T) {
 
 	serverAddr := freePort(t)
 	addrs := map[string]string{"startrun": freePort(t), "resume": freePort(t), "purge": freePort(t)}
-	var logs bytes.Buffer
+	// The emulators' output and the server's log go here from several
+	// goroutines (one copier per process stream): a locked buffer.
+	var logs syncBuffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("function logs:\n%s", logs.String())
