@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 func init() {
@@ -123,6 +125,12 @@ func (v *Validator) Check(ctx context.Context, x Exchange) error {
 	}
 	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
 	reqErr := openapi3filter.ValidateRequest(ctx, in)
+	if reqErr == nil && !strictJSON(req.Header.Get("Content-Type"), x.RequestBody) {
+		// kin-openapi reads bodies with encoding/json, which takes the last
+		// of two equal member names and replaces invalid UTF-8; the API's
+		// bodies are I-JSON (README), so such a body is malformed.
+		reqErr = errors.New("the JSON body is not I-JSON (RFC 7493): a member name twice in one object, invalid UTF-8 or a lone surrogate escape")
+	}
 
 	var problems []string
 	class := x.Status / 100
@@ -159,6 +167,17 @@ func (v *Validator) Check(ctx context.Context, x Exchange) error {
 	}
 	return fmt.Errorf("%s %s (operation %s) answered %d:\n  - %s\n  response: %s", x.Request.Method, x.Request.URL.RequestURI(), op, x.Status,
 		strings.Join(problems, "\n  - "), clip(x.Body))
+}
+
+// strictJSON reports whether a request body of the given content type is
+// acceptable JSON: I-JSON (RFC 7493) when the type is JSON, anything
+// otherwise.
+func strictJSON(contentType string, body []byte) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "application/json" || len(bytes.TrimSpace(body)) == 0 {
+		return true
+	}
+	return jsontext.Value(body).IsValid()
 }
 
 // checkUnrouted validates the answer to a request no operation matches: a

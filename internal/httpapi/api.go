@@ -4,18 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
@@ -184,7 +186,14 @@ func header(req events.APIGatewayProxyRequest, name string) string {
 }
 
 // decodeJSON strictly decodes a JSON body: content type JSON (or absent),
-// no unknown fields, one value.
+// one value of I-JSON (RFC 7493: valid UTF-8, no lone surrogate escapes, no
+// member name twice), every member spelled exactly as v's JSON names (no
+// unknown or case-variant names). It decodes with JSON v2
+// (github.com/go-json-experiment/json, the encoding/json/v2 of a later Go),
+// which is strict in all of this by default; encoding/json would take the
+// last of two equal names, match names case-insensitively and replace
+// invalid UTF-8, so the value stored could differ from what a reader of
+// the body (a proxy, an auditor, another parser) saw.
 func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 	if ct := header(req, "Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -199,34 +208,68 @@ func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return errorf(runs.EBadRequest, "body is empty; send a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonv2.Unmarshal(b, v, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errorf(runs.EBadRequest, "body has data after the JSON object")
 	}
 	return nil
 }
 
+// jsonProblem describes a decoding error for the caller, naming the member
+// by its JSON pointer, never quoting the decoder's own message.
 func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
+	var se *jsontext.SyntacticError
+	var te *jsonv2.SemanticError
 	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
-		}
-		return fmt.Sprintf("the body must be a JSON object, not %s", te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "JSON ends too early"
-	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return strings.TrimPrefix(err.Error(), "json: ")
+	case errors.As(err, &se):
+		switch {
+		case errors.Is(se.Err, jsontext.ErrDuplicateName):
+			return fmt.Sprintf("member %.80q appears twice in the same object", member(se.JSONPointer))
+		case strings.Contains(se.Err.Error(), "after top-level value"):
+			return "the body has data after the JSON object"
+		case strings.Contains(se.Err.Error(), "UTF-8"), strings.Contains(se.Err.Error(), "surrogate"):
+			return fmt.Sprintf("invalid UTF-8 or a lone surrogate escape in a string at byte %d", se.ByteOffset)
+		}
+		return fmt.Sprintf("malformed JSON at byte %d", se.ByteOffset)
+	case errors.As(err, &te):
+		switch {
+		case errors.Is(te.Err, jsonv2.ErrUnknownName):
+			return fmt.Sprintf("unknown field %.80q", member(te.JSONPointer))
+		case te.JSONPointer == "":
+			return fmt.Sprintf("the body must be a JSON object, not %s", kindName(te.JSONKind))
+		case te.GoType != nil && te.JSONKind == '0' && len(te.JSONValue) <= 40:
+			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.JSONPointer), te.GoType, te.JSONValue)
+		case te.GoType != nil:
+			return fmt.Sprintf("field %.80q must be %s, not %s", member(te.JSONPointer), te.GoType, kindName(te.JSONKind))
+		}
+		return fmt.Sprintf("field %.80q is not valid", member(te.JSONPointer))
 	}
 	return "malformed JSON"
+}
+
+// member spells a JSON pointer as a dotted path: /messages/0/role is
+// messages.0.role.
+func member(p jsontext.Pointer) string {
+	return strings.Join(slices.Collect(p.Tokens()), ".")
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "this value"
 }
 
 func jsonResponse(status int, v any) events.APIGatewayProxyResponse {

@@ -148,6 +148,20 @@ func TestBadInput(t *testing.T) {
 		{"decide: unknown field", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"approve","force":1}`), 400, "unknown field"},
 		{"decide: malformed", req("POST", dec, bob, `{"turn_digest":`), 400, "JSON"},
 		{"decide: GET", req("GET", dec, bob, ""), 405, "not allowed"},
+		// Found by FuzzStartRun and FuzzDecision: encoding/json accepted
+		// these and stored something other than what was sent (U+FFFD for
+		// invalid UTF-8, the last of two equal names, a case-variant name
+		// as the field).
+		{"start: invalid UTF-8", req("POST", "/runs", alice, "{\"prompt\":\"x\xa2\",\"approvers\":[\"b@example.com\"]}"), 400, "invalid UTF-8"},
+		{"start: lone surrogate escape", req("POST", "/runs", alice, `{"prompt":"x\ud800","approvers":["b@example.com"]}`), 400, "surrogate"},
+		{"start: member twice", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"prompt":"y"}`), 400, `"prompt" appears twice`},
+		{"start: metadata key twice", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"metadata":{"a":"1","a":"2"}}`), 400, `"metadata.a" appears twice`},
+		{"start: case-variant member", req("POST", "/runs", alice, `{"Prompt":"x","approvers":["b@example.com"]}`), 400, `unknown field "Prompt"`},
+		{"decide: action twice", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"deny","action":"approve"}`), 400, `"action" appears twice`},
+		{"decide: case-variant member", req("POST", dec, bob, `{"turn_digest":"`+digest+`","ACTION":"approve"}`), 400, `unknown field "ACTION"`},
+		{"decide: edit input with a member twice", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_read","action":"approve"},{"call_id":"tu_write","action":"edit","input":{"path":"pages/pricing.md","text":"a","text":"b"}}]}`), 400, "appears twice"},
+		{"decide: invalid UTF-8 in a reason", req("POST", dec, bob, "{\"turn_digest\":\""+digest+"\",\"action\":\"deny\",\"message\":\"\xff\"}"), 400, "invalid UTF-8"},
+		{"start: number too large", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"max_tokens":1e400}`), 400, "max_tokens"},
 		{"cancel: stranger", req("POST", "/runs/"+r.ID+"/cancel", carol, ""), 403, "neither"},
 		{"cancel: with body", req("POST", "/runs/"+r.ID+"/cancel", alice, `{"why":"x"}`), 400, "no body"},
 		{"unknown route", req("GET", "/nothing", alice, ""), 404, "no route"},
