@@ -167,6 +167,12 @@ func TestComposeInvalid(t *testing.T) {
 		{"approver with header", func(m *approval.Message) { m.Approver = "a@example.com\r\nBcc: b@example.com" }},
 		{"no link", func(m *approval.Message) { m.Link = "" }},
 		{"javascript link", func(m *approval.Message) { m.Link = "javascript:alert(1)" }},
+		// Found by FuzzCompose: the link went raw into both bodies.
+		{"link with a control character", func(m *approval.Message) { m.Link = "http://\x10" }},
+		{"link with a line break", func(m *approval.Message) { m.Link = "https://gate.example.com/approvals/x\nBcc: evil@example.com" }},
+		{"link with a space", func(m *approval.Message) { m.Link = "https://gate.example.com/approvals/x y" }},
+		{"link without a host", func(m *approval.Message) { m.Link = "https:///approvals/x" }},
+		{"link with user info", func(m *approval.Message) { m.Link = "https://gate.example.com@evil.example.com/approvals/x" }},
 		{"no deadline", func(m *approval.Message) { m.Deadline = time.Time{} }},
 	}
 	for _, tt := range tests {

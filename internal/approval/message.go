@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 	"unicode"
@@ -60,8 +61,8 @@ func (m Message) Validate() error {
 		return fmt.Errorf("approval message for run %s: approver is empty", m.RunID)
 	case m.Link == "":
 		return fmt.Errorf("approval message for run %s: link is empty", m.RunID)
-	case !strings.HasPrefix(m.Link, "https://") && !strings.HasPrefix(m.Link, "http://"):
-		return fmt.Errorf("approval message for run %s: link is not an http(s) URL", m.RunID)
+	case !validLink(m.Link):
+		return fmt.Errorf("approval message for run %s: link is not an absolute http(s) URL of printable ASCII", m.RunID)
 	case m.Deadline.IsZero():
 		return fmt.Errorf("approval message for run %s: deadline is zero", m.RunID)
 	}
@@ -69,6 +70,20 @@ func (m Message) Validate() error {
 		return fmt.Errorf("approval message for run %s: approver: %w", m.RunID, err)
 	}
 	return nil
+}
+
+// validLink reports whether link is an absolute http or https URL with a
+// host, written in printable ASCII without spaces: it goes into both bodies
+// as it is, so it must carry nothing a reader or a mail client could
+// mistake for text or markup (a control character, a line break).
+func validLink(link string) bool {
+	for i := 0; i < len(link); i++ {
+		if link[i] <= ' ' || link[i] > '~' {
+			return false
+		}
+	}
+	u, err := url.Parse(link)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil
 }
 
 // mailView is what a mail shows: every string already cleaned of control
