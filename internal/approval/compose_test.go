@@ -67,6 +67,10 @@ func TestComposeSubject(t *testing.T) {
 		{"two calls", func(m *approval.Message) { m.Calls[1].NeedsApproval = true }, "Approval needed: 2 tool calls (run run_01HZX3)"},
 		{"header injection", func(m *approval.Message) { m.Calls[0].Tool = "x\r\nBcc: evil@example.com" },
 			"Approval needed: x Bcc: evil@example.com (run run_01HZX3)"},
+		// Found by FuzzCompose: a mail reader decodes "=?...?=" in a
+		// subject as an encoded word, showing other text than the tool's.
+		{"encoded word", func(m *approval.Message) { m.Calls[0].Tool = "=?utf-8?q?nothing?=" },
+			"Approval needed: = ?utf-8?q?nothing?= (run run_01HZX3)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
@@ -203,14 +204,61 @@ func buildEML(from, to, subject, text, html string, date time.Time, runID string
 	header := func(name, value string) { fmt.Fprintf(&out, "%s: %s\r\n", name, value) }
 	header("From", fromAddr.String())
 	header("To", toAddr.String())
-	header("Subject", mime.QEncoding.Encode("utf-8", subject))
+	header("Subject", encodeHeader(subject))
 	header("Date", date.UTC().Format(time.RFC1123Z))
 	header("Message-ID", "<"+hex.EncodeToString(id[:])+"@"+domain+">")
 	header("MIME-Version", "1.0")
 	header("Auto-Submitted", "auto-generated")
-	header("X-Agentgate-Run", mime.QEncoding.Encode("utf-8", oneLine(CleanText(runID))))
+	header("X-Agentgate-Run", encodeHeader(oneLine(CleanText(runID))))
 	header("Content-Type", mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()}))
 	out.WriteString("\r\n")
 	out.Write(body.Bytes())
 	return out.Bytes(), nil
+}
+
+// maxPlainHeader is the longest header value written as it is; longer ones
+// are encoded, which folds them.
+const maxPlainHeader = 200
+
+// encodeHeader returns text as the value of an unstructured header (RFC
+// 5322 with RFC 2047): as it is when it is short printable ASCII holding no
+// "=?", which a mail reader would take for the start of an encoded word;
+// otherwise as Q-encoded words of at most 75 characters, each holding whole
+// characters, on folded lines, so no header line nears the 998-byte limit
+// and the value reads back as text, whatever it contains.
+func encodeHeader(text string) string {
+	plain := len(text) <= maxPlainHeader && !strings.Contains(text, "=?")
+	for i := 0; plain && i < len(text); i++ {
+		plain = ' ' <= text[i] && text[i] <= '~'
+	}
+	if plain {
+		return text
+	}
+	const prefix, suffix = "=?utf-8?q?", "?="
+	const room = 75 - len(prefix) - len(suffix)
+	var words []string
+	var word strings.Builder
+	for _, r := range text {
+		var enc strings.Builder
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '-', r == '.':
+			enc.WriteRune(r)
+		case r == ' ':
+			enc.WriteByte('_')
+		default:
+			var b [utf8.UTFMax]byte
+			for _, c := range b[:utf8.EncodeRune(b[:], r)] {
+				fmt.Fprintf(&enc, "=%02X", c)
+			}
+		}
+		if word.Len()+enc.Len() > room {
+			words = append(words, prefix+word.String()+suffix)
+			word.Reset()
+		}
+		word.WriteString(enc.String())
+	}
+	if word.Len() > 0 || len(words) == 0 {
+		words = append(words, prefix+word.String()+suffix)
+	}
+	return strings.Join(words, "\r\n ")
 }

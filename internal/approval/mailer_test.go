@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
@@ -97,6 +98,59 @@ func TestOutboxMailer(t *testing.T) {
 	}
 	if !strings.Contains(got.HTML, "&lt;script&gt;") || strings.Contains(got.HTML, "<script") {
 		t.Error("HTML part is not escaped after the round trip")
+	}
+}
+
+// TestOutboxMailerHeaders: found by FuzzCompose. A subject of long
+// non-ASCII text, or a long run id, was one header line of over 998 bytes
+// (RFC 5322's limit), and text holding "=?" went out as it was, so a mail
+// reader decoded it as an encoded word and showed something else.
+func TestOutboxMailerHeaders(t *testing.T) {
+	tests := []struct {
+		name  string
+		runID string
+		tool  string
+	}{
+		{"long non-ASCII subject", "run_1", strings.Repeat("😀", 60)},
+		{"encoded word in the subject", "=?utf-8?q?Approved?=", "write_document"},
+		{"encoded word in a tool", "run_1", "=?utf-8?q?nothing_to_see?="},
+		{"long run id", strings.Repeat("r", 2000), "write_document"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := sampleMessage()
+			m.RunID, m.Calls[0].Tool = tt.runID, tt.tool
+			subject, _, _, err := approval.Compose(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := approval.NewOutboxMailer(dir, "approvals@agentgate.test", nil).Send(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+			files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
+			if len(files) != 1 {
+				t.Fatalf("%d mails written", len(files))
+			}
+			raw, err := os.ReadFile(files[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, _, _ := bytes.Cut(raw, []byte("\r\n\r\n"))
+			for _, line := range bytes.Split(head, []byte("\r\n")) {
+				if len(line) > 998 {
+					t.Errorf("a header line has %d bytes", len(line))
+				}
+			}
+			msg, err := mail.ReadMessage(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+			if err != nil || got != subject {
+				t.Errorf("Subject reads as %q (%v), want %q", got, err, subject)
+			}
+		})
 	}
 }
 

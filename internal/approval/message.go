@@ -163,7 +163,7 @@ func Compose(m Message) (subject, text, html string, err error) {
 }
 
 // subjectFor names the tool (or the number of calls) needing approval; it
-// is one line of at most about 100 characters.
+// is one line of at most about 100 characters, without "=?".
 func subjectFor(m Message, v mailView) string {
 	var what string
 	var tools []string
@@ -184,7 +184,9 @@ func subjectFor(m Message, v mailView) string {
 	if m.Reminder {
 		s = "Reminder: " + s
 	}
-	return s
+	// "=?" starts an RFC 2047 encoded word: SES writes an ASCII subject as
+	// it is, and a mail reader would show the word decoded, not the text.
+	return strings.ReplaceAll(s, "=?", "= ?")
 }
 
 // FormatDeadline formats t the way mails and pages show deadlines, in UTC.
