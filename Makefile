@@ -5,7 +5,7 @@ GO ?= go
 # scripts/infra-local.sh, scripts/ci-infra.sh) default to moto on :4566 with
 # test credentials, and every other recipe (deploy) sees your environment as is.
 
-.PHONY: demo test test-unit test-integration lint bench fmt
+.PHONY: demo test test-unit test-integration lint bench fmt fuzz
 
 ## demo: the whole story on the embedded default (no AWS, no emulator)
 demo:
@@ -22,6 +22,11 @@ test-unit:
 ## test-integration: integration suite against AWS_ENDPOINT_URL (default :4566; moto started if nothing listens), under the race detector
 test-integration:
 	scripts/test.sh integration
+
+## fuzz: every Fuzz* target for FUZZTIME each (default 60s; CI: 10s), printing the executions of each (scripts/fuzz.sh)
+FUZZTIME ?= 60s
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 ## lint: go vet, golangci-lint (.golangci.yml; pinned, installed into bin/ on first use), Redocly's lint of openapi.yaml, a gofmt check
 lint:
