@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -240,7 +241,7 @@ func checkEML(t *testing.T, m approval.Message, subject, text, html string) {
 	var parts []string
 	for {
 		p, err := mr.NextRawPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
