@@ -63,9 +63,13 @@ const DefaultMaxIterations = 25
 
 // PendingCall is one tool call of a held turn.
 type PendingCall struct {
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Input is omitted when the call had none (nil), so a state decodes to
+	// the input it was suspended with: written as null it came back as
+	// null, whose digest differs from an absent input's (found by
+	// FuzzDecodeState).
+	Input json.RawMessage `json:"input,omitempty"`
 	// NeedsApproval says the call may only run after an approving decision.
 	NeedsApproval bool   `json:"needs_approval"`
 	Effect        Effect `json:"effect,omitempty"`
