@@ -428,13 +428,20 @@ func (lf *linkFixture) waiting(t *testing.T) (*runs.Run, string) {
 	return lf.run, lf.token
 }
 
-// templateText is the text of the approval page templates, and tagNames
-// the elements they write.
+// templateText is the source of the approval page renderer (the Go files
+// of internal/approvalpage, which write every page's markup), and tagNames
+// the elements it writes.
 var templateText, tagNames = func() (string, map[string]bool) {
 	var all strings.Builder
 	names := map[string]bool{}
-	files, _ := filepath.Glob(filepath.Join("..", "approvalpage", "templates", "*.tmpl"))
+	files, _ := filepath.Glob(filepath.Join("..", "approvalpage", "*.go"))
+	if len(files) == 0 {
+		panic("no approval page renderer source in ../approvalpage")
+	}
 	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
 		b, err := os.ReadFile(file)
 		if err != nil {
 			panic(err)
@@ -450,7 +457,7 @@ var templateText, tagNames = func() (string, map[string]bool) {
 var elementPattern = regexp.MustCompile(`</?([A-Za-z][A-Za-z0-9]*)`)
 
 // checkPage checks an approval-link answer: an HTML page with the security
-// headers, whose elements are all the templates' own, showing none of the
+// headers, whose elements are all the renderer's own, showing none of the
 // posted values with markup unescaped.
 func checkPage(t *testing.T, resp events.APIGatewayProxyResponse, posted url.Values) {
 	t.Helper()
@@ -464,11 +471,11 @@ func checkPage(t *testing.T, resp events.APIGatewayProxyResponse, posted url.Val
 	}
 	for _, m := range elementPattern.FindAllStringSubmatch(resp.Body, -1) {
 		if !tagNames[strings.ToLower(m[1])] {
-			t.Fatalf("the page has an element <%s> no template writes:\n%s", m[1], resp.Body)
+			t.Fatalf("the page has an element <%s> the renderer never writes:\n%s", m[1], resp.Body)
 		}
 	}
 	// A posted text that could start an element must not be in the page
-	// as it is (unless the templates themselves hold that text).
+	// as it is (unless the renderer itself writes that text).
 	for k, vs := range posted {
 		for _, s := range append([]string{k}, vs...) {
 			if elementPattern.MatchString(s) && strings.Contains(resp.Body, s) && !strings.Contains(templateText, s) {
