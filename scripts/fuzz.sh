@@ -48,15 +48,28 @@ echo "fuzz: ${#targets[@]} targets, $FUZZTIME each"
 
 results=()
 failed=0
+flaked=0
 total=0
 for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"
   echo "== fuzz $pkg $name ($FUZZTIME)"
   log=$(mktemp)
   status=ok
+  corpus="$pkg/testdata/fuzz/$name"
+  before=$(ls "$corpus" 2>/dev/null | sort || true)
   if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "${parallel[@]}" "$pkg" 2>&1 | tee "$log"; then
-    status=FAILED
-    failed=$((failed + 1))
+    after=$(ls "$corpus" 2>/dev/null | sort || true)
+    if [ "$before" = "$after" ] && grep -q '^    context deadline exceeded$' "$log"; then
+      # Go's fuzz coordinator before 1.27 can fail a target with a bare
+      # "context deadline exceeded" at the -fuzztime boundary when a worker
+      # is slow to stop (https://go.dev/issue/75804), writing no input: not
+      # a finding. A real failure always writes its input to testdata/fuzz.
+      status="ok (go.dev/issue/75804 stop race, no failing input)"
+      flaked=$((flaked + 1))
+    else
+      status=FAILED
+      failed=$((failed + 1))
+    fi
   fi
   # The coordinator's last progress line has the total executions.
   execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || true)
@@ -70,6 +83,7 @@ echo "fuzz results ($FUZZTIME per target)"
 printf '%-34s %-28s %12s  %s\n' package target executions result
 printf '%s\n' "${results[@]}"
 echo "total executions: $total"
+[ "$flaked" -eq 0 ] || echo "fuzz: $flaked target(s) hit Go's fuzztime stop race (go.dev/issue/75804; fixed in Go 1.27) and wrote no failing input"
 if [ "$failed" -gt 0 ]; then
   echo "fuzz: $failed target(s) failed; the failing inputs are in testdata/fuzz/ of their packages" >&2
   exit 1
