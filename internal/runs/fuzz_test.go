@@ -23,12 +23,12 @@ func FuzzStateBlob(f *testing.F) {
 	f.Add(state, uint16(30), []byte("x"), true)
 	f.Add([]byte(`{"schema_version":2}`), uint16(0), []byte("junk"), true)
 	f.Fuzz(func(t *testing.T, state []byte, at uint16, patch []byte, cut bool) {
-		ref, blob, err := runs.EncodeState("run-1", state)
+		ref, blob, err := runs.EncodeBlob("run-1", state)
 		if err != nil {
 			if len(state) == 0 && runs.ErrorCode(err) == runs.EInvalid {
 				return
 			}
-			t.Fatalf("EncodeState: %v", err)
+			t.Fatalf("EncodeBlob: %v", err)
 		}
 		if ref.Size != int64(len(blob)) || ref.Key != runs.StateKey("run-1", ref.SHA256) {
 			t.Fatalf("ref %+v does not describe the %d-byte blob", ref, len(blob))
@@ -45,7 +45,7 @@ func FuzzStateBlob(f *testing.F) {
 				}
 			}
 		}
-		got, err := runs.DecodeState(ref, damaged)
+		got, err := runs.DecodeBlob(ref, damaged)
 		switch {
 		case err != nil && runs.ErrorCode(err) != runs.EInternal:
 			t.Fatalf("a damaged blob is refused with code %s, want %s: %v", runs.ErrorCode(err), runs.EInternal, err)
