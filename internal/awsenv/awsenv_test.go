@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,24 @@ func (r *recorder) calls() []string {
 	return append([]string(nil), r.auths...)
 }
 
+// unsetenv removes the variables from the process environment for the
+// test (restored after it).
+func unsetenv(t *testing.T, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		t.Setenv(k, "") // registers the restore
+		if err := os.Unsetenv(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestLoadSignsWithTheEnvironmentCredentialsAtTheConfiguredEndpoints(t *testing.T) {
+	// The service clients also look at the process environment: with
+	// AWS_ENDPOINT_URL set there and no AWS_ENDPOINT_URL_DYNAMODB, they keep
+	// the base endpoint (in a Lambda getenv is os.Getenv, so both agree).
+	// `make test` exports AWS_ENDPOINT_URL for the whole run.
+	unsetenv(t, "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_LAMBDA", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
 	all, ddb := newRecorder(t), newRecorder(t)
 	cfg, err := awsenv.Load(env(map[string]string{
 		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
