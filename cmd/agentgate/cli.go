@@ -164,6 +164,17 @@ func groupUsage(w io.Writer, group string, verbs map[string]subcommand) {
 	fmt.Fprintf(w, "\nEvery command takes --endpoint (%s), --token (%s; else SigV4 from the AWS chain), --region and --json.\n", EnvEndpoint, EnvToken)
 }
 
+// runClient is what most run verbs start with: the one run id of args,
+// then the API client.
+func (g *globalFlags) runClient(args []string) (string, *client.Client, error) {
+	id, err := oneID(args)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := g.client()
+	return id, c, err
+}
+
 // oneID returns the single positional argument, a run id.
 func oneID(args []string) (string, error) {
 	switch len(args) {

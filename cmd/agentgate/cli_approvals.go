@@ -66,11 +66,7 @@ func approvalsVerbs() map[string]subcommand {
 		"show": {
 			usage: "ID", summary: "print each pending call with its arguments and diff, and the digest to decide on",
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
-				id, err := oneID(args)
-				if err != nil {
-					return err
-				}
-				c, err := g.client()
+				id, c, err := g.runClient(args)
 				if err != nil {
 					return err
 				}
@@ -140,11 +136,7 @@ func waitingRun(ctx context.Context, c *client.Client, id string) (*client.Run, 
 // show`), or, on a terminal, the one of the turn shown right here before
 // asking for confirmation.
 func decideTurn(ctx context.Context, g *globalFlags, args []string, w io.Writer, digest string, action client.Action, message string) error {
-	id, err := oneID(args)
-	if err != nil {
-		return err
-	}
-	c, err := g.client()
+	id, c, err := g.runClient(args)
 	if err != nil {
 		return err
 	}

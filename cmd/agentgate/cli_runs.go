@@ -65,11 +65,7 @@ func runsVerbs() map[string]subcommand {
 		"get": {
 			usage: "ID", summary: "show a run",
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
-				id, err := oneID(args)
-				if err != nil {
-					return err
-				}
-				c, err := g.client()
+				id, c, err := g.runClient(args)
 				if err != nil {
 					return err
 				}
@@ -87,11 +83,7 @@ func runsVerbs() map[string]subcommand {
 				fs.IntVar(&limit, "limit", 0, "print at most this many events (0: all)")
 			},
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
-				id, err := oneID(args)
-				if err != nil {
-					return err
-				}
-				c, err := g.client()
+				id, c, err := g.runClient(args)
 				if err != nil {
 					return err
 				}
@@ -168,11 +160,7 @@ func runsVerbs() map[string]subcommand {
 		"cancel": {
 			usage: "ID", summary: "cancel a run",
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
-				id, err := oneID(args)
-				if err != nil {
-					return err
-				}
-				c, err := g.client()
+				id, c, err := g.runClient(args)
 				if err != nil {
 					return err
 				}

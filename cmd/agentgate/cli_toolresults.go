@@ -79,11 +79,7 @@ func toolCallsVerb() subcommand {
 		usage:   "ID",
 		summary: "print the client calls a run handed over, each with its whole input, as JSON",
 		run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
-			runID, err := oneID(args)
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
+			runID, c, err := g.runClient(args)
 			if err != nil {
 				return err
 			}
