@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"encoding/json"
+	"strings"
 )
 
 // ToolSpec is what a model is told about a tool: its name, description and
@@ -27,6 +28,29 @@ type ModelRequest struct {
 	// MaxOutputTokens caps the tokens of this answer (0: provider default).
 	MaxOutputTokens int
 }
+
+// ModelFor returns the model id a provider uses for r: r.Model without the
+// "<provider>:" prefix of a model spec (a run may name "openai:gpt-4.1" or
+// "gpt-4.1"), or configured when r names none.
+func (r ModelRequest) ModelFor(provider, configured string) string {
+	if r.Model == "" {
+		return configured
+	}
+	return strings.TrimPrefix(r.Model, provider+":")
+}
+
+// ModelError is a failed model call as a provider reports it: Message
+// names the provider and the API's own words (status, code, message,
+// request id), and Err, the SDK's error, stays reachable with errors.As.
+type ModelError struct {
+	Message string
+	Err     error
+}
+
+func (e *ModelError) Error() string { return e.Message }
+
+// Unwrap returns the SDK's error.
+func (e *ModelError) Unwrap() error { return e.Err }
 
 // StopReason says why the model stopped producing its turn.
 type StopReason string

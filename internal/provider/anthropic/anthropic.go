@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -102,7 +101,7 @@ func (m *Model) Generate(ctx context.Context, req loop.ModelRequest) (loop.Model
 // params maps a request onto the Messages API's parameters.
 func (m *Model) params(req loop.ModelRequest) (sdk.MessageNewParams, error) {
 	p := sdk.MessageNewParams{
-		Model:     modelID(req.Model, m.model),
+		Model:     req.ModelFor(Name, m.model),
 		MaxTokens: m.maxTokens,
 	}
 	if req.MaxOutputTokens > 0 {
@@ -225,26 +224,6 @@ func inputOrEmpty(in json.RawMessage) json.RawMessage {
 	return in
 }
 
-// modelID returns the request's model (without our "anthropic:" spec
-// prefix) or, when it is empty, the configured one.
-func modelID(requested, configured string) string {
-	if requested == "" {
-		return configured
-	}
-	return strings.TrimPrefix(requested, Name+":")
-}
-
-// apiError is a failed call as the loop sees it: the message names the
-// provider and the API's own words, and the SDK error stays reachable
-// with errors.As.
-type apiError struct {
-	msg string
-	err error
-}
-
-func (e *apiError) Error() string { return e.msg }
-func (e *apiError) Unwrap() error { return e.err }
-
 func callError(err error) error {
 	var ae *sdk.Error
 	if errors.As(err, &ae) {
@@ -258,7 +237,7 @@ func callError(err error) error {
 		if ae.RequestID != "" {
 			msg += " (request id " + ae.RequestID + ")"
 		}
-		return &apiError{msg: msg, err: err}
+		return &loop.ModelError{Message: msg, Err: err}
 	}
 	return fmt.Errorf("anthropic: messages call: %w", err)
 }

@@ -128,7 +128,7 @@ func (m *Model) Generate(ctx context.Context, req loop.ModelRequest) (loop.Model
 
 // input maps a request onto a Converse input.
 func (m *Model) input(req loop.ModelRequest) (*bedrockruntime.ConverseInput, error) {
-	modelID := modelID(req.Model, m.opts.ModelID)
+	modelID := req.ModelFor(Name, m.opts.ModelID)
 	maxTokens := m.opts.MaxTokens
 	if req.MaxOutputTokens > 0 {
 		maxTokens = req.MaxOutputTokens
@@ -330,26 +330,6 @@ func statusSupported(mode ToolResultStatus, modelID string) bool {
 	return strings.Contains(modelID, "anthropic.") || strings.Contains(modelID, "amazon.nova")
 }
 
-// modelID returns the request's model (without our "bedrock:" spec prefix)
-// or, when it is empty, the configured one.
-func modelID(requested, configured string) string {
-	if requested == "" {
-		return configured
-	}
-	return strings.TrimPrefix(requested, Name+":")
-}
-
-// apiError is a failed call as the loop sees it: the message names the
-// provider and the service's own words, and the SDK error stays reachable
-// with errors.As.
-type apiError struct {
-	msg string
-	err error
-}
-
-func (e *apiError) Error() string { return e.msg }
-func (e *apiError) Unwrap() error { return e.err }
-
 func callError(err error) error {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
@@ -366,7 +346,7 @@ func callError(err error) error {
 		if errors.As(err, &rid) && rid.ServiceRequestID() != "" {
 			msg += " (request id " + rid.ServiceRequestID() + ")"
 		}
-		return &apiError{msg: msg, err: err}
+		return &loop.ModelError{Message: msg, Err: err}
 	}
 	return fmt.Errorf("bedrock: converse call: %w", err)
 }

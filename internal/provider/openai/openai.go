@@ -119,7 +119,7 @@ func (m *Model) Generate(ctx context.Context, req loop.ModelRequest) (loop.Model
 
 // params maps a request onto the Chat Completions parameters.
 func (m *Model) params(req loop.ModelRequest) (sdk.ChatCompletionNewParams, error) {
-	p := sdk.ChatCompletionNewParams{Model: modelID(req.Model, m.opts.Model)}
+	p := sdk.ChatCompletionNewParams{Model: req.ModelFor(Name, m.opts.Model)}
 	maxTokens := int64(m.opts.MaxTokens)
 	if req.MaxOutputTokens > 0 {
 		maxTokens = int64(req.MaxOutputTokens)
@@ -326,26 +326,6 @@ func stopReason(finish string, hasToolCalls bool) loop.StopReason {
 	}
 }
 
-// modelID returns the request's model (without our "openai:" spec prefix)
-// or, when it is empty, the configured one.
-func modelID(requested, configured string) string {
-	if requested == "" {
-		return configured
-	}
-	return strings.TrimPrefix(requested, Name+":")
-}
-
-// apiError is a failed call as the loop sees it: the message names the
-// provider and the API's own words, and the SDK error stays reachable with
-// errors.As.
-type apiError struct {
-	msg string
-	err error
-}
-
-func (e *apiError) Error() string { return e.msg }
-func (e *apiError) Unwrap() error { return e.err }
-
 func callError(err error) error {
 	var ae *sdk.Error
 	if errors.As(err, &ae) {
@@ -364,7 +344,7 @@ func callError(err error) error {
 				msg += " (request id " + id + ")"
 			}
 		}
-		return &apiError{msg: msg, err: err}
+		return &loop.ModelError{Message: msg, Err: err}
 	}
 	return fmt.Errorf("openai: chat completion call: %w", err)
 }
