@@ -59,22 +59,36 @@ func keyOf(pk, sk string) (map[string]types.AttributeValue, error) {
 	return attributevalue.MarshalMap(key{PK: pk, SK: sk})
 }
 
+// getItem reads the item at (pk, sk) into out with a strongly consistent
+// GetItem; found is false when there is none. what names the item in a
+// decoding error.
+func (t *Table) getItem(ctx context.Context, pk, sk, what string, out any) (found bool, err error) {
+	k, err := keyOf(pk, sk)
+	if err != nil {
+		return false, err
+	}
+	res, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.name, Key: k, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return false, translate(err)
+	}
+	if res.Item == nil {
+		return false, nil
+	}
+	if err := attributevalue.UnmarshalMap(res.Item, out); err != nil {
+		return false, fmt.Errorf("decode %s: %w", what, err)
+	}
+	return true, nil
+}
+
 // GetRun implements runs.RowStore with a strongly consistent GetItem.
 func (t *Table) GetRun(ctx context.Context, id string) (*runs.Run, error) {
-	k, err := keyOf(runPK(id), runSK)
+	var it runItem
+	found, err := t.getItem(ctx, runPK(id), runSK, "run "+id, &it)
 	if err != nil {
 		return nil, err
 	}
-	out, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.name, Key: k, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, translate(err)
-	}
-	if out.Item == nil {
+	if !found {
 		return nil, runs.Errorf(runs.ENotFound, "run %s not found", id)
-	}
-	var it runItem
-	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return nil, fmt.Errorf("decode run %s: %w", id, err)
 	}
 	return it.run()
 }
@@ -268,46 +282,52 @@ func (t *Table) Events(ctx context.Context, runID string, after int64, limit int
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
-		Limit:                     pageLimit(limit),
 	}
-	var evs []runs.Event
-	for len(evs) < limit {
-		out, err := t.client.Query(ctx, in)
+	evs, _, err := queryUpTo(ctx, t, in, limit, func(m map[string]types.AttributeValue) (runs.Event, error) {
+		var it eventItem
+		if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+			return runs.Event{}, fmt.Errorf("decode event of run %s: %w", runID, err)
+		}
+		return it.event(), nil
+	})
+	return evs, err
+}
+
+// queryUpTo runs the query in, page by page, until it has read want items
+// or the query ends, decoding each item with decode. last is the key to
+// go on from when it stopped at want items with more possibly left; nil
+// when the query ended.
+func queryUpTo[T any](ctx context.Context, t *Table, in *dynamodb.QueryInput, want int, decode func(map[string]types.AttributeValue) (T, error)) (items []T, last map[string]types.AttributeValue, err error) {
+	for len(items) < want {
+		in.Limit = pageLimit(want - len(items))
+		res, err := t.client.Query(ctx, in)
 		if err != nil {
-			return nil, translate(err)
+			return nil, nil, translate(err)
 		}
-		for _, m := range out.Items {
-			var it eventItem
-			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
-				return nil, fmt.Errorf("decode event of run %s: %w", runID, err)
+		for _, m := range res.Items {
+			v, err := decode(m)
+			if err != nil {
+				return nil, nil, err
 			}
-			evs = append(evs, it.event())
+			items = append(items, v)
 		}
-		if out.LastEvaluatedKey == nil {
-			break
+		if res.LastEvaluatedKey == nil {
+			return items, nil, nil
 		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-		in.Limit = pageLimit(limit - len(evs))
+		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
-	return evs, nil
+	return items, in.ExclusiveStartKey, nil
 }
 
 // Token implements runs.RowStore.
 func (t *Table) Token(ctx context.Context, hash string) (*runs.ApprovalToken, error) {
-	k, err := keyOf(tokenPK(hash), tokenSK)
+	var it tokenItem
+	found, err := t.getItem(ctx, tokenPK(hash), tokenSK, "token", &it)
 	if err != nil {
 		return nil, err
 	}
-	out, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.name, Key: k, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, translate(err)
-	}
-	if out.Item == nil {
+	if !found {
 		return nil, runs.Errorf(runs.ENotFound, "approval link not found")
-	}
-	var it tokenItem
-	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return nil, fmt.Errorf("decode token: %w", err)
 	}
 	return it.token(), nil
 }
@@ -359,42 +379,31 @@ func (t *Table) Due(ctx context.Context, now time.Time, limit int, cursor string
 			}
 			in.ExclusiveStartKey = start
 		}
-		for {
-			in.Limit = pageLimit(limit - len(out))
-			res, err := t.client.Query(ctx, in)
-			if err != nil {
-				return nil, "", translate(err)
+		rs, last, err := queryUpTo(ctx, t, in, limit-len(out), func(m map[string]types.AttributeValue) (*runs.Run, error) {
+			var it runItem
+			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+				return nil, fmt.Errorf("decode due run: %w", err)
 			}
-			for _, m := range res.Items {
-				var it runItem
-				if err := attributevalue.UnmarshalMap(m, &it); err != nil {
-					return nil, "", fmt.Errorf("decode due run: %w", err)
-				}
-				r, err := it.run()
-				if err != nil {
+			return it.run()
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, rs...)
+		if len(out) == limit {
+			next := dueCursor{Shard: shard + 1}
+			if last != nil {
+				var k dueKey
+				if err := attributevalue.UnmarshalMap(last, &k); err != nil {
 					return nil, "", err
 				}
-				out = append(out, r)
+				next = dueCursor{Shard: shard, PK: k.PK, SK: k.SK, DueAt: k.DueAt}
 			}
-			if len(out) == limit {
-				next := dueCursor{Shard: shard + 1}
-				if res.LastEvaluatedKey != nil {
-					var k dueKey
-					if err := attributevalue.UnmarshalMap(res.LastEvaluatedKey, &k); err != nil {
-						return nil, "", err
-					}
-					next = dueCursor{Shard: shard, PK: k.PK, SK: k.SK, DueAt: k.DueAt}
-				}
-				if next.Shard == t.shards {
-					return out, "", nil
-				}
-				b, _ := json.Marshal(next)
-				return out, base64.RawURLEncoding.EncodeToString(b), nil
+			if next.Shard == t.shards {
+				return out, "", nil
 			}
-			if res.LastEvaluatedKey == nil {
-				break
-			}
-			in.ExclusiveStartKey = res.LastEvaluatedKey
+			b, _ := json.Marshal(next)
+			return out, base64.RawURLEncoding.EncodeToString(b), nil
 		}
 	}
 	return out, "", nil
@@ -435,33 +444,28 @@ func (t *Table) Inbox(ctx context.Context, approver string, limit int, cursor st
 		}
 		in.ExclusiveStartKey = start
 	}
-	out := []runs.InboxEntry{}
-	for {
-		in.Limit = pageLimit(limit - len(out))
-		res, err := t.client.Query(ctx, in)
-		if err != nil {
-			return nil, "", translate(err)
+	out, last, err := queryUpTo(ctx, t, in, limit, func(m map[string]types.AttributeValue) (runs.InboxEntry, error) {
+		var it inboxItem
+		if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+			return runs.InboxEntry{}, fmt.Errorf("decode inbox entry: %w", err)
 		}
-		for _, m := range res.Items {
-			var it inboxItem
-			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
-				return nil, "", fmt.Errorf("decode inbox entry: %w", err)
-			}
-			out = append(out, it.entry())
-		}
-		if res.LastEvaluatedKey == nil {
-			return out, "", nil
-		}
-		if len(out) == limit {
-			var k key
-			if err := attributevalue.UnmarshalMap(res.LastEvaluatedKey, &k); err != nil {
-				return nil, "", err
-			}
-			b, _ := json.Marshal(inboxCursor{Approver: approver, SK: k.SK})
-			return out, base64.RawURLEncoding.EncodeToString(b), nil
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
+		return it.entry(), nil
+	})
+	if err != nil {
+		return nil, "", err
 	}
+	if last == nil {
+		if out == nil {
+			out = []runs.InboxEntry{}
+		}
+		return out, "", nil
+	}
+	var k key
+	if err := attributevalue.UnmarshalMap(last, &k); err != nil {
+		return nil, "", err
+	}
+	b, _ := json.Marshal(inboxCursor{Approver: approver, SK: k.SK})
+	return out, base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // validInboxSK reports whether sk has the form inboxSK writes.
