@@ -125,20 +125,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		} else {
 			_, _ = a.Sweeper.Sweep(ctx)
 		}
-		if o.sweepEvery <= 0 {
-			<-ctx.Done()
-			return
-		}
-		t := time.NewTicker(o.sweepEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_, _ = a.Sweeper.Sweep(ctx)
-			}
-		}
+		every(ctx, o.sweepEvery, func() { _, _ = a.Sweeper.Sweep(ctx) })
 	}()
 	return s, nil
 }
@@ -207,22 +194,15 @@ func startRemote(ctx context.Context, ln net.Listener, base string, o serveOptio
 	go func() {
 		defer close(s.done)
 		purge := fns["purge"]
-		if o.sweepEvery <= 0 || purge == nil {
+		if purge == nil {
 			<-ctx.Done()
 			return
 		}
-		t := time.NewTicker(o.sweepEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if _, err := purge.Invoke(ctx, scheduledEvent()); err != nil {
-					o.logger.Error("purge invoke failed", "err", err)
-				}
+		every(ctx, o.sweepEvery, func() {
+			if _, err := purge.Invoke(ctx, scheduledEvent()); err != nil {
+				o.logger.Error("purge invoke failed", "err", err)
 			}
-		}
+		})
 	}()
 	return s, nil
 }
@@ -385,5 +365,24 @@ func newHTTPServer(h http.Handler) *http.Server {
 		ReadTimeout:       serveReadTimeout,
 		IdleTimeout:       serveIdleTimeout,
 		MaxHeaderBytes:    serveMaxHeaderBytes,
+	}
+}
+
+// every calls fn every period until ctx ends, and returns when it does; a
+// period of zero or less never calls fn.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	if period <= 0 {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
 	}
 }
