@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (`make test`, called by .ci/run):
 #   1. unit tests (no services), under the race detector;
-#   2. the integration suite (//go:build integration) against AWS_ENDPOINT_URL,
-#      under the race detector,
-#      starting a moto server on its port when nothing answers there, and creating
-#      the table and bucket with `agentgate init`.
+#   2. the integration suite (//go:build integration; only the packages that
+#      have such tests) against AWS_ENDPOINT_URL, under the race detector,
+#      starting a moto server on its port when nothing answers there, and
+#      creating the table and bucket with `agentgate init`.
 # `scripts/test.sh integration` runs step 2 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,5 +54,14 @@ phase init go run ./cmd/agentgate init --endpoint "$AWS_ENDPOINT_URL"
 # moto 5.2 answers that endpoint 500 (slowly) once it holds objects of deleted
 # buckets, which later suites leave behind.
 mail_pkgs="./cmd/agentgate ./internal/approval"
+# Only the packages the integration tag changes: those whose test files differ
+# with -tags integration. Every other package's tests are the unit tier's,
+# which step 1 ran with the same environment; running them again here cost
+# 117 s of serial linking and re-runs per `make test` on a loaded 2-core
+# machine, without -race (issue #15).
+test_files='{{.ImportPath}} {{.TestGoFiles}} {{.XTestGoFiles}}'
+integration_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -tags integration -f "$test_files" ./... | sort) |
+  awk '{ print $1 }' | grep -v -e '/cmd/agentgate$' -e '/internal/approval$' || true)
+echo "== integration packages: $mail_pkgs $(echo $integration_pkgs | sed 's|github.com/agentgate/agentgate/|./|g')"
 phase "integration (mail suites)" go test -race -count=1 -p 1 -tags integration $mail_pkgs
-phase "integration (the rest)" go test -race -count=1 -p 1 -tags integration $(go list ./... | grep -v -e '/cmd/agentgate$' -e '/internal/approval$')
+phase "integration (the rest)" go test -race -count=1 -p 1 -tags integration $integration_pkgs

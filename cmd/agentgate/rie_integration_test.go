@@ -166,6 +166,14 @@ func TestLambdasUnderRIE(t *testing.T) {
 	a := &apiClient{t: t, base: s.URL, token: alice}
 	b := &apiClient{t: t, base: s.URL, token: bob}
 
+	// A run left to expire, started first: its 60-second approval window
+	// (the shortest allowed) runs out while the cycle below runs.
+	var exp runJSON
+	a.do("POST", "/runs", map[string]any{"prompt": "again", "approvers": []string{"bob"}, "approval_ttl_seconds": 60}, http.StatusAccepted, &exp)
+	expID := exp.ID
+	a.waitStatus(expID, "WAITING_FOR_APPROVAL")
+	expired := time.Now().Add(61 * time.Second) // the window started before the run was seen waiting
+
 	// start -> suspend
 	var started runJSON
 	a.do("POST", "/runs", map[string]any{"prompt": "Raise the Team price to 12 EUR.", "approvers": []string{"bob"}}, http.StatusAccepted, &started)
@@ -187,12 +195,9 @@ func TestLambdasUnderRIE(t *testing.T) {
 	require.Contains(t, string(text), "12 EUR")
 	require.Equal(t, 1, toolExecutions(t, a.events(id), "write_document"), "the write ran exactly once")
 
-	// expire and purge: a 60-second window passes without a decision.
-	var exp runJSON
-	a.do("POST", "/runs", map[string]any{"prompt": "again", "approvers": []string{"bob"}, "approval_ttl_seconds": 60}, http.StatusAccepted, &exp)
-	expID := exp.ID
-	a.waitStatus(expID, "WAITING_FOR_APPROVAL")
-	time.Sleep(61 * time.Second)
+	// expire and purge: the first run's 60-second window passed without a
+	// decision.
+	time.Sleep(time.Until(expired))
 	_, err = s.Invoke.Functions["purge"].Invoke(ctx, scheduledEvent())
 	require.NoError(t, err)
 	gone := a.run(expID)
