@@ -30,6 +30,10 @@ type RunRecord struct {
 	Reason    string `json:"reason,omitempty"`
 	// Suspension is the pending suspension of a waiting run.
 	Suspension string `json:"suspension,omitempty"`
+	// ToolResultsID is the handed-over calls' id of a run waiting for tool
+	// results; Submissions are the results the soak submitted.
+	ToolResultsID string             `json:"tool_results_id,omitempty"`
+	Submissions   []SubmissionRecord `json:"submissions,omitempty"`
 	// Events are read for runs the checks look at closely (NeedsEvents).
 	Events []client.Event `json:"events,omitempty"`
 }
@@ -40,6 +44,14 @@ type DecisionRecord struct {
 	Accepted   bool                       `json:"accepted"`
 	Approved   map[string]json.RawMessage `json:"approved,omitempty"`
 	Refused    string                     `json:"refused,omitempty"`
+}
+
+// SubmissionRecord is a submission of tool results by the soak.
+type SubmissionRecord struct {
+	ToolResultsID string `json:"tool_results_id"`
+	// Accepted: answered 202; Refused: an unexpected refusal (not a 409).
+	Accepted bool   `json:"accepted"`
+	Refused  string `json:"refused,omitempty"`
 }
 
 // Observed is everything the soak saw: the input of Analyze.
@@ -162,7 +174,7 @@ const (
 	FindUnjustified = "unjustified_interrupted_write"
 	FindUnexpected  = "unexpected_outcome"
 	FindServerError = "server_error"
-	FindRefused     = "decision_refused"
+	FindRefused     = "decision_or_results_refused"
 	FindUnread      = "unreadable"
 )
 
@@ -185,10 +197,10 @@ func (r *Report) add(kind string, f Finding) {
 	r.Findings[kind] = append(r.Findings[kind], f)
 }
 
-// NeedsEvents reports whether the checks look at a run's events: it did
-// not end as its mode says, or it ended interrupted_write.
+// NeedsEvents reports whether the checks look at a run's events: it is not
+// terminal, it did not end as its mode says, or it ended interrupted_write.
 func NeedsEvents(rec RunRecord) bool {
-	return !expected(rec) || rec.Reason == "interrupted_write"
+	return !client.Status(rec.Status).Terminal() || !expected(rec) || rec.Reason == "interrupted_write"
 }
 
 // claimEvents start a worker's segment.
@@ -243,6 +255,11 @@ func Analyze(o Observed) Report {
 		for _, d := range rec.Decisions {
 			if d.Refused != "" {
 				r.add(FindRefused, Finding{RunID: rec.ID, Mode: rec.Mode, Status: rec.Status, Detail: "suspension " + d.Suspension + ": " + d.Refused})
+			}
+		}
+		for _, sub := range rec.Submissions {
+			if sub.Refused != "" {
+				r.add(FindRefused, Finding{RunID: rec.ID, Mode: rec.Mode, Status: rec.Status, Detail: "tool results " + sub.ToolResultsID + ": " + sub.Refused})
 			}
 		}
 		checkLiveness(&r, rec)
@@ -317,7 +334,17 @@ func checkLiveness(r *Report, rec *RunRecord) {
 	switch {
 	case st.Terminal():
 	case st == client.StatusWaitingForToolResults:
+		for _, sub := range rec.Submissions {
+			if sub.ToolResultsID == rec.ToolResultsID && sub.Accepted {
+				r.add(FindStuck, Finding{RunID: rec.ID, Mode: rec.Mode, Status: rec.Status,
+					Detail: "tool results " + sub.ToolResultsID + " were accepted (202), yet the run still waits for them", Events: lastEvents(rec.Events, 8)})
+				return
+			}
+		}
 		r.Waiting++
+		if rec.Mode == ModeClient {
+			r.Undriven++
+		}
 	case st == client.StatusWaiting:
 		for _, d := range rec.Decisions {
 			if d.Suspension == rec.Suspension && d.Accepted {
@@ -474,8 +501,10 @@ func expected(rec RunRecord) bool {
 		return true // judged by checkLiveness
 	}
 	switch rec.Mode {
-	case ModeApprove, ModeEdit, ModeDeny, ModeMixed, ModeAuto:
+	case ModeApprove, ModeEdit, ModeDeny, ModeMixed, ModeAuto, ModeClient:
 		return out == "COMPLETED/completed"
+	case ModeClientAbandon:
+		return out == "EXPIRED/tool_results_expired"
 	case ModeDenyEnds:
 		return out == "FAILED/approval_denied"
 	case ModeCancel:

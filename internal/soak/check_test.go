@@ -39,14 +39,19 @@ func TestAnalyzeCleanSoakPasses(t *testing.T) {
 	a, ea := completedRun("run-a")
 	b, eb := completedRun("run-b")
 	abandoned := RunRecord{ID: "run-c", Mode: ModeAbandon, Found: true, Status: "WAITING_FOR_APPROVAL", Suspension: "s1"}
-	r := Analyze(Observed{Runs: []RunRecord{a, b, abandoned}, Executions: append(ea, eb...),
+	// A client run waiting for results it was not given yet (tr2), after
+	// its first were accepted (tr1); a client run that expired unanswered.
+	handedOver := RunRecord{ID: "run-d", Mode: ModeClient, Found: true, Status: "WAITING_FOR_TOOL_RESULTS", ToolResultsID: "tr2",
+		Submissions: []SubmissionRecord{{ToolResultsID: "tr1", Accepted: true}}}
+	expired := RunRecord{ID: "run-e", Mode: ModeClientAbandon, Found: true, Status: "EXPIRED", Reason: "tool_results_expired"}
+	r := Analyze(Observed{Runs: []RunRecord{a, b, abandoned, handedOver, expired}, Executions: append(ea, eb...),
 		Census: []CensusRun{{ID: "run-a", Status: "COMPLETED", Indexed: true}, {ID: "run-b", Status: "COMPLETED", Indexed: true},
 			{ID: "run-c", Status: "WAITING_FOR_APPROVAL", Indexed: true}, {ID: "orphan", Status: "WAITING_FOR_APPROVAL", Indexed: true}}})
 	if got := r.Failed(); len(got) != 0 {
 		t.Fatalf("Failed() = %v, want none; findings %+v", got, r.Findings)
 	}
-	if r.Waiting != 1 || r.Writes.Approved != 4 || r.Writes.Executions != 4 || r.Census.Orphans["WAITING_FOR_APPROVAL"] != 1 {
-		t.Errorf("waiting %d approved %d executions %d orphans %v; want 1, 4, 4, one waiting", r.Waiting, r.Writes.Approved, r.Writes.Executions, r.Census.Orphans)
+	if r.Waiting != 2 || r.Writes.Approved != 4 || r.Writes.Executions != 4 || r.Census.Orphans["WAITING_FOR_APPROVAL"] != 1 {
+		t.Errorf("waiting %d approved %d executions %d orphans %v; want 2, 4, 4, one waiting", r.Waiting, r.Writes.Approved, r.Writes.Executions, r.Census.Orphans)
 	}
 }
 
@@ -118,6 +123,17 @@ func TestAnalyzeFindsEachBrokenInvariant(t *testing.T) {
 			o.Runs[0].Events = []client.Event{ev(1, "claimed", 0.5), ev(2, "resumed", 1.5), ev(3, "settled", 200)}
 			o.Kills = []Kill{{N: 1, At: at(1)}} // before the last claim
 		}, FindUnjustified},
+		{"a run waiting for tool results that were accepted", func(o *Observed) {
+			o.Runs[0].Mode, o.Runs[0].Status, o.Runs[0].Reason = ModeClient, "WAITING_FOR_TOOL_RESULTS", ""
+			o.Runs[0].ToolResultsID = "tr1"
+			o.Runs[0].Submissions = []SubmissionRecord{{ToolResultsID: "tr1", Accepted: true}}
+		}, FindStuck},
+		{"a client run that expired", func(o *Observed) {
+			o.Runs[0].Mode, o.Runs[0].Status, o.Runs[0].Reason = ModeClient, "EXPIRED", "tool_results_expired"
+		}, FindUnexpected},
+		{"tool results refused", func(o *Observed) {
+			o.Runs[0].Submissions = []SubmissionRecord{{ToolResultsID: "tr1", Refused: "422 unprocessable: bad"}}
+		}, FindRefused},
 		{"a decision refused", func(o *Observed) {
 			o.Runs[0].Decisions[0].Refused = "422 unprocessable: bad"
 		}, FindRefused},
@@ -182,7 +198,7 @@ func TestAnalyzeJustifiesAndClassifiesInterruptedWrites(t *testing.T) {
 }
 
 func TestPlanKills(t *testing.T) {
-	for _, n := range []int{0, 1, 2, 5, 6, 7, 24} {
+	for _, n := range []int{0, 1, 2, 5, 6, 7, 8, 24} {
 		rng := rand.New(rand.NewPCG(uint64(n), 1)) //nolint:gosec // test
 		at, modes := planKills(rng, time.Minute, n)
 		if len(at) != n || len(modes) != n {
@@ -199,7 +215,7 @@ func TestPlanKills(t *testing.T) {
 				t.Errorf("n=%d: startup kill %d does not follow a timer kill: %v", n, i, modes)
 			}
 		}
-		if n >= 7 {
+		if n >= len(killModes)+1 {
 			for _, m := range killModes {
 				if !slices.Contains(modes, m) {
 					t.Errorf("n=%d: no %s kill in %v", n, m, modes)

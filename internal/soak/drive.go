@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentgate/agentgate/client"
@@ -23,6 +24,8 @@ type tracked struct {
 	Cancel    cancelPhase
 	Started   time.Time
 	Decisions map[string]*sentDecision // by suspension id
+	// Submissions are the tool results submitted, by tool-results id.
+	Submissions map[string]*SubmissionRecord
 	// CancelSent: a cancel was answered (200 or 409); CancelOK: 200.
 	CancelSent, CancelOK bool
 	Status               client.Status
@@ -84,6 +87,9 @@ type driver struct {
 	kill       *killer
 	http       httpTally
 	parkAfter  time.Duration
+
+	// progress is when a run last changed status (unix ns).
+	progress atomic.Int64
 
 	mu           sync.Mutex
 	runs         []*tracked
@@ -191,7 +197,8 @@ func (d *driver) start(ctx context.Context, rng *rand.Rand) *tracked {
 		return nil
 	}
 	now := time.Now()
-	t := &tracked{N: n, ID: r.ID, Mode: m, Started: now, Status: r.Status, LastChange: now, Decisions: map[string]*sentDecision{}}
+	t := &tracked{N: n, ID: r.ID, Mode: m, Started: now, Status: r.Status, LastChange: now,
+		Decisions: map[string]*sentDecision{}, Submissions: map[string]*SubmissionRecord{}}
 	if m == ModeCancel {
 		t.Cancel = cancelPhases[rng.IntN(len(cancelPhases))]
 	}
@@ -214,10 +221,17 @@ func (d *driver) step(ctx context.Context, t *tracked) {
 	}
 	if r.Status != t.Status {
 		t.Status, t.LastChange = r.Status, time.Now()
+		d.progress.Store(t.LastChange.UnixNano())
 	}
 	switch {
-	case r.Status.Terminal(), r.Status == client.StatusWaitingForToolResults:
+	case r.Status.Terminal():
 		t.Done = true
+	case r.Status == client.StatusWaitingForToolResults:
+		if t.Mode != ModeClient || r.ToolResults == nil {
+			t.Done = true // waits for results the soak does not give
+			return
+		}
+		d.submit(ctx, t, r.ToolResults)
 	case r.Status == client.StatusWaiting:
 		switch {
 		case t.Mode == ModeAbandon:
@@ -259,6 +273,35 @@ func (d *driver) decide(ctx context.Context, t *tracked, r *client.Run) {
 		// Decided already (an answer lost in a kill) or moved on: re-read.
 	case errors.As(err, &e) && e.StatusCode < 500:
 		sd.Refused = fmt.Sprintf("%d %s: %s", e.StatusCode, e.Code, e.Message)
+	}
+}
+
+// submit submits a result for every handed-over call.
+func (d *driver) submit(ctx context.Context, t *tracked, p *client.PendingToolResults) {
+	sub := t.Submissions[p.ToolResultsID]
+	if sub == nil {
+		sub = &SubmissionRecord{ToolResultsID: p.ToolResultsID}
+		t.Submissions[p.ToolResultsID] = sub
+	}
+	if sub.Accepted || sub.Refused != "" {
+		return
+	}
+	res := client.ToolResults{ToolResultsID: p.ToolResultsID}
+	for _, c := range p.Calls {
+		res.Results = append(res.Results, client.ToolResult{CallID: c.ID, Content: "42 in stock (" + t.ID + ")"})
+	}
+	_, err := d.alice.SubmitToolResults(ctx, t.ID, res)
+	d.http.note("POST /runs/{id}/tool-results", err)
+	var e *client.Error
+	switch {
+	case err == nil:
+		sub.Accepted = true
+		t.LastChange = time.Now()
+		d.kill.notify(KillAfterResults, t.ID)
+	case errors.As(err, &e) && e.StatusCode == http.StatusConflict:
+		// Submitted already (an answer lost in a kill) or moved on: re-read.
+	case errors.As(err, &e) && e.StatusCode < 500:
+		sub.Refused = fmt.Sprintf("%d %s: %s", e.StatusCode, e.Code, e.Message)
 	}
 }
 
@@ -308,6 +351,10 @@ func (d *driver) record(ctx context.Context, t *tracked) RunRecord {
 		rec.Decisions = append(rec.Decisions, DecisionRecord{Suspension: sd.Suspension, Accepted: sd.Accepted, Approved: sd.Approved, Refused: sd.Refused})
 	}
 	sort.Slice(rec.Decisions, func(i, j int) bool { return rec.Decisions[i].Suspension < rec.Decisions[j].Suspension })
+	for _, sub := range t.Submissions {
+		rec.Submissions = append(rec.Submissions, *sub)
+	}
+	sort.Slice(rec.Submissions, func(i, j int) bool { return rec.Submissions[i].ToolResultsID < rec.Submissions[j].ToolResultsID })
 	for attempt := 0; attempt < 20; attempt++ {
 		r, err := d.bob.Run(ctx, t.ID)
 		d.http.note("GET /runs/{id}", err)
@@ -318,6 +365,9 @@ func (d *driver) record(ctx context.Context, t *tracked) RunRecord {
 			rec.Status, rec.Reason = string(r.Status), r.TerminationReason
 			if r.Pending != nil {
 				rec.Suspension = r.Pending.SuspensionID
+			}
+			if r.ToolResults != nil {
+				rec.ToolResultsID = r.ToolResults.ToolResultsID
 			}
 		case errors.As(err, &e) && e.StatusCode == http.StatusNotFound:
 			rec.NotFound = true

@@ -19,6 +19,9 @@ const (
 	KillAfterStart KillMode = "after_start"
 	// KillAfterDecision kills 0–5 ms after a 202 on a decision.
 	KillAfterDecision KillMode = "after_decision"
+	// KillAfterResults kills 0–5 ms after a 202 on a submission of tool
+	// results.
+	KillAfterResults KillMode = "after_results"
 	// KillDuringWrite kills while an approved write is in flight: the
 	// recorder executed it and holds its answer until the server is dead.
 	KillDuringWrite KillMode = "during_write"
@@ -29,7 +32,7 @@ const (
 	KillStartup KillMode = "startup"
 )
 
-var killModes = []KillMode{KillTimer, KillAfterStart, KillAfterDecision, KillDuringWrite, KillAfterWrite, KillStartup}
+var killModes = []KillMode{KillTimer, KillAfterStart, KillAfterDecision, KillDuringWrite, KillAfterWrite, KillAfterResults, KillStartup}
 
 // Kill is one SIGKILL of the server.
 type Kill struct {

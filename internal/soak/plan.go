@@ -38,6 +38,13 @@ const (
 	ModeAuto Mode = "auto"
 	// ModeAbandon never decides: the run waits (60 s window) and expires.
 	ModeAbandon Mode = "abandon"
+	// ModeClient declares the client tool the first held turn calls: the
+	// turn is approved, the server runs its append and hands the client
+	// call over (WAITING_FOR_TOOL_RESULTS); the soak submits the result.
+	ModeClient Mode = "client"
+	// ModeClientAbandon declares the client tool and never submits its
+	// result: the run waits for it (10 s window) and expires.
+	ModeClientAbandon Mode = "client_abandon"
 )
 
 // modeWeights is the mix of modes.
@@ -46,7 +53,7 @@ var modeWeights = []struct {
 	w int
 }{
 	{ModeApprove, 26}, {ModeEdit, 16}, {ModeDeny, 10}, {ModeDenyEnds, 5}, {ModeMixed, 10},
-	{ModeCancel, 16}, {ModeAuto, 14}, {ModeAbandon, 3},
+	{ModeCancel, 16}, {ModeAuto, 14}, {ModeAbandon, 3}, {ModeClient, 12}, {ModeClientAbandon, 2},
 }
 
 func pickMode(rng *rand.Rand) Mode {
@@ -80,12 +87,24 @@ const (
 	CallRead1   = "toolu_read_0"
 	CallAppend1 = "toolu_append_1"
 	CallAbout1  = "toolu_about_1"
+	CallClient1 = "toolu_client_1"
 	CallWrite2  = "toolu_write_2"
 	CallAppend2 = "toolu_append_2"
 )
 
 // AppendName is the model's name of the recorder's write.
 var AppendName = mcptool.ExposedName(ServerName, AppendTool)
+
+// ClientToolName is the client tool the first held turn calls; runs of
+// the client modes declare it (a write: it needs approval), other runs do
+// not, and the model gets an error result for it.
+const ClientToolName = "soak_client_lookup"
+
+// clientTool declares ClientToolName.
+var clientTool = client.ClientTool{
+	Name: ClientToolName, Description: "Look a value up in the caller's system.", Effect: client.EffectWrite,
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"],"additionalProperties":false}`),
+}
 
 // Script is the scripted model every run plays.
 func Script() []byte {
@@ -101,7 +120,8 @@ func Script() []byte {
 		turn("Let me read the pricing page.", use(CallRead1, "read_document", map[string]any{"path": "pages/pricing.md"})),
 		turn("I'll note it in the ledger and read the about page.",
 			use(CallAppend1, AppendName, map[string]any{"line": "first"}),
-			use(CallAbout1, "read_document", map[string]any{"path": "pages/about.md"})),
+			use(CallAbout1, "read_document", map[string]any{"path": "pages/about.md"}),
+			use(CallClient1, ClientToolName, map[string]any{"q": "stock"})),
 		turn("Now the soak page and a second ledger line.",
 			use(CallWrite2, "write_document", map[string]any{"path": "soak/page.md", "text": "soak page\n"}),
 			use(CallAppend2, AppendName, map[string]any{"line": "second"})),
@@ -147,6 +167,11 @@ func startRequest(m Mode, n int) client.StartRunRequest {
 		req.DenialEndsRun = true
 	case ModeAbandon:
 		req.ApprovalTTLSeconds = 60
+	case ModeClient:
+		req.ClientTools = []client.ClientTool{clientTool}
+	case ModeClientAbandon:
+		req.ClientTools = []client.ClientTool{clientTool}
+		req.ToolResultsTTLSeconds = 10
 	}
 	return req
 }
@@ -176,7 +201,7 @@ func decisionFor(m Mode, runID string, p *client.Pending) (*client.Decision, map
 		return &d
 	}
 	switch m {
-	case ModeApprove, ModeCancel:
+	case ModeApprove, ModeCancel, ModeClient, ModeClientAbandon:
 		return approveAll(), approved
 	case ModeDeny, ModeDenyEnds:
 		d := client.DenyTurn(p.TurnDigest, "not in this soak")

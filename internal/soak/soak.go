@@ -201,14 +201,25 @@ wait:
 	if ks := k.Kills(); len(ks) > 0 && ks[len(ks)-1].At.After(last) {
 		last = ks[len(ks)-1].At
 	}
-	deadline := last.Add(cfg.Settle)
 	d.mu.Lock()
 	accepted := len(d.runs)
 	d.mu.Unlock()
-	logf("drive over: %d runs accepted, %d kills; settling until every run ends or waits (at most until %s)",
-		accepted, len(k.Kills()), deadline.Format("15:04:05"))
-	settleTimer := time.AfterFunc(time.Until(deadline), stopSettle)
-	defer settleTimer.Stop()
+	logf("drive over: %d runs accepted, %d kills; settling until every run ends or waits, or none moved for %s",
+		accepted, len(k.Kills()), cfg.Settle)
+	// Settling ends when no run changed status for cfg.Settle after the
+	// last kill (a run still moving is not stuck, however slow the
+	// machine), and at the latest after four times that.
+	go func() {
+		hardStop := last.Add(4 * cfg.Settle)
+		for settle.Err() == nil {
+			moved := time.Unix(0, d.progress.Load())
+			if now := time.Now(); now.After(maxTime(last, moved).Add(cfg.Settle)) || now.After(hardStop) {
+				stopSettle()
+				return
+			}
+			sleepCtx(settle, time.Second)
+		}
+	}()
 	clients.Wait()
 	close(clientsDone)
 	<-parkedDone
@@ -265,6 +276,13 @@ func readCensus(path string) ([]CensusRun, error) {
 		return nil
 	})
 	return out, err
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func writeJSON(path string, v any) error {
