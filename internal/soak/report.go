@@ -34,7 +34,7 @@ func Print(w io.Writer, res *Result) {
 	}
 	sort.Strings(modes)
 	for _, m := range modes {
-		fmt.Fprintf(w, "  %-10s %s\n", m, counts(r.ByMode[Mode(m)]))
+		fmt.Fprintf(w, "  %-15s %s\n", m, counts(r.ByMode[Mode(m)]))
 	}
 	fmt.Fprintf(w, "waiting for a human at the end: %d (%d of them undecided by the soak though it meant to decide)\n", r.Waiting, r.Undriven)
 	fmt.Fprintf(w, "writes: %d recorder executions, %d approved recorder calls in accepted decisions, %d edited documents checked\n",

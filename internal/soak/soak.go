@@ -46,6 +46,10 @@ type Config struct {
 	Store string
 	// Env is added to the server's environment.
 	Env []string
+	// RawEmulator, with Store "aws", lets the server's DynamoDB requests
+	// reach the emulator concurrently instead of one at a time (see
+	// serializer: on moto that breaks transactions, not agentgate).
+	RawEmulator bool
 	// ServeArgs are more serve flags.
 	ServeArgs []string
 	// Log receives progress lines (nil: discarded).
@@ -106,6 +110,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
+	}
+	var docs func(string) (string, bool)
+	if cfg.Store == "aws" {
+		endpoint := awsEndpoint()
+		if !cfg.RawEmulator {
+			ser, err := startSerializer(endpoint)
+			if err != nil {
+				return nil, err
+			}
+			defer ser.Close()
+			cfg.Env = append(cfg.Env, "AWS_ENDPOINT_URL="+ser.URL)
+		}
+		d, err := newAWSDocs(ctx, endpoint, os.Getenv("AGENTGATE_BUCKET"))
+		if err != nil {
+			return nil, err
+		}
+		if err := d.seed(ctx); err != nil {
+			return nil, err
+		}
+		docs = d.read
 	}
 	aliceTok, bobTok := randomToken(), randomToken()
 	args := []string{"serve", "--addr", addr, "--dir", serveDir, "--sweep-every", cfg.Sweep.String(),
@@ -233,6 +257,7 @@ wait:
 	obs.HTTP = HTTPSummary{Requests: d.http.Requests, Conn: d.http.Conn, ByOutcome: d.http.ByOutcome, ServerErrors: d.http.ServerErrors}
 	d.http.mu.Unlock()
 	srv.stop(15 * time.Second)
+	obs.Document = docs
 	if cfg.Store == "embedded" {
 		census, err := readCensus(filepath.Join(serveDir, "agentgate.db"))
 		if err != nil {

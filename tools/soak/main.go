@@ -31,6 +31,7 @@ func run(ctx context.Context, args []string) int {
 	settle := fs.Duration("settle", 0, "longest wait after the last kill for runs to end or wait (default: lease + 5 sweeps + 30 s)")
 	store := fs.String("store", "embedded", "embedded, or aws (AGENTGATE_TABLE, AGENTGATE_BUCKET and AWS_ENDPOINT_URL from the environment)")
 	serveArgs := fs.String("serve-args", "", "more serve flags, space-separated")
+	raw := fs.Bool("raw-emulator", false, "with --store aws: let DynamoDB requests reach the emulator concurrently (moto then breaks transactions; see internal/soak)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -47,7 +48,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	res, err := soak.Run(ctx, soak.Config{
 		Bin: *bin, Dir: *dir, Duration: *dur, Kills: *kills, Clients: *clients, Seed: *seed,
-		Sweep: *sweep, Settle: *settle, Store: *store, ServeArgs: strings.Fields(*serveArgs), Log: os.Stdout,
+		Sweep: *sweep, Settle: *settle, Store: *store, RawEmulator: *raw, ServeArgs: strings.Fields(*serveArgs), Log: os.Stdout,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
