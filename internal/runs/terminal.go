@@ -52,17 +52,40 @@ func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Settlement
 		next.Counters = *o.Counters
 	}
 	actor := owner
+	var inFlight writesInFlight
 	if actor == "" {
+		// Its worker vanished: say what that worker's writes had come to.
 		actor = "purge"
+		inFlight = writesInFlightOf(cur)
 	}
 	return s.finish(ctx, cur, next, Event{Type: EventSettled, Actor: actor, Data: mustJSON(struct {
 		Status Status                 `json:"status"`
 		Reason loop.TerminationReason `json:"reason"`
-	}{o.Status, o.Reason})})
+		writesInFlight
+	}{o.Status, o.Reason, inFlight})})
+}
+
+// writesInFlight is what the event that ends a run without its worker says
+// about that worker's writes, so the audit accounts for every write: the
+// call whose write fence is stamped (its write may or may not have taken
+// effect, and no step of it will be recorded) and whether a write took
+// effect since the worker's claim.
+type writesInFlight struct {
+	PendingEffect   string `json:"pending_effect,omitempty"`
+	WroteSinceClaim bool   `json:"wrote_since_claim,omitempty"`
+}
+
+func writesInFlightOf(cur *Run) writesInFlight {
+	if cur.Status != StatusRunning {
+		return writesInFlight{}
+	}
+	return writesInFlight{PendingEffect: cur.PendingEffect, WroteSinceClaim: cur.WroteSinceClaim}
 }
 
 // Cancel ends any non-terminal run as CANCELLED and deletes its state blobs;
-// a running worker finds out at its next write. It retries when only the
+// a running worker finds out at its next write. The cancelled event of a
+// running run names its write in flight (pending_effect) and says whether a
+// write took effect since the claim (wrote_since_claim). It retries when only the
 // version moved. Codes: EInvalid, ENotFound, EConflict (already terminal).
 func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error) {
 	if actor == "" {
@@ -73,7 +96,13 @@ func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error
 			return nil, Write{}, Errorf(EConflict, "run %s is already %s", cur.ID, cur.Status)
 		}
 		next := s.terminal(cur, StatusCancelled, loop.ReasonCancelled, now)
-		return next, Write{Events: []Event{{Type: EventCancelled, Actor: actor}}}, nil
+		ev := Event{Type: EventCancelled, Actor: actor}
+		if w := writesInFlightOf(cur); w != (writesInFlight{}) {
+			// Cancelled under a running worker: its write in flight, or
+			// one whose step it has not recorded yet, is named here.
+			ev.Data = mustJSON(w)
+		}
+		return next, Write{Events: []Event{ev}}, nil
 	}, func(fresh *Run) bool { return !fresh.Status.Terminal() })
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -51,6 +52,8 @@ func startSerializer(target string) (*serializer, error) {
 	}
 	s := &serializer{URL: "http://" + ln.Addr().String()}
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	// A request of a killed server fails here; that is expected.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_") {
 			proxy.ServeHTTP(w, r)
@@ -92,7 +95,10 @@ func newAWSDocs(ctx context.Context, endpoint, bucket string) (*awsDocs, error) 
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	return &awsDocs{s3: s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }), bucket: bucket}, nil
+	return &awsDocs{s3: s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = true
+		o.DisableLogOutputChecksumValidationSkipped = true
+	}), bucket: bucket}, nil
 }
 
 // seedDocuments are the documents the script reads.

@@ -176,6 +176,7 @@ const (
 	FindServerError = "server_error"
 	FindRefused     = "decision_or_results_refused"
 	FindUnread      = "unreadable"
+	FindUnaudited   = "executed_write_missing_from_audit"
 )
 
 // Failed lists the invariants the report breaks (empty: the soak passed).
@@ -198,9 +199,10 @@ func (r *Report) add(kind string, f Finding) {
 }
 
 // NeedsEvents reports whether the checks look at a run's events: it is not
-// terminal, it did not end as its mode says, or it ended interrupted_write.
+// terminal, it did not end as its mode says, it ended interrupted_write,
+// or it was cancelled (was a write in flight?).
 func NeedsEvents(rec RunRecord) bool {
-	return !client.Status(rec.Status).Terminal() || !expected(rec) || rec.Reason == "interrupted_write"
+	return !client.Status(rec.Status).Terminal() || !expected(rec) || rec.Reason == "interrupted_write" || rec.Status == string(client.StatusCancelled)
 }
 
 // claimEvents start a worker's segment.
@@ -289,6 +291,11 @@ func Analyze(o Observed) Report {
 		if rec == nil {
 			r.add(FindUnapproved, Finding{RunID: first.RunID(), Detail: fmt.Sprintf("call %s of a run the soak never got a 202 for (never decided) executed", k)})
 			continue
+		}
+		if !audited(rec, first.CallID()) {
+			r.add(FindUnaudited, Finding{RunID: rec.ID, Mode: rec.Mode, Status: rec.Status + "/" + rec.Reason,
+				Detail: fmt.Sprintf("call %s executed (recorder #%d at %s), but no event of the run records it or says a write was in flight", first.CallID(), first.Seq, first.At.Format("15:04:05.000")),
+				Events: lastEvents(rec.Events, 8)})
 		}
 		for _, e := range es {
 			in, ok := approvedInput(rec, e.SuspensionID(), e.CallID())
@@ -514,6 +521,29 @@ func expected(rec RunRecord) bool {
 		return out == "CANCELLED/cancelled" || out == "COMPLETED/completed"
 	case ModeAbandon:
 		return out == "EXPIRED/approval_expired"
+	}
+	return false
+}
+
+// audited reports whether a run's events account for an executed call: a
+// tool_executed step of it, an event naming it as the write in flight
+// (pending_effect), or an end as interrupted_write (which says a write may
+// have happened). Runs whose events were not read count as audited.
+func audited(rec *RunRecord, call string) bool {
+	if len(rec.Events) == 0 || rec.Reason == "interrupted_write" {
+		return true
+	}
+	for _, ev := range rec.Events {
+		var d struct {
+			CallID        string `json:"call_id"`
+			PendingEffect string `json:"pending_effect"`
+		}
+		if json.Unmarshal(ev.Data, &d) != nil {
+			continue
+		}
+		if (ev.Type == "tool_executed" && d.CallID == call) || d.PendingEffect == call {
+			return true
+		}
 	}
 	return false
 }

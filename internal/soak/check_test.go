@@ -134,6 +134,12 @@ func TestAnalyzeFindsEachBrokenInvariant(t *testing.T) {
 		{"tool results refused", func(o *Observed) {
 			o.Runs[0].Submissions = []SubmissionRecord{{ToolResultsID: "tr1", Refused: "422 unprocessable: bad"}}
 		}, FindRefused},
+		{"a cancelled run whose executed write no event records", func(o *Observed) {
+			o.Runs[0].Mode, o.Runs[0].Status, o.Runs[0].Reason, o.Runs[0].CancelOK = ModeCancel, "CANCELLED", "cancelled", true
+			o.Runs[0].Events = []client.Event{ev(1, "claimed", 0.5), ev(2, "resumed", 0.9),
+				{Seq: 3, Type: "tool_executed", At: at(1.1), Data: json.RawMessage(`{"call_id":"` + CallAppend1 + `"}`)},
+				ev(4, "cancelled", 2.5)}
+		}, FindUnaudited},
 		{"a decision refused", func(o *Observed) {
 			o.Runs[0].Decisions[0].Refused = "422 unprocessable: bad"
 		}, FindRefused},
@@ -151,6 +157,17 @@ func TestAnalyzeFindsEachBrokenInvariant(t *testing.T) {
 				t.Fatalf("Failed() is empty with a %s finding", tt.kind)
 			}
 		})
+	}
+}
+
+func TestAnalyzeAcceptsAWriteInFlightNamedByTheCancel(t *testing.T) {
+	rec, execs := completedRun("run-a")
+	rec.Mode, rec.Status, rec.Reason, rec.CancelOK = ModeCancel, "CANCELLED", "cancelled", true
+	rec.Events = []client.Event{ev(1, "claimed", 0.5), ev(2, "resumed", 0.9),
+		{Seq: 3, Type: "tool_executed", At: at(1.1), Data: json.RawMessage(`{"call_id":"` + CallAppend1 + `"}`)},
+		{Seq: 4, Type: "cancelled", At: at(2.5), Data: json.RawMessage(`{"pending_effect":"` + CallAppend2 + `"}`)}}
+	if r := Analyze(Observed{Runs: []RunRecord{rec}, Executions: execs}); len(r.Failed()) != 0 {
+		t.Fatalf("Failed() = %v, want none: %+v", r.Failed(), r.Findings)
 	}
 }
 

@@ -599,6 +599,8 @@ func testStaleLease(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 	assert.Equal(t, "purge", evs[0].Actor)
+	assert.JSONEq(t, `{"status":"FAILED","reason":"interrupted_write","pending_effect":"call-1"}`, string(evs[0].Data),
+		"the audit names the write whose outcome is unknown")
 }
 
 func testSuspendRefusals(t *testing.T, e *Env) {
@@ -995,6 +997,35 @@ func testCancel(t *testing.T, e *Env) {
 		_, err = e.Store.RecordStep(ctx, worker, "w1", loop.Step{Kind: loop.StepModelTurn})
 		AssertCode(t, runs.EConflict, err)
 		e.Unchanged(t, r)
+	})
+	t.Run("running with writes in flight: the cancelled event names them", func(t *testing.T) {
+		// A cancel that lands while a worker's write runs (fence stamped),
+		// or after a write took effect but before its step was recorded:
+		// the worker can record nothing more, so the cancel says it.
+		worker := e.Running(t)
+		worker, err := e.Store.MarkPendingEffect(ctx, worker, "w1", "c1")
+		require.NoError(t, err)
+		worker, err = e.Store.ClearPendingEffect(ctx, worker, "w1", "c1", true)
+		require.NoError(t, err)
+		worker, err = e.Store.MarkPendingEffect(ctx, worker, "w1", "c2")
+		require.NoError(t, err)
+		r, err := e.Store.Cancel(ctx, worker, "alice")
+		require.NoError(t, err)
+		_, err = e.Store.ClearPendingEffect(ctx, worker, "w1", "c2", true)
+		AssertCode(t, runs.EConflict, err)
+		evs, err := e.Store.Events(ctx, r.ID, r.LastSeq-1, 10)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		assert.Equal(t, runs.EventCancelled, evs[0].Type)
+		assert.JSONEq(t, `{"pending_effect":"c2","wrote_since_claim":true}`, string(evs[0].Data))
+
+		// Nothing in flight: the cancelled event carries no data.
+		r, err = e.Store.Cancel(ctx, e.Running(t), "alice")
+		require.NoError(t, err)
+		evs, err = e.Store.Events(ctx, r.ID, r.LastSeq-1, 10)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		assert.Empty(t, evs[0].Data)
 	})
 	t.Run("running with a stale copy retries", func(t *testing.T) {
 		stale := e.Running(t)
