@@ -14,6 +14,9 @@
 #   SOAK_STORE=aws: against DynamoDB+S3 on AWS_ENDPOINT_URL (moto: started
 #     when nothing answers, stopped afterwards; a fresh table and bucket)
 #   SOAK_ARGS: more flags of tools/soak (e.g. --serve-args "--segment-budget 50ms")
+#   SOAK_RESULTS (tools/soak/results.md; empty: none): the markdown table the
+#     soak appends its figures to, one line per soak naming the commit
+#     (-dirty when the tree has changes); commit it with the code it measured
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
@@ -23,6 +26,12 @@ args=(--bin bin/agentgate --duration "${SOAK_SECONDS:-120}s" --clients "${SOAK_C
 [ -z "${SOAK_KILLS:-}" ] || args+=(--kills "$SOAK_KILLS")
 [ -z "${SOAK_SEED:-}" ] || args+=(--seed "$SOAK_SEED")
 [ -z "${SOAK_DIR:-}" ] || args+=(--dir "$SOAK_DIR")
+results="${SOAK_RESULTS-tools/soak/results.md}"
+if [ -n "$results" ]; then
+  commit="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+  [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit-dirty"
+  args+=(--results "$results" --commit "$commit")
+fi
 if [ "${SOAK_STORE:-embedded}" = aws ]; then
   export AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL:-http://localhost:4566}"
   export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"

@@ -3,8 +3,10 @@ package soak
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // maxShown bounds the findings printed per kind (report.json has them all).
@@ -93,4 +95,45 @@ func counts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// ResultsHeader is the head of the results table (tools/soak/results.md)
+// that ResultRow appends to: one line per soak, so each commit's figures
+// stay next to the code they were measured on.
+const ResultsHeader = `| date (UTC) | commit | store | seed | clients | drove / settled | runs | kills | stuck | lost | written twice | unapproved | interrupted_write (justified) | 5xx | load avg max | verdict |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+`
+
+// ResultRow is one line of the results table for res, measured on commit
+// at the given time.
+func ResultRow(res *Result, commit string, at time.Time) string {
+	r := &res.Report
+	verdict := "passed"
+	if failed := r.Failed(); len(failed) > 0 {
+		verdict = "FAILED: " + strings.Join(failed, ", ")
+	}
+	return fmt.Sprintf("| %s | %s | %s | %d | %d | %.0f s / %.0f s | %d | %d | %d | %d | %d | %d | %d (%d) | %d | %.1f | %s |\n",
+		at.UTC().Format("2006-01-02 15:04"), commit, res.Store, res.Seed, res.Clients, res.Duration.Seconds(), res.Settled.Seconds(),
+		r.Runs, r.Kills, len(r.Findings[FindStuck]), len(r.Findings[FindLost]), len(r.Findings[FindDouble]), len(r.Findings[FindUnapproved]),
+		r.Interr.Total, r.Interr.Justified, len(r.HTTP.ServerErrors), res.LoadMax, verdict)
+}
+
+// AppendResult appends ResultRow to the results table in path, writing
+// the header first when the file is new.
+func AppendResult(path string, res *Result, commit string, at time.Time) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644) //nolint:gosec // a path the operator gives
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() == 0 {
+		_, err = io.WriteString(f, ResultsHeader)
+	}
+	if err == nil {
+		_, err = io.WriteString(f, ResultRow(res, commit, at))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -31,6 +31,8 @@ func run(ctx context.Context, args []string) int {
 	settle := fs.Duration("settle", 0, "longest wait after the last kill for runs to end or wait (default: lease + 5 sweeps + 30 s)")
 	store := fs.String("store", "embedded", "embedded, or aws (AGENTGATE_TABLE, AGENTGATE_BUCKET and AWS_ENDPOINT_URL from the environment)")
 	serveArgs := fs.String("serve-args", "", "more serve flags, space-separated")
+	results := fs.String("results", "", "append one line of figures to this markdown table (tools/soak/results.md in make soak)")
+	commit := fs.String("commit", "", "the commit the soak measures, for --results")
 	raw := fs.Bool("raw-emulator", false, "with --store aws: let DynamoDB requests reach the emulator concurrently (moto then breaks transactions; see internal/soak)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -56,6 +58,13 @@ func run(ctx context.Context, args []string) int {
 	}
 	soak.Print(os.Stdout, res)
 	fmt.Printf("logs, runs.json, executions.json and report.json: %s\n", *dir)
+	if *results != "" {
+		if err := soak.AppendResult(*results, res, *commit, time.Now()); err != nil {
+			fmt.Fprintln(os.Stderr, "soak: results:", err)
+			return 1
+		}
+		fmt.Printf("figures appended to %s\n", *results)
+	}
 	if len(res.Report.Failed()) > 0 {
 		return 1
 	}
