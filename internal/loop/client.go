@@ -197,33 +197,13 @@ func (s *segment) handOver(ctx context.Context, calls []PendingCall, tr turnResu
 			hashes[c.Name], _ = s.r.Tools.Hash(c.Name)
 		}
 	}
-	id := s.r.newID()
-	digest, err := TurnDigest(s.runID, id, calls)
-	if err != nil {
-		return s.outcome(), fmt.Errorf("turn digest: %w", err)
-	}
 	results := tr.results
 	if len(results) == 0 {
 		results = nil
 	}
-	state := &SuspendedState{
-		SchemaVersion: HandOverSchemaVersion,
-		RunID:         s.runID,
-		SuspensionID:  id,
-		Transcript:    s.tr,
-		PendingCalls:  calls,
-		Counters:      s.counters,
-		Options:       s.opts,
-		ToolHashes:    hashes,
-		TurnDigest:    digest,
-		SuspendedAt:   s.r.now().UTC(),
-		HandOver:      &HandOver{Calls: tr.handOver, Results: results},
-	}
-	if err := s.record(ctx, Step{Kind: StepHandedOver, SuspensionID: id, TurnDigest: digest, ToolCalls: len(tr.handOver)}); err != nil {
-		return s.outcome(), err
-	}
-	out := s.outcome()
-	out.Kind = OutcomeAwaitingResults
-	out.Suspended = state
-	return out, nil
+	return s.hold(ctx, OutcomeAwaitingResults, calls, hashes, func(st *SuspendedState) Step {
+		st.SchemaVersion = HandOverSchemaVersion
+		st.HandOver = &HandOver{Calls: tr.handOver, Results: results}
+		return Step{Kind: StepHandedOver, ToolCalls: len(tr.handOver)}
+	})
 }

@@ -415,34 +415,47 @@ func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, er
 			}
 		}
 	}
+	if len(previews) == 0 {
+		previews = nil
+	}
+	return s.hold(ctx, OutcomeSuspended, calls, hashes, func(st *SuspendedState) Step {
+		st.SchemaVersion = SchemaVersion
+		st.Previews = previews
+		return Step{Kind: StepSuspended, ToolCalls: len(calls)}
+	})
+}
+
+// hold ends the segment holding the turn's calls under a new id (a
+// suspension, or a hand-over's tool-results id): the state with the
+// transcript, counters, options, tool hashes and the turn digest, which
+// binds the run, the id and the calls. complete fills in what is the
+// kind's own and returns the step that records it.
+func (s *segment) hold(ctx context.Context, out OutcomeKind, calls []PendingCall, hashes map[string]string, complete func(*SuspendedState) Step) (Outcome, error) {
 	id := s.r.newID()
 	digest, err := TurnDigest(s.runID, id, calls)
 	if err != nil {
 		return s.outcome(), fmt.Errorf("turn digest: %w", err)
 	}
-	if len(previews) == 0 {
-		previews = nil
-	}
 	state := &SuspendedState{
-		SchemaVersion: SchemaVersion,
-		RunID:         s.runID,
-		SuspensionID:  id,
-		Transcript:    s.tr,
-		PendingCalls:  calls,
-		Counters:      s.counters,
-		Options:       s.opts,
-		ToolHashes:    hashes,
-		Previews:      previews,
-		TurnDigest:    digest,
-		SuspendedAt:   s.r.now().UTC(),
+		RunID:        s.runID,
+		SuspensionID: id,
+		Transcript:   s.tr,
+		PendingCalls: calls,
+		Counters:     s.counters,
+		Options:      s.opts,
+		ToolHashes:   hashes,
+		TurnDigest:   digest,
+		SuspendedAt:  s.r.now().UTC(),
 	}
-	if err := s.record(ctx, Step{Kind: StepSuspended, SuspensionID: id, TurnDigest: digest, ToolCalls: len(calls)}); err != nil {
+	step := complete(state)
+	step.SuspensionID, step.TurnDigest = id, digest
+	if err := s.record(ctx, step); err != nil {
 		return s.outcome(), err
 	}
-	out := s.outcome()
-	out.Kind = OutcomeSuspended
-	out.Suspended = state
-	return out, nil
+	o := s.outcome()
+	o.Kind = out
+	o.Suspended = state
+	return o, nil
 }
 
 // turnResults is what execute did with a turn.
