@@ -296,6 +296,11 @@ const (
 	// previews, with the transcript, do not fit. Nothing of the turn runs;
 	// the detail names the largest calls and their sizes.
 	ReasonStateTooLarge TerminationReason = "state_too_large"
+	// ReasonWorkerLost ends a run whose workers kept vanishing without the
+	// run getting further: it was taken over from a vanished worker
+	// runs.MaxReclaims times in a row, each time from the same checkpoint
+	// (a step that kills its process, or outlives every lease).
+	ReasonWorkerLost TerminationReason = "worker_lost"
 )
 
 // OutcomeKind says whether a run finished, waits for a decision, waits for

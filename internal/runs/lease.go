@@ -36,6 +36,7 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 		next.LeaseOwner = owner
 		next.LeaseUntil = now.Add(s.opts.LeaseTTL)
 		next.WroteSinceClaim = false
+		next.Reclaims = 0
 		typ := EventClaimed
 		var data json.RawMessage
 		switch {
@@ -45,10 +46,12 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 			// sweep decides when that is safe). A stamped fence stays: the
 			// new worker makes that idempotent call again under its key.
 			typ = EventReclaimed
+			next.Reclaims = cur.Reclaims + 1
 			data = mustJSON(struct {
 				PreviousOwner string `json:"previous_owner"`
 				PendingEffect string `json:"pending_effect,omitempty"`
-			}{cur.LeaseOwner, cur.PendingEffect})
+				Reclaims      int    `json:"reclaims"`
+			}{cur.LeaseOwner, cur.PendingEffect, next.Reclaims})
 		case cur.Status == StatusResuming && !cur.Checkpoint.IsZero():
 			typ = EventContinued
 			data = mustJSON(struct {
@@ -166,6 +169,7 @@ func (s *Store) recordStep(ctx context.Context, cur *Run, owner string, st loop.
 		}
 		next.Checkpoint = ref
 		next.WroteSinceClaim = false // the checkpoint holds the write's result
+		next.Reclaims = 0            // and the run got past the write
 	}
 	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: string(st.Kind), Actor: owner, Data: data}}})
 }
@@ -279,6 +283,7 @@ func (s *Store) Checkpoint(ctx context.Context, cur *Run, owner string, e Segmen
 	next.Counters = e.Counters
 	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
 	next.WroteSinceClaim = false
+	next.Reclaims = 0
 	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: EventCheckpointed, Actor: owner, Data: mustJSON(struct {
 		Cause         string        `json:"cause,omitempty"`
 		StateSHA256   string        `json:"state_sha256"`

@@ -234,6 +234,12 @@ type Run struct {
 	// that write again. It is written in the same write that clears the
 	// fence, never derived from events.
 	WroteSinceClaim bool `json:"wrote_since_claim,omitempty"`
+	// Reclaims counts the times in a row the run was taken over from a
+	// vanished worker (a reclaimed claim) without getting further: a
+	// checkpoint written at a segment's end or with a write's result, or
+	// any other claim, resets it. At MaxReclaims the run is not taken over
+	// again: it ends FAILED/worker_lost.
+	Reclaims int `json:"reclaims,omitempty"`
 
 	// ApprovalDeadline is when a waiting run expires; RemindAt when approvers
 	// get a reminder (zero: none).
@@ -357,13 +363,37 @@ func (r *Run) LeaseExpired(now time.Time) bool {
 	return !now.Before(r.LeaseUntil)
 }
 
+// MaxReclaims is how many times in a row a run is taken over from a
+// vanished worker without getting further (Run.Reclaims) before the sweep
+// ends it FAILED/worker_lost instead: a step that kills its worker every
+// time (a tool that crashes the process, a call that outlives every lease)
+// does not hand the run from worker to worker for ever.
+const MaxReclaims = 3
+
 // Reclaimable reports whether a new worker may take the run over once its
 // worker's lease expired: no write's outcome is unknown (no fence, or the
-// fenced call is idempotent and reached again under its key) and no write
-// took effect that a new worker would make again. Otherwise the run ends
-// FAILED/interrupted_write: an approved write runs at most once.
+// fenced call is idempotent and reached again under its key), no write
+// took effect that a new worker would make again, and the run has not been
+// taken over MaxReclaims times in a row already. Otherwise the run ends
+// (LostWorkerReason): an approved write runs at most once, and a run never
+// goes from worker to worker for ever.
 func (r *Run) Reclaimable() bool {
+	return r.writeSafeToReplay() && r.Reclaims < MaxReclaims
+}
+
+func (r *Run) writeSafeToReplay() bool {
 	return (r.PendingEffect == "" || r.PendingIdempotent) && !r.WroteSinceClaim
+}
+
+// LostWorkerReason is why a run whose worker vanished and that is not
+// Reclaimable ends: interrupted_write when a write's outcome is unknown or
+// a replay would make a write again, worker_lost when its workers kept
+// vanishing at the same place (MaxReclaims).
+func (r *Run) LostWorkerReason() loop.TerminationReason {
+	if !r.writeSafeToReplay() {
+		return loop.ReasonInterruptedWrite
+	}
+	return loop.ReasonWorkerLost
 }
 
 // HeldCalls returns the loop's view of the held turn's calls, for

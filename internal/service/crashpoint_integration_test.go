@@ -42,3 +42,8 @@ func TestCrashPointsDynamoDB(t *testing.T) {
 func TestLongRunCrossesSegmentsDynamoDB(t *testing.T) {
 	testLongRunCrossesSegments(t, awsStore)
 }
+
+func TestPoisonStepEndsWorkerLostDynamoDB(t *testing.T) {
+	env := awstest.New(t)
+	runPoisonStep(t, env.Table, env.Bucket, clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)))
+}

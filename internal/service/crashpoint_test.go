@@ -208,6 +208,12 @@ type crashEnv struct {
 	lastRequest []loop.Message
 	decisions   int
 	handled     int
+	// poison, when set, is the id of a read call that kills its worker
+	// every time it is made; poisoned counts those deaths.
+	poison   string
+	poisoned int
+	// maxSweeps bounds the sweeps drive makes (0: maxRecoverySweeps).
+	maxSweeps int
 }
 
 // newCrashEnv builds the scenario over rows and states (fresh for the run).
@@ -245,7 +251,13 @@ func newCrashEnv(t *testing.T, rows runs.RowStore, states runs.StateStore, clock
 		}}
 	}
 	tools, err := loop.NewToolbox(
-		tool("read", loop.Definition{Effect: loop.EffectRead}, func(context.Context) string { return "read ok" }),
+		tool("read", loop.Definition{Effect: loop.EffectRead}, func(ctx context.Context) string {
+			if e.poison != "" && strings.HasSuffix(loop.IdempotencyKey(ctx), "/"+e.poison) {
+				e.poisoned++
+				panic(crashed{})
+			}
+			return "read ok"
+		}),
 		tool("write_idem", loop.Definition{Effect: loop.EffectWrite, Idempotent: true}, func(ctx context.Context) string { return e.effects.apply(ctx, true) }),
 		tool("write_plain", loop.Definition{Effect: loop.EffectWrite}, func(ctx context.Context) string { return e.effects.apply(ctx, false) }),
 		tool("note_idem", loop.Definition{Effect: loop.EffectWrite, Idempotent: true, NoApproval: true}, func(ctx context.Context) string { return e.effects.apply(ctx, true) }),
@@ -358,7 +370,11 @@ func (e *crashEnv) drive() outcome {
 			continue
 		}
 		out.sweeps++
-		require.LessOrEqual(e.t, out.sweeps, maxRecoverySweeps, "the run is stuck %s (%s) after %d sweeps", r.Status, r.PendingEffect, out.sweeps-1)
+		limit := e.maxSweeps
+		if limit == 0 {
+			limit = maxRecoverySweeps
+		}
+		require.LessOrEqual(e.t, out.sweeps, limit, "the run is stuck %s (%s) after %d sweeps", r.Status, r.PendingEffect, out.sweeps-1)
 		e.clock.Advance(runs.DefaultLeaseTTL + runs.DefaultDispatchGrace)
 		_, err := e.sweeper.Sweep(ctx)
 		require.NoError(e.t, err)
@@ -428,4 +444,33 @@ func TestCrashPointsEmbedded(t *testing.T) {
 		return db, db
 	}, clock)
 	require.Greater(t, n, 50)
+}
+
+// runPoisonStep: a step that kills its worker every time it is made (the
+// read r5, after both approved turns and the unattended writes) does not
+// hand the run from worker to worker for ever. Each new worker goes on from
+// the last checkpoint and dies at r5 again; after runs.MaxReclaims
+// take-overs in a row the sweep ends the run FAILED/worker_lost. Every write
+// before r5 took effect exactly once, none after it ran.
+func runPoisonStep(t *testing.T, rows runs.RowStore, states runs.StateStore, clock *clocktest.Clock) {
+	e := newCrashEnv(t, rows, states, clock, 0)
+	e.poison = "r5"
+	e.maxSweeps = runs.MaxReclaims + 1
+	got := e.drive()
+	assert.Equal(t, runs.StatusFailed, got.run.Status)
+	assert.Equal(t, loop.ReasonWorkerLost, got.run.Reason)
+	assert.Equal(t, runs.MaxReclaims, got.run.Reclaims)
+	assert.Equal(t, runs.MaxReclaims+1, e.poisoned, "the first worker and each of the %d that took over died at r5", runs.MaxReclaims)
+	assert.Equal(t, runs.MaxReclaims+1, got.sweeps, "one sweep per take-over, one to end it")
+	for _, id := range []string{"wi1", "wp1", "ni1", "np1"} {
+		assert.Equal(t, 1, got.applied[id], "write %s before the poisoned step took effect once", id)
+	}
+	assert.Zero(t, got.applied["wi2"], "nothing after the poisoned step ran")
+}
+
+func TestPoisonStepEndsWorkerLostEmbedded(t *testing.T) {
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "poison.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	runPoisonStep(t, db, db, clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)))
 }

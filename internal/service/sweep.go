@@ -20,6 +20,9 @@ type SweepSummary struct {
 	// (nothing of the lost segment is made again but idempotent calls).
 	Reaped      int `json:"reaped"`
 	Interrupted int `json:"interrupted_writes"`
+	// WorkersLost counts runs ended worker_lost: taken over
+	// runs.MaxReclaims times in a row without getting further.
+	WorkersLost int `json:"workers_lost"`
 	Purged      int `json:"purged"`
 	Reminded    int `json:"reminded"`
 	Skipped     int `json:"skipped"`
@@ -101,7 +104,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 		}
 	}
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
-		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "purged", sum.Purged, "reminded", sum.Reminded,
+		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded,
 		"skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
 }
@@ -156,6 +159,7 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.Redispatched += o.Redispatched
 	sum.Reaped += o.Reaped
 	sum.Interrupted += o.Interrupted
+	sum.WorkersLost += o.WorkersLost
 	sum.Purged += o.Purged
 	sum.Reminded += o.Reminded
 	sum.Skipped += o.Skipped
@@ -203,7 +207,9 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		// call is idempotent and made again under its key, and every write
 		// done since is held by the checkpoint. Otherwise a write's outcome
 		// is unknown, or a replay would make it again: never re-execute,
-		// end the run FAILED/interrupted_write.
+		// end the run FAILED/interrupted_write. A run taken over
+		// runs.MaxReclaims times in a row without getting further ends
+		// FAILED/worker_lost: something kills its workers at one step.
 		if r.Reclaimable() {
 			if err := s.Dispatch.Dispatch(ctx, Job{Kind: jobKind(r), RunID: r.ID}); err != nil {
 				return err
@@ -211,8 +217,14 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			sum.Reaped++
 			return nil
 		}
-		if _, err := s.Store.Settle(ctx, r, "", runs.Settlement{Status: runs.StatusFailed, Reason: loop.ReasonInterruptedWrite}); err != nil {
+		reason := r.LostWorkerReason()
+		if _, err := s.Store.Settle(ctx, r, "", runs.Settlement{Status: runs.StatusFailed, Reason: reason}); err != nil {
 			return skipConflict(err, sum)
+		}
+		if reason == loop.ReasonWorkerLost {
+			s.logger().WarnContext(ctx, "run ended: its workers kept vanishing at one step", "run_id", r.ID, "reclaims", r.Reclaims)
+			sum.WorkersLost++
+			return nil
 		}
 		sum.Interrupted++
 	case r.Status.Terminal() && !now.Before(r.RetainUntil):

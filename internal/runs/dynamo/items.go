@@ -122,6 +122,7 @@ type runItem struct {
 	PendingEffect    string            `dynamodbav:"pending_effect,omitempty"`
 	PendingIdem      bool              `dynamodbav:"pending_idempotent,omitempty"`
 	WroteSinceClaim  bool              `dynamodbav:"wrote_since_claim,omitempty"`
+	Reclaims         int               `dynamodbav:"reclaims,omitempty"`
 	CheckpointKey    string            `dynamodbav:"checkpoint_key,omitempty"`
 	CheckpointSHA256 string            `dynamodbav:"checkpoint_sha256,omitempty"`
 	CheckpointSize   int64             `dynamodbav:"checkpoint_size,omitempty"`
@@ -174,6 +175,7 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 		PendingEffect:    r.PendingEffect,
 		PendingIdem:      r.PendingIdempotent,
 		WroteSinceClaim:  r.WroteSinceClaim,
+		Reclaims:         r.Reclaims,
 		CheckpointKey:    r.Checkpoint.Key,
 		CheckpointSHA256: r.Checkpoint.SHA256,
 		CheckpointSize:   r.Checkpoint.Size,
@@ -276,6 +278,7 @@ func (it runItem) run() (*runs.Run, error) {
 		PendingEffect:     it.PendingEffect,
 		PendingIdempotent: it.PendingIdem,
 		WroteSinceClaim:   it.WroteSinceClaim,
+		Reclaims:          it.Reclaims,
 		Checkpoint:        runs.StateRef{Key: it.CheckpointKey, SHA256: it.CheckpointSHA256, Size: it.CheckpointSize},
 		ApprovalDeadline:  fromMS(it.ApprovalDeadline),
 		RemindAt:          fromMS(it.RemindAt),

@@ -105,6 +105,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ConcurrentVotes", testConcurrentVotes},
 		{"Checkpoint", testCheckpoint},
 		{"IdempotentFence", testIdempotentFence},
+		{"Reclaims", testReclaims},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1656,4 +1657,85 @@ func testIdempotentFence(t *testing.T, e *Env) {
 	_, err = e.Store.Claim(ctx, r.ID, "w2")
 	AssertCode(t, runs.EConflict, err)
 	assert.Equal(t, "w1", get(r.ID).LeaseOwner)
+}
+
+// testReclaims: the times in a row a run was taken over from a vanished
+// worker are a typed field of the row; a checkpoint (a segment's end or a
+// write's result) and any other claim reset it; at runs.MaxReclaims the run
+// is no longer taken over, and the sweep's reason for it is worker_lost.
+func testReclaims(t *testing.T, e *Env) {
+	ctx := t.Context()
+	get := func(id string) *runs.Run {
+		t.Helper()
+		r, err := e.Store.Get(ctx, id)
+		require.NoError(t, err)
+		return r
+	}
+	lastEvent := func(id string) runs.Event {
+		t.Helper()
+		evs, err := e.Store.Events(ctx, id, 0, 1000)
+		require.NoError(t, err)
+		require.NotEmpty(t, evs)
+		return evs[len(evs)-1]
+	}
+	r := e.Running(t)
+	assert.Zero(t, r.Reclaims)
+	for i := 1; i <= runs.MaxReclaims; i++ {
+		require.True(t, r.Reclaimable())
+		e.Clock.Advance(LeaseTTL)
+		var err error
+		r, err = e.Store.Claim(ctx, r.ID, fmt.Sprintf("w%d", i+1))
+		require.NoError(t, err, "take-over %d", i)
+		assert.Equal(t, i, r.Reclaims)
+		assert.Equal(t, r, get(r.ID), "the adapter keeps the field")
+		ev := lastEvent(r.ID)
+		assert.Equal(t, runs.EventReclaimed, ev.Type)
+		assert.Contains(t, string(ev.Data), fmt.Sprintf(`"reclaims":%d`, i))
+	}
+	assert.False(t, r.Reclaimable())
+	assert.Equal(t, loop.ReasonWorkerLost, r.LostWorkerReason())
+	e.Clock.Advance(LeaseTTL)
+	_, err := e.Store.Claim(ctx, r.ID, "w9")
+	AssertCode(t, runs.EConflict, err)
+	assert.Equal(t, runs.MaxReclaims, get(r.ID).Reclaims, "a refused claim changes nothing")
+	r, err = e.Store.Settle(ctx, get(r.ID), "", runs.Settlement{Status: runs.StatusFailed, Reason: r.LostWorkerReason()})
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonWorkerLost, get(r.ID).Reason)
+
+	// A write whose outcome is unknown outranks the count.
+	r = e.Running(t)
+	r, err = e.Store.MarkPendingEffect(ctx, r, "w1", "c1")
+	require.NoError(t, err)
+	r.Reclaims = runs.MaxReclaims
+	assert.Equal(t, loop.ReasonInterruptedWrite, r.LostWorkerReason())
+
+	// A segment's checkpoint resets the count, and so does the claim of
+	// its next segment.
+	r = e.Running(t)
+	e.Clock.Advance(LeaseTTL)
+	r, err = e.Store.Claim(ctx, r.ID, "w2")
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Reclaims)
+	r, err = e.Store.Checkpoint(ctx, r, "w2", runs.SegmentEnd{State: []byte(`{"at":1}`)})
+	require.NoError(t, err)
+	assert.Zero(t, r.Reclaims)
+	assert.Zero(t, get(r.ID).Reclaims)
+	r, err = e.Store.Claim(ctx, r.ID, "w3")
+	require.NoError(t, err)
+	assert.Zero(t, r.Reclaims)
+
+	// A write's result recorded with its checkpoint resets it; a fence's
+	// checkpoint (before the call) does not: the call may be what kills
+	// the workers.
+	e.Clock.Advance(LeaseTTL)
+	r, err = e.Store.Claim(ctx, r.ID, "w4")
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Reclaims)
+	r, err = e.Store.StampFence(ctx, r, "w4", runs.Fence{CallID: "c2", Idempotent: true, Checkpoint: []byte(`{"before":"c2"}`)})
+	require.NoError(t, err)
+	assert.Equal(t, 1, get(r.ID).Reclaims)
+	r, err = e.Store.RecordEffect(ctx, r, "w4", loop.Step{Kind: loop.StepToolExecuted, CallID: "c2", Effect: loop.EffectWrite}, []byte(`{"after":"c2"}`))
+	require.NoError(t, err)
+	assert.Zero(t, r.Reclaims)
+	assert.Zero(t, get(r.ID).Reclaims)
 }
