@@ -241,6 +241,10 @@ func runWebhookRefusedTargets(t *testing.T, store func(*apitest.Options)) {
 	} {
 		code, body := startRun(t, s, url)
 		assert.Equal(t, http.StatusUnprocessableEntity, code, "%s: %v", url, body)
+		if e, ok := body["error"].(map[string]any); assert.True(t, ok, "%s: %v", url, body) {
+			assert.Regexp(t, `^webhook_url: \S`, e["message"], "%s: the refusal's own reason", url)
+			assert.NotContains(t, e["message"], "target refused", "%s: the reason, not the error's Go text", url)
+		}
 	}
 	b, _ := json.Marshal(map[string]any{"prompt": "x", "approvers": []string{"bob"}, "webhook_url": "https://hooks.example.com/", "webhook_events": []string{"run.nope"}})
 	code, _ := whCall(t, s, "POST", "/runs", "alice", string(b))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -140,7 +141,14 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: this deployment does not deliver webhooks (no signing secret configured)")
 		}
 		if _, err := a.Webhooks.Policy.CheckTarget(ctx, a.Webhooks.Resolver, sub.URL); err != nil {
-			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: %s", err.Error())
+			// Only a refusal's own message (written for the caller, naming
+			// no resolved address) reaches the caller; anything else is an
+			// internal error.
+			var refused *webhook.TargetError
+			if !errors.As(err, &refused) {
+				return events.APIGatewayProxyResponse{}, fmt.Errorf("check webhook_url: %w", err)
+			}
+			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: %s", refused.Message)
 		}
 	}
 	// The subscription and the tool executors live on the run row, not in
