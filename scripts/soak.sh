@@ -9,10 +9,11 @@
 # nothing stuck, nothing lost, no write executed twice or unapproved, every
 # interrupted_write justified by a kill, no 5xx. Exit 1 when one fails.
 #
-#   SOAK_SECONDS (120)  SOAK_KILLS (one per 5 s)  SOAK_CLIENTS (8)
+#   SOAK_SECONDS (120; 60 with SOAK_STORE=aws)  SOAK_KILLS (one per 5 s)  SOAK_CLIENTS (8)
 #   SOAK_SEED (random; printed)  SOAK_DIR (a new temporary folder)
 #   SOAK_STORE=aws: against DynamoDB+S3 on AWS_ENDPOINT_URL (moto: started
-#     when nothing answers, stopped afterwards; a fresh table and bucket)
+#     when nothing answers, stopped afterwards; a fresh table and bucket;
+#     the emulator's peak memory is printed at the end)
 #   SOAK_ARGS: more flags of tools/soak (e.g. --serve-args "--segment-budget 50ms")
 #   SOAK_RESULTS (tools/soak/results.md; empty: none): the markdown table the
 #     soak appends its figures to, one line per soak naming the commit
@@ -22,7 +23,13 @@ cd "$(dirname "$0")/.."
 mkdir -p bin
 go build -o bin/agentgate ./cmd/agentgate
 go build -o bin/soak ./tools/soak
-args=(--bin bin/agentgate --duration "${SOAK_SECONDS:-120}s" --clients "${SOAK_CLIENTS:-8}")
+store="${SOAK_STORE:-embedded}"
+# On moto the soak runs 60 s by default: moto 5.2 keeps every model object
+# it ever made, the copy of the whole table each TransactWriteItems takes
+# included, so its memory grows with transactions x table size (120 s made
+# it 5 GB on 2026-12-03, 60 s about half the runs).
+seconds="${SOAK_SECONDS:-$([ "$store" = aws ] && echo 60 || echo 120)}"
+args=(--bin bin/agentgate --duration "${seconds}s" --clients "${SOAK_CLIENTS:-8}")
 [ -z "${SOAK_KILLS:-}" ] || args+=(--kills "$SOAK_KILLS")
 [ -z "${SOAK_SEED:-}" ] || args+=(--seed "$SOAK_SEED")
 [ -z "${SOAK_DIR:-}" ] || args+=(--dir "$SOAK_DIR")
@@ -32,13 +39,34 @@ if [ -n "$results" ]; then
   [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit-dirty"
   args+=(--results "$results" --commit "$commit")
 fi
-if [ "${SOAK_STORE:-embedded}" = aws ]; then
+if [ "$store" = aws ]; then
   export AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL:-http://localhost:4566}"
   export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+  started=""
   if ! curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null; then
     scripts/moto.sh start
-    trap 'scripts/moto.sh stop' EXIT
+    started=1
   fi
+  # The emulator's peak memory, sampled every 2 s, printed at the end.
+  port="${AWS_ENDPOINT_URL##*:}"; port="${port%%/*}"
+  moto_pid="$(pgrep -f "moto_server .*-p $port\$" | head -1 || true)"
+  peak_file="$(mktemp)"
+  watcher=""
+  if [ -n "$moto_pid" ]; then
+    (peak=0; while rss=$(ps -o rss= -p "$moto_pid" 2>/dev/null); do
+      rss=${rss// /}; [ "$rss" -le "$peak" ] || { peak=$rss; echo "$peak" >"$peak_file"; }; sleep 2
+    done) &
+    watcher=$!
+  fi
+  finish() {
+    if [ -n "$watcher" ]; then
+      kill "$watcher" 2>/dev/null || true
+      echo "moto (pid $moto_pid) peak RSS: $(( $(cat "$peak_file" 2>/dev/null || echo 0) / 1024 )) MB"
+    fi
+    rm -f "$peak_file"
+    [ -z "$started" ] || scripts/moto.sh stop
+  }
+  trap finish EXIT
   suffix="soak-$(date +%s)-$$"
   export AGENTGATE_TABLE="agentgate-$suffix" AGENTGATE_BUCKET="agentgate-$suffix"
   bin/agentgate init --endpoint "$AWS_ENDPOINT_URL" --table "$AGENTGATE_TABLE" --bucket "$AGENTGATE_BUCKET" >/dev/null
