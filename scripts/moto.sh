@@ -23,6 +23,14 @@ start)
   for _ in $(seq 1 100); do up && { echo "moto.sh: moto server up on :$PORT (pid $(cat "$PIDFILE"))"; exit 0; }; sleep 0.2; done
   echo "moto.sh: moto server did not start; log:" >&2; cat "$LOG" >&2; exit 1 ;;
 stop)
-  if [ -f "$PIDFILE" ]; then kill "$(cat "$PIDFILE")" 2>/dev/null || true; rm -f "$PIDFILE"; echo "moto.sh: stopped"; fi ;;
+  # A busy moto can outlive its first SIGTERM (seen after a soak, holding
+  # GBs): wait up to 10 s for it to go, then SIGKILL it.
+  if [ -f "$PIDFILE" ]; then
+    pid="$(cat "$PIDFILE")"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; echo "moto.sh: killed (SIGKILL)"; fi
+    rm -f "$PIDFILE"; echo "moto.sh: stopped"
+  fi ;;
 *) echo "usage: $0 start|stop" >&2; exit 2 ;;
 esac
