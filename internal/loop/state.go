@@ -294,7 +294,8 @@ const (
 	// ReasonStateTooLarge ends a run whose suspended state is over the
 	// state blob limit (runs.MaxStateSize): the held turn's inputs and
 	// previews, with the transcript, do not fit. Nothing of the turn runs;
-	// the detail names the largest calls and their sizes.
+	// the detail names the largest calls and their sizes. A long run whose
+	// segment-end checkpoint is over the limit ends the same way.
 	ReasonStateTooLarge TerminationReason = "state_too_large"
 	// ReasonWorkerLost ends a run whose workers kept vanishing without the
 	// run getting further: it was taken over from a vanished worker

@@ -297,8 +297,11 @@ func (s *Store) Checkpoint(ctx context.Context, cur *Run, owner string, e Segmen
 func (s *Store) putCheckpoint(ctx context.Context, cur *Run, blob []byte) (StateRef, error) {
 	ref, err := s.states.PutState(ctx, cur.ID, blob)
 	if err != nil {
-		if ErrorCode(err) == EInvalid {
+		switch ErrorCode(err) {
+		case EInvalid:
 			return StateRef{}, err
+		case ETooLarge:
+			return StateRef{}, Errorf(ETooLarge, "checkpoint of run %s: %s", cur.ID, ErrorMessage(err))
 		}
 		return StateRef{}, fmt.Errorf("checkpoint run %s: put state: %w", cur.ID, err)
 	}

@@ -53,7 +53,7 @@ func EncodeBlob(runID string, state []byte) (StateRef, []byte, error) {
 	}
 	if buf.Len() > MaxStateSize {
 		return StateRef{}, nil, Errorf(ETooLarge,
-			"the suspended state is %d bytes compressed (%d as JSON), over the %d-byte limit",
+			"the state is %d bytes compressed (%d as JSON), over the %d-byte limit",
 			buf.Len(), len(state), MaxStateSize)
 	}
 	ref := StateRef{Key: StateKey(runID, sha), SHA256: sha, Size: int64(buf.Len())}

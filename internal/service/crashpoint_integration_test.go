@@ -47,3 +47,7 @@ func TestPoisonStepEndsWorkerLostDynamoDB(t *testing.T) {
 	env := awstest.New(t)
 	runPoisonStep(t, env.Table, env.Bucket, clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)))
 }
+
+func TestOversizedCheckpointEndsStateTooLargeDynamoDB(t *testing.T) {
+	testOversizedCheckpoint(t, awsStore)
+}

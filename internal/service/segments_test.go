@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -33,6 +35,9 @@ type longRun struct {
 	dispatches int
 	final      []loop.Message
 	reads      int
+	// bigRead, when positive, is how many random bytes (base64) each read
+	// returns.
+	bigRead int
 }
 
 const longIterations = 50
@@ -64,6 +69,11 @@ func newLongRun(t *testing.T, rows runs.RowStore, states runs.StateStore, budget
 		Def: loop.Definition{Name: "read", Effect: loop.EffectRead, InputSchema: json.RawMessage(`{"type":"object"}`)},
 		CallFunc: func(_ context.Context, in json.RawMessage) (loop.Result, error) {
 			l.reads++
+			if l.bigRead > 0 {
+				raw := make([]byte, l.bigRead)
+				_, _ = rand.Read(raw)
+				return loop.Result{Content: base64.StdEncoding.EncodeToString(raw)}, nil
+			}
 			return loop.Result{Content: "content of " + string(in)}, nil
 		},
 	}
@@ -263,4 +273,36 @@ func TestHeartbeatRenewsTheLeaseDuringALongCall(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusCompleted, r.Status, "the worker kept the run")
 	assert.Empty(t, swept)
+}
+
+// testOversizedCheckpoint: a run whose transcript outgrows the blob limit
+// (runs.MaxStateSize, compressed) cannot go on in another segment; its
+// segment-end checkpoint ends it FAILED/state_too_large, with a detail that
+// says what was too big, at once (before: the worker returned an error and
+// the run was left RUNNING for the sweep to hand to new workers).
+func testOversizedCheckpoint(t *testing.T, newStore crashPointStore) {
+	rows, states := newStore(t)
+	l := newLongRun(t, rows, states, time.Second)
+	l.bigRead = 1 << 20 // 1.33 MiB of base64 a read, hardly compressible
+	got, sweeps := l.run()
+	assert.Zero(t, sweeps)
+	assert.Equal(t, runs.StatusFailed, got.Status)
+	assert.Equal(t, loop.ReasonStateTooLarge, got.Reason)
+	var out struct{ Reason, Detail string }
+	require.NoError(t, json.Unmarshal(got.Output, &out))
+	assert.Contains(t, out.Detail, fmt.Sprintf("over the %d-byte limit", runs.MaxStateSize))
+	assert.Contains(t, out.Detail, "checkpoint of run "+got.ID)
+	assert.Contains(t, out.Detail, "the largest tool result is 1398104 bytes")
+	assert.Positive(t, l.events(got.ID)[runs.EventCheckpointed], "earlier segments were checkpointed")
+	assert.Less(t, l.reads, longIterations-1, "the run ended early")
+	assert.Equal(t, l.reads, got.Counters.ToolCalls, "the counters of the last segment are kept")
+}
+
+func TestOversizedCheckpointEndsStateTooLargeEmbedded(t *testing.T) {
+	testOversizedCheckpoint(t, func(t *testing.T) (runs.RowStore, runs.StateStore) {
+		db, err := embedded.Open(filepath.Join(t.TempDir(), "big.db"))
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		return db, db
+	})
 }

@@ -573,6 +573,11 @@ func (s *segmentRun) checkpoint(ctx context.Context, out loop.Outcome) error {
 	next, err := s.w.Store.Checkpoint(ctx, s.cur, s.owner, runs.SegmentEnd{State: blob, Counters: out.Counters, Cause: cause})
 	switch runs.ErrorCode(err) {
 	case "":
+	case runs.ETooLarge:
+		// The run cannot go on in another segment: what it holds (the
+		// transcript, mostly tool results) does not fit the blob limit.
+		s.log.WarnContext(ctx, "checkpoint too large", "err", err)
+		return s.settle(ctx, runs.StatusFailed, loop.ReasonStateTooLarge, fmt.Sprintf("%s; %s", runs.ErrorMessage(err), checkpointSizes(out.Checkpoint)), &out.Counters)
 	case runs.EInvalid:
 		s.log.ErrorContext(ctx, "checkpoint refused", "err", err)
 		return s.settle(ctx, runs.StatusFailed, loop.ReasonInternalError, runs.ErrorMessage(err), &out.Counters)
@@ -724,4 +729,23 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// checkpointSizes says what fills a checkpoint: the transcript's bytes and
+// its largest tool result (never their content).
+func checkpointSizes(cp *loop.Checkpoint) string {
+	total, largest, largestID := len(cp.Transcript.System), 0, ""
+	for _, m := range cp.Transcript.Messages {
+		for _, b := range m.Content {
+			total += len(b.Text) + len(b.Input) + len(b.Content)
+			if b.Type == loop.BlockToolResult && len(b.Content) > largest {
+				largest, largestID = len(b.Content), b.ToolUseID
+			}
+		}
+	}
+	msg := fmt.Sprintf("the transcript holds %d bytes of text, tool inputs and results in %d messages", total, len(cp.Transcript.Messages))
+	if largestID != "" {
+		msg += fmt.Sprintf("; the largest tool result is %d bytes (call %s)", largest, truncate(largestID, 64))
+	}
+	return msg
 }

@@ -730,6 +730,18 @@ func testStateTooLarge(t *testing.T, e *Env) {
 	assert.Contains(t, msg, fmt.Sprintf("call call-a (write_document) input %d bytes, preview %d bytes", len(calls[0].Input), len(previews["call-a"])))
 	e.Unchanged(t, r)
 	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "a refused state stores no blob")
+
+	// A segment's checkpoint over the limit is refused the same way, and
+	// says it is a checkpoint.
+	big := make([]byte, runs.MaxStateSize+(1<<20))
+	_, _ = rand.Read(big)
+	blob, _ := json.Marshal(map[string][]byte{"transcript": big})
+	_, err = e.Store.Checkpoint(ctx, r, "w1", runs.SegmentEnd{State: blob})
+	AssertCode(t, runs.ETooLarge, err)
+	assert.Contains(t, runs.ErrorMessage(err), "checkpoint of run "+r.ID)
+	assert.Contains(t, runs.ErrorMessage(err), fmt.Sprintf("over the %d-byte limit", runs.MaxStateSize))
+	e.Unchanged(t, r)
+	assert.Empty(t, e.H.BlobKeys(t, runs.RunPrefix(r.ID)), "a refused checkpoint stores no blob")
 }
 
 // testManyHeldCalls: the most calls a held turn may have, each with a
