@@ -311,3 +311,77 @@ func TestYieldInATurnWithAClientCall(t *testing.T) {
 	assert.Len(t, out.Suspended.HandOver.Results, 2, "both server reads have their results")
 	assert.Equal(t, []string{`read_doc({"path":"a"})`, `read_doc({"path":"b"})`}, log.list(), "each read ran once")
 }
+
+// A read that outlives a whole segment (the first call of the segment that
+// continues after the read was interrupted) is not made a third time: it
+// ends as an error result the model reads, and the run goes on.
+func TestReadOutlivingASegmentIsAnErrorResult(t *testing.T) {
+	log := &execLog{}
+	slow := &loop.FuncTool{
+		Def: loop.Definition{Name: "slow_read", Effect: loop.EffectRead, InputSchema: json.RawMessage(pathSchema)},
+		CallFunc: func(ctx context.Context, input json.RawMessage) (loop.Result, error) {
+			log.add("slow_read", input, loop.IdempotencyKey(ctx))
+			if string(input) == `{"path":"b"}` {
+				<-ctx.Done() // never finishes in a segment's time
+				return loop.Result{}, ctx.Err()
+			}
+			return loop.Result{Content: "slow ok"}, nil
+		},
+	}
+	tb, err := loop.NewToolbox(slow)
+	require.NoError(t, err)
+	r := &loop.Runner{Model: scriptModel(asst(use("s1", "slow_read", `{"path":"a"}`), use("s2", "slow_read", `{"path":"b"}`)), asst(say("ok"))),
+		Tools: tb, Now: fixedClock(time.Millisecond), Hooks: loop.Hooks{Yield: func(context.Context) bool { return false }}}
+	segment := func() context.Context {
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(20*time.Millisecond))
+		t.Cleanup(cancel)
+		return ctx
+	}
+	out, err := r.Run(segment(), request("go"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeCheckpoint, out.Kind, "s2 is interrupted in the first segment")
+	out, err = r.Continue(segment(), out.Checkpoint)
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeCheckpoint, out.Kind, "s2 outlived the second segment too: its result is in, the segment yields")
+	assert.Nil(t, out.Checkpoint.Turn, "the turn is done")
+	got, _ := continueUntilDone(t, r, out, err)
+	assert.Equal(t, loop.ReasonCompleted, got.Reason)
+	b, ok := resultFor(got.Transcript, "s2")
+	require.True(t, ok)
+	assert.True(t, b.IsError)
+	assert.Contains(t, b.Content, "did not finish within the time one worker has")
+	assert.Equal(t, []string{"run-1/-/s1", "run-1/-/s2", "run-1/-/s2"}, log.keys, "s2 was made twice, not a third time")
+	assert.Equal(t, 2, got.Counters.ToolCalls, "the interrupted attempt is not counted; the stopped one is")
+}
+
+// A model call that outlives a whole segment (made again as the first call
+// of the segment after the one it was interrupted in) ends the run
+// provider_failed, not budget_exhausted: the run's own budget is not spent.
+func TestModelCallOutlivingASegmentIsProviderFailed(t *testing.T) {
+	script := longScript(2)
+	calls := 0
+	base := scriptModel(script...)
+	model := loop.ModelFunc(func(ctx context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
+		calls++
+		if calls >= 2 {
+			<-ctx.Done() // the provider never answers in time
+			return loop.ModelResponse{}, ctx.Err()
+		}
+		return base.Generate(ctx, req)
+	})
+	r := newRunner(t, model, &execLog{})
+	r.Hooks.Yield = func(context.Context) bool { return false }
+	segment := func() context.Context {
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(20*time.Millisecond))
+		t.Cleanup(cancel)
+		return ctx
+	}
+	out, err := r.Run(segment(), request("go"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeCheckpoint, out.Kind)
+	out, err = r.Continue(segment(), out.Checkpoint)
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeFinished, out.Kind)
+	assert.Equal(t, loop.ReasonProviderFailed, out.Reason)
+	assert.Contains(t, out.Detail, "did not finish within the time one worker has")
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 	"unicode/utf8"
 )
 
@@ -129,6 +130,12 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 				// segment makes it again.
 				return s.yieldOutcome(), nil
 			}
+			if s.outlivedSegment(ctx) {
+				// Made again as the segment's first call, it had all of
+				// the worker's time: the provider does not answer in time,
+				// which is not the run's own budget.
+				return s.finish(ctx, ReasonProviderFailed, "the model call did not finish within the time one worker has")
+			}
 			if reason, detail := s.stopReason(ctx); reason == ReasonCancelled || reason == ReasonBudgetExhausted {
 				return s.finish(ctx, reason, detail)
 			}
@@ -212,6 +219,17 @@ func (s *segment) wantsYield(ctx context.Context) bool {
 // deadline (which ends the run budget_exhausted).
 func (s *segment) deadlineYield(ctx context.Context) bool {
 	if s.r.Hooks.Yield == nil || !s.progressed || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return false
+	}
+	return s.opts.Deadline.IsZero() || s.r.now().Before(s.opts.Deadline)
+}
+
+// outlivedSegment reports whether the process's time ran out during the
+// segment's first call: the call had all of the segment's time (a segment
+// that did something first yields instead, and the next one makes the call
+// again as its first).
+func (s *segment) outlivedSegment(ctx context.Context) bool {
+	if s.r.Hooks.Yield == nil || s.progressed || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return false
 	}
 	return s.opts.Deadline.IsZero() || s.r.now().Before(s.opts.Deadline)
@@ -652,6 +670,12 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 	start := s.r.now()
 	res, err := tool.Call(WithIdempotencyKey(ctx, key), input)
 	dur := s.r.now().Sub(start)
+	if err != nil && def.Effect != EffectWrite && s.outlivedSegment(ctx) {
+		// The call had a whole segment's time and did not finish: making it
+		// again in the next segment would end the same way, for ever. It is
+		// a tool failure the model can react to.
+		res, err = ErrorResult("Error: the call of %s did not finish within the time one worker has (%s); it was stopped.", c.Name, dur.Round(time.Second)), nil
+	}
 	if err != nil {
 		if s.deadlineYield(ctx) && (def.Effect != EffectWrite || def.Idempotent) {
 			// Safe to make again in the next segment, with the same key.

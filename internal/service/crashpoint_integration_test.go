@@ -51,3 +51,7 @@ func TestPoisonStepEndsWorkerLostDynamoDB(t *testing.T) {
 func TestOversizedCheckpointEndsStateTooLargeDynamoDB(t *testing.T) {
 	testOversizedCheckpoint(t, awsStore)
 }
+
+func TestReadOutlivingSegmentsDynamoDB(t *testing.T) {
+	testReadOutlivingSegments(t, awsStore)
+}

@@ -38,6 +38,11 @@ type longRun struct {
 	// bigRead, when positive, is how many random bytes (base64) each read
 	// returns.
 	bigRead int
+	// hang, when set, may hold a read until its context ends (it returns
+	// true when it did).
+	hang func(ctx context.Context, id string) bool
+	// handleCtx, when set, gives each job's context (a Lambda's deadline).
+	handleCtx func() (context.Context, context.CancelFunc)
 }
 
 const longIterations = 50
@@ -67,7 +72,12 @@ func newLongRun(t *testing.T, rows runs.RowStore, states runs.StateStore, budget
 	})
 	read := &loop.FuncTool{
 		Def: loop.Definition{Name: "read", Effect: loop.EffectRead, InputSchema: json.RawMessage(`{"type":"object"}`)},
-		CallFunc: func(_ context.Context, in json.RawMessage) (loop.Result, error) {
+		CallFunc: func(ctx context.Context, in json.RawMessage) (loop.Result, error) {
+			var p struct{ P string }
+			_ = json.Unmarshal(in, &p)
+			if l.hang != nil && l.hang(ctx, p.P) {
+				return loop.Result{}, ctx.Err()
+			}
 			l.reads++
 			if l.bigRead > 0 {
 				raw := make([]byte, l.bigRead)
@@ -112,7 +122,12 @@ func (l *longRun) run() (*runs.Run, int) {
 		for len(l.jobs) > 0 {
 			j := l.jobs[0]
 			l.jobs = l.jobs[1:]
-			require.NoError(l.t, l.worker.Handle(ctx, j))
+			jctx, cancel := ctx, context.CancelFunc(func() {})
+			if l.handleCtx != nil {
+				jctx, cancel = l.handleCtx()
+			}
+			require.NoError(l.t, l.worker.Handle(jctx, j))
+			cancel()
 		}
 		r, err = l.store.Get(ctx, r.ID)
 		require.NoError(l.t, err)
@@ -301,6 +316,62 @@ func testOversizedCheckpoint(t *testing.T, newStore crashPointStore) {
 func TestOversizedCheckpointEndsStateTooLargeEmbedded(t *testing.T) {
 	testOversizedCheckpoint(t, func(t *testing.T) (runs.RowStore, runs.StateStore) {
 		db, err := embedded.Open(filepath.Join(t.TempDir(), "big.db"))
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		return db, db
+	})
+}
+
+// testReadOutlivingSegments: a read that never finishes in a worker's time
+// (the Lambda's deadline) is interrupted at the end of its segment and made
+// again as the next segment's first call; when it outlives that whole
+// segment too, it ends as an error result the model reads (recorded in the
+// reserve before the deadline) and the run completes, instead of going
+// from segment to segment for ever or ending internal_error.
+func testReadOutlivingSegments(t *testing.T, newStore crashPointStore) {
+	rows, states := newStore(t)
+	l := newLongRun(t, rows, states, 0)
+	l.worker.DeadlineMargin = time.Millisecond
+	l.worker.DeadlineReserve = 2 * time.Second
+	var hung int
+	l.hang = func(ctx context.Context, id string) bool {
+		if id != "r3" {
+			return false
+		}
+		hung++
+		<-ctx.Done()
+		return true
+	}
+	l.handleCtx = func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 3*time.Second)
+	}
+	got, sweeps := l.run()
+	assert.Zero(t, sweeps)
+	assert.Equal(t, runs.StatusCompleted, got.Status)
+	// r3 is interrupted in the segment that reaches it, then made again as
+	// the next one's first call (once only when a segment happened to end
+	// right before it): never a third time. How many segments the run
+	// takes depends on how fast the store is (the deadline is real time).
+	assert.GreaterOrEqual(t, hung, 1)
+	assert.LessOrEqual(t, hung, 2, "r3 is not made again after it had a whole segment")
+	var r3 *loop.Block
+	for _, m := range l.final {
+		for i, b := range m.Content {
+			if b.Type == loop.BlockToolResult && b.ToolUseID == "r3" {
+				r3 = &m.Content[i]
+			}
+		}
+	}
+	require.NotNil(t, r3, "the model got r3's result")
+	assert.True(t, r3.IsError)
+	assert.Contains(t, r3.Content, "did not finish within the time one worker has")
+	assert.Positive(t, l.events(got.ID)[runs.EventCheckpointed])
+	assert.Equal(t, longIterations-2, l.reads, "every other read ran once")
+}
+
+func TestReadOutlivingSegmentsEmbedded(t *testing.T) {
+	testReadOutlivingSegments(t, func(t *testing.T) (runs.RowStore, runs.StateStore) {
+		db, err := embedded.Open(filepath.Join(t.TempDir(), "hang.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { db.Close() })
 		return db, db

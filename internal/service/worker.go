@@ -26,10 +26,12 @@ const MailRetryDelay = time.Minute
 // checkpoints the run, which goes on in a new invocation.
 const DefaultDeadlineMargin = 2 * time.Minute
 
-// deadlineReserve is kept free at the end of a context with a deadline: a
-// model or tool call still running then is abandoned (and made again by the
-// next segment when that is safe), so the checkpoint can be written.
-const deadlineReserve = 20 * time.Second
+// DefaultDeadlineReserve is kept free at the end of a context with a
+// deadline: a model or tool call still running then is abandoned (and made
+// again by the next segment when that is safe, or, when it was the
+// segment's first call, ends as an error result), so the worker can still
+// record it and write the checkpoint.
+const DefaultDeadlineReserve = 20 * time.Second
 
 // Checkpoint causes, recorded in the checkpointed event.
 const (
@@ -94,6 +96,9 @@ type Worker struct {
 	// stops starting model and tool calls and checkpoints (0:
 	// DefaultDeadlineMargin).
 	DeadlineMargin time.Duration
+	// DeadlineReserve is how long before its context's deadline a model or
+	// tool call still running is abandoned (0: DefaultDeadlineReserve).
+	DeadlineReserve time.Duration
 	// Heartbeat is how often, while the loop runs, the worker checks its
 	// lease and renews it once less than half of it is left: a model or
 	// tool call longer than the lease records no step that would renew it
@@ -136,7 +141,7 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		return fmt.Errorf("claim run %s: %w", job.RunID, err)
 	}
 	log.InfoContext(ctx, "claimed run", "status_was", job.Kind)
-	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log, job: job, started: w.now()}
+	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log, job: job, started: w.now(), outer: ctx}
 	var req StartRequest
 	if err := json.Unmarshal(cur.Request, &req); err != nil {
 		return seg.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the stored start request cannot be read", nil)
@@ -205,6 +210,9 @@ type segmentRun struct {
 	started time.Time
 	// deadline is the context's deadline (zero: none).
 	deadline time.Time
+	// outer is the job's context: the loop's ends DeadlineReserve earlier,
+	// and the hooks record what the loop did in the reserve.
+	outer context.Context
 	// cause says why the segment yielded.
 	cause string
 	// settled is set when resume already ended the run (refused state).
@@ -229,7 +237,7 @@ type effectRecord struct {
 var errLeaseLost = errors.New("lease lost")
 
 // loopContext returns the context the loop runs in: with a deadline, the
-// loop's model and tool calls end deadlineReserve before it, so the
+// loop's model and tool calls end DeadlineReserve before it, so the
 // checkpoint can still be written.
 func (s *segmentRun) loopContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
@@ -237,7 +245,11 @@ func (s *segmentRun) loopContext(ctx context.Context) (context.Context, context.
 		return ctx, func() {}
 	}
 	s.deadline = dl
-	cut := dl.Add(-deadlineReserve)
+	reserve := s.w.DeadlineReserve
+	if reserve <= 0 {
+		reserve = DefaultDeadlineReserve
+	}
+	cut := dl.Add(-reserve)
 	if time.Until(cut) <= 0 {
 		return ctx, func() {}
 	}
@@ -272,7 +284,8 @@ func remainingIDs(calls []loop.PendingCall) map[string]bool {
 
 func (s *segmentRun) hooks() loop.Hooks {
 	return loop.Hooks{
-		OnStep: func(ctx context.Context, st loop.Step) error {
+		OnStep: func(_ context.Context, st loop.Step) error {
+			ctx := s.outer
 			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended || st.Kind == loop.StepResumed || st.Kind == loop.StepHandedOver {
 				return nil // recorded by Settle, Suspend, HandOver and Claim themselves
 			}
@@ -284,7 +297,7 @@ func (s *segmentRun) hooks() loop.Hooks {
 				return s.w.Store.RecordStep(ctx, cur, s.owner, st)
 			})
 		},
-		BeforeEffect: s.stampFence,
+		BeforeEffect: func(_ context.Context, c loop.FencedCall) error { return s.stampFence(s.outer, c) },
 		AfterEffect: func(_ context.Context, c loop.FencedCall, _ loop.Result) error {
 			// The result goes on record with the call's tool_executed
 			// step, in one write with the checkpoint that holds it.
@@ -295,7 +308,8 @@ func (s *segmentRun) hooks() loop.Hooks {
 			s.effect = &effectRecord{callID: c.ID, checkpoint: blob, remaining: c.Checkpoint.Turn.Remaining()}
 			return nil
 		},
-		NoEffect: func(ctx context.Context, c loop.PendingCall) error {
+		NoEffect: func(_ context.Context, c loop.PendingCall) error {
+			ctx := s.outer
 			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
 				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID, false)
 			})
