@@ -372,7 +372,12 @@ func TestStartRefusesApproversThatCannotBeCompared(t *testing.T) {
 	f := newFixture(t)
 	status, out := f.call(req("POST", "/runs", alice, `{"prompt":"x","approvers":["group:ops"]}`))
 	assert.Equal(t, 422, status, out)
-	assert.Contains(t, out["error"].(map[string]any)["message"], "no such group")
+	assert.Equal(t, `approvers[0] "group:ops": no such group in the directory`, out["error"].(map[string]any)["message"],
+		"the directory's own message, without the mark")
 	status, out = f.call(req("POST", "/runs", alice, `{"prompt":"x","approvers":["arn:aws:sts::123456789012:assumed-role/Ops/s"]}`))
 	assert.Equal(t, 422, status, out)
+	status, out = f.call(req("POST", "/runs", alice, `{"prompt":"x","approvers":["bob@example.com"],"required_approvals":99}`))
+	assert.Equal(t, 422, status, out)
+	assert.Equal(t, "required_approvals must be between 1 and 20", out["error"].(map[string]any)["message"],
+		"the policy's own message, without the mark")
 }

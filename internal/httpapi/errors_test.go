@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/apispec"
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/policy"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -76,5 +78,16 @@ func TestErrorCodesMatchSpec(t *testing.T) {
 	}
 	if s := runs.HTTPStatus("no_such_code"); s != http.StatusInternalServerError {
 		t.Errorf("an unknown code answers %d, want 500", s)
+	}
+}
+
+func TestRefusalKeepsUnmarkedErrorsInternal(t *testing.T) {
+	err := refusal(errors.New("disk on fire"), identity.ErrInvalidApprovers)
+	if code, status, msg := runs.Public(err); code != runs.EInternal || status != 500 || msg != "internal error" {
+		t.Errorf("refusal(unmarked) = %s %d %q, want internal 500", code, status, msg)
+	}
+	err = refusal(fmt.Errorf("%w: %w", policy.ErrInvalidRun, policy.ErrLoosens), policy.ErrInvalidRun)
+	if code, status, msg := runs.Public(err); code != runs.EInvalid || status != 422 || msg != policy.ErrLoosens.Error() {
+		t.Errorf("refusal(marked) = %s %d %q, want invalid 422 with the message without the mark", code, status, msg)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/policy"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
@@ -185,10 +186,10 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 func (a *API) checkRunPolicy(initiator identity.Principal, sr *service.StartRequest) (bool, error) {
 	list, err := a.Directory.RunApprovers(sr.Approvers)
 	if err != nil {
-		return false, errorf(runs.EInvalid, "%s", err.Error())
+		return false, refusal(err, identity.ErrInvalidApprovers)
 	}
 	if _, err := a.Policy.CheckRun(sr.RunRequirements()); err != nil {
-		return false, errorf(runs.EInvalid, "%s", err.Error())
+		return false, refusal(err, policy.ErrInvalidRun)
 	}
 	d := a.Policy.Defaults()
 	fourEyes := sr.WantsFourEyes() || d.FourEyes

@@ -1,9 +1,17 @@
 package identity
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ErrInvalidApprovers marks the errors of RunApprovers: an approver list a
+// run names that does not resolve. The rest of the
+// message names the entry and is written for the API caller (422); the
+// handler maps the mark to the API's error (as runs.FromLoop does for the
+// loop's validators), anything unmarked stays internal.
+var ErrInvalidApprovers = errors.New("invalid approvers")
 
 // MaxApproverEntries bounds an approver list (runs and rules).
 const MaxApproverEntries = 20
@@ -45,7 +53,7 @@ func (l *ApproverList) Len() int {
 // error names the entry (approvers[1] "x": ...) and is meant for the API
 // caller (422).
 func (d *Directory) RunApprovers(entries []string) (*ApproverList, error) {
-	return d.resolve("approvers", entries, d.GroupApproversOnly())
+	return markInvalid(d.resolve("approvers", entries, d.GroupApproversOnly()))
 }
 
 // ResolveApprovers resolves an approver list without the group-only rule:
@@ -57,6 +65,14 @@ func (d *Directory) RunApprovers(entries []string) (*ApproverList, error) {
 // refuse the decision.
 func (d *Directory) ResolveApprovers(field string, entries []string) (*ApproverList, error) {
 	return d.resolve(field, entries, false)
+}
+
+// markInvalid wraps resolve's error in ErrInvalidApprovers.
+func markInvalid(l *ApproverList, err error) (*ApproverList, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidApprovers, err)
+	}
+	return l, nil
 }
 
 func (d *Directory) resolve(field string, entries []string, groupsOnly bool) (*ApproverList, error) {

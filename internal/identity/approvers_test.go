@@ -159,7 +159,7 @@ func TestRunApprovers(t *testing.T) {
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("RunApprovers(%q) = %v, want accepted", tt.entries, err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			case tt.want != "" && (!errors.Is(err, ErrInvalidApprovers) || !strings.Contains(err.Error(), tt.want)):
 				t.Errorf("RunApprovers(%q) = %v, want an error containing %q", tt.entries, err, tt.want)
 			}
 		})

@@ -272,13 +272,13 @@ func TestRunMayOnlyTighten(t *testing.T) {
 	for _, tt := range loosening {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := p.CheckRun(tt.req)
-			if !errors.Is(err, ErrLoosens) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, ErrLoosens) || !errors.Is(err, ErrInvalidRun) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("CheckRun = %v, want ErrLoosens mentioning %q", err, tt.want)
 			}
 		})
 	}
 	for _, bad := range []RunRequirements{{RequiredApprovals: -1}, {RequiredApprovals: 21}, {RequireApproval: []string{"a b"}}} {
-		if _, err := p.CheckRun(bad); err == nil || errors.Is(err, ErrLoosens) {
+		if _, err := p.CheckRun(bad); !errors.Is(err, ErrInvalidRun) || errors.Is(err, ErrLoosens) {
 			t.Errorf("CheckRun(%+v) = %v, want a validation error", bad, err)
 		}
 	}

@@ -11,6 +11,11 @@ import (
 // the deployment policy requires (the API answers 422).
 var ErrLoosens = errors.New("a run may only tighten the deployment policy, never loosen it")
 
+// ErrInvalidRun marks every error of CheckRun: the rest of the message names
+// the field and is written for the API caller (422); the handler maps the
+// mark to the API's error, anything unmarked stays internal.
+var ErrInvalidRun = errors.New("invalid run requirements")
+
 // RunRequirements are what a run asks for on top of the deployment policy.
 type RunRequirements struct {
 	// RequireApproval lists tool patterns whose calls need approval in this
@@ -35,6 +40,14 @@ type RunRules struct {
 // to loosen it wraps ErrLoosens; other problems are plain validation
 // errors; both are the caller's to fix (422) and name the field.
 func (p *Policy) CheckRun(r RunRequirements) (*RunRules, error) {
+	rules, err := p.checkRun(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRun, err)
+	}
+	return rules, nil
+}
+
+func (p *Policy) checkRun(r RunRequirements) (*RunRules, error) {
 	d := p.Defaults()
 	switch {
 	case r.FourEyes != nil && !*r.FourEyes && d.FourEyes:
