@@ -73,5 +73,7 @@ if [ "$store" = aws ]; then
   args+=(--store aws)
 fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-# shellcheck disable=SC2086 # SOAK_ARGS is split on purpose
-bin/soak "${args[@]}" ${SOAK_ARGS:-}
+# SOAK_ARGS is read as shell words, so a quoted flag value keeps its spaces
+# (--serve-args "--segment-budget 50ms"); it is the caller's own command line.
+eval "extra=(${SOAK_ARGS:-})"
+bin/soak "${args[@]}" "${extra[@]}"
