@@ -235,11 +235,23 @@ func TestOwnBudgetsStillEndALongRun(t *testing.T) {
 // renew it: the worker's heartbeat renews it (RenewLease), so the sweep
 // does not hand a run that is still being worked on to a second worker.
 func TestHeartbeatRenewsTheLeaseDuringALongCall(t *testing.T) {
+	testHeartbeat(t, false)
+}
+
+// A renewal that fails for a passing reason (a throttle) is tried again at
+// the next tick; before, the heartbeat stopped for the rest of the segment
+// and the lease lapsed during the call.
+func TestHeartbeatOutlivesAFailedRenewal(t *testing.T) {
+	testHeartbeat(t, true)
+}
+
+func testHeartbeat(t *testing.T, failFirstRenewal bool) {
 	db, err := embedded.Open(filepath.Join(t.TempDir(), "h.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	clock := clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
-	store := runs.NewStore(db, db, runs.Options{Now: clock.Now, Logger: quiet})
+	rows := &flakyRows{RowStore: db}
+	store := runs.NewStore(rows, db, runs.Options{Now: clock.Now, Logger: quiet})
 	var swept []service.Job
 	sweeper := &service.Sweeper{Store: store, Logger: quiet, Now: clock.Now,
 		Dispatch: service.DispatchFunc(func(_ context.Context, j service.Job) error { swept = append(swept, j); return nil })}
@@ -250,6 +262,10 @@ func TestHeartbeatRenewsTheLeaseDuringALongCall(t *testing.T) {
 			r, err := store.Get(ctx, runID)
 			require.NoError(t, err)
 			claimed := r.LeaseUntil
+			if failFirstRenewal {
+				// A renewal writes the row alone (no events).
+				rows.failOnce(func(w runs.Write) bool { return len(w.Events) == 0 })
+			}
 			// The call takes 3 minutes, longer than the 2-minute lease.
 			for range 3 {
 				clock.Advance(time.Minute)
@@ -288,6 +304,7 @@ func TestHeartbeatRenewsTheLeaseDuringALongCall(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusCompleted, r.Status, "the worker kept the run")
 	assert.Empty(t, swept)
+	assert.Equal(t, failFirstRenewal, rows.failures() == 1, "the injected failure happened")
 }
 
 // testOversizedCheckpoint: a run whose transcript outgrows the blob limit

@@ -411,7 +411,10 @@ func (s *segmentRun) heartbeat(ctx context.Context) (stop func()) {
 }
 
 // renew renews the lease if less than half of ttl is left; false: the
-// lease is lost (the loop finds out at its next write).
+// lease is lost (the loop finds out at its next write). A renewal that
+// failed for another reason (a throttle, a timeout) is tried again at the
+// next tick: giving up would let the lease lapse during a long call and
+// the sweep hand the run to a second worker while this one still works.
 func (s *segmentRun) renew(ctx context.Context, ttl time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -419,12 +422,17 @@ func (s *segmentRun) renew(ctx context.Context, ttl time.Duration) bool {
 		return true
 	}
 	next, err := s.w.Store.RenewLease(ctx, s.cur, s.owner)
-	if err != nil {
-		s.log.WarnContext(ctx, "lease not renewed", "err", err)
+	switch code := runs.ErrorCode(err); {
+	case err == nil:
+		s.cur = next
+		return true
+	case code == runs.EConflict || code == runs.ENotFound:
+		s.log.WarnContext(ctx, "lease lost: the run was taken, cancelled or purged", "reason", runs.ErrorMessage(err))
 		return false
+	default:
+		s.log.WarnContext(ctx, "lease not renewed; trying again at the next tick", "err", err)
+		return true
 	}
-	s.cur = next
-	return true
 }
 
 // row returns the current row.
@@ -529,7 +537,12 @@ func (s *segmentRun) continueRun(ctx context.Context, runner *loop.Runner) (loop
 // when a write's fence is still stamped (it may or may not have happened).
 func (s *segmentRun) fail(ctx context.Context, err error, out loop.Outcome) error {
 	if s.settled {
-		return nil
+		// The loop's error was settled already (resume, continueRun): err
+		// is that settle's own failure. The run keeps its status; the job
+		// fails so that it is tried again (the sweep takes the run over
+		// otherwise).
+		s.log.ErrorContext(ctx, "settling the run failed", "err", err)
+		return err
 	}
 	if errors.Is(err, errLeaseLost) {
 		s.log.WarnContext(ctx, "stopped: the run was taken or cancelled", "err", err)
