@@ -62,6 +62,8 @@ mail_pkgs="./cmd/agentgate ./internal/approval"
 test_files='{{.ImportPath}} {{.TestGoFiles}} {{.XTestGoFiles}}'
 integration_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -tags integration -f "$test_files" ./... | sort) |
   awk '{ print $1 }' | grep -v -e '/cmd/agentgate$' -e '/internal/approval$' || true)
+# An empty list would make go test test the root package alone and pass.
+[ -n "$integration_pkgs" ] || { echo "test.sh: found no integration packages besides the mail suites" >&2; exit 1; }
 echo "== integration packages: $mail_pkgs $(echo $integration_pkgs | sed 's|github.com/agentgate/agentgate/|./|g')"
 phase "integration (mail suites)" go test -race -count=1 -p 1 -tags integration $mail_pkgs
 phase "integration (the rest)" go test -race -count=1 -p 1 -tags integration $integration_pkgs
