@@ -231,7 +231,7 @@ func (w *writeUnits) count(params any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	put := func(item map[string]types.AttributeValue, factor float64) {
-		u := math.Ceil(float64(itemSize(item)) / 1024)
+		u := math.Ceil(float64(dynamo.ItemSize(item)) / 1024)
 		w.table += factor * u
 		if _, ok := item["due_pk"]; ok && dueIndexProjectsAll {
 			w.index += u
@@ -266,45 +266,4 @@ func (w *writeUnits) count(params any) {
 			}
 		}
 	}
-}
-
-// itemSize is DynamoDB's item size: attribute names plus values.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return (len(strings.TrimLeft(v.Value, "-0."))+1)/2 + 1
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
-	}
-	return 0
 }
