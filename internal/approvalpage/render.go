@@ -208,11 +208,9 @@ func (v textView) render() string {
 		h.Text(v.Title)
 		h.Raw("</h1>\n<dl>\n<dt>Run</dt><dd class=\"mono\">")
 		h.Text(v.RunID)
-		h.Raw("</dd>\n<dt>Call</dt><dd><strong class=\"mono\">")
-		h.Text(v.Tool)
-		h.Raw("</strong> <span class=\"muted\">(<code>")
-		h.Text(v.CallID)
-		h.Raw("</code>)</span></dd>\n<dt>Shown</dt><dd>bytes ")
+		h.Raw("</dd>\n<dt>Call</dt><dd>")
+		toolCall(h, v.Tool, v.CallID)
+		h.Raw("</dd>\n<dt>Shown</dt><dd>bytes ")
 		h.Int(v.From)
 		h.Raw(" to ")
 		h.Int(v.To)
@@ -250,11 +248,9 @@ func (v outcomeView) render() string {
 		if len(v.Calls) > 0 {
 			h.Raw("\n<ul>")
 			for _, c := range v.Calls {
-				h.Raw("\n<li><strong class=\"mono\">")
-				h.Text(c.Tool)
-				h.Raw("</strong> <span class=\"muted\">(<code>")
-				h.Text(c.ID)
-				h.Raw("</code>)</span>: ")
+				h.Raw("\n<li>")
+				toolCall(h, c.Tool, c.ID)
+				h.Raw(": ")
 				h.Text(c.Outcome)
 				if c.Reason != "" {
 					h.Raw(" — <q>")
@@ -272,4 +268,13 @@ func (v outcomeView) render() string {
 		}
 		h.Raw("\n<p class=\"muted\">You can close this page.</p>\n</div>")
 	})
+}
+
+// toolCall writes a call's tool name and, muted, its call id.
+func toolCall(h *approval.HTML, tool, id string) {
+	h.Raw("<strong class=\"mono\">")
+	h.Text(tool)
+	h.Raw("</strong> <span class=\"muted\">(<code>")
+	h.Text(id)
+	h.Raw("</code>)</span>")
 }
