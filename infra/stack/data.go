@@ -41,7 +41,7 @@ func newDataStore(st awscdk.Stack, p AgentgateStackProps) dataStore {
 		IndexName:      jsii.String(DueIndexName),
 		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("due_pk"), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String("due_at"), Type: awsdynamodb.AttributeType_NUMBER},
-		ProjectionType: awsdynamodb.ProjectionType_ALL,
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
 
 	key := awskms.NewKey(st, jsii.String("StateKey"), &awskms.KeyProps{

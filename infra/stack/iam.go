@@ -160,7 +160,7 @@ func purgeStatements(a accessArns) []awsiam.PolicyStatement {
 	return []awsiam.PolicyStatement{
 		allow(sidRunTable, []string{
 			"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
-			"dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+			"dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:BatchGetItem",
 		}, []*string{a.table}, nil),
 		allow(sidDueIndex, []string{"dynamodb:Query"}, []*string{a.dueIndex}, nil),
 		allow(sidPurgeStateObj, []string{"s3:DeleteObject"}, []*string{a.stateObjects}, nil),

@@ -117,7 +117,7 @@ func wantStatements(s synthesized, t *testing.T) map[string]map[string]statement
 		),
 		"purge": byID(
 			statement{sid: sidLogs, actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"}, resources: []string{logGroupArn("purge")}},
-			statement{sid: sidRunTable, actions: []string{"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"},
+			statement{sid: sidRunTable, actions: []string{"dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"},
 				resources: []string{tableArn}},
 			statement{sid: sidDueIndex, actions: []string{"dynamodb:Query"}, resources: []string{tableArn + "/index/due-index"}},
 			statement{sid: sidPurgeStateObj, actions: []string{"s3:DeleteObject"}, resources: []string{bucketArn + "/runs/*"}},

@@ -34,7 +34,7 @@ func TestTable(t *testing.T) {
 					map[string]any{"AttributeName": "due_pk", "KeyType": "HASH"},
 					map[string]any{"AttributeName": "due_at", "KeyType": "RANGE"},
 				},
-				"Projection": map[string]any{"ProjectionType": "ALL"},
+				"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
 			}},
 			"TimeToLiveSpecification":          map[string]any{"AttributeName": "expires_at", "Enabled": true},
 			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},

@@ -66,7 +66,7 @@ func (c *checker) checkTable(ctx context.Context) {
 		}
 		gsi = keys(ks) + ", projection " + proj
 	}
-	c.expect("table", "GSI due-index", gsi, "due_pk(S) HASH, due_at(N) RANGE, projection ALL", nil)
+	c.expect("table", "GSI due-index", gsi, "due_pk(S) HASH, due_at(N) RANGE, projection KEYS_ONLY", nil)
 
 	_, tableProps, terr := c.template.only("AWS::DynamoDB::Table")
 	fromTemplate := func(path []any, want string) func() (string, bool) {

@@ -12,7 +12,7 @@ import (
 )
 
 // CreateTable creates the table per CONTRACTS.md (pk/sk, the due-index GSI
-// with projection ALL, on-demand billing), waits until it is active and turns
+// with projection KEYS_ONLY: Due reads the rows, on-demand billing), waits until it is active and turns
 // on TTL on expires_at. An existing table is fine: CreateTable is idempotent.
 // It reports whether it created the table.
 func CreateTable(ctx context.Context, client *dynamodb.Client, name string) (created bool, err error) {
@@ -36,7 +36,7 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, name string) (cre
 				{AttributeName: s("due_pk"), KeyType: types.KeyTypeHash},
 				{AttributeName: s("due_at"), KeyType: types.KeyTypeRange},
 			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}},
 	})
 	var inUse *types.ResourceInUseException

@@ -348,7 +348,12 @@ type dueKey struct {
 }
 
 // Due implements runs.RowStore: it queries the due-index shard by shard for
-// due_at <= now, so it reads only due runs.
+// due_at <= now, so it reads only due runs, then reads their rows with
+// BatchGetItem. The index projects only keys (KEYS_ONLY: a row write copies
+// no attributes into it); an index that projects more (tables created with
+// projection ALL) is read the same way. A row read back that is no longer
+// due (it moved on since the index was read) is left out, so a page may hold
+// fewer than limit runs while the cursor goes on.
 func (t *Table) Due(ctx context.Context, now time.Time, limit int, cursor string) ([]*runs.Run, string, error) {
 	var c dueCursor
 	if cursor != "" {
@@ -357,8 +362,9 @@ func (t *Table) Due(ctx context.Context, now time.Time, limit int, cursor string
 			return nil, "", runs.Errorf(runs.EInvalid, "due cursor is malformed")
 		}
 	}
-	var out []*runs.Run
-	for shard := c.Shard; shard < t.shards; shard++ {
+	var keys []key
+	next := ""
+	for shard := c.Shard; shard < t.shards && next == ""; shard++ {
 		kc := expression.Key("due_pk").Equal(expression.Value(duePK(shard))).
 			And(expression.Key("due_at").LessThanEqual(expression.Value(toMS(now))))
 		expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
@@ -379,34 +385,106 @@ func (t *Table) Due(ctx context.Context, now time.Time, limit int, cursor string
 			}
 			in.ExclusiveStartKey = start
 		}
-		rs, last, err := queryUpTo(ctx, t, in, limit-len(out), func(m map[string]types.AttributeValue) (*runs.Run, error) {
-			var it runItem
-			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
-				return nil, fmt.Errorf("decode due run: %w", err)
+		ks, last, err := queryUpTo(ctx, t, in, limit-len(keys), func(m map[string]types.AttributeValue) (key, error) {
+			var k key
+			if err := attributevalue.UnmarshalMap(m, &k); err != nil {
+				return key{}, fmt.Errorf("decode due key: %w", err)
 			}
-			return it.run()
+			return k, nil
 		})
 		if err != nil {
 			return nil, "", err
 		}
-		out = append(out, rs...)
-		if len(out) == limit {
-			next := dueCursor{Shard: shard + 1}
-			if last != nil {
-				var k dueKey
-				if err := attributevalue.UnmarshalMap(last, &k); err != nil {
-					return nil, "", err
-				}
-				next = dueCursor{Shard: shard, PK: k.PK, SK: k.SK, DueAt: k.DueAt}
+		keys = append(keys, ks...)
+		if len(keys) < limit {
+			continue
+		}
+		nc := dueCursor{Shard: shard + 1}
+		if last != nil {
+			var k dueKey
+			if err := attributevalue.UnmarshalMap(last, &k); err != nil {
+				return nil, "", err
 			}
-			if next.Shard == t.shards {
-				return out, "", nil
-			}
-			b, _ := json.Marshal(next)
-			return out, base64.RawURLEncoding.EncodeToString(b), nil
+			nc = dueCursor{Shard: shard, PK: k.PK, SK: k.SK, DueAt: k.DueAt}
+		}
+		if nc.Shard == t.shards {
+			break
+		}
+		b, _ := json.Marshal(nc)
+		next = base64.RawURLEncoding.EncodeToString(b)
+	}
+	rows, err := t.getRuns(ctx, keys)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*runs.Run, 0, len(rows))
+	for _, r := range rows {
+		if r != nil && !r.DueAt.IsZero() && !r.DueAt.After(now) {
+			out = append(out, r)
 		}
 	}
-	return out, "", nil
+	return out, next, nil
+}
+
+// batchGetMax is BatchGetItem's limit of keys per call.
+const batchGetMax = 100
+
+// getRuns reads the run rows at keys with strongly consistent BatchGetItem
+// calls (100 keys each, unprocessed keys resubmitted with backoff) and
+// returns them in the order of keys; a row that no longer exists is nil.
+func (t *Table) getRuns(ctx context.Context, keys []key) ([]*runs.Run, error) {
+	out := make([]*runs.Run, len(keys))
+	at := make(map[key]int, len(keys))
+	for i, k := range keys {
+		at[k] = i
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), batchGetMax)
+		req := make([]map[string]types.AttributeValue, n)
+		for i, k := range keys[:n] {
+			m, err := keyOf(k.PK, k.SK)
+			if err != nil {
+				return nil, err
+			}
+			req[i] = m
+		}
+		keys = keys[n:]
+		backoff := 50 * time.Millisecond
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt == 8 {
+				return nil, fmt.Errorf("batch get: %d rows left unprocessed", len(req))
+			}
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(backoff):
+				}
+				backoff *= 2
+			}
+			res, err := t.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+				t.name: {Keys: req, ConsistentRead: aws.Bool(true)},
+			}})
+			if err != nil {
+				return nil, translate(err)
+			}
+			for _, m := range res.Responses[t.name] {
+				var it runItem
+				if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+					return nil, fmt.Errorf("decode due run: %w", err)
+				}
+				r, err := it.run()
+				if err != nil {
+					return nil, err
+				}
+				if i, ok := at[it.key]; ok {
+					out[i] = r
+				}
+			}
+			req = res.UnprocessedKeys[t.name].Keys
+		}
+	}
+	return out, nil
 }
 
 // inboxCursor is where an Inbox page ended: the approver whose inbox it
