@@ -72,9 +72,11 @@ func NewAWS(o AWSOptions) (*App, error) {
 	} else if gov, err = LoadGovernance(c.DirectoryFile, c.PolicyFile); err != nil {
 		return nil, err
 	}
-	var disp service.Dispatcher = awswire.NewDispatcher(c, o.AWS)
-	if o.Dispatch != nil {
-		disp = o.Dispatch
+	disp := o.Dispatch
+	if disp == nil {
+		if disp, err = awswire.NewDispatcher(c, o.AWS); err != nil {
+			return nil, err
+		}
 	}
 	return New(Deps{
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer, ToolSources: o.ToolSources,

@@ -6,12 +6,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/awscall"
 	"github.com/agentgate/agentgate/internal/config"
 	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/routes"
@@ -55,8 +55,12 @@ func NewMailer(c config.Config, awsCfg aws.Config) (approval.Mailer, error) {
 }
 
 // NewDispatcher builds the async Lambda invoke of the worker functions.
-func NewDispatcher(c config.Config, awsCfg aws.Config) *dispatch.Lambda {
-	return &dispatch.Lambda{Client: lambda.NewFromConfig(awsCfg), RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}
+func NewDispatcher(c config.Config, awsCfg aws.Config) (*dispatch.Lambda, error) {
+	client, err := awscall.New(awsCfg, awscall.Lambda)
+	if err != nil {
+		return nil, err
+	}
+	return &dispatch.Lambda{Client: client, RunFunction: c.StartRunFunction, ResumeFunction: c.ResumeFunction}, nil
 }
 
 // Webhooks reads the webhook configuration (AGENTGATE_WEBHOOK_SECRET,

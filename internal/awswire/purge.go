@@ -66,7 +66,11 @@ func NewSweeper(cfg config.Config, awsCfg aws.Config, getenv func(string) string
 	}
 	reminders := &service.Worker{Store: store, NewToken: approval.NewToken, Notifier: service.MailNotifier(mailer, cfg.PublicBaseURL, dir),
 		Directory: dir, Owner: owner, Logger: logger}
-	s := &service.Sweeper{Store: store, Dispatch: NewDispatcher(cfg, awsCfg), Remind: reminders.Remind, Logger: logger}
+	disp, err := NewDispatcher(cfg, awsCfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, Logger: logger}
 	hooks, err := Webhooks(getenv, awsCfg)
 	if err != nil {
 		return nil, err

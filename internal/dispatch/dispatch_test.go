@@ -3,47 +3,75 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/agentgate/agentgate/internal/awscall"
 	"github.com/agentgate/agentgate/internal/service"
 )
 
-type invoker struct{ got []*lambda.InvokeInput }
+// invokeAPI stands for Lambda's Invoke API: it records each call and
+// answers 202, as Lambda answers an accepted async invoke.
+type invokeAPI struct {
+	mu    sync.Mutex
+	calls []invokeCall
+}
 
-func (i *invoker) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
-	i.got = append(i.got, in)
-	return &lambda.InvokeOutput{StatusCode: 202}, nil
+type invokeCall struct{ path, invocationType, auth, payload string }
+
+func (a *invokeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	a.mu.Lock()
+	a.calls = append(a.calls, invokeCall{r.URL.Path, r.Header.Get("X-Amz-Invocation-Type"), r.Header.Get("Authorization"), string(body)})
+	a.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
 }
 
 func TestLambdaInvokesTheJobsFunctionAsynchronously(t *testing.T) {
-	inv := &invoker{}
-	d := &Lambda{Client: inv, RunFunction: "run-fn", ResumeFunction: "resume-fn"}
+	api := &invokeAPI{}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	client, err := awscall.New(aws.Config{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")}, awscall.Lambda)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Lambda{Client: client, RunFunction: "run-fn", ResumeFunction: "resume-fn"}
 	for _, j := range []service.Job{{Kind: service.JobRun, RunID: "r1"}, {Kind: service.JobResume, RunID: "r2"}} {
 		if err := d.Dispatch(t.Context(), j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(inv.got) != 2 {
-		t.Fatalf("%d invokes, want 2", len(inv.got))
+	if len(api.calls) != 2 {
+		t.Fatalf("%d invokes, want 2", len(api.calls))
 	}
-	for i, want := range []struct{ fn, payload string }{
-		{"run-fn", `{"agentgate_job":{"kind":"run","run_id":"r1"}}`},
-		{"resume-fn", `{"agentgate_job":{"kind":"resume","run_id":"r2"}}`},
+	for i, want := range []struct{ path, payload string }{
+		{"/2015-03-31/functions/run-fn/invocations", `{"agentgate_job":{"kind":"run","run_id":"r1"}}`},
+		{"/2015-03-31/functions/resume-fn/invocations", `{"agentgate_job":{"kind":"resume","run_id":"r2"}}`},
 	} {
-		in := inv.got[i]
-		if *in.FunctionName != want.fn || in.InvocationType != types.InvocationTypeEvent || string(in.Payload) != want.payload {
-			t.Errorf("invoke %d: %s %s %s, want %s Event %s", i, *in.FunctionName, in.InvocationType, in.Payload, want.fn, want.payload)
+		got := api.calls[i]
+		if got.path != want.path || got.invocationType != "Event" || got.payload != want.payload {
+			t.Errorf("invoke %d: %s %s %s, want %s Event %s", i, got.path, got.invocationType, got.payload, want.path, want.payload)
+		}
+		if !strings.Contains(got.auth, "/eu-west-1/lambda/aws4_request") {
+			t.Errorf("invoke %d: Authorization %q is not a SigV4 signature for lambda in eu-west-1", i, got.auth)
 		}
 	}
 	if err := d.Dispatch(t.Context(), service.Job{Kind: "other", RunID: "r"}); err == nil {
 		t.Error("an unknown job kind was dispatched")
 	}
-	if err := (&Lambda{Client: inv}).Dispatch(t.Context(), service.Job{Kind: service.JobRun, RunID: "r"}); err == nil {
+	if err := (&Lambda{Client: client}).Dispatch(t.Context(), service.Job{Kind: service.JobRun, RunID: "r"}); err == nil {
 		t.Error("a job without a configured function was dispatched")
+	}
+	if len(api.calls) != 2 {
+		t.Errorf("%d invokes after the refused dispatches, want 2", len(api.calls))
 	}
 }
 

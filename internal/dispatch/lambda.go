@@ -3,23 +3,25 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"net/http"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
-
+	"github.com/agentgate/agentgate/internal/awscall"
 	"github.com/agentgate/agentgate/internal/service"
 )
 
-// LambdaInvoker is the part of the Lambda client Lambda uses.
-type LambdaInvoker interface {
-	Invoke(ctx context.Context, in *lambda.InvokeInput, opts ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+// Caller sends one signed AWS call; *awscall.Client of awscall.Lambda is
+// the one Lambda uses.
+type Caller interface {
+	Do(ctx context.Context, r awscall.Request) (*awscall.Response, error)
 }
 
 // Lambda dispatches jobs as async invokes (InvocationType=Event) of the
 // worker functions: run jobs to RunFunction, resume jobs to ResumeFunction.
+// It calls Lambda's Invoke API (POST
+// /2015-03-31/functions/{name}/invocations) through awscall rather than
+// the SDK's Lambda client, which would cost every function 0.69 MB.
 type Lambda struct {
-	Client         LambdaInvoker
+	Client         Caller
 	RunFunction    string
 	ResumeFunction string
 }
@@ -38,10 +40,11 @@ func (d *Lambda) Dispatch(ctx context.Context, job service.Job) error {
 	if fn == "" {
 		return fmt.Errorf("dispatch %s job: no function configured for it", job.Kind)
 	}
-	_, err := d.Client.Invoke(ctx, &lambda.InvokeInput{
-		FunctionName:   aws.String(fn),
-		InvocationType: types.InvocationTypeEvent,
-		Payload:        job.Payload(),
+	_, err := d.Client.Do(ctx, awscall.Request{
+		Method: http.MethodPost,
+		Path:   "/2015-03-31/functions/" + fn + "/invocations",
+		Header: http.Header{"X-Amz-Invocation-Type": {"Event"}, "Content-Type": {"application/json"}},
+		Body:   job.Payload(),
 	})
 	if err != nil {
 		return fmt.Errorf("dispatch %s job of run %s to %s: %w", job.Kind, job.RunID, fn, err)
