@@ -3,7 +3,16 @@
 package dynamo_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,5 +123,75 @@ func TestTransientFaults(t *testing.T) {
 			_, err = e.Store.LoadState(ctx, again)
 			require.NoError(t, err)
 		})
+	}
+}
+
+// TestEventsOfBatchedAndOlderItems: a write's events go into one item, and
+// Events pages through them and through items written before (one event
+// per item) in Seq order, whatever the limit and wherever the page starts.
+func TestEventsOfBatchedAndOlderItems(t *testing.T) {
+	e := awstest.New(t)
+	ctx := t.Context()
+	id := runs.NewRunID()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var want []runs.Event
+	for seq := int64(1); seq <= 3; seq++ { // as written before: one event per item
+		ev := runs.Event{RunID: id, Seq: seq, Type: "old", At: at, Actor: "alice", Data: json.RawMessage(`{"n":` + strconv.FormatInt(seq, 10) + `}`)}
+		item, err := attributevalue.MarshalMap(map[string]any{"pk": "RUN#" + id, "sk": fmt.Sprintf("EVT#%020d", seq), "run_id": id,
+			"seq": seq, "type": ev.Type, "at": at.UnixMilli(), "actor": ev.Actor, "data": string(ev.Data)})
+		require.NoError(t, err)
+		_, err = e.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.Table.Name()), Item: item})
+		require.NoError(t, err)
+		want = append(want, ev)
+	}
+	r := &runs.Run{ID: id, Status: runs.StatusRunning, Version: 1, CreatedAt: at, UpdatedAt: at, Initiator: "alice", LastSeq: 3}
+	write := func(n int) {
+		t.Helper()
+		next := r.Clone()
+		next.Version++
+		var evs []runs.Event
+		for range n {
+			next.LastSeq++
+			evs = append(evs, runs.Event{RunID: id, Seq: next.LastSeq, Type: "new", At: at, Data: json.RawMessage(`{"n":` + strconv.FormatInt(next.LastSeq, 10) + `}`)})
+		}
+		w := runs.Write{Run: next, Events: evs, Create: r.Version == 1, ExpectStatus: r.Status, ExpectVersion: r.Version}
+		trips := e.Counter.Measure(func() { require.NoError(t, e.Table.Write(ctx, w)) })
+		assert.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1}, trips)
+		want = append(want, evs...)
+		r = next
+	}
+	write(5) // seq 4-8 in one item
+	write(1) // seq 9
+	write(3) // seq 10-12
+	items, err := e.DynamoDB.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(e.Table.Name()),
+		KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :evt)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "RUN#" + id}, ":evt": &types.AttributeValueMemberS{Value: "EVT#"}}})
+	require.NoError(t, err)
+	assert.Len(t, items.Items, 3+3, "three old items and one item per write")
+
+	all, err := e.Table.Events(ctx, id, 0, 100)
+	require.NoError(t, err)
+	assert.Equal(t, want, all)
+	for _, limit := range []int{1, 2, 3, 4, 7} {
+		for _, start := range []int64{0, 2, 4, 5, 8, 11, 12} {
+			var got []runs.Event
+			after := start
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 20)
+				page, err := e.Table.Events(ctx, id, after, limit)
+				require.NoError(t, err)
+				require.LessOrEqual(t, len(page), limit)
+				if len(page) == 0 {
+					break
+				}
+				got = append(got, page...)
+				after = page[len(page)-1].Seq
+			}
+			if start == int64(len(want)) {
+				assert.Empty(t, got, "limit %d after %d", limit, start)
+				continue
+			}
+			assert.Equal(t, want[start:], got, "limit %d after %d", limit, start)
+		}
 	}
 }

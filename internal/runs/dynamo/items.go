@@ -1,9 +1,12 @@
 package dynamo
 
 import (
+	"bytes"
+	"compress/flate"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
@@ -332,20 +335,40 @@ func (it runItem) run() (*runs.Run, error) {
 	return r, nil
 }
 
-// eventItem is the stored form of an event. TokenHashes, on the first event
-// of a write that issued approval tokens, are their hashes (never part of
-// the event as read back): the run's partition lists its tokens, so the
-// row does not.
+// eventItem is the stored form of a run's events. A Write stores the
+// events it appends in one item (or a few, when they are over
+// maxEventBatchSize together), sorted under the last one's Seq:
+// Events, the deflated JSON of the batch (batchEvent, in Seq order), and
+// First, the first one's Seq. Items written before hold one event each in
+// their own attributes (Seq, Type, At, Actor, Data); both read alike.
+// TokenHashes, on the first item of a write that issued approval tokens,
+// are their hashes (never part of an event as read back): the run's
+// partition lists its tokens, so the row does not.
 type eventItem struct {
 	key
-	RunID       string   `dynamodbav:"run_id"`
-	Seq         int64    `dynamodbav:"seq"`
-	Type        string   `dynamodbav:"type"`
-	At          int64    `dynamodbav:"at"`
+	RunID       string   `dynamodbav:"run_id,omitempty"`
+	First       int64    `dynamodbav:"first,omitempty"`
+	Events      []byte   `dynamodbav:"events,omitempty"`
+	Seq         int64    `dynamodbav:"seq,omitempty"`
+	Type        string   `dynamodbav:"type,omitempty"`
+	At          int64    `dynamodbav:"at,omitempty"`
 	Actor       string   `dynamodbav:"actor,omitempty"`
 	Data        string   `dynamodbav:"data,omitempty"`
 	TokenHashes []string `dynamodbav:"token_hashes,omitempty"`
 }
+
+// batchEvent is one event inside an event item's Events.
+type batchEvent struct {
+	Seq   int64           `json:"s"`
+	Type  string          `json:"t"`
+	At    int64           `json:"a"`
+	Actor string          `json:"u,omitempty"`
+	Data  json.RawMessage `json:"d,omitempty"`
+}
+
+// maxEventBatchSize bounds the JSON of the events one item holds (before
+// deflating), below DynamoDB's 400 KB per item with room for the keys.
+const maxEventBatchSize = 300 << 10
 
 // tokenListItem lists the hashes of the approval tokens of a write that
 // appends no event, in the run's partition (the Store's writes that issue
@@ -355,15 +378,88 @@ type tokenListItem struct {
 	TokenHashes []string `dynamodbav:"token_hashes"`
 }
 
-func newEventItem(ev runs.Event) eventItem {
-	return eventItem{
-		key:   key{PK: runPK(ev.RunID), SK: eventSK(ev.Seq)},
-		RunID: ev.RunID, Seq: ev.Seq, Type: ev.Type, At: toMS(ev.At), Actor: ev.Actor, Data: string(ev.Data),
+// newEventItems returns the items that store evs (one Write's events, in
+// Seq order): as few as hold them within maxEventBatchSize each.
+func newEventItems(evs []runs.Event) ([]eventItem, error) {
+	var (
+		out   []eventItem
+		batch []json.RawMessage
+		size  int
+		first int64
+	)
+	flush := func(last int64) error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b, err := deflateJSON(batch)
+		if err != nil {
+			return err
+		}
+		out = append(out, eventItem{key: key{PK: runPK(evs[0].RunID), SK: eventSK(last)}, First: first, Events: b})
+		batch, size = nil, 0
+		return nil
 	}
+	for i, ev := range evs {
+		b, err := json.Marshal(batchEvent{Seq: ev.Seq, Type: ev.Type, At: toMS(ev.At), Actor: ev.Actor, Data: ev.Data})
+		if err != nil {
+			return nil, fmt.Errorf("encode event %d of run %s: %w", ev.Seq, ev.RunID, err)
+		}
+		if len(batch) > 0 && size+len(b) > maxEventBatchSize {
+			if err := flush(evs[i-1].Seq); err != nil {
+				return nil, err
+			}
+		}
+		if len(batch) == 0 {
+			first = ev.Seq
+		}
+		batch = append(batch, b)
+		size += len(b) + 1
+	}
+	if len(evs) > 0 {
+		if err := flush(evs[len(evs)-1].Seq); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
-func (it eventItem) event() runs.Event {
-	return runs.Event{RunID: it.RunID, Seq: it.Seq, Type: it.Type, At: fromMS(it.At), Actor: it.Actor, Data: raw(it.Data)}
+// events returns the events the item holds, in Seq order.
+func (it eventItem) events(runID string) ([]runs.Event, error) {
+	if it.Events == nil {
+		return []runs.Event{{RunID: it.RunID, Seq: it.Seq, Type: it.Type, At: fromMS(it.At), Actor: it.Actor, Data: raw(it.Data)}}, nil
+	}
+	var batch []batchEvent
+	if err := inflateJSON(it.Events, &batch); err != nil {
+		return nil, fmt.Errorf("decode events %s of run %s: %w", it.SK, runID, err)
+	}
+	out := make([]runs.Event, len(batch))
+	for i, e := range batch {
+		out[i] = runs.Event{RunID: runID, Seq: e.Seq, Type: e.Type, At: fromMS(e.At), Actor: e.Actor, Data: e.Data}
+	}
+	return out, nil
+}
+
+// deflateJSON returns the JSON of v, deflated.
+func deflateJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := flate.NewWriter(&buf, flate.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.NewEncoder(zw).Encode(v); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// inflateJSON decodes deflated JSON into v.
+func inflateJSON(b []byte, v any) error {
+	zr := flate.NewReader(bytes.NewReader(b))
+	defer zr.Close()
+	return json.NewDecoder(io.LimitReader(zr, MaxItemSize*8)).Decode(v)
 }
 
 // tokenItem is the stored form of an approval token. Its own expiry is

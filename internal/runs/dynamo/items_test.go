@@ -1,6 +1,8 @@
 package dynamo
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -92,15 +94,50 @@ func TestRunItemRoundTrip(t *testing.T) {
 func TestEventAndTokenItems(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
 	ev := runs.Event{RunID: "r1", Seq: 12, Type: runs.EventDecision, At: at, Actor: "bob", Data: json.RawMessage(`{"a":1}`)}
-	it := newEventItem(ev)
-	assert.Equal(t, "EVT#00000000000000000012", it.SK, "sort keys order numerically")
-	assert.Equal(t, ev, it.event())
+	its, err := newEventItems([]runs.Event{ev})
+	require.NoError(t, err)
+	require.Len(t, its, 1)
+	assert.Equal(t, "EVT#00000000000000000012", its[0].SK, "sort keys order numerically")
+	got, err := its[0].events("r1")
+	require.NoError(t, err)
+	assert.Equal(t, []runs.Event{ev}, got)
+
+	old := eventItem{key: key{PK: runPK("r1"), SK: eventSK(12)}, RunID: "r1", Seq: 12, Type: runs.EventDecision, At: toMS(at), Actor: "bob", Data: `{"a":1}`}
+	got, err = old.events("r1")
+	require.NoError(t, err)
+	assert.Equal(t, []runs.Event{ev}, got, "an item written before, one event per item, reads alike")
 
 	tok := runs.ApprovalToken{Hash: "h", RunID: "r1", SuspensionID: "s1", Approver: "bob", ExpiresAt: at, UsedAt: at.Add(-time.Minute)}
 	ti := newTokenItem(tok)
 	assert.Equal(t, "TOKEN#h", ti.PK)
 	assert.Equal(t, at.Add(ttlGrace).Unix(), ti.ExpiresAt, "the TTL backstop is in seconds, after the link's expiry")
 	assert.Equal(t, &tok, ti.token())
+}
+
+func TestEventItemsSplitLargeWrites(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	noise := make([]byte, runs.MaxEventDataSize*3/4-16)
+	_, _ = rand.Read(noise)
+	big := json.RawMessage(`"` + base64.StdEncoding.EncodeToString(noise) + `"`) // does not deflate much
+	var evs []runs.Event
+	for seq := int64(5); seq < 15; seq++ {
+		evs = append(evs, runs.Event{RunID: "r1", Seq: seq, Type: "model_called", At: at, Data: big})
+	}
+	its, err := newEventItems(evs)
+	require.NoError(t, err)
+	require.Greater(t, len(its), 1, "ten events of 128 KB do not fit one item")
+	var got []runs.Event
+	for _, it := range its {
+		m, err := attributevalue.MarshalMap(it)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, ItemSize(m), MaxItemSize, "item %s", it.SK)
+		evs, err := it.events("r1")
+		require.NoError(t, err)
+		assert.Equal(t, eventSK(evs[len(evs)-1].Seq), it.SK, "an item is sorted under its last event")
+		assert.Equal(t, evs[0].Seq, it.First)
+		got = append(got, evs...)
+	}
+	assert.Equal(t, evs, got, "every event once, in order")
 }
 
 func TestShardOfIsStableAndSpread(t *testing.T) {

@@ -115,8 +115,11 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 	for i, tok := range w.NewTokens {
 		hashes[i] = tok.Hash
 	}
-	for i, ev := range w.Events {
-		it := newEventItem(ev)
+	evItems, err := newEventItems(w.Events)
+	if err != nil {
+		return err
+	}
+	for i, it := range evItems {
 		if i == 0 && len(hashes) > 0 {
 			it.TokenHashes = hashes
 		}
@@ -268,7 +271,9 @@ func (t *Table) tokenUse(u *runs.TokenUse) (*types.Update, error) {
 	}, nil
 }
 
-// Events implements runs.RowStore with one strongly consistent Query.
+// Events implements runs.RowStore with strongly consistent Query pages of
+// the run's event items from the one holding Seq after+1 on (an item is
+// sorted under the last Seq it holds), until limit events are read.
 func (t *Table) Events(ctx context.Context, runID string, after int64, limit int) ([]runs.Event, error) {
 	kc := expression.Key("pk").Equal(expression.Value(runPK(runID))).
 		And(expression.Key("sk").Between(expression.Value(eventSK(after+1)), expression.Value(eventPrefix+"~")))
@@ -283,14 +288,34 @@ func (t *Table) Events(ctx context.Context, runID string, after int64, limit int
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	}
-	evs, _, err := queryUpTo(ctx, t, in, limit, func(m map[string]types.AttributeValue) (runs.Event, error) {
-		var it eventItem
-		if err := attributevalue.UnmarshalMap(m, &it); err != nil {
-			return runs.Event{}, fmt.Errorf("decode event of run %s: %w", runID, err)
+	var out []runs.Event
+	for len(out) < limit {
+		in.Limit = pageLimit(limit - len(out))
+		res, err := t.client.Query(ctx, in)
+		if err != nil {
+			return nil, translate(err)
 		}
-		return it.event(), nil
-	})
-	return evs, err
+		for _, m := range res.Items {
+			var it eventItem
+			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+				return nil, fmt.Errorf("decode event of run %s: %w", runID, err)
+			}
+			evs, err := it.events(runID)
+			if err != nil {
+				return nil, err
+			}
+			for _, ev := range evs {
+				if ev.Seq > after && len(out) < limit {
+					out = append(out, ev)
+				}
+			}
+		}
+		if res.LastEvaluatedKey == nil {
+			break
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+	return out, nil
 }
 
 // queryUpTo runs the query in, page by page, until it has read want items
