@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/approval/approvaltest"
+	"github.com/agentgate/agentgate/internal/awscall"
 )
 
 func endpoint() string {
@@ -37,6 +38,18 @@ func sesClient(t *testing.T) *sesv2.Client {
 		t.Fatalf("load aws config: %v", err)
 	}
 	return sesv2.NewFromConfig(cfg, func(o *sesv2.Options) { o.BaseEndpoint = aws.String(endpoint()) })
+}
+
+// mailClient is the signed SES v2 caller the functions build
+// (awswire.NewMailer), on the emulator.
+func mailClient(t *testing.T) *awscall.Client {
+	t.Helper()
+	c, err := awscall.New(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(endpoint()),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}, awscall.SESv2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // verifySender creates the sender identity; moto rejects mail from
@@ -69,7 +82,7 @@ func TestSESMailerMoto(t *testing.T) {
 	m.Approver = approver
 	m.Link = approval.Link(base, raw)
 
-	if err := approval.NewSESMailer(client, from).Send(ctx, m); err != nil {
+	if err := approval.NewSESMailer(mailClient(t), from).Send(ctx, m); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 
@@ -109,9 +122,8 @@ func TestSESMailerMoto(t *testing.T) {
 }
 
 func TestSESMailerUnverifiedSender(t *testing.T) {
-	client := sesClient(t)
 	m := sampleMessage()
-	err := approval.NewSESMailer(client, "nobody@unverified-"+strings.ToLower(m.RunID)+".test").Send(context.Background(), m)
+	err := approval.NewSESMailer(mailClient(t), "nobody@unverified-"+strings.ToLower(m.RunID)+".test").Send(context.Background(), m)
 	if err == nil {
 		t.Fatal("Send from an unverified sender: got nil error, want one")
 	}

@@ -3,13 +3,16 @@ package approval_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,10 +20,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/approval/approvaltest"
+	"github.com/agentgate/agentgate/internal/awscall"
 )
 
 func TestOutboxMailer(t *testing.T) {
@@ -167,44 +173,79 @@ func TestOutboxMailerRejectsBadMessage(t *testing.T) {
 	}
 }
 
-// fakeSES records SendEmail calls and answers with err.
+// fakeSES records the calls it is sent and answers with err.
 type fakeSES struct {
-	inputs []*sesv2.SendEmailInput
-	err    error
+	calls []awscall.Request
+	err   error
 }
 
-func (f *fakeSES) SendEmail(_ context.Context, in *sesv2.SendEmailInput, _ ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error) {
-	f.inputs = append(f.inputs, in)
+func (f *fakeSES) Do(_ context.Context, r awscall.Request) (*awscall.Response, error) {
+	f.calls = append(f.calls, r)
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &sesv2.SendEmailOutput{MessageId: aws.String("m-1")}, nil
+	return &awscall.Response{Status: 200, Body: []byte(`{"MessageId":"m-1"}`)}, nil
 }
 
+// sdkRequest is what the SDK's SES v2 client sends for in: its method, path
+// and body, read by a test server.
+func sdkRequest(t *testing.T, in *sesv2.SendEmailInput) (method, path string, body []byte) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		method, path = r.Method, r.URL.Path
+		body, _ = io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, `{"MessageId":"m-1"}`)
+	}))
+	defer srv.Close()
+	client := sesv2.New(sesv2.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("a", "s", "")})
+	if _, err := client.SendEmail(t.Context(), in); err != nil {
+		t.Fatalf("SDK SendEmail: %v", err)
+	}
+	return method, path, body
+}
+
+// TestSESMailer checks the call SESMailer makes against the one the SDK's
+// SES v2 client makes for the same mail.
 func TestSESMailer(t *testing.T) {
 	fake := &fakeSES{}
 	m := sampleMessage()
-	if err := approval.NewSESMailer(fake, "approvals@agentgate.test").Send(context.Background(), m); err != nil {
+	const from = "approvals@agentgate.test"
+	if err := approval.NewSESMailer(fake, from).Send(context.Background(), m); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	if len(fake.inputs) != 1 {
-		t.Fatalf("SendEmail called %d times, want 1", len(fake.inputs))
+	if len(fake.calls) != 1 {
+		t.Fatalf("%d calls, want 1", len(fake.calls))
 	}
-	in := fake.inputs[0]
+	got := fake.calls[0]
 	subject, text, html, _ := approval.Compose(m)
-	simple := in.Content.Simple
-	checks := []struct{ name, got, want string }{
-		{"from", aws.ToString(in.FromEmailAddress), "approvals@agentgate.test"},
-		{"to", strings.Join(in.Destination.ToAddresses, ","), "alice@example.com"},
-		{"subject", aws.ToString(simple.Subject.Data), subject},
-		{"text", aws.ToString(simple.Body.Text.Data), text},
-		{"html", aws.ToString(simple.Body.Html.Data), html},
-		{"charset", aws.ToString(simple.Body.Html.Charset), "UTF-8"},
+	utf8 := aws.String("UTF-8")
+	method, path, body := sdkRequest(t, &sesv2.SendEmailInput{
+		FromEmailAddress: aws.String(from),
+		Destination:      &sestypes.Destination{ToAddresses: []string{m.Approver}},
+		Content: &sestypes.EmailContent{Simple: &sestypes.Message{
+			Subject: &sestypes.Content{Data: aws.String(subject), Charset: utf8},
+			Body: &sestypes.Body{
+				Text: &sestypes.Content{Data: aws.String(text), Charset: utf8},
+				Html: &sestypes.Content{Data: aws.String(html), Charset: utf8},
+			},
+		}},
+	})
+	if got.Method != method || got.Path != path || got.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("call %s %s (%s), want the SDK's %s %s, application/json", got.Method, got.Path, got.Header.Get("Content-Type"), method, path)
 	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
-		}
+	var gotBody, wantBody any
+	if err := json.Unmarshal(got.Body, &gotBody); err != nil {
+		t.Fatalf("body %s: %v", got.Body, err)
+	}
+	if err := json.Unmarshal(body, &wantBody); err != nil {
+		t.Fatalf("SDK body %s: %v", body, err)
+	}
+	if !reflect.DeepEqual(gotBody, wantBody) {
+		t.Errorf("body\n%s\nwant the SDK's\n%s", got.Body, body)
+	}
+	if !strings.Contains(string(got.Body), `"ToAddresses":["alice@example.com"]`) {
+		t.Errorf("body %s does not address alice@example.com", got.Body)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/awscall"
@@ -51,7 +50,11 @@ func NewMailer(c config.Config, awsCfg aws.Config) (approval.Mailer, error) {
 	if c.PublicBaseURL == "" {
 		return nil, fmt.Errorf("%s is needed to mail approval links", config.EnvPublicBaseURL)
 	}
-	return approval.NewSESMailer(sesv2.NewFromConfig(awsCfg), c.MailFrom), nil
+	client, err := awscall.New(awsCfg, awscall.SESv2)
+	if err != nil {
+		return nil, err
+	}
+	return approval.NewSESMailer(client, c.MailFrom), nil
 }
 
 // NewDispatcher builds the async Lambda invoke of the worker functions.
