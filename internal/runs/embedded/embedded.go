@@ -44,8 +44,19 @@ var (
 
 // Open opens (creating if needed) the database file at path. It waits at
 // most a second for another process holding the file.
+//
+// The free page list is not written to the file (NoFreelistSync): every
+// commit would otherwise write it too, a page or more per transaction
+// besides the data; Open rebuilds it by scanning the file instead, which
+// costs a moment at start for a large file. The data and meta pages are
+// fsync'd as before, so a write is on disk when it is acknowledged. The
+// hashmap free list finds free pages without scanning an array.
 func Open(path string) (*DB, error) {
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	b, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        time.Second,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -156,11 +167,79 @@ func dropInbox(tx *bolt.Tx, keys []runs.InboxKey) error {
 	return nil
 }
 
-// Write implements runs.RowStore in one bbolt transaction.
+// rowHeader is what a write needs of the row it replaces: the condition
+// (status and version) and the due index entry to move. Decoding only these
+// fields keeps the committing goroutine, which every concurrent writer
+// waits on, from building the whole row.
+type rowHeader struct {
+	Status  runs.Status `json:"status"`
+	Version int64       `json:"version"`
+	DueAt   time.Time   `json:"due_at,omitzero"`
+}
+
+func getRowHeader(tx *bolt.Tx, id string) (*rowHeader, error) {
+	v := tx.Bucket(bucketRuns).Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	var h rowHeader
+	if err := json.Unmarshal(v, &h); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", id, err)
+	}
+	return &h, nil
+}
+
+// encodedWrite is a runs.Write with its values already encoded, so the
+// transaction, which runs on the group commit's one goroutine, only checks
+// conditions and copies bytes.
+type encodedWrite struct {
+	row    []byte
+	events [][]byte
+	tokens [][]byte
+	inbox  [][]byte
+}
+
+func encodeWrite(w runs.Write) (*encodedWrite, error) {
+	var e encodedWrite
+	var err error
+	if e.row, err = json.Marshal(w.Run); err != nil {
+		return nil, fmt.Errorf("encode run %s: %w", w.Run.ID, err)
+	}
+	for _, ev := range w.Events {
+		buf, err := json.Marshal(ev)
+		if err != nil {
+			return nil, fmt.Errorf("encode event %d of run %s: %w", ev.Seq, w.Run.ID, err)
+		}
+		e.events = append(e.events, buf)
+	}
+	for _, t := range w.NewTokens {
+		buf, err := json.Marshal(t)
+		if err != nil {
+			return nil, fmt.Errorf("encode token of run %s: %w", w.Run.ID, err)
+		}
+		e.tokens = append(e.tokens, buf)
+	}
+	for _, in := range w.NewInbox {
+		buf, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encode inbox entry of run %s: %w", w.Run.ID, err)
+		}
+		e.inbox = append(e.inbox, buf)
+	}
+	return &e, nil
+}
+
+// Write implements runs.RowStore in one bbolt transaction (shared with the
+// writes of concurrent callers, group.go). The values are encoded before
+// the write joins the queue.
 func (db *DB) Write(_ context.Context, w runs.Write) error {
 	id := w.Run.ID
+	enc, err := encodeWrite(w)
+	if err != nil {
+		return err
+	}
 	return db.group.update(func(tx *bolt.Tx) error {
-		old, err := getRun(tx, id)
+		old, err := getRowHeader(tx, id)
 		if err != nil {
 			return err
 		}
@@ -177,22 +256,22 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 			if err != nil {
 				return err
 			}
-			for _, ev := range w.Events {
+			for i, ev := range w.Events {
 				k := seqKey(ev.Seq)
 				if evb.Get(k) != nil {
 					return runs.Errorf(runs.EConflict, "event %d of run %s exists", ev.Seq, id)
 				}
-				if err := put(evb, k, ev); err != nil {
+				if err := evb.Put(k, enc.events[i]); err != nil {
 					return err
 				}
 			}
 		}
 		tokens := tx.Bucket(bucketTokens)
-		for _, t := range w.NewTokens {
+		for i, t := range w.NewTokens {
 			if tokens.Get([]byte(t.Hash)) != nil {
 				return runs.Errorf(runs.EConflict, "token exists")
 			}
-			if err := put(tokens, []byte(t.Hash), t); err != nil {
+			if err := tokens.Put([]byte(t.Hash), enc.tokens[i]); err != nil {
 				return err
 			}
 			issued, err := tx.Bucket(bucketRunTokens).CreateBucketIfNotExists([]byte(id))
@@ -219,8 +298,8 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 		if err := dropInbox(tx, w.DropInbox); err != nil {
 			return err
 		}
-		for _, e := range w.NewInbox {
-			if err := put(tx.Bucket(bucketInbox), inboxKey(e.Key()), e); err != nil {
+		for i, e := range w.NewInbox {
+			if err := tx.Bucket(bucketInbox).Put(inboxKey(e.Key()), enc.inbox[i]); err != nil {
 				return err
 			}
 		}
@@ -235,7 +314,7 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 				return err
 			}
 		}
-		return put(tx.Bucket(bucketRuns), []byte(id), w.Run)
+		return tx.Bucket(bucketRuns).Put([]byte(id), enc.row)
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
 )
 
@@ -63,4 +64,62 @@ func TestOpenLockedFile(t *testing.T) {
 	_, err = Open(path)
 	require.Error(t, err, "a second open of a held file fails instead of hanging")
 	require.True(t, strings.Contains(err.Error(), path))
+}
+
+// TestReopenKeepsRunsAcrossFreelistModes opens a file whose free page list
+// was written to it (bbolt's default, which earlier versions of this store
+// used) and one whose list was not (Open's NoFreelistSync): both reopen with
+// their runs, events and free pages intact, and take writes afterwards.
+func TestReopenKeepsRunsAcrossFreelistModes(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		open func(t *testing.T, path string) *DB
+	}{
+		{"synced free list (earlier files)", func(t *testing.T, path string) *DB {
+			t.Helper()
+			b, err := bolt.Open(path, 0o600, nil)
+			require.NoError(t, err)
+			require.NoError(t, b.Close())
+			db, err := Open(path) // creates the buckets
+			require.NoError(t, err)
+			require.NoError(t, db.Close())
+			b, err = bolt.Open(path, 0o600, nil)
+			require.NoError(t, err)
+			return &DB{bolt: b, group: &groupCommit{db: b}}
+		}},
+		{"free list not synced", func(t *testing.T, path string) *DB {
+			t.Helper()
+			db, err := Open(path)
+			require.NoError(t, err)
+			return db
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "agentgate.db")
+			db := tt.open(t, path)
+			e := runstest.NewEnv(t, runstest.Harness{Rows: db, States: db})
+			var ids []string
+			for range 20 {
+				r := e.Running(t) // several writes each, freeing pages
+				ids = append(ids, r.ID)
+			}
+			require.NoError(t, db.Close())
+
+			db, err := Open(path)
+			require.NoError(t, err)
+			defer db.Close()
+			for _, id := range ids {
+				r, err := db.GetRun(t.Context(), id)
+				require.NoError(t, err)
+				require.Equal(t, runs.StatusRunning, r.Status, "run %s after reopen", id)
+				evs, err := db.Events(t.Context(), id, 0, 100)
+				require.NoError(t, err)
+				require.NotEmpty(t, evs, "events of run %s after reopen", id)
+			}
+			e = runstest.NewEnv(t, runstest.Harness{Rows: db, States: db})
+			e.Running(t)
+			st := db.bolt.Stats()
+			require.Positive(t, st.FreePageN+st.PendingPageN, "the free pages were found again")
+		})
+	}
 }

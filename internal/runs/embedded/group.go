@@ -3,6 +3,7 @@ package embedded
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -29,6 +30,9 @@ type groupCommit struct {
 	mu      sync.Mutex
 	queue   []*pendingWrite
 	running bool
+	// commits and writes count the transactions committed and the writes
+	// they held (writes per commit is the group commit's batch size).
+	commits, writes atomic.Int64
 }
 
 // pendingWrite is one caller's function and where its result goes.
@@ -71,6 +75,8 @@ func (g *groupCommit) drain() {
 // and run alone, and the others are tried again without it.
 func (g *groupCommit) commit(batch []*pendingWrite) {
 	for len(batch) > 0 {
+		g.commits.Add(1)
+		g.writes.Add(int64(len(batch)))
 		failed := -1
 		err := g.db.Update(func(tx *bolt.Tx) error {
 			for i, w := range batch {
@@ -92,6 +98,8 @@ func (g *groupCommit) commit(batch []*pendingWrite) {
 			return
 		}
 		alone := batch[failed]
+		g.commits.Add(1)
+		g.writes.Add(1)
 		alone.done <- g.db.Update(func(tx *bolt.Tx) error { return safely(alone.fn, tx) })
 		batch = append(batch[:failed:failed], batch[failed+1:]...)
 	}
