@@ -23,6 +23,12 @@ func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run,
 		return nil, nil, Errorf(EConflict, "run %s cannot go from %s to %s", cur.ID, cur.Status, next.Status)
 	}
 	now := s.now()
+	w.ExpectStatus = cur.Status
+	if u := cur.unwritten; u != nil {
+		// The segment's steps since its last write go first, in order.
+		w.ExpectStatus = u.status
+		w.Events = append(u.copyEvents(), w.Events...)
+	}
 	leaveInbox(cur, next, &w)
 	next.Version = cur.Version + 1
 	next.UpdatedAt = now
@@ -36,7 +42,6 @@ func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run,
 		w.Events[i].At = now
 	}
 	w.Run = next
-	w.ExpectStatus = cur.Status
 	w.ExpectVersion = cur.Version
 	if err := s.rows.Write(ctx, w); err != nil {
 		fresh, err := s.explain(ctx, cur, w, err)
@@ -62,9 +67,9 @@ func (s *Store) explain(ctx context.Context, cur *Run, w Write, err error) (*Run
 		return nil, Errorf(ENotFound, "run %s not found", cur.ID)
 	case gerr != nil:
 		return nil, fmt.Errorf("write run %s: %w (re-read: %v)", cur.ID, err, gerr) //nolint:errorlint // the re-read's error is context; its code must not be found by errors.As
-	case fresh.Version != cur.Version || fresh.Status != cur.Status:
+	case fresh.Version != w.ExpectVersion || fresh.Status != w.ExpectStatus:
 		return fresh, Errorf(EConflict, "run %s changed meanwhile: now %s at version %d, not %s at version %d",
-			cur.ID, fresh.Status, fresh.Version, cur.Status, cur.Version)
+			cur.ID, fresh.Status, fresh.Version, w.ExpectStatus, w.ExpectVersion)
 	}
 	if w.UseToken != nil {
 		t, terr := s.rows.Token(ctx, w.UseToken.Hash)

@@ -93,7 +93,8 @@ func (s *Store) Redispatch(ctx context.Context, cur *Run, actor string) (*Run, e
 }
 
 // RenewLease extends owner's lease on a RUNNING run by LeaseTTL (the
-// worker's heartbeat while a long model or tool call runs). Codes:
+// worker's heartbeat while a long model or tool call runs), writing the
+// steps cur holds unwritten (AddStep) with it. Codes:
 // EInvalid, ENotFound, EConflict (not RUNNING, not owner, stale version).
 func (s *Store) RenewLease(ctx context.Context, cur *Run, owner string) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
@@ -105,21 +106,23 @@ func (s *Store) RenewLease(ctx context.Context, cur *Run, owner string) (*Run, e
 }
 
 // RecordStep appends one step of the running loop as an event (its kind is
-// the event type, the step its data) and renews owner's lease in one write.
-// The tool_executed step of the fenced call clears the fence in the same
-// write. Suspended, resumed and finished steps are refused: Suspend, Claim
-// and Settle record those. Codes: EInvalid, ENotFound, EConflict.
+// the event type, the step its data) and renews owner's lease in one write,
+// with the steps cur holds unwritten (AddStep) before it: AddStep, written
+// at once. Codes: EInvalid, ENotFound, EConflict.
 func (s *Store) RecordStep(ctx context.Context, cur *Run, owner string, st loop.Step) (*Run, error) {
-	return s.recordStep(ctx, cur, owner, st, nil)
+	next, err := s.addStep(cur, owner, st)
+	if err != nil {
+		return nil, err
+	}
+	return s.RenewLease(ctx, next, owner)
 }
 
 // RecordEffect records the tool_executed step of the fenced write call
 // st.CallID like RecordStep, clearing its fence, with checkpoint (an encoded
 // loop.Checkpoint that holds the call's result) as the run's checkpoint in
-// the same write: a new worker continues after the write instead of
-// failing the run. The checkpoint blob is put first. Codes: EInvalid
-// (including a checkpoint over MaxStateSize), ENotFound, EConflict (no
-// such fence, or the lease guard fails).
+// the same write: AddStep, then SaveProgress with the checkpoint. Codes:
+// EInvalid (including a checkpoint over MaxStateSize), ENotFound, EConflict
+// (no such fence, or the lease guard fails).
 func (s *Store) RecordEffect(ctx context.Context, cur *Run, owner string, st loop.Step, checkpoint []byte) (*Run, error) {
 	if st.Kind != loop.StepToolExecuted || st.CallID == "" {
 		return nil, Errorf(EInvalid, "a write's result is recorded with its tool_executed step")
@@ -133,45 +136,42 @@ func (s *Store) RecordEffect(ctx context.Context, cur *Run, owner string, st loo
 	if cur.PendingEffect != st.CallID {
 		return nil, Errorf(EConflict, "run %s has no pending effect %q", cur.ID, st.CallID)
 	}
-	return s.recordStep(ctx, cur, owner, st, checkpoint)
-}
-
-func (s *Store) recordStep(ctx context.Context, cur *Run, owner string, st loop.Step, checkpoint []byte) (*Run, error) {
-	if err := s.guardLease(cur, owner); err != nil {
+	next, err := s.addStep(cur, owner, st)
+	if err != nil {
 		return nil, err
 	}
-	switch st.Kind {
-	case "":
-		return nil, Errorf(EInvalid, "step kind is required")
-	case loop.StepSuspended, loop.StepResumed, loop.StepFinished:
-		return nil, Errorf(EInvalid, "a %s step is recorded by the transition itself, not by RecordStep", st.Kind)
-	}
-	data, err := loop.MarshalJSON(st)
-	if err != nil {
-		return nil, Errorf(EInvalid, "step data: %v", err)
-	}
-	if err := checkJSON("step data", data, MaxEventDataSize, true); err != nil {
+	return s.SaveProgress(ctx, next, owner, checkpoint)
+}
+
+// SaveProgress writes the steps cur holds unwritten (AddStep) and renews
+// owner's lease; with a checkpoint (an encoded loop.Checkpoint: the loop
+// after every step recorded so far, the results of its write calls in),
+// that checkpoint becomes the run's in the same write (its blob is put
+// first), so a new worker continues from there instead of failing the run
+// for a write whose result only this worker held. The worker saves its
+// progress this way when its lease must be renewed while a write's
+// tool_executed step waits unwritten (a long model call after a write).
+// Codes: EInvalid (including a checkpoint over MaxStateSize, or one while a
+// write's fence is stamped), ENotFound, EConflict.
+func (s *Store) SaveProgress(ctx context.Context, cur *Run, owner string, checkpoint []byte) (*Run, error) {
+	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
 	}
 	next := cur.Clone()
 	next.LeaseUntil = s.now().Add(s.opts.LeaseTTL)
-	if st.Kind == loop.StepToolExecuted && st.CallID != "" && st.CallID == cur.PendingEffect {
-		next.PendingEffect, next.PendingIdempotent = "", false
-		next.WroteSinceClaim = true
-	}
-	if st.Kind == loop.StepToolExecuted && st.Effect == loop.EffectWrite {
-		next.WroteSinceClaim = true
-	}
 	if checkpoint != nil {
+		if cur.PendingEffect != "" {
+			return nil, Errorf(EInvalid, "run %s has pending effect %q; a checkpoint holds only recorded results", cur.ID, cur.PendingEffect)
+		}
 		ref, err := s.putCheckpoint(ctx, cur, checkpoint)
 		if err != nil {
 			return nil, err
 		}
 		next.Checkpoint = ref
-		next.WroteSinceClaim = false // the checkpoint holds the write's result
-		next.Reclaims = 0            // and the run got past the write
+		next.WroteSinceClaim = false // the checkpoint holds the writes' results
+		next.Reclaims = 0            // and the run got past them
 	}
-	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: string(st.Kind), Actor: owner, Data: data}}})
+	return s.commit(ctx, cur, next, Write{})
 }
 
 // Fence is a write call about to run, as StampFence records it.

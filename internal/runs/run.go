@@ -241,6 +241,11 @@ type Run struct {
 	// again: it ends FAILED/worker_lost.
 	Reclaims int `json:"reclaims,omitempty"`
 
+	// unwritten is what a worker's segment holds for its next write (the
+	// loop steps it made since its last write, AddStep); that write records
+	// it first. Never stored, never cloned: the row as a worker sees it.
+	unwritten *unwritten
+
 	// ApprovalDeadline is when a waiting run expires; RemindAt when approvers
 	// get a reminder (zero: none).
 	ApprovalDeadline time.Time         `json:"approval_deadline,omitzero"`
@@ -335,6 +340,7 @@ func (r *Run) Clone() *Run {
 		return nil
 	}
 	c := *r
+	c.unwritten = nil
 	c.Approvers = append([]string(nil), r.Approvers...)
 	c.Metadata = maps.Clone(r.Metadata)
 	c.TokenHashes = append([]string(nil), r.TokenHashes...)

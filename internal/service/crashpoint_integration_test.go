@@ -36,7 +36,7 @@ func TestCrashPointsDynamoDB(t *testing.T) {
 	env := awstest.New(t)
 	clock := clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	n := runCrashPoints(t, func(*testing.T) (runs.RowStore, runs.StateStore) { return env.Table, env.Bucket }, clock)
-	require.Greater(t, n, 50)
+	require.Greater(t, n, minCrashPoints)
 }
 
 func TestLongRunCrossesSegmentsDynamoDB(t *testing.T) {

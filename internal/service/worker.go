@@ -61,7 +61,8 @@ type NotifierFunc func(ctx context.Context, n Notification) error
 func (f NotifierFunc) Notify(ctx context.Context, n Notification) error { return f(ctx, n) }
 
 // Worker executes run and resume jobs: it claims the run with a lease, runs
-// the loop with every step persisted as an event and every write fenced,
+// the loop with every step persisted as an event (with the segment's next
+// write: runs.Store.AddStep) and every write fenced,
 // then suspends (state blob, row, tokens; then approvers are told), settles,
 // or, when its time is up, checkpoints the run and dispatches its next
 // segment.
@@ -221,16 +222,21 @@ type segmentRun struct {
 	// stored position (its checkpoint, or its suspended state) reaches: a
 	// new worker makes them again under the same idempotency keys.
 	durable map[string]bool
-	// effect is the checkpoint of the write call whose result is in,
-	// written with that call's tool_executed step.
+	// effect is the checkpoint of the write call whose result is in and
+	// whose tool_executed step is not written yet: the heartbeat stores it
+	// with the steps when it must renew the lease before the segment's
+	// next write (SaveProgress), so a new worker continues after the write.
 	effect *effectRecord
 }
 
-// effectRecord is a write's result waiting for its tool_executed step.
+// effectRecord is a write's result whose tool_executed step is not written yet.
 type effectRecord struct {
 	callID     string
 	checkpoint []byte
 	remaining  []loop.PendingCall
+	// added is set once the call's tool_executed step is added to the
+	// segment's unwritten steps.
+	added bool
 }
 
 // errLeaseLost marks a hook failure because another worker or a cancel took the run.
@@ -289,18 +295,22 @@ func (s *segmentRun) hooks() loop.Hooks {
 			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended || st.Kind == loop.StepResumed || st.Kind == loop.StepHandedOver {
 				return nil // recorded by Settle, Suspend, HandOver and Claim themselves
 			}
-			if e := s.effect; e != nil && st.Kind == loop.StepToolExecuted && st.CallID == e.callID {
-				s.effect = nil
-				return s.recordEffect(ctx, st, e)
-			}
+			// The step goes on record with the segment's next write (a
+			// fence, the suspension, the settle, a checkpoint, a lease
+			// renewal): a segment makes few writes, not one per step.
 			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
-				return s.w.Store.RecordStep(ctx, cur, s.owner, st)
+				next, err := s.w.Store.AddStep(ctx, cur, s.owner, st)
+				if e := s.effect; err == nil && e != nil && st.Kind == loop.StepToolExecuted && st.CallID == e.callID {
+					e.added = true
+				}
+				return next, err
 			})
 		},
 		BeforeEffect: func(_ context.Context, c loop.FencedCall) error { return s.stampFence(s.outer, c) },
 		AfterEffect: func(_ context.Context, c loop.FencedCall, _ loop.Result) error {
 			// The result goes on record with the call's tool_executed
-			// step, in one write with the checkpoint that holds it.
+			// step in the segment's next write; the checkpoint that holds
+			// it is kept for a lease renewal that comes first.
 			blob, err := c.Checkpoint.Encode()
 			if err != nil {
 				return fmt.Errorf("encode checkpoint: %w", err)
@@ -354,27 +364,6 @@ func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
 	return err
 }
 
-// recordEffect records a write's tool_executed step with the checkpoint
-// that holds its result, clearing its fence. When the checkpoint cannot be
-// stored, the step is recorded without it (the run then is not taken over
-// by a new worker until its next checkpoint).
-func (s *segmentRun) recordEffect(ctx context.Context, st loop.Step, e *effectRecord) error {
-	err := s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
-		return s.w.Store.RecordEffect(ctx, cur, s.owner, st, e.checkpoint)
-	})
-	if err == nil {
-		s.durable = remainingIDs(e.remaining)
-		return nil
-	}
-	if errors.Is(err, errLeaseLost) {
-		return err
-	}
-	s.log.WarnContext(ctx, "write checkpoint not stored", "err", err)
-	return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
-		return s.w.Store.RecordStep(ctx, cur, s.owner, st)
-	})
-}
-
 // heartbeat renews the lease while the loop runs, whenever less than half
 // of it is left (a long model or tool call records no step). The returned
 // function stops it and waits until it has.
@@ -421,10 +410,25 @@ func (s *segmentRun) renew(ctx context.Context, ttl time.Duration) bool {
 	if s.w.now().Before(s.cur.LeaseUntil.Add(-ttl / 2)) {
 		return true
 	}
-	next, err := s.w.Store.RenewLease(ctx, s.cur, s.owner)
+	var next *runs.Run
+	var err error
+	if e := s.effect; e != nil && e.added {
+		// A write's result is in and its step unwritten: store the
+		// checkpoint that holds it with the steps, so that a crash during
+		// the long call now running does not end the run interrupted_write.
+		next, err = s.w.Store.SaveProgress(ctx, s.cur, s.owner, e.checkpoint)
+		if err == nil {
+			s.durable = remainingIDs(e.remaining)
+		} else if code := runs.ErrorCode(err); code != runs.EConflict && code != runs.ENotFound {
+			s.log.WarnContext(ctx, "write checkpoint not stored", "err", err)
+			next, err = s.w.Store.RenewLease(ctx, s.cur, s.owner)
+		}
+	} else {
+		next, err = s.w.Store.RenewLease(ctx, s.cur, s.owner)
+	}
 	switch code := runs.ErrorCode(err); {
 	case err == nil:
-		s.cur = next
+		s.wrote(next)
 		return true
 	case code == runs.EConflict || code == runs.ENotFound:
 		s.log.WarnContext(ctx, "lease lost: the run was taken, cancelled or purged", "reason", runs.ErrorMessage(err))
@@ -453,8 +457,17 @@ func (s *segmentRun) write(ctx context.Context, f func(cur *runs.Run) (*runs.Run
 		}
 		return err
 	}
-	s.cur = next
+	s.wrote(next)
 	return nil
+}
+
+// wrote keeps next as the current row (s.mu held); once no step waits
+// unwritten, a write's result is on record and its checkpoint not needed.
+func (s *segmentRun) wrote(next *runs.Run) {
+	s.cur = next
+	if n, _ := next.Unwritten(); n == 0 && s.effect != nil && s.effect.added {
+		s.effect = nil
+	}
 }
 
 func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outcome, error) {

@@ -106,6 +106,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Checkpoint", testCheckpoint},
 		{"IdempotentFence", testIdempotentFence},
 		{"Reclaims", testReclaims},
+		{"UnwrittenSteps", testUnwrittenSteps},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
