@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/agentgate/agentgate/internal/awscall"
 	"github.com/agentgate/agentgate/internal/mcptool"
 )
 
@@ -49,7 +49,9 @@ func OpenToolSources(ctx context.Context, path string, o ToolSourceOptions) (*mc
 		if err != nil {
 			return nil, fmt.Errorf("tool sources %s: load AWS configuration for the header secrets: %w", path, err)
 		}
-		opts.Secrets = secretsmanager.NewFromConfig(cfg)
+		if opts.Secrets, err = awscall.NewSecrets(cfg); err != nil {
+			return nil, fmt.Errorf("tool sources %s: %w", path, err)
+		}
 	}
 	c, err := mcptool.Open(ctx, f, opts)
 	if err != nil {

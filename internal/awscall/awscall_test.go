@@ -15,6 +15,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/smithy-go"
 
 	"github.com/agentgate/agentgate/internal/awsenv"
@@ -230,5 +231,50 @@ func TestNewRefusesAnIncompleteConfiguration(t *testing.T) {
 		if _, err := New(cfg, Lambda); err == nil {
 			t.Errorf("%s: New accepted it", name)
 		}
+	}
+}
+
+// TestSecretStringCallsAsTheSDKClientDoes compares the GetSecretValue call
+// with the one the SDK's Secrets Manager client makes, and reads both kinds
+// of answer.
+func TestSecretStringCallsAsTheSDKClientDoes(t *testing.T) {
+	f := &fakeService{answers: []answer{
+		{status: 200, body: `{"ARN":"arn:aws:secretsmanager:eu-west-1:1:secret:s-AbCdEf","Name":"s","SecretString":"v4lue","VersionId":"1"}`},
+		{status: 200, body: `{"ARN":"arn:aws:secretsmanager:eu-west-1:1:secret:b-AbCdEf","Name":"b","SecretBinary":"AAE="}`},
+		{status: 400, body: `{"__type":"ResourceNotFoundException","message":"Secrets Manager can't find the specified secret."}`},
+	}}
+	c, _ := newClient(t, f, SecretsManager, "")
+	s := &Secrets{client: c}
+	if v, err := s.SecretString(t.Context(), "s"); err != nil || v != "v4lue" {
+		t.Errorf("SecretString = %q, %v; want v4lue", v, err)
+	}
+	if _, err := s.SecretString(t.Context(), "b"); !errors.Is(err, ErrNoSecretString) {
+		t.Errorf("binary secret: %v, want ErrNoSecretString", err)
+	}
+	_, err := s.SecretString(t.Context(), "missing")
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ResourceNotFoundException" {
+		t.Errorf("missing secret: %v, want ResourceNotFoundException", err)
+	}
+
+	sdk := &fakeService{answers: []answer{{status: 200, body: `{"SecretString":"v4lue"}`}}}
+	srv := httptest.NewServer(sdk)
+	defer srv.Close()
+	client := secretsmanager.New(secretsmanager.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
+	if _, err := client.GetSecretValue(t.Context(), &secretsmanager.GetSecretValueInput{SecretId: aws.String("s")}); err != nil {
+		t.Fatal(err)
+	}
+	got, want := f.requests[0], sdk.requests[0]
+	for _, h := range []string{"X-Amz-Target", "Content-Type"} {
+		if got.Header.Get(h) != want.Header.Get(h) {
+			t.Errorf("%s: %q, the SDK sends %q", h, got.Header.Get(h), want.Header.Get(h))
+		}
+	}
+	if got.Method != want.Method || got.URL.Path != want.URL.Path || f.bodies[0] != sdk.bodies[0] {
+		t.Errorf("%s %s %s, the SDK sends %s %s %s", got.Method, got.URL.Path, f.bodies[0], want.Method, want.URL.Path, sdk.bodies[0])
+	}
+	if !strings.Contains(got.Header.Get("Authorization"), "/eu-west-1/secretsmanager/aws4_request") {
+		t.Errorf("Authorization %q is not signed for secretsmanager", got.Header.Get("Authorization"))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/awscall"
@@ -78,5 +77,9 @@ func Webhooks(getenv func(string) string, awsCfg aws.Config) (*webhook.SenderCon
 	if !wc.Enabled() {
 		return nil, nil
 	}
-	return &webhook.SenderConfig{Signer: webhook.NewSecretsManagerSource(secretsmanager.NewFromConfig(awsCfg), wc.SecretID, nil), Policy: wc.Policy}, nil
+	secrets, err := awscall.NewSecrets(awsCfg)
+	if err != nil {
+		return nil, err
+	}
+	return &webhook.SenderConfig{Signer: webhook.NewSecretsManagerSource(secrets, wc.SecretID, nil), Policy: wc.Policy}, nil
 }

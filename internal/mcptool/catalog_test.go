@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -189,12 +188,12 @@ func TestHeadersComeFromSecretsOrTheEnvironment(t *testing.T) {
 
 type fakeSecrets map[string]string
 
-func (f fakeSecrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
-	v, ok := f[*in.SecretId]
+func (f fakeSecrets) SecretString(_ context.Context, id string) (string, error) {
+	v, ok := f[id]
 	if !ok {
-		return nil, errors.New("ResourceNotFoundException: secret not found")
+		return "", errors.New("ResourceNotFoundException: secret not found")
 	}
-	return &secretsmanager.GetSecretValueOutput{SecretString: &v}, nil
+	return v, nil
 }
 
 // refusingDialer refuses the first n connections, as a server that is not

@@ -3,19 +3,19 @@ package mcptool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/agentgate/agentgate/internal/awscall"
 )
 
-// SecretsClient is the part of the Secrets Manager client the header values
-// need; *secretsmanager.Client satisfies it.
+// SecretsClient reads a secret's string value for the header values;
+// *awscall.Secrets is one (awscall.ErrNoSecretString for a binary secret).
 type SecretsClient interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+	SecretString(ctx context.Context, id string) (string, error)
 }
 
 // resolveHeaders reads each header's value from its secret or environment
@@ -30,14 +30,14 @@ func resolveHeaders(ctx context.Context, s Server, secrets SecretsClient, getenv
 			if secrets == nil {
 				return nil, fmt.Errorf("header %s: no Secrets Manager client to read %s", name, hv.SecretARN)
 			}
-			out, err := secrets.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(hv.SecretARN)})
+			v, err := secrets.SecretString(ctx, hv.SecretARN)
+			if errors.Is(err, awscall.ErrNoSecretString) {
+				return nil, fmt.Errorf("header %s: secret %s has no string value", name, hv.SecretARN)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("header %s: read secret %s: %w", name, hv.SecretARN, err)
 			}
-			if out.SecretString == nil {
-				return nil, fmt.Errorf("header %s: secret %s has no string value", name, hv.SecretARN)
-			}
-			value = *out.SecretString
+			value = v
 			if hv.JSONKey != "" {
 				var obj map[string]any
 				if err := json.Unmarshal([]byte(value), &obj); err != nil {

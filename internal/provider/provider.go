@@ -10,16 +10,16 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/agentgate/agentgate/internal/awscall"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/provider/scripted"
 )
 
-// SecretsClient is the part of the Secrets Manager client New uses;
-// *secretsmanager.Client satisfies it.
+// SecretsClient reads a secret's string value; *awscall.Secrets is one
+// (awscall.ErrNoSecretString for a binary secret).
 type SecretsClient interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+	SecretString(ctx context.Context, id string) (string, error)
 }
 
 // Deps are what New needs besides the spec.
@@ -96,16 +96,20 @@ func apiKey(ctx context.Context, deps Deps, envKey, secretID, secretVar string) 
 	}
 	client := deps.Secrets
 	if client == nil {
-		client = secretsmanager.NewFromConfig(deps.AWS)
+		secrets, err := awscall.NewSecrets(deps.AWS)
+		if err != nil {
+			return "", fmt.Errorf("%s=%q: %w", secretVar, secretID, err)
+		}
+		client = secrets
 	}
-	out, err := client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secretID)})
+	value, err := client.SecretString(ctx, secretID)
+	if errors.Is(err, awscall.ErrNoSecretString) {
+		return "", fmt.Errorf("%s=%q: the secret has no string value (binary secrets are not supported)", secretVar, secretID)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s=%q: read secret: %w", secretVar, secretID, err)
 	}
-	if out.SecretString == nil {
-		return "", fmt.Errorf("%s=%q: the secret has no string value (binary secrets are not supported)", secretVar, secretID)
-	}
-	key, err := keyFromSecret(*out.SecretString)
+	key, err := keyFromSecret(value)
 	if err != nil {
 		return "", fmt.Errorf("%s=%q: %w", secretVar, secretID, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -39,19 +38,18 @@ type fakeSecrets struct {
 	calls  []string
 }
 
-func (f *fakeSecrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+func (f *fakeSecrets) SecretString(_ context.Context, id string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	id := aws.ToString(in.SecretId)
 	f.calls = append(f.calls, id)
 	if f.err != nil {
-		return nil, f.err
+		return "", f.err
 	}
 	v, ok := f.values[id]
 	if !ok {
-		return nil, fmt.Errorf("ResourceNotFoundException: Secrets Manager can't find the specified secret")
+		return "", fmt.Errorf("ResourceNotFoundException: Secrets Manager can't find the specified secret")
 	}
-	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(v)}, nil
+	return v, nil
 }
 
 func env(vars map[string]string) func(string) string {

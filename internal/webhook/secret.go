@@ -9,9 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
 // SignerSource hands out the Signer to use now. A *Signer is one (it never
@@ -65,9 +62,10 @@ func EnsureSecretFile(path string) (s *Signer, created bool, err error) {
 	return s, true, err
 }
 
-// SecretsGetter reads a secret; *secretsmanager.Client is one.
+// SecretsGetter reads a secret's string value; *awscall.Secrets is one
+// (awscall.ErrNoSecretString for a binary secret).
 type SecretsGetter interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+	SecretString(ctx context.Context, id string) (string, error)
 }
 
 // Secret refresh timing of SecretsManagerSource.
@@ -123,14 +121,11 @@ func (s *SecretsManagerSource) CurrentSigner(ctx context.Context) (*Signer, erro
 }
 
 func (s *SecretsManagerSource) read(ctx context.Context) (*Signer, error) {
-	out, err := s.client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(s.id)})
+	value, err := s.client.SecretString(ctx, s.id)
 	if err != nil {
 		return nil, fmt.Errorf("%s=%q: read secret: %w", EnvSecret, s.id, err)
 	}
-	if out.SecretString == nil {
-		return nil, fmt.Errorf("%s=%q: the secret has no string value", EnvSecret, s.id)
-	}
-	signer, err := NewSigner(strings.TrimSpace(*out.SecretString))
+	signer, err := NewSigner(strings.TrimSpace(value))
 	if err != nil {
 		return nil, fmt.Errorf("%s=%q: %w", EnvSecret, s.id, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/agentgate/agentgate/internal/awscall"
 	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -20,7 +21,8 @@ import (
 // Manager on the emulator, as the functions do, and signs with it.
 func TestSecretsManagerSourceOnEmulator(t *testing.T) {
 	ctx := context.Background()
-	client := secretsmanager.NewFromConfig(awstest.Config(t))
+	cfg := awstest.Config(t)
+	client := secretsmanager.NewFromConfig(cfg)
 	name := fmt.Sprintf("agentgate-webhook-test-%d", time.Now().UnixNano())
 	out, err := client.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(testSecret)})
 	if err != nil {
@@ -29,7 +31,11 @@ func TestSecretsManagerSourceOnEmulator(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = client.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: out.ARN, ForceDeleteWithoutRecovery: aws.Bool(true)})
 	})
-	s, err := webhook.NewSecretsManagerSource(client, *out.ARN, nil).CurrentSigner(ctx)
+	secrets, err := awscall.NewSecrets(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := webhook.NewSecretsManagerSource(secrets, *out.ARN, nil).CurrentSigner(ctx)
 	if err != nil {
 		t.Fatalf("CurrentSigner: %v", err)
 	}

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/agentgate/agentgate/internal/webhook"
@@ -64,14 +62,14 @@ type fakeSecrets struct {
 	reads int
 }
 
-func (f *fakeSecrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+func (f *fakeSecrets) SecretString(_ context.Context, _ string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
 	if f.fail {
-		return nil, errors.New("service unavailable")
+		return "", errors.New("service unavailable")
 	}
-	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(f.value)}, nil
+	return f.value, nil
 }
 
 func (f *fakeSecrets) set(value string, fail bool) {
