@@ -54,20 +54,27 @@ func TestRunItemRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			it, err := newRowItem(tt.run, 8)
+			require.NoError(t, err)
+			m, err := attributevalue.MarshalMap(it)
+			require.NoError(t, err)
+			got, err := decodeRun(m)
+			require.NoError(t, err)
+			assert.Equal(t, tt.run, got)
+		})
+		t.Run(tt.name+", as rows were written before", func(t *testing.T) {
 			it, err := newRunItem(tt.run, 8)
 			require.NoError(t, err)
 			m, err := attributevalue.MarshalMap(it)
 			require.NoError(t, err)
-			var back runItem
-			require.NoError(t, attributevalue.UnmarshalMap(m, &back))
-			got, err := back.run()
+			got, err := decodeRun(m)
 			require.NoError(t, err)
 			assert.Equal(t, tt.run, got)
 		})
 	}
 
 	t.Run("keys and sparse index attributes", func(t *testing.T) {
-		it, err := newRunItem(full, 8)
+		it, err := newRowItem(full, 8)
 		require.NoError(t, err)
 		m, err := attributevalue.MarshalMap(it)
 		require.NoError(t, err)
@@ -80,7 +87,7 @@ func TestRunItemRoundTrip(t *testing.T) {
 
 		noDue := *full
 		noDue.DueAt, noDue.Status = time.Time{}, runs.StatusRunning
-		it, err = newRunItem(&noDue, 8)
+		it, err = newRowItem(&noDue, 8)
 		require.NoError(t, err)
 		m, err = attributevalue.MarshalMap(it)
 		require.NoError(t, err)
@@ -89,6 +96,36 @@ func TestRunItemRoundTrip(t *testing.T) {
 			assert.False(t, ok, "%s must be absent", attr)
 		}
 	})
+
+	t.Run("what conditions and DeleteRun read are attributes", func(t *testing.T) {
+		it, err := newRowItem(full, 8)
+		require.NoError(t, err)
+		m, err := attributevalue.MarshalMap(it)
+		require.NoError(t, err)
+		assert.Equal(t, &types.AttributeValueMemberS{Value: string(runs.StatusCompleted)}, m["status"])
+		assert.Equal(t, &types.AttributeValueMemberN{Value: "9"}, m["version"])
+		assert.Equal(t, &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "h1"}, &types.AttributeValueMemberS{Value: "h2"}}}, m[tokenHashesAttr])
+	})
+
+	t.Run("a row is about half its size as one attribute per field", func(t *testing.T) {
+		it, err := newRowItem(full, 8)
+		require.NoError(t, err)
+		m, err := attributevalue.MarshalMap(it)
+		require.NoError(t, err)
+		old, err := newRunItem(full, 8)
+		require.NoError(t, err)
+		om, err := attributevalue.MarshalMap(old)
+		require.NoError(t, err)
+		t.Logf("row of every field: %d bytes, %d as written before", ItemSize(m), ItemSize(om))
+		assert.Less(t, ItemSize(m), ItemSize(om)*6/10)
+	})
+}
+
+func TestUnknownRowFormatIsAnError(t *testing.T) {
+	m, err := attributevalue.MarshalMap(rowItem{key: key{PK: runPK("r1"), SK: runSK}, Status: "RUNNING", Version: 1, Row: []byte{99, 1, 2}})
+	require.NoError(t, err)
+	_, err = decodeRun(m)
+	assert.ErrorContains(t, err, "unknown row format")
 }
 
 func TestEventAndTokenItems(t *testing.T) {

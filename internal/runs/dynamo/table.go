@@ -82,15 +82,18 @@ func (t *Table) getItem(ctx context.Context, pk, sk, what string, out any) (foun
 
 // GetRun implements runs.RowStore with a strongly consistent GetItem.
 func (t *Table) GetRun(ctx context.Context, id string) (*runs.Run, error) {
-	var it runItem
-	found, err := t.getItem(ctx, runPK(id), runSK, "run "+id, &it)
+	k, err := keyOf(runPK(id), runSK)
 	if err != nil {
 		return nil, err
 	}
-	if !found {
+	res, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.name, Key: k, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, translate(err)
+	}
+	if res.Item == nil {
 		return nil, runs.Errorf(runs.ENotFound, "run %s not found", id)
 	}
-	return it.run()
+	return decodeRun(res.Item)
 }
 
 // Write implements runs.RowStore: one conditional PutItem when only the row
@@ -183,7 +186,7 @@ func requestToken(w runs.Write) *string {
 
 // rowPut is the conditional Put of the run row.
 func (t *Table) rowPut(w runs.Write) (*types.Put, error) {
-	it, err := newRunItem(w.Run, t.shards)
+	it, err := newRowItem(w.Run, t.shards)
 	if err != nil {
 		return nil, err
 	}
@@ -494,15 +497,15 @@ func (t *Table) getRuns(ctx context.Context, keys []key) ([]*runs.Run, error) {
 				return nil, translate(err)
 			}
 			for _, m := range res.Responses[t.name] {
-				var it runItem
-				if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+				var k key
+				if err := attributevalue.UnmarshalMap(m, &k); err != nil {
 					return nil, fmt.Errorf("decode due run: %w", err)
 				}
-				r, err := it.run()
+				r, err := decodeRun(m)
 				if err != nil {
 					return nil, err
 				}
-				if i, ok := at[it.key]; ok {
+				if i, ok := at[k]; ok {
 					out[i] = r
 				}
 			}
