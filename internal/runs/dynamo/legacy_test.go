@@ -108,4 +108,3 @@ func newRunItem(r *runs.Run, shards int) (runItem, error) {
 	}
 	return it, nil
 }
-
