@@ -4,8 +4,12 @@
 #   2. the integration suite (//go:build integration; only the packages that
 #      have such tests) against AWS_ENDPOINT_URL, under the race detector,
 #      starting a moto server on its port when nothing answers there, and
-#      creating the table and bucket with `agentgate init`.
-# `scripts/test.sh integration` runs step 2 only.
+#      creating the table and bucket with `agentgate init`; when it starts
+#      moto itself it runs the packages in two lanes at once, the second on
+#      a moto of its own on the next port (MOTO_PORT_LANE2 overrides it).
+# `scripts/test.sh integration` runs step 2 only (the tests of the
+# integration-tagged files; `scripts/test.sh integration all` runs every test
+# of those packages, as step 2 did before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL:-http://localhost:4566}"
@@ -15,12 +19,13 @@ export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${A
 # Each phase's wall-clock time, printed as it ends and again at the end.
 phases=()
 t_all=$(date +%s.%N)
-phase() { # phase NAME COMMAND...: run COMMAND, record its time under NAME
-  local name="$1" t0 s; shift
+phase() { # phase NAME COMMAND...: run COMMAND, record its time under NAME, return its status
+  local name="$1" t0 s rc=0; shift
   t0=$(date +%s.%N)
-  "$@"
+  "$@" || rc=$?
   s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   phases+=("$name ${s}s"); echo "== $name: ${s}s"
+  return $rc
 }
 summary() { [ ${#phases[@]} -eq 0 ] || echo "test phases: ${phases[*]}; total $(awk -v a="$t_all" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s"; }
 
@@ -41,18 +46,36 @@ else
 fi
 
 echo "== integration tests against $AWS_ENDPOINT_URL"
-# Stop the emulator afterwards only if this script started it.
+# The suites run in two lanes at once, each against its own emulator (one
+# moto server is one Python process: a second one lets the lanes use both
+# cores; each lane's packages run one after another, -p 1, and every test
+# makes its own table and bucket). When an emulator already answers on
+# AWS_ENDPOINT_URL (yours, or LocalStack), every package runs against it, one
+# lane after the other, as before.
+lane2_endpoint=""
 if curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null || curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/_localstack/health" 2>/dev/null; then
   echo "using the emulator already on $AWS_ENDPOINT_URL"
 else
+  port="${AWS_ENDPOINT_URL##*:}"; port="${port%%/*}"; [[ "$port" =~ ^[0-9]+$ ]] || port=4566
+  lane2_endpoint="http://localhost:${MOTO_PORT_LANE2:-$((port + 1))}"
+  if curl -fsS -o /dev/null "$lane2_endpoint/moto-api/" 2>/dev/null; then
+    echo "something already answers on $lane2_endpoint: one lane after the other on $AWS_ENDPOINT_URL"
+    lane2_endpoint=""
+  fi
+  # Stop the emulators afterwards only if this script started them.
+  trap 'scripts/moto.sh stop; [ -z "$lane2_endpoint" ] || AWS_ENDPOINT_URL="$lane2_endpoint" scripts/moto.sh stop; summary' EXIT
   phase "moto start" scripts/moto.sh start
-  trap 'scripts/moto.sh stop; summary' EXIT
+  [ -z "$lane2_endpoint" ] || AWS_ENDPOINT_URL="$lane2_endpoint" scripts/moto.sh start
 fi
 [ -n "$(trap -p EXIT)" ] || trap summary EXIT
-phase init go run ./cmd/agentgate init --endpoint "$AWS_ENDPOINT_URL"
-# The suites that read sent mail back from moto's /moto-api/data.json go first:
-# moto 5.2 answers that endpoint 500 (slowly) once it holds objects of deleted
-# buckets, which later suites leave behind.
+bin="$(mktemp -d)"
+go build -o "$bin/agentgate" ./cmd/agentgate
+phase init "$bin/agentgate" init --endpoint "$AWS_ENDPOINT_URL"
+[ -z "$lane2_endpoint" ] || "$bin/agentgate" init --endpoint "$lane2_endpoint"
+rm -rf "$bin"
+# The suites that read sent mail back from moto's /moto-api/data.json go first
+# in their lane: moto 5.2 answers that endpoint 500 (slowly) once it holds
+# objects of deleted buckets, which later suites leave behind.
 mail_pkgs="./cmd/agentgate ./internal/approval"
 # Only the packages the integration tag changes: those whose test files differ
 # with -tags integration. Every other package's tests are the unit tier's,
@@ -64,6 +87,45 @@ integration_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -
   awk '{ print $1 }' | grep -v -e '/cmd/agentgate$' -e '/internal/approval$' || true)
 # An empty list would make go test test the root package alone and pass.
 [ -n "$integration_pkgs" ] || { echo "test.sh: found no integration packages besides the mail suites" >&2; exit 1; }
-echo "== integration packages: $mail_pkgs $(echo $integration_pkgs | sed 's|github.com/agentgate/agentgate/|./|g')"
-phase "integration (mail suites)" go test -race -count=1 -p 1 -tags integration $mail_pkgs
-phase "integration (the rest)" go test -race -count=1 -p 1 -tags integration $integration_pkgs
+# Only the tests of the integration-tagged files run here: the rest of those
+# packages' tests are unit tests that step 1 ran (apitest's and service's
+# alone took 70 s of this phase on a quiet machine). The tagged files declare
+# no init or package variables that could change an untagged test, so a
+# test's outcome does not depend on the tag.
+integration_files=$(grep -rl --include='*_test.go' '^//go:build integration$' . || true)
+integration_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' $integration_files | sort -u | paste -sd'|' -)
+[ -n "$integration_tests" ] || { echo "test.sh: found no tests in integration-tagged files" >&2; exit 1; }
+if [ "${1:-}" = "integration" ] && [ "${2:-}" = "all" ]; then integration_run='.'; else integration_run="^($integration_tests)\$"; fi
+# Lane 1: service and runs/dynamo; lane 2: the mail suites, then the rest.
+lane1_pkgs="$(echo "$integration_pkgs" | grep -e '/internal/service$' -e '/internal/runs/dynamo$' || true)"
+lane2_rest="$(echo "$integration_pkgs" | grep -v -e '/internal/service$' -e '/internal/runs/dynamo$' || true)"
+short() { echo $* | sed 's|github.com/agentgate/agentgate/|./|g'; }
+itest() { go test -race -count=1 -p 1 -tags integration -run "$integration_run" "$@"; }
+if [ -z "$lane2_endpoint" ]; then
+  echo "== integration packages: $mail_pkgs, then $(short $lane2_rest $lane1_pkgs)"
+  phase "integration (mail suites)" itest $mail_pkgs
+  phase "integration (the rest)" itest $lane2_rest $lane1_pkgs
+else
+  echo "== integration packages: lane 1: $(short $lane1_pkgs); lane 2 (on $lane2_endpoint): $mail_pkgs, then $(short $lane2_rest)"
+  # Lane 2 writes to a file, printed when it ends, so the two lanes' lines
+  # do not interleave; its time is printed with it.
+  lane2_log="$(mktemp)"
+  (
+    t0=$(date +%s.%N); rc=0
+    export AWS_ENDPOINT_URL="$lane2_endpoint"
+    { itest $mail_pkgs && { [ -z "$lane2_rest" ] || itest $lane2_rest; }; } >"$lane2_log" 2>&1 || rc=$?
+    awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' >"$lane2_log.time"
+    exit $rc
+  ) &
+  lane2_pid=$!
+  lane1_rc=0
+  [ -z "$lane1_pkgs" ] || phase "integration (lane 1)" itest $lane1_pkgs || lane1_rc=$?
+  lane2_rc=0
+  wait "$lane2_pid" || lane2_rc=$?
+  echo "== integration (lane 2, on $lane2_endpoint):"
+  cat "$lane2_log"
+  phases+=("integration (lane 2, at the same time) $(cat "$lane2_log.time")s")
+  echo "== integration (lane 2, at the same time): $(cat "$lane2_log.time")s"
+  rm -f "$lane2_log" "$lane2_log.time"
+  [ "$lane1_rc" -eq 0 ] && [ "$lane2_rc" -eq 0 ] || exit 1
+fi
