@@ -85,6 +85,9 @@ type StateStore interface {
 	// ref.SHA256. Codes: EGone when the blob is missing, EInternal when it
 	// is corrupted.
 	LoadState(ctx context.Context, ref StateRef) ([]byte, error)
+	// DeleteStates deletes the blobs refs point at (zero refs are skipped);
+	// deleting what does not exist is not an error.
+	DeleteStates(ctx context.Context, refs ...StateRef) error
 	// DeleteRunStates deletes every blob under the run's prefix.
 	DeleteRunStates(ctx context.Context, runID string) error
 }

@@ -91,10 +91,12 @@ func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error
 	if actor == "" {
 		return nil, Errorf(EInvalid, "actor is required")
 	}
+	var blobs []StateRef
 	r, err := s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
 		if cur.Status.Terminal() {
 			return nil, Write{}, Errorf(EConflict, "run %s is already %s", cur.ID, cur.Status)
 		}
+		blobs = blobsOf(cur)
 		next := s.terminal(cur, StatusCancelled, loop.ReasonCancelled, now)
 		ev := Event{Type: EventCancelled, Actor: actor}
 		if w := writesInFlightOf(cur); w != (writesInFlight{}) {
@@ -107,7 +109,7 @@ func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error
 	if err != nil {
 		return nil, err
 	}
-	s.dropStates(ctx, r.ID)
+	s.dropStates(ctx, r.ID, blobs)
 	return r, nil
 }
 
@@ -121,10 +123,12 @@ func (s *Store) Expire(ctx context.Context, cur *Run) (*Run, error) {
 		return s.expireToolResults(ctx, cur)
 	}
 	suspension := cur.SuspensionID
+	var blobs []StateRef
 	r, err := s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
 		if cur.Status != StatusWaiting || cur.SuspensionID != suspension {
 			return nil, Write{}, Errorf(EConflict, "run %s is %s, not waiting for approval", cur.ID, cur.Status)
 		}
+		blobs = blobsOf(cur)
 		if now.Before(cur.ApprovalDeadline) {
 			return nil, Write{}, Errorf(EConflict, "the approval window of run %s is still open", cur.ID)
 		}
@@ -136,7 +140,7 @@ func (s *Store) Expire(ctx context.Context, cur *Run) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.dropStates(ctx, r.ID)
+	s.dropStates(ctx, r.ID, blobs)
 	return r, nil
 }
 
@@ -184,16 +188,37 @@ func (s *Store) finish(ctx context.Context, cur, next *Run, ev Event) (*Run, err
 	if err != nil {
 		return nil, err
 	}
-	s.dropStates(ctx, r.ID)
+	s.dropStates(ctx, r.ID, blobsOf(cur))
 	return r, nil
 }
 
-// dropStates deletes a settled run's blobs, best effort: what remains is
-// deleted with the run's prefix at purge.
-func (s *Store) dropStates(ctx context.Context, id string) {
-	if err := s.states.DeleteRunStates(ctx, id); err != nil {
+// dropStates deletes the blobs a run that just ended pointed at (blobsOf
+// the row before its terminal write), best effort, by key: no LIST (which
+// S3 prices as a PUT; deletes are free). Blobs that earlier suspensions
+// and checkpoints left, and anything a failure here leaves, go with the
+// run's prefix at purge (retention) and the bucket's lifecycle backstop.
+func (s *Store) dropStates(ctx context.Context, id string, blobs []StateRef) {
+	if len(blobs) == 0 {
+		return
+	}
+	if err := s.states.DeleteStates(ctx, blobs...); err != nil {
 		s.opts.Logger.WarnContext(ctx, "delete state blobs of a settled run", "run_id", id, "err", err)
 	}
+}
+
+// blobsOf returns the blobs r points at: its suspended state, its
+// checkpoint and its submitted client-tool results.
+func blobsOf(r *Run) []StateRef {
+	var out []StateRef
+	for _, b := range []StateRef{r.State, r.Checkpoint} {
+		if !b.IsZero() {
+			out = append(out, b)
+		}
+	}
+	if r.HandOver != nil && !r.HandOver.Results.IsZero() {
+		out = append(out, r.HandOver.Results)
+	}
+	return out
 }
 
 // FinalOutput is the output of a run the loop ended: the model's final

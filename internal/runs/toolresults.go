@@ -331,10 +331,12 @@ func (s *Store) expireToolResults(ctx context.Context, cur *Run) (*Run, error) {
 		return nil, Errorf(EConflict, "run %s has no hand-over", cur.ID)
 	}
 	id := cur.HandOver.ID
+	var blobs []StateRef
 	r, err := s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
 		if cur.Status != StatusWaitingForToolResults || cur.HandOver == nil || cur.HandOver.ID != id {
 			return nil, Write{}, Errorf(EConflict, "run %s is %s, not waiting for tool results %s", cur.ID, cur.Status, id)
 		}
+		blobs = blobsOf(cur)
 		if now.Before(cur.HandOver.Deadline) {
 			return nil, Write{}, Errorf(EConflict, "the tool results of run %s are not due yet", cur.ID)
 		}
@@ -348,6 +350,6 @@ func (s *Store) expireToolResults(ctx context.Context, cur *Run) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.dropStates(ctx, r.ID)
+	s.dropStates(ctx, r.ID, blobs)
 	return r, nil
 }

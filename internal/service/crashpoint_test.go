@@ -138,6 +138,12 @@ func (s crashStates) LoadState(ctx context.Context, ref runs.StateRef) ([]byte, 
 	return b, err
 }
 
+func (s crashStates) DeleteStates(ctx context.Context, refs ...runs.StateRef) error {
+	err := s.StateStore.DeleteStates(ctx, refs...)
+	s.c.after("DeleteStates")
+	return err
+}
+
 func (s crashStates) DeleteRunStates(ctx context.Context, runID string) error {
 	err := s.StateStore.DeleteRunStates(ctx, runID)
 	s.c.after("DeleteRunStates")

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -525,6 +526,24 @@ func (db *DB) LoadState(_ context.Context, ref runs.StateRef) ([]byte, error) {
 		return nil, runs.Errorf(runs.EGone, "state blob %s is missing", ref.Key)
 	}
 	return runs.DecodeBlob(ref, blob)
+}
+
+// DeleteStates implements runs.StateStore.
+func (db *DB) DeleteStates(_ context.Context, refs ...runs.StateRef) error {
+	if !slices.ContainsFunc(refs, func(r runs.StateRef) bool { return !r.IsZero() }) {
+		return nil
+	}
+	return db.group.update(func(tx *bolt.Tx) error {
+		for _, r := range refs {
+			if r.IsZero() {
+				continue
+			}
+			if err := tx.Bucket(bucketBlobs).Delete([]byte(r.Key)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // DeleteRunStates implements runs.StateStore.

@@ -84,6 +84,20 @@ func (b *Bucket) LoadState(ctx context.Context, ref runs.StateRef) ([]byte, erro
 	return runs.DecodeBlob(ref, blob)
 }
 
+// DeleteStates implements runs.StateStore with one DeleteObjects call per
+// 1000 keys (S3 does not charge for deletes; a LIST costs as much as a PUT).
+func (b *Bucket) DeleteStates(ctx context.Context, refs ...runs.StateRef) error {
+	var ids []types.ObjectIdentifier
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if !r.IsZero() && !seen[r.Key] {
+			seen[r.Key] = true
+			ids = append(ids, types.ObjectIdentifier{Key: aws.String(r.Key)})
+		}
+	}
+	return b.deleteKeys(ctx, ids, "")
+}
+
 // DeleteRunStates implements runs.StateStore: it lists the run's prefix and
 // deletes it with DeleteObjects, 1000 keys per call.
 func (b *Bucket) DeleteRunStates(ctx context.Context, runID string) error {
@@ -105,21 +119,33 @@ func (b *Bucket) DeletePrefix(ctx context.Context, prefix string) error {
 		for i, o := range page.Contents {
 			ids[i] = types.ObjectIdentifier{Key: o.Key}
 		}
-		for len(ids) > 0 {
-			n := min(len(ids), deleteBatch)
-			out, err := b.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
-				Bucket: &b.name,
-				Delete: &types.Delete{Objects: ids[:n], Quiet: aws.Bool(true)},
-			})
-			if err != nil {
+		if err := b.deleteKeys(ctx, ids, prefix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteKeys deletes ids with DeleteObjects, 1000 keys per call; prefix,
+// if any, names where they are in an error.
+func (b *Bucket) deleteKeys(ctx context.Context, ids []types.ObjectIdentifier, prefix string) error {
+	for len(ids) > 0 {
+		n := min(len(ids), deleteBatch)
+		out, err := b.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: &b.name,
+			Delete: &types.Delete{Objects: ids[:n], Quiet: aws.Bool(true)},
+		})
+		if err != nil {
+			if prefix != "" {
 				return fmt.Errorf("delete under %s: %w", prefix, err)
 			}
-			if len(out.Errors) > 0 {
-				e := out.Errors[0]
-				return fmt.Errorf("delete %s: %s: %s (and %d more)", aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1)
-			}
-			ids = ids[n:]
+			return fmt.Errorf("delete %s: %w", aws.ToString(ids[0].Key), err)
 		}
+		if len(out.Errors) > 0 {
+			e := out.Errors[0]
+			return fmt.Errorf("delete %s: %s: %s (and %d more)", aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1)
+		}
+		ids = ids[n:]
 	}
 	return nil
 }

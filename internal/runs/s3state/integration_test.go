@@ -67,3 +67,27 @@ func TestDeleteRunStatesInBatches(t *testing.T) {
 	assert.Len(t, e.Keys(t, runs.RunPrefix("other")), 1, "other runs' blobs stay")
 	require.NoError(t, e.Bucket.DeleteRunStates(ctx, "big"), "deleting an empty prefix is fine")
 }
+
+// TestDeleteStatesByKey: the blobs a settled run points at go with one
+// DeleteObjects call and no LIST (S3 prices a LIST as a PUT); other blobs
+// of the run stay for purge.
+func TestDeleteStatesByKey(t *testing.T) {
+	e := awstest.New(t)
+	ctx := t.Context()
+	state, err := e.Bucket.PutState(ctx, "r1", []byte(`{"n":1}`))
+	require.NoError(t, err)
+	checkpoint, err := e.Bucket.PutState(ctx, "r1", []byte(`{"n":2}`))
+	require.NoError(t, err)
+	older, err := e.Bucket.PutState(ctx, "r1", []byte(`{"n":0}`))
+	require.NoError(t, err)
+
+	trips := e.Counter.Measure(func() {
+		require.NoError(t, e.Bucket.DeleteStates(ctx, state, runs.StateRef{}, checkpoint, state))
+	})
+	assert.Equal(t, map[string]int{"S3.DeleteObjects": 1}, trips)
+	assert.Equal(t, []string{older.Key}, e.Keys(t, runs.RunPrefix("r1")), "only the blobs named are deleted")
+
+	trips = e.Counter.Measure(func() { require.NoError(t, e.Bucket.DeleteStates(ctx)) })
+	assert.Empty(t, trips, "nothing to delete: no call")
+	require.NoError(t, e.Bucket.DeleteStates(ctx, state), "deleting what is gone is fine")
+}
