@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,16 +218,14 @@ func TestProcessDeadlineYields(t *testing.T) {
 	model := loop.ModelFunc(func(ctx context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
 		calls++
 		if calls == 2 {
-			<-ctx.Done() // the process's time runs out during this call
+			lapse(ctx) // the process's time runs out during this call
 			return loop.ModelResponse{}, ctx.Err()
 		}
 		return base.Generate(ctx, req)
 	})
 	r := newRunner(t, model, &execLog{})
 	r.Hooks.Yield = func(context.Context) bool { return false }
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(20*time.Millisecond))
-	defer cancel()
-	out, err := r.Run(ctx, request("go"))
+	out, err := r.Run(lapsingContext(), request("go"))
 	require.NoError(t, err)
 	require.Equal(t, loop.OutcomeCheckpoint, out.Kind)
 	assert.Equal(t, 1, out.Checkpoint.Counters.ModelCalls, "the interrupted call is not counted")
@@ -256,7 +255,7 @@ func TestProcessDeadlineDuringAReadYields(t *testing.T) {
 		CallFunc: func(ctx context.Context, input json.RawMessage) (loop.Result, error) {
 			log.add("slow_read", input, loop.IdempotencyKey(ctx))
 			if len(log.list()) == 2 { // s2, the first time
-				<-ctx.Done()
+				lapse(ctx)
 				return loop.Result{}, ctx.Err()
 			}
 			return loop.Result{Content: "slow ok"}, nil
@@ -271,9 +270,7 @@ func TestProcessDeadlineDuringAReadYields(t *testing.T) {
 	require.NoError(t, err)
 	r := &loop.Runner{Model: scriptModel(asst(use("s1", "slow_read", `{"path":"a"}`), use("s2", "slow_read", `{"path":"b"}`)), asst(say("ok"))),
 		Tools: tb, Now: fixedClock(time.Millisecond), Hooks: loop.Hooks{Yield: func(context.Context) bool { return false }}}
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(20*time.Millisecond))
-	defer cancel()
-	out, err := r.Run(ctx, request("go"))
+	out, err := r.Run(lapsingContext(), request("go"))
 	require.NoError(t, err)
 	require.Equal(t, loop.OutcomeCheckpoint, out.Kind)
 	require.NotNil(t, out.Checkpoint.Turn)
@@ -322,7 +319,7 @@ func TestReadOutlivingASegmentIsAnErrorResult(t *testing.T) {
 		CallFunc: func(ctx context.Context, input json.RawMessage) (loop.Result, error) {
 			log.add("slow_read", input, loop.IdempotencyKey(ctx))
 			if string(input) == `{"path":"b"}` {
-				<-ctx.Done() // never finishes in a segment's time
+				lapse(ctx) // never finishes in a segment's time
 				return loop.Result{}, ctx.Err()
 			}
 			return loop.Result{Content: "slow ok"}, nil
@@ -332,15 +329,10 @@ func TestReadOutlivingASegmentIsAnErrorResult(t *testing.T) {
 	require.NoError(t, err)
 	r := &loop.Runner{Model: scriptModel(asst(use("s1", "slow_read", `{"path":"a"}`), use("s2", "slow_read", `{"path":"b"}`)), asst(say("ok"))),
 		Tools: tb, Now: fixedClock(time.Millisecond), Hooks: loop.Hooks{Yield: func(context.Context) bool { return false }}}
-	segment := func() context.Context {
-		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(20*time.Millisecond))
-		t.Cleanup(cancel)
-		return ctx
-	}
-	out, err := r.Run(segment(), request("go"))
+	out, err := r.Run(lapsingContext(), request("go"))
 	require.NoError(t, err)
 	require.Equal(t, loop.OutcomeCheckpoint, out.Kind, "s2 is interrupted in the first segment")
-	out, err = r.Continue(segment(), out.Checkpoint)
+	out, err = r.Continue(lapsingContext(), out.Checkpoint)
 	require.NoError(t, err)
 	require.Equal(t, loop.OutcomeCheckpoint, out.Kind, "s2 outlived the second segment too: its result is in, the segment yields")
 	assert.Nil(t, out.Checkpoint.Turn, "the turn is done")
@@ -364,24 +356,66 @@ func TestModelCallOutlivingASegmentIsProviderFailed(t *testing.T) {
 	model := loop.ModelFunc(func(ctx context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
 		calls++
 		if calls >= 2 {
-			<-ctx.Done() // the provider never answers in time
+			lapse(ctx) // the provider never answers in time
 			return loop.ModelResponse{}, ctx.Err()
 		}
 		return base.Generate(ctx, req)
 	})
 	r := newRunner(t, model, &execLog{})
 	r.Hooks.Yield = func(context.Context) bool { return false }
-	segment := func() context.Context {
-		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(20*time.Millisecond))
-		t.Cleanup(cancel)
-		return ctx
-	}
-	out, err := r.Run(segment(), request("go"))
+	out, err := r.Run(lapsingContext(), request("go"))
 	require.NoError(t, err)
 	require.Equal(t, loop.OutcomeCheckpoint, out.Kind)
-	out, err = r.Continue(segment(), out.Checkpoint)
+	out, err = r.Continue(lapsingContext(), out.Checkpoint)
 	require.NoError(t, err)
 	require.Equal(t, loop.OutcomeFinished, out.Kind)
 	assert.Equal(t, loop.ReasonProviderFailed, out.Reason)
 	assert.Contains(t, out.Detail, "did not finish within the time one worker has")
+}
+
+// lapsing is a segment's context whose deadline passes only when the call
+// that outlives it says so (lapse), not after some milliseconds: what runs
+// before that call takes as long as it takes on a loaded machine, and the
+// loop sees context.DeadlineExceeded exactly during the blocked call.
+type lapsing struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+type lapsingKey struct{}
+
+// lapsingContext returns a new segment context that lapse(ctx) expires.
+func lapsingContext() context.Context {
+	c := &lapsing{Context: context.Background(), done: make(chan struct{})}
+	return c
+}
+
+func (c *lapsing) Done() <-chan struct{} { return c.done }
+
+func (c *lapsing) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *lapsing) Value(key any) any {
+	if key == (lapsingKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// lapse makes the deadline of ctx's segment pass (ctx is, or is derived
+// from, a lapsingContext) and returns once ctx is done.
+func lapse(ctx context.Context) {
+	c, ok := ctx.Value(lapsingKey{}).(*lapsing)
+	if !ok {
+		panic("lapse: not a lapsingContext")
+	}
+	c.once.Do(func() { close(c.done) })
+	<-ctx.Done()
 }
