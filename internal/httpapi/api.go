@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/agentgate/agentgate/internal/identity"
@@ -188,12 +187,12 @@ func header(req events.APIGatewayProxyRequest, name string) string {
 // decodeJSON strictly decodes a JSON body: content type JSON (or absent),
 // one value of I-JSON (RFC 7493: valid UTF-8, no lone surrogate escapes, no
 // member name twice), every member spelled exactly as v's JSON names (no
-// unknown or case-variant names). It decodes with JSON v2
-// (github.com/go-json-experiment/json, the encoding/json/v2 of a later Go),
-// which is strict in all of this by default; encoding/json would take the
-// last of two equal names, match names case-insensitively and replace
-// invalid UTF-8, so the value stored could differ from what a reader of
-// the body (a proxy, an auditor, another parser) saw.
+// unknown or case-variant names), every value of a kind its field takes
+// (decodeStrict: JSON v2's rules, over JSON v2's tokenizer). encoding/json
+// alone would take the last of two equal names, match names
+// case-insensitively and replace invalid UTF-8, so the value stored could
+// differ from what a reader of the body (a proxy, an auditor, another
+// parser) saw.
 func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 	if ct := header(req, "Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -208,7 +207,7 @@ func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return errorf(runs.EBadRequest, "body is empty; send a JSON object")
 	}
-	if err := jsonv2.Unmarshal(b, v, jsonv2.RejectUnknownMembers(true)); err != nil {
+	if err := decodeStrict(b, v); err != nil {
 		return errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
 	}
 	return nil
@@ -218,32 +217,30 @@ func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 // by its JSON pointer, never quoting the decoder's own message.
 func jsonProblem(err error) string {
 	var se *jsontext.SyntacticError
-	var te *jsonv2.SemanticError
+	var te *shapeError
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "JSON ends too early"
+	case errors.Is(err, errTrailingData):
+		return "the body has data after the JSON object"
 	case errors.As(err, &se):
 		switch {
 		case errors.Is(se.Err, jsontext.ErrDuplicateName):
 			return fmt.Sprintf("member %.80q appears twice in the same object", member(se.JSONPointer))
-		case strings.Contains(se.Err.Error(), "after top-level value"):
-			return "the body has data after the JSON object"
 		case strings.Contains(se.Err.Error(), "UTF-8"), strings.Contains(se.Err.Error(), "surrogate"):
 			return fmt.Sprintf("invalid UTF-8 or a lone surrogate escape in a string at byte %d", se.ByteOffset)
 		}
 		return fmt.Sprintf("malformed JSON at byte %d", se.ByteOffset)
 	case errors.As(err, &te):
 		switch {
-		case errors.Is(te.Err, jsonv2.ErrUnknownName):
-			return fmt.Sprintf("unknown field %.80q", member(te.JSONPointer))
-		case te.JSONPointer == "":
-			return fmt.Sprintf("the body must be a JSON object, not %s", kindName(te.JSONKind))
-		case te.GoType != nil && te.JSONKind == '0' && len(te.JSONValue) <= 40:
-			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.JSONPointer), te.GoType, te.JSONValue)
-		case te.GoType != nil:
-			return fmt.Sprintf("field %.80q must be %s, not %s", member(te.JSONPointer), te.GoType, kindName(te.JSONKind))
+		case te.Unknown:
+			return fmt.Sprintf("unknown field %.80q", member(te.Pointer))
+		case te.Pointer == "":
+			return fmt.Sprintf("the body must be a JSON object, not %s", kindName(te.Kind))
+		case te.Kind == '0' && len(te.Value) <= 40:
+			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.Pointer), te.GoType, te.Value)
 		}
-		return fmt.Sprintf("field %.80q is not valid", member(te.JSONPointer))
+		return fmt.Sprintf("field %.80q must be %s, not %s", member(te.Pointer), te.GoType, kindName(te.Kind))
 	}
 	return "malformed JSON"
 }

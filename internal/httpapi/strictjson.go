@@ -1,0 +1,219 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// decodeStrict decodes the JSON body b into v (a pointer) as JSON v2's
+// Unmarshal does with RejectUnknownMembers, without linking JSON v2's
+// reflective decoder (0.58 MB of each worker binary, issue #15):
+//   - jsontext, JSON v2's own tokenizer, reads exactly one value of I-JSON
+//     (valid UTF-8, no lone surrogate escape, no member name twice in an
+//     object);
+//   - a walk over that value and v's type refuses every member name that is
+//     not exactly one of the struct's JSON names (no unknown and no
+//     case-variant names) and every value of a JSON kind its Go type cannot
+//     hold (a number that is not an integer of the field's size included),
+//     naming the member by its JSON pointer (*shapeError);
+//   - encoding/json then fills v from a body it can no longer read
+//     differently: every name matches exactly and every value fits.
+//
+// The request bodies hold strings, numbers, booleans, pointers, slices,
+// string-keyed maps, structs and json.RawMessage; a type the walk does not
+// know is left to encoding/json.
+func decodeStrict(b []byte, v any) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	if err := walkValue(dec, reflect.TypeOf(v).Elem(), ""); err != nil {
+		return err
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return errTrailingData
+	}
+	return json.Unmarshal(b, v)
+}
+
+// errTrailingData: the body holds more than one JSON value.
+var errTrailingData = errors.New("data after the top-level value")
+
+// shapeError is a member or value the Go type does not take.
+type shapeError struct {
+	// Pointer locates the member (an unknown name) or the value.
+	Pointer jsontext.Pointer
+	// Unknown: the member's name is none of the struct's JSON names.
+	Unknown bool
+	// GoType is the type the value was to be decoded into.
+	GoType reflect.Type
+	// Kind and Value are the JSON value's kind and, for a number, its text.
+	Kind  jsontext.Kind
+	Value string
+}
+
+func (e *shapeError) Error() string {
+	if e.Unknown {
+		return "unknown member " + string(e.Pointer)
+	}
+	return "cannot decode " + kindName(e.Kind) + " at " + string(e.Pointer) + " into " + e.GoType.String()
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// walkValue reads the next value from dec, at ptr, checking it against t.
+// A value of a kind t cannot hold is refused when its first token is seen,
+// as JSON v2 refuses it.
+func walkValue(dec *jsontext.Decoder, t reflect.Type, ptr jsontext.Pointer) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	kind := dec.PeekKind()
+	switch {
+	case kind == 0:
+		_, err := dec.ReadToken() // the syntactic error, or io.ErrUnexpectedEOF
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	case t == rawMessageType || t.Kind() == reflect.Interface:
+		_, err := dec.ReadValue()
+		return err
+	case kind == 'n':
+		_, err := dec.ReadToken()
+		return err
+	case kind == '{' && t.Kind() == reflect.Struct:
+		return walkObject(dec, ptr, func(name string) (reflect.Type, bool) {
+			f, ok := jsonFields(t)[name]
+			return f, ok
+		})
+	case kind == '{' && t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
+		return walkObject(dec, ptr, func(string) (reflect.Type, bool) { return t.Elem(), true })
+	case kind == '[' && t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8:
+		if _, err := dec.ReadToken(); err != nil {
+			return err
+		}
+		for i := 0; dec.PeekKind() != ']'; i++ {
+			if err := walkValue(dec, t.Elem(), ptr.AppendToken(strconv.Itoa(i))); err != nil {
+				return err
+			}
+		}
+		_, err := dec.ReadToken()
+		return err
+	}
+	if kind == '{' || kind == '[' { // an object or array t cannot hold
+		return &shapeError{Pointer: ptr, GoType: t, Kind: kind}
+	}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	if fits(tok, kind, t) {
+		return nil
+	}
+	e := &shapeError{Pointer: ptr, GoType: t, Kind: kind}
+	if kind == '0' {
+		e.Value = tok.String()
+	}
+	return e
+}
+
+// walkObject reads an object at ptr, each member's value checked against
+// the type field returns for its name (false: an unknown name).
+func walkObject(dec *jsontext.Decoder, ptr jsontext.Pointer, field func(name string) (reflect.Type, bool)) error {
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		ft, ok := field(name.String())
+		if !ok {
+			return &shapeError{Pointer: ptr.AppendToken(name.String()), Unknown: true}
+		}
+		if err := walkValue(dec, ft, ptr.AppendToken(name.String())); err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// fits says whether a scalar token of kind decodes into t.
+func fits(tok jsontext.Token, kind jsontext.Kind, t reflect.Type) bool {
+	switch kind {
+	case '"':
+		return t.Kind() == reflect.String || (t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8)
+	case 't', 'f':
+		return t.Kind() == reflect.Bool
+	case '0':
+		s := tok.String()
+		var err error
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			_, err = strconv.ParseInt(s, 10, t.Bits())
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			_, err = strconv.ParseUint(s, 10, t.Bits())
+		case reflect.Float32, reflect.Float64:
+			_, err = strconv.ParseFloat(s, t.Bits())
+		default:
+			return false
+		}
+		return err == nil
+	}
+	return false
+}
+
+// fieldCache holds jsonFields' answers per struct type.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields returns the JSON names of struct type t's fields with their
+// types, as encoding/json names them: the tag's name, else the field's;
+// "-" and unexported fields left out; an untagged embedded struct's fields
+// promoted unless t has a field of the same name.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	var promoted []map[string]reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, hasTag := f.Tag.Lookup("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if tag == "-" {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && (!hasTag || name == "") && ft.Kind() == reflect.Struct {
+			promoted = append(promoted, jsonFields(ft))
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = f.Type
+	}
+	for _, p := range promoted {
+		for name, ft := range p {
+			if _, ok := m[name]; !ok {
+				m[name] = ft
+			}
+		}
+	}
+	fieldCache.Store(t, m)
+	return m
+}
