@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
 )
@@ -194,4 +195,44 @@ func TestEventsOfBatchedAndOlderItems(t *testing.T) {
 			assert.Equal(t, want[start:], got, "limit %d after %d", limit, start)
 		}
 	}
+}
+
+// TestRowsWrittenBeforeAreReadAndUpgraded: a row stored one attribute per
+// field (deployed tables) reads as it was written, is found by the sweep,
+// and takes the compact form at its next write, which the Store makes on
+// it as on any row.
+func TestRowsWrittenBeforeAreReadAndUpgraded(t *testing.T) {
+	env := awstest.New(t)
+	e := runstest.NewEnv(t, env.Harness())
+	ctx := t.Context()
+	w, _ := e.Waiting(t)
+	legacy, err := dynamo.LegacyRowForTest(w)
+	require.NoError(t, err)
+	_, hasRow := legacy["row"]
+	require.False(t, hasRow)
+	_, err = env.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.Table.Name()), Item: legacy})
+	require.NoError(t, err)
+
+	got, err := e.Store.Get(ctx, w.ID)
+	require.NoError(t, err)
+	assert.Equal(t, w, got, "read as written")
+	due, _, err := env.Table.Due(ctx, w.DueAt, 100, "")
+	require.NoError(t, err)
+	require.Len(t, due, 1, "the sweep finds it")
+	assert.Equal(t, w, due[0])
+
+	r, err := e.Store.Decide(ctx, got, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: runstest.Approve})
+	require.NoError(t, err)
+	item, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(env.Table.Name()),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + w.ID}, "sk": &types.AttributeValueMemberS{Value: "RUN"}}})
+	require.NoError(t, err)
+	_, hasRow = item.Item["row"]
+	assert.True(t, hasRow, "the write stores the compact form")
+	_, hasOld := item.Item["pending_calls"]
+	assert.False(t, hasOld, "and drops the old attributes")
+	again, err := e.Store.Get(ctx, w.ID)
+	require.NoError(t, err)
+	assert.Equal(t, r, again)
+	assert.Equal(t, w.Request, again.Request, "the start request survives the upgrade")
+	assert.Equal(t, w.PendingCalls, again.PendingCalls)
 }
