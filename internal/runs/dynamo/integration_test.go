@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestRoundTrips(t *testing.T) {
 
 	trips = aws.Counter.Measure(func() { r, err = e.Store.Claim(ctx, r.ID, "w2") })
 	require.NoError(t, err)
-	assert.Equal(t, map[string]int{"DynamoDB.GetItem": 1, "DynamoDB.TransactWriteItems": 1}, trips, "claim = read + one transaction")
+	assert.Equal(t, map[string]int{"DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 1}, trips, "claim = read (the row and its parts) + one transaction")
 
 	trips = aws.Counter.Measure(func() { _, err = e.Store.LoadState(ctx, r) })
 	require.NoError(t, err)
@@ -235,4 +236,75 @@ func TestRowsWrittenBeforeAreReadAndUpgraded(t *testing.T) {
 	assert.Equal(t, r, again)
 	assert.Equal(t, w.Request, again.Request, "the start request survives the upgrade")
 	assert.Equal(t, w.PendingCalls, again.PendingCalls)
+}
+
+// TestLargePartsAreWrittenWhenTheyChange: a long start request and a large
+// held-call summary live in items of their own, read with the row in one
+// Query; a write after a read of the same version leaves them alone, and a
+// table that does not know the stored version writes them again.
+func TestLargePartsAreWrittenWhenTheyChange(t *testing.T) {
+	env := awstest.New(t)
+	e := runstest.NewEnv(t, env.Harness())
+	ctx := t.Context()
+	long := strings.Repeat("Check the figures of every region before the pricing page changes. ", 30)
+	r, err := e.Store.Create(ctx, runs.NewRun{Initiator: "alice", Approvers: []string{"bob"}, Request: json.RawMessage(`{"prompt":` + strconv.Quote(long) + `}`)})
+	require.NoError(t, err)
+	r, err = e.Store.Claim(ctx, r.ID, "w1")
+	require.NoError(t, err)
+	sp, _ := e.Suspension(r, "s1")
+	sp.State.Previews["call-1"] = long
+	r, err = e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+
+	table := aws.String(env.Table.Name())
+	partKey := func(name string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + r.ID}, "sk": &types.AttributeValueMemberS{Value: "RUN#" + name}}
+	}
+	mark := func(name string) {
+		t.Helper()
+		_, err := env.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: partKey(name),
+			UpdateExpression:          aws.String("SET marker = :m"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":m": &types.AttributeValueMemberS{Value: "x"}}})
+		require.NoError(t, err)
+	}
+	marked := func(name string) bool {
+		t.Helper()
+		out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: partKey(name), ConsistentRead: aws.Bool(true)})
+		require.NoError(t, err)
+		require.NotNil(t, out.Item, "the %s is an item of its own", name)
+		_, ok := out.Item["marker"]
+		return ok
+	}
+	mark("request")
+	mark("pending_calls")
+
+	got, err := e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, r, got, "read back whole")
+	trips := env.Counter.Measure(func() { _, err = e.Store.Get(ctx, r.ID) })
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"DynamoDB.Query": 1}, trips, "row and parts in one call")
+
+	r, err = e.Store.Decide(ctx, got, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: runstest.Approve})
+	require.NoError(t, err)
+	assert.True(t, marked("request"), "unchanged parts are not written again")
+	assert.True(t, marked("pending_calls"))
+
+	// Another process (a table that never read this version) writes them again.
+	other := runs.NewStore(dynamo.NewTable(env.DynamoDB, env.Table.Name(), dynamo.Options{}), env.Bucket, runs.Options{Now: e.Clock.Now})
+	fresh, err := e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	_, err = other.Cancel(ctx, fresh, "alice")
+	require.NoError(t, err)
+	assert.False(t, marked("request"), "a table that does not know the stored version writes the parts")
+	done, err := e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusCancelled, done.Status)
+	assert.Equal(t, r.Request, done.Request)
+	assert.Equal(t, r.PendingCalls, done.PendingCalls)
+
+	due, _, err := env.Table.Due(ctx, done.DueAt, 10, "")
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	assert.Equal(t, done.Request, due[0].Request, "the sweep reads the parts too")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestRunItemRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			m, err := attributevalue.MarshalMap(it)
 			require.NoError(t, err)
-			got, err := decodeRun(m)
+			got, _, err := decodeRun(m, nil)
 			require.NoError(t, err)
 			assert.Equal(t, tt.run, got)
 		})
@@ -67,7 +68,7 @@ func TestRunItemRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			m, err := attributevalue.MarshalMap(it)
 			require.NoError(t, err)
-			got, err := decodeRun(m)
+			got, _, err := decodeRun(m, nil)
 			require.NoError(t, err)
 			assert.Equal(t, tt.run, got)
 		})
@@ -121,10 +122,49 @@ func TestRunItemRoundTrip(t *testing.T) {
 	})
 }
 
+func TestLargePartsAreStoredApart(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	long := strings.Repeat("Review the quarterly figures and update the pricing page. ", 40)
+	r := &runs.Run{
+		ID: "r1", Status: runs.StatusWaiting, Version: 4, CreatedAt: at, UpdatedAt: at, Initiator: "alice",
+		Request:      json.RawMessage(`{"prompt":` + strconv.Quote(long) + `}`),
+		PendingCalls: []runs.CallSummary{{ID: "c1", Tool: "write_document", Input: json.RawMessage(`{"text":` + strconv.Quote(long) + `}`), NeedsApproval: true, Preview: long}},
+		SuspensionID: "s1", LastSeq: 4, DueAt: at,
+	}
+	row, parts, err := encodeRow(r, 8)
+	require.NoError(t, err)
+	require.Len(t, parts, 2)
+	assert.Len(t, row.Apart, 2)
+	m, err := attributevalue.MarshalMap(row)
+	require.NoError(t, err)
+	t.Logf("row %d bytes with its request and held calls apart", ItemSize(m))
+	assert.Less(t, ItemSize(m), 1024, "the row stays under 1 KB")
+	byKey := map[string]partItem{}
+	for _, p := range parts {
+		assert.Equal(t, runPK("r1"), p.PK)
+		byKey[p.SK] = p
+	}
+	got, apart, err := decodeRun(m, byKey)
+	require.NoError(t, err)
+	assert.Equal(t, r, got)
+	assert.Equal(t, row.Apart, apart)
+
+	delete(byKey, partSK(partCalls))
+	_, _, err = decodeRun(m, byKey)
+	assert.ErrorContains(t, err, "missing", "a row never reads without a part it names")
+
+	small := r.Clone()
+	small.Request, small.PendingCalls = json.RawMessage(`{"prompt":"hi"}`), nil
+	row, parts, err = encodeRow(small, 8)
+	require.NoError(t, err)
+	assert.Empty(t, parts, "small parts stay in the row")
+	assert.Empty(t, row.Apart)
+}
+
 func TestUnknownRowFormatIsAnError(t *testing.T) {
 	m, err := attributevalue.MarshalMap(rowItem{key: key{PK: runPK("r1"), SK: runSK}, Status: "RUNNING", Version: 1, Row: []byte{99, 1, 2}})
 	require.NoError(t, err)
-	_, err = decodeRun(m)
+	_, _, err = decodeRun(m, nil)
 	assert.ErrorContains(t, err, "unknown row format")
 }
 

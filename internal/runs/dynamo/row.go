@@ -3,9 +3,12 @@ package dynamo
 import (
 	"bytes"
 	"compress/flate"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -31,6 +34,120 @@ type rowItem struct {
 	// partition.
 	TokenHashes []string `dynamodbav:"token_hashes,omitempty"`
 	Row         []byte   `dynamodbav:"row"`
+	// Apart names the parts of the row stored in their own items (partItem)
+	// instead of in Row, each with the SHA-256 (hex) of its JSON.
+	Apart map[string]string `dynamodbav:"apart,omitempty"`
+}
+
+// partApartSize is the JSON size over which a part of a row that rarely
+// changes (the start request, the held calls' summary) is stored in its
+// own item: written when it changes, not with every write of the row.
+const partApartSize = 1 << 10
+
+// The parts of a row that may be stored apart.
+const (
+	partRequest = "request"
+	partCalls   = "pending_calls"
+)
+
+// partSK is the sort key of a row part's item: after the row's own, so one
+// Query (begins_with RUN) reads the row and its parts.
+func partSK(name string) string { return runSK + "#" + name }
+
+// partItem is a part of a run row stored apart: its JSON, deflated.
+type partItem struct {
+	key
+	SHA256 string `dynamodbav:"sha256"`
+	Data   []byte `dynamodbav:"data"`
+}
+
+// rowParts returns the JSON of r's parts that go apart (over
+// partApartSize), by name.
+func rowParts(r *runs.Run) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	if len(r.Request) > partApartSize {
+		out[partRequest] = r.Request
+	}
+	if len(r.PendingCalls) > 0 {
+		b, err := json.Marshal(r.PendingCalls)
+		if err != nil {
+			return nil, fmt.Errorf("encode pending calls of run %s: %w", r.ID, err)
+		}
+		if len(b) > partApartSize {
+			out[partCalls] = b
+		}
+	}
+	return out, nil
+}
+
+// encodeRow returns the stored form of r: the row item and the items of
+// the parts it keeps apart (rowItem.Apart says which, with their hashes).
+func encodeRow(r *runs.Run, shards int) (rowItem, []partItem, error) {
+	parts, err := rowParts(r)
+	if err != nil {
+		return rowItem{}, nil, err
+	}
+	inRow := r
+	var items []partItem
+	apart := map[string]string{}
+	if len(parts) > 0 {
+		c := *r
+		inRow = &c
+		for _, name := range []string{partRequest, partCalls} {
+			js, ok := parts[name]
+			if !ok {
+				continue
+			}
+			data, err := deflateJSON(json.RawMessage(js))
+			if err != nil {
+				return rowItem{}, nil, err
+			}
+			sum := sha256.Sum256(js)
+			sha := hex.EncodeToString(sum[:])
+			apart[name] = sha
+			items = append(items, partItem{key: key{PK: runPK(r.ID), SK: partSK(name)}, SHA256: sha, Data: data})
+			switch name {
+			case partRequest:
+				c.Request = nil
+			case partCalls:
+				c.PendingCalls = nil
+			}
+		}
+	}
+	it, err := newRowItem(inRow, shards)
+	if err != nil {
+		return rowItem{}, nil, err
+	}
+	if len(apart) > 0 {
+		it.Apart = apart
+	}
+	return it, items, nil
+}
+
+// joinParts puts the parts the row keeps apart (found among items, keyed
+// by sort key) back into r, verified against their hashes.
+func joinParts(r *runs.Run, apart map[string]string, items map[string]partItem) error {
+	for name, sha := range apart {
+		it, ok := items[partSK(name)]
+		if !ok || it.SHA256 != sha {
+			return fmt.Errorf("run %s: its %s item is missing or not the one the row names", r.ID, name)
+		}
+		var js json.RawMessage
+		if err := inflateJSON(it.Data, &js); err != nil {
+			return fmt.Errorf("decode %s of run %s: %w", name, r.ID, err)
+		}
+		switch name {
+		case partRequest:
+			r.Request = js
+		case partCalls:
+			if err := json.Unmarshal(js, &r.PendingCalls); err != nil {
+				return fmt.Errorf("decode pending calls of run %s: %w", r.ID, err)
+			}
+		default:
+			return fmt.Errorf("run %s: unknown part %s", r.ID, name)
+		}
+	}
+	return nil
 }
 
 // rowFormat is the first byte of rowItem.Row: raw deflate (RFC 1951) of
@@ -94,31 +211,87 @@ func newRowItem(r *runs.Run, shards int) (rowItem, error) {
 }
 
 // decodeRun returns the run row stored as m, in either form (rowItem, or
-// runItem as rows were written before).
-func decodeRun(m map[string]types.AttributeValue) (*runs.Run, error) {
+// runItem as rows were written before), with the parts it keeps apart
+// from parts (partItems by sort key), and what it keeps apart.
+func decodeRun(m map[string]types.AttributeValue, parts map[string]partItem) (*runs.Run, map[string]string, error) {
+	r, it, err := decodeRowItem(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := joinParts(r, it.Apart, parts); err != nil {
+		return nil, nil, err
+	}
+	return r, it.Apart, nil
+}
+
+// decodeRowItem returns the run row stored as m without the parts it keeps
+// apart, and the item (zero for a row written before).
+func decodeRowItem(m map[string]types.AttributeValue) (*runs.Run, rowItem, error) {
 	if _, ok := m["row"]; !ok {
-		var it runItem
-		if err := attributevalue.UnmarshalMap(m, &it); err != nil {
-			return nil, fmt.Errorf("decode run: %w", err)
+		var old runItem
+		if err := attributevalue.UnmarshalMap(m, &old); err != nil {
+			return nil, rowItem{}, fmt.Errorf("decode run: %w", err)
 		}
-		return it.run()
+		r, err := old.run()
+		return r, rowItem{}, err
 	}
 	var it rowItem
 	if err := attributevalue.UnmarshalMap(m, &it); err != nil {
-		return nil, fmt.Errorf("decode run: %w", err)
+		return nil, rowItem{}, fmt.Errorf("decode run: %w", err)
 	}
 	if len(it.Row) == 0 || it.Row[0] != rowFormat {
-		return nil, fmt.Errorf("decode run %s: unknown row format", it.PK)
+		return nil, rowItem{}, fmt.Errorf("decode run %s: unknown row format", it.PK)
 	}
 	zr := flate.NewReaderDict(bytes.NewReader(it.Row[1:]), []byte(rowDict))
 	defer zr.Close()
 	js, err := io.ReadAll(io.LimitReader(zr, 16*MaxItemSize))
 	if err != nil {
-		return nil, fmt.Errorf("decode run %s: %w", it.PK, err)
+		return nil, rowItem{}, fmt.Errorf("decode run %s: %w", it.PK, err)
 	}
 	r := new(runs.Run)
 	if err := json.Unmarshal(js, r); err != nil {
-		return nil, fmt.Errorf("decode run %s: %w", it.PK, err)
+		return nil, rowItem{}, fmt.Errorf("decode run %s: %w", it.PK, err)
 	}
-	return r, nil
+	return r, it, nil
+}
+
+// rowCacheMax bounds the rows a Table remembers (rowCache).
+const rowCacheMax = 1024
+
+// rowCache remembers, for the runs a Table read or wrote last, the version
+// and the parts that version keeps apart (with their hashes). A Write
+// conditional on that version can then leave out a part item whose content
+// did not change: the condition on the version guarantees the stored row
+// is the one remembered, and a part item changes only with a row that
+// names its new hash. A run it does not know gets its parts written again:
+// never wrong, only dearer.
+type rowCache struct {
+	mu sync.Mutex
+	m  map[string]cachedRow
+}
+
+type cachedRow struct {
+	version int64
+	apart   map[string]string
+}
+
+func (c *rowCache) put(id string, version int64, apart map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= rowCacheMax {
+		c.m = map[string]cachedRow{}
+	}
+	c.m[id] = cachedRow{version: version, apart: apart}
+}
+
+// stored returns the parts the row of run id at version keeps apart, and
+// whether it knows.
+func (c *rowCache) stored(id string, version int64) (map[string]string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.m[id]
+	if !ok || r.version != version {
+		return nil, false
+	}
+	return r.apart, true
 }

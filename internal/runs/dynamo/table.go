@@ -40,6 +40,7 @@ type Table struct {
 	client *dynamodb.Client
 	name   string
 	shards int
+	cache  rowCache
 }
 
 var _ runs.RowStore = (*Table)(nil)
@@ -80,30 +81,61 @@ func (t *Table) getItem(ctx context.Context, pk, sk, what string, out any) (foun
 	return true, nil
 }
 
-// GetRun implements runs.RowStore with a strongly consistent GetItem.
+// GetRun implements runs.RowStore with one strongly consistent Query of
+// the row and the parts it keeps apart (sort keys beginning with RUN).
 func (t *Table) GetRun(ctx context.Context, id string) (*runs.Run, error) {
-	k, err := keyOf(runPK(id), runSK)
+	kc := expression.Key("pk").Equal(expression.Value(runPK(id))).And(expression.Key("sk").BeginsWith(runSK))
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
 	if err != nil {
 		return nil, err
 	}
-	res, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.name, Key: k, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, translate(err)
+	in := &dynamodb.QueryInput{
+		TableName:                 &t.name,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
 	}
-	if res.Item == nil {
+	var row map[string]types.AttributeValue
+	parts := map[string]partItem{}
+	p := dynamodb.NewQueryPaginator(t.client, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, translate(err)
+		}
+		for _, m := range page.Items {
+			var it partItem
+			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+				return nil, fmt.Errorf("decode run %s: %w", id, err)
+			}
+			if it.SK == runSK {
+				row = m
+				continue
+			}
+			parts[it.SK] = it
+		}
+	}
+	if row == nil {
 		return nil, runs.Errorf(runs.ENotFound, "run %s not found", id)
 	}
-	return decodeRun(res.Item)
+	r, apart, err := decodeRun(row, parts)
+	if err != nil {
+		return nil, err
+	}
+	t.cache.put(id, r.Version, apart)
+	return r, nil
 }
 
 // Write implements runs.RowStore: one conditional PutItem when only the row
-// changes, else one TransactWriteItems (row, events, new tokens, token use).
+// changes, else one TransactWriteItems (row, the row's parts that changed,
+// events, new tokens, token use, inbox entries).
 func (t *Table) Write(ctx context.Context, w runs.Write) error {
-	row, err := t.rowPut(w)
+	row, apart, parts, err := t.rowPut(w)
 	if err != nil {
 		return err
 	}
-	if len(w.Events) == 0 && len(w.NewTokens) == 0 && w.UseToken == nil && len(w.NewInbox) == 0 && len(w.DropInbox) == 0 {
+	if len(parts) == 0 && len(w.Events) == 0 && len(w.NewTokens) == 0 && w.UseToken == nil && len(w.NewInbox) == 0 && len(w.DropInbox) == 0 {
 		_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                 &t.name,
 			Item:                      row.Item,
@@ -111,9 +143,19 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 			ExpressionAttributeNames:  row.ExpressionAttributeNames,
 			ExpressionAttributeValues: row.ExpressionAttributeValues,
 		})
+		if err == nil {
+			t.cache.put(w.Run.ID, w.Run.Version, apart)
+		}
 		return translate(err)
 	}
 	items := []types.TransactWriteItem{{Put: row}}
+	for _, p := range parts {
+		item, err := attributevalue.MarshalMap(p)
+		if err != nil {
+			return fmt.Errorf("encode %s of run %s: %w", p.SK, w.Run.ID, err)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &t.name, Item: item}})
+	}
 	hashes := make([]string, len(w.NewTokens))
 	for i, tok := range w.NewTokens {
 		hashes[i] = tok.Hash
@@ -171,6 +213,9 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 		TransactItems:      items,
 		ClientRequestToken: requestToken(w),
 	})
+	if err == nil {
+		t.cache.put(w.Run.ID, w.Run.Version, apart)
+	}
 	return translate(err)
 }
 
@@ -184,15 +229,26 @@ func requestToken(w runs.Write) *string {
 	return aws.String(w.Run.WriteID)
 }
 
-// rowPut is the conditional Put of the run row.
-func (t *Table) rowPut(w runs.Write) (*types.Put, error) {
-	it, err := newRowItem(w.Run, t.shards)
+// rowPut is the conditional Put of the run row, what the row keeps apart
+// and the part items to write with it: all of them, but those the stored
+// row (at w.ExpectVersion, as the cache knows it) already names with the
+// same content.
+func (t *Table) rowPut(w runs.Write) (*types.Put, map[string]string, []partItem, error) {
+	it, parts, err := encodeRow(w.Run, t.shards)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
+	}
+	if !w.Create {
+		if stored, ok := t.cache.stored(w.Run.ID, w.ExpectVersion); ok {
+			parts = slices.DeleteFunc(parts, func(p partItem) bool {
+				name := strings.TrimPrefix(p.SK, runSK+"#")
+				return stored[name] == p.SHA256
+			})
+		}
 	}
 	item, err := attributevalue.MarshalMap(it)
 	if err != nil {
-		return nil, fmt.Errorf("encode run %s: %w", w.Run.ID, err)
+		return nil, nil, nil, fmt.Errorf("encode run %s: %w", w.Run.ID, err)
 	}
 	cond := expression.Name("pk").AttributeNotExists()
 	if !w.Create {
@@ -201,7 +257,7 @@ func (t *Table) rowPut(w runs.Write) (*types.Put, error) {
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	return &types.Put{
 		TableName:                 &t.name,
@@ -209,7 +265,7 @@ func (t *Table) rowPut(w runs.Write) (*types.Put, error) {
 		ConditionExpression:       expr.Condition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
-	}, nil
+	}, it.Apart, parts, nil
 }
 
 // newPut is a Put of a new item (events, tokens) that must not exist yet.
@@ -457,15 +513,66 @@ func (t *Table) Due(ctx context.Context, now time.Time, limit int, cursor string
 // batchGetMax is BatchGetItem's limit of keys per call.
 const batchGetMax = 100
 
-// getRuns reads the run rows at keys with strongly consistent BatchGetItem
-// calls (100 keys each, unprocessed keys resubmitted with backoff) and
-// returns them in the order of keys; a row that no longer exists is nil.
+// getRuns reads the run rows at keys, and the parts they keep apart, with
+// strongly consistent BatchGetItem calls, and returns them in the order of
+// keys; a row that no longer exists is nil.
 func (t *Table) getRuns(ctx context.Context, keys []key) ([]*runs.Run, error) {
-	out := make([]*runs.Run, len(keys))
-	at := make(map[key]int, len(keys))
-	for i, k := range keys {
-		at[k] = i
+	rows, err := t.batchGet(ctx, keys)
+	if err != nil {
+		return nil, err
 	}
+	var partKeys []key
+	for _, k := range keys {
+		m := rows[k]
+		if m == nil {
+			continue
+		}
+		var it struct {
+			Apart map[string]string `dynamodbav:"apart"`
+		}
+		if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+			return nil, fmt.Errorf("decode due run: %w", err)
+		}
+		for name := range it.Apart {
+			partKeys = append(partKeys, key{PK: k.PK, SK: partSK(name)})
+		}
+	}
+	partItems, err := t.batchGet(ctx, partKeys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*runs.Run, len(keys))
+	for i, k := range keys {
+		m := rows[k]
+		if m == nil {
+			continue
+		}
+		parts := map[string]partItem{}
+		for pk, pm := range partItems {
+			if pk.PK != k.PK {
+				continue
+			}
+			var it partItem
+			if err := attributevalue.UnmarshalMap(pm, &it); err != nil {
+				return nil, fmt.Errorf("decode due run: %w", err)
+			}
+			parts[pk.SK] = it
+		}
+		r, apart, err := decodeRun(m, parts)
+		if err != nil {
+			return nil, err
+		}
+		t.cache.put(r.ID, r.Version, apart)
+		out[i] = r
+	}
+	return out, nil
+}
+
+// batchGet reads the items at keys with strongly consistent BatchGetItem
+// calls (100 keys each, unprocessed keys resubmitted with backoff); an item
+// that does not exist is absent from the result.
+func (t *Table) batchGet(ctx context.Context, keys []key) (map[key]map[string]types.AttributeValue, error) {
+	out := make(map[key]map[string]types.AttributeValue, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), batchGetMax)
 		req := make([]map[string]types.AttributeValue, n)
@@ -480,7 +587,7 @@ func (t *Table) getRuns(ctx context.Context, keys []key) ([]*runs.Run, error) {
 		backoff := 50 * time.Millisecond
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt == 8 {
-				return nil, fmt.Errorf("batch get: %d rows left unprocessed", len(req))
+				return nil, fmt.Errorf("batch get: %d items left unprocessed", len(req))
 			}
 			if attempt > 0 {
 				select {
@@ -499,15 +606,9 @@ func (t *Table) getRuns(ctx context.Context, keys []key) ([]*runs.Run, error) {
 			for _, m := range res.Responses[t.name] {
 				var k key
 				if err := attributevalue.UnmarshalMap(m, &k); err != nil {
-					return nil, fmt.Errorf("decode due run: %w", err)
+					return nil, fmt.Errorf("decode item: %w", err)
 				}
-				r, err := decodeRun(m)
-				if err != nil {
-					return nil, err
-				}
-				if i, ok := at[k]; ok {
-					out[i] = r
-				}
+				out[k] = m
 			}
 			req = res.UnprocessedKeys[t.name].Keys
 		}
