@@ -22,6 +22,7 @@ import (
 	"github.com/agentgate/agentgate/internal/mcptool"
 
 	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/routes"
@@ -161,7 +162,8 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	}
 	disp := &dispatch.InProcess{Logger: o.logger}
 	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: routes.All(),
-		Owner: "local", Logger: o.logger, Dispatch: disp, OutboxDir: outbox, MailOut: o.mailOut, Webhooks: o.webhooks, Governance: &gov, SegmentBudget: o.segmentBudget})
+		Owner: "local", Logger: o.logger, Dispatch: disp,
+		Mailer: approval.NewOutboxMailer(outbox, "agentgate@localhost", o.mailOut), Webhooks: o.webhooks, Governance: &gov, SegmentBudget: o.segmentBudget})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -32,10 +31,10 @@ type AWSOptions struct {
 	// Dispatch replaces the Lambda async-invoke dispatcher (the local server
 	// on DynamoDB+S3 dispatches in-process).
 	Dispatch service.Dispatcher
-	// MailOut, when set and no sender is configured, receives the links of a
-	// local outbox in OutboxDir instead of SES.
-	OutboxDir string
-	MailOut   io.Writer
+	// Mailer, when set and no sender is configured (AGENTGATE_MAIL_FROM),
+	// replaces SES: the local server's outbox. It is built by the caller so
+	// that the Lambdas do not link the outbox (issue #15).
+	Mailer approval.Mailer
 	// Webhooks configure webhook delivery (nil: none).
 	Webhooks *Webhooks
 	// Governance, when set, replaces the directory and policy files of
@@ -61,8 +60,8 @@ func NewAWS(o AWSOptions) (*App, error) {
 		return nil, err
 	}
 	var mailer approval.Mailer
-	if c.MailFrom == "" && o.OutboxDir != "" {
-		mailer = approval.NewOutboxMailer(o.OutboxDir, "agentgate@localhost", o.MailOut)
+	if c.MailFrom == "" && o.Mailer != nil {
+		mailer = o.Mailer
 	} else if mailer, err = awswire.NewMailer(c, o.AWS); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
