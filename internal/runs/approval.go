@@ -87,6 +87,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.VotesNeeded, next.Votes = max(sp.VotesNeeded, 1), nil
 	next.Counters = st.Counters
 	next.SuspendedAt = now
+	next.Reclaims = 0 // the run got somewhere
 	w := Write{NewInbox: inboxEntries(cur, sp, calls, deadline, now)}
 	next.InboxKeys = nil
 	for _, e := range w.NewInbox {

@@ -12,12 +12,14 @@ import (
 // Claim moves a QUEUED or RESUMING run to RUNNING under a lease held by owner
 // for LeaseTTL, appending a claimed, resumed (after a decision) or continued
 // (after a checkpoint) event. A RUNNING run whose lease expired is taken
-// over the same way (a reclaimed event) when Run.Reclaimable: no write's
-// outcome is unknown and none took effect that the new worker would make
-// again. Of concurrent claimers exactly one wins. A write that moved the
-// run's version meanwhile without making it unclaimable (a re-dispatch, a
-// notification record) does not make the claim lose: Claim tries again on
-// the fresh row. Codes: EInvalid, ENotFound, EConflict.
+// over the same way (a reclaimed event, Reclaims counted) when
+// Run.Reclaimable: no write's outcome is unknown and none took effect that
+// the new worker would make again. Of concurrent claimers exactly one wins.
+// A write that moved the run's version meanwhile without making it
+// unclaimable (a re-dispatch, a notification record) does not make the
+// claim lose: Claim tries again on the fresh row. ClaimOnWrite is the
+// claim a worker makes without a write of its own. Codes: EInvalid,
+// ENotFound, EConflict.
 func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 	if owner == "" {
 		return nil, Errorf(EInvalid, "lease owner is required")
@@ -27,46 +29,90 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 		return nil, err
 	}
 	return s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
-		reclaim := claimableByReclaim(cur, now)
-		if cur.Status != StatusQueued && cur.Status != StatusResuming && !reclaim {
-			return nil, Write{}, Errorf(EConflict, "run %s is %s, not claimable", id, cur.Status)
+		next, ev, err := s.claimed(cur, owner, now)
+		if err != nil {
+			return nil, Write{}, err
 		}
-		next := cur.Clone()
-		next.Status = StatusRunning
-		next.LeaseOwner = owner
-		next.LeaseUntil = now.Add(s.opts.LeaseTTL)
-		next.WroteSinceClaim = false
-		next.Reclaims = 0
-		typ := EventClaimed
-		var data json.RawMessage
-		switch {
-		case reclaim:
-			// The previous worker vanished; a new one takes the run over
-			// from its checkpoint, its suspended state or its request (the
-			// sweep decides when that is safe). A stamped fence stays: the
-			// new worker makes that idempotent call again under its key.
-			typ = EventReclaimed
-			next.Reclaims = cur.Reclaims + 1
-			data = mustJSON(struct {
-				PreviousOwner string `json:"previous_owner"`
-				PendingEffect string `json:"pending_effect,omitempty"`
-				Reclaims      int    `json:"reclaims"`
-			}{cur.LeaseOwner, cur.PendingEffect, next.Reclaims})
-		case cur.Status == StatusResuming && !cur.Checkpoint.IsZero():
-			typ = EventContinued
-			data = mustJSON(struct {
-				CheckpointSHA256 string `json:"checkpoint_sha256"`
-			}{cur.Checkpoint.SHA256})
-		case cur.Status == StatusResuming:
-			typ = EventResumed
-			data = mustJSON(struct {
-				SuspensionID string `json:"suspension_id"`
-			}{cur.SuspensionID})
-		}
-		return next, Write{Events: []Event{{Type: typ, Actor: owner, Data: data}}}, nil
+		return next, Write{Events: []Event{ev}}, nil
 	}, func(fresh *Run) bool {
 		return fresh.Status == StatusQueued || fresh.Status == StatusResuming || claimableByReclaim(fresh, s.now())
 	})
+}
+
+// ClaimOnWrite reads the run and claims it for owner by Claim's rules
+// without writing: a QUEUED or RESUMING run is returned as owner's RUNNING
+// row whose claim (its event, the lease, Reclaims kept) the segment's first
+// write records, conditional on the status and version read here. A
+// worker that dies before that write leaves no trace (the sweep
+// re-dispatches the run after DispatchGrace, Redispatch); a concurrent
+// worker that writes first makes that write fail with EConflict, so a
+// duplicated dispatch costs the loser only what it did without writing
+// (model calls and reads). The worker writes the claim by itself (a lease
+// renewal) before the run would be due for re-dispatch. A RUNNING run
+// whose worker vanished is taken over at once (one write, as Claim):
+// that take-over is counted (Reclaims) whatever the new worker gets to.
+// Codes: EInvalid, ENotFound, EConflict (not claimable).
+func (s *Store) ClaimOnWrite(ctx context.Context, id, owner string) (*Run, error) {
+	if owner == "" {
+		return nil, Errorf(EInvalid, "lease owner is required")
+	}
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Status == StatusRunning {
+		return s.Claim(ctx, id, owner)
+	}
+	next, ev, err := s.claimed(cur, owner, s.now())
+	if err != nil {
+		return nil, err
+	}
+	next.unwritten = &unwritten{status: cur.Status, events: []Event{ev}, claim: true}
+	return next, nil
+}
+
+// UnwrittenClaim reports whether r is a worker's row whose claim is not
+// written yet (ClaimOnWrite).
+func (r *Run) UnwrittenClaim() bool { return r != nil && r.unwritten != nil && r.unwritten.claim }
+
+// claimed returns cur claimed by owner at now and the claim's event.
+func (s *Store) claimed(cur *Run, owner string, now time.Time) (*Run, Event, error) {
+	reclaim := claimableByReclaim(cur, now)
+	if cur.Status != StatusQueued && cur.Status != StatusResuming && !reclaim {
+		return nil, Event{}, Errorf(EConflict, "run %s is %s, not claimable", cur.ID, cur.Status)
+	}
+	next := cur.Clone()
+	next.Status = StatusRunning
+	next.LeaseOwner = owner
+	next.LeaseUntil = now.Add(s.opts.LeaseTTL)
+	next.WroteSinceClaim = false
+	typ := EventClaimed
+	var data json.RawMessage
+	switch {
+	case reclaim:
+		// The previous worker vanished; a new one takes the run over
+		// from its checkpoint, its suspended state or its request (the
+		// sweep decides when that is safe). A stamped fence stays: the
+		// new worker makes that idempotent call again under its key.
+		typ = EventReclaimed
+		next.Reclaims = cur.Reclaims + 1
+		data = mustJSON(struct {
+			PreviousOwner string `json:"previous_owner"`
+			PendingEffect string `json:"pending_effect,omitempty"`
+			Reclaims      int    `json:"reclaims"`
+		}{cur.LeaseOwner, cur.PendingEffect, next.Reclaims})
+	case cur.Status == StatusResuming && !cur.Checkpoint.IsZero():
+		typ = EventContinued
+		data = mustJSON(struct {
+			CheckpointSHA256 string `json:"checkpoint_sha256"`
+		}{cur.Checkpoint.SHA256})
+	case cur.Status == StatusResuming:
+		typ = EventResumed
+		data = mustJSON(struct {
+			SuspensionID string `json:"suspension_id"`
+		}{cur.SuspensionID})
+	}
+	return next, Event{Type: typ, Actor: owner, Data: data}, nil
 }
 
 // claimableByReclaim reports whether cur is a RUNNING run whose worker's
@@ -76,9 +122,14 @@ func claimableByReclaim(cur *Run, now time.Time) bool {
 }
 
 // Redispatch records that the worker of a QUEUED or RESUMING run was
-// dispatched again (its first dispatch looked lost) and moves the run's due
-// time DispatchGrace ahead, so the next sweep does not dispatch it again at
-// once. Codes: ENotFound, EConflict (claimed or ended meanwhile).
+// dispatched again (its first dispatch looked lost, or its worker died
+// before its first write: a claim is written with the worker's first
+// write, ClaimOnWrite) and moves the run's due time DispatchGrace ahead, so
+// the next sweep does not dispatch it again at once. A re-dispatch counts
+// as a take-over (Reclaims): a run re-dispatched MaxReclaims times in a row
+// without getting further ends FAILED/worker_lost instead (a settled
+// event; nothing to dispatch). Codes: ENotFound, EConflict (claimed or
+// ended meanwhile).
 func (s *Store) Redispatch(ctx context.Context, cur *Run, actor string) (*Run, error) {
 	if cur == nil {
 		return nil, Errorf(EInvalid, "run is required")
@@ -89,7 +140,19 @@ func (s *Store) Redispatch(ctx context.Context, cur *Run, actor string) (*Run, e
 	if actor == "" {
 		actor = "purge"
 	}
-	return s.commit(ctx, cur, cur.Clone(), Write{Events: []Event{{Type: EventRedispatched, Actor: actor}}})
+	if cur.Reclaims >= MaxReclaims {
+		next := s.terminal(cur, StatusFailed, loop.ReasonWorkerLost, s.now())
+		return s.finish(ctx, cur, next, Event{Type: EventSettled, Actor: actor, Data: mustJSON(struct {
+			Status   Status                 `json:"status"`
+			Reason   loop.TerminationReason `json:"reason"`
+			Reclaims int                    `json:"reclaims"`
+		}{StatusFailed, loop.ReasonWorkerLost, cur.Reclaims})})
+	}
+	next := cur.Clone()
+	next.Reclaims = cur.Reclaims + 1
+	return s.commit(ctx, cur, next, Write{Events: []Event{{Type: EventRedispatched, Actor: actor, Data: mustJSON(struct {
+		Reclaims int `json:"reclaims"`
+	}{next.Reclaims})}}})
 }
 
 // RenewLease extends owner's lease on a RUNNING run by LeaseTTL (the

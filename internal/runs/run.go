@@ -29,10 +29,10 @@ const (
 
 // transitions lists, for each status, the statuses a run may move to.
 var transitions = map[Status][]Status{
-	StatusQueued:                {StatusRunning, StatusCancelled},
+	StatusQueued:                {StatusRunning, StatusFailed, StatusCancelled},
 	StatusRunning:               {StatusWaiting, StatusWaitingForToolResults, StatusResuming, StatusCompleted, StatusFailed, StatusCancelled},
 	StatusWaiting:               {StatusResuming, StatusExpired, StatusCancelled},
-	StatusResuming:              {StatusRunning, StatusCancelled},
+	StatusResuming:              {StatusRunning, StatusFailed, StatusCancelled},
 	StatusWaitingForToolResults: {StatusResuming, StatusExpired, StatusCancelled},
 }
 
@@ -235,10 +235,11 @@ type Run struct {
 	// fence, never derived from events.
 	WroteSinceClaim bool `json:"wrote_since_claim,omitempty"`
 	// Reclaims counts the times in a row the run was taken over from a
-	// vanished worker (a reclaimed claim) without getting further: a
-	// checkpoint written at a segment's end or with a write's result, or
-	// any other claim, resets it. At MaxReclaims the run is not taken over
-	// again: it ends FAILED/worker_lost.
+	// vanished worker (a reclaimed claim) or dispatched again to a worker
+	// that never wrote (Redispatch) without getting further: a checkpoint
+	// written at a segment's end or with a write's result, a suspension or
+	// a hand-over resets it. At MaxReclaims the run is not taken over or
+	// dispatched again: it ends FAILED/worker_lost.
 	Reclaims int `json:"reclaims,omitempty"`
 
 	// unwritten is what a worker's segment holds for its next write (the

@@ -20,6 +20,7 @@ func TestCanTransition(t *testing.T) {
 	allowed := map[[2]runs.Status]bool{
 		{runs.StatusQueued, runs.StatusRunning}:     true,
 		{runs.StatusQueued, runs.StatusCancelled}:   true,
+		{runs.StatusQueued, runs.StatusFailed}:      true, // re-dispatched MaxReclaims times: worker_lost
 		{runs.StatusRunning, runs.StatusWaiting}:    true,
 		{runs.StatusRunning, runs.StatusResuming}:   true, // a checkpoint
 		{runs.StatusRunning, runs.StatusCompleted}:  true,
@@ -30,6 +31,7 @@ func TestCanTransition(t *testing.T) {
 		{runs.StatusWaiting, runs.StatusCancelled}:  true,
 		{runs.StatusResuming, runs.StatusRunning}:   true,
 		{runs.StatusResuming, runs.StatusCancelled}: true,
+		{runs.StatusResuming, runs.StatusFailed}:    true, // likewise
 	}
 	for _, from := range all {
 		assert.True(t, from.Valid(), "%s valid", from)

@@ -179,6 +179,7 @@ func (s *Store) HandOver(ctx context.Context, cur *Run, owner string, h HandOff)
 	next.Checkpoint = StateRef{} // the hand-over state is where the run goes on
 	next.Counters = st.Counters
 	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
+	next.Reclaims = 0 // the run got somewhere
 	type callRef struct {
 		ID   string `json:"id"`
 		Tool string `json:"tool"`

@@ -16,12 +16,15 @@ const (
 	MaxUnwrittenBytes = 200 << 10
 )
 
-// unwritten is what a worker's segment made since its last write: the loop
-// steps, as events, that its next write records before its own change.
+// unwritten is what a worker's segment holds for its next write: its claim
+// (ClaimOnWrite) until that is written, and the loop steps made since its
+// last write, as events that the next write records before its own change.
 type unwritten struct {
 	// status is the stored row's status: the next write's condition, with
 	// the row's version (which the segment's row keeps).
 	status Status
+	// claim says events[0] is the segment's claim, not written yet.
+	claim  bool
 	events []Event
 	// size is the events' data size.
 	size int
@@ -35,7 +38,11 @@ func (r *Run) Unwritten() (steps, bytes int) {
 	if r == nil || r.unwritten == nil {
 		return 0, 0
 	}
-	return len(r.unwritten.events), r.unwritten.size
+	n := len(r.unwritten.events)
+	if r.unwritten.claim {
+		n-- // the claim's event
+	}
+	return n, r.unwritten.size
 }
 
 // AddStep adds one step of the running loop (its kind the event type, the
@@ -83,7 +90,7 @@ func (s *Store) addStep(cur *Run, owner string, st loop.Step) (*Run, error) {
 	next := cur.Clone()
 	u := &unwritten{status: cur.Status}
 	if cur.unwritten != nil {
-		u.status, u.events, u.size = cur.unwritten.status, cur.unwritten.copyEvents(), cur.unwritten.size
+		u.status, u.claim, u.events, u.size = cur.unwritten.status, cur.unwritten.claim, cur.unwritten.copyEvents(), cur.unwritten.size
 	}
 	u.events = append(u.events, Event{Type: string(st.Kind), Actor: owner, Data: data})
 	u.size += len(data)

@@ -20,8 +20,8 @@ type SweepSummary struct {
 	// (nothing of the lost segment is made again but idempotent calls).
 	Reaped      int `json:"reaped"`
 	Interrupted int `json:"interrupted_writes"`
-	// WorkersLost counts runs ended worker_lost: taken over
-	// runs.MaxReclaims times in a row without getting further.
+	// WorkersLost counts runs ended worker_lost: taken over or
+	// re-dispatched runs.MaxReclaims times in a row without getting further.
 	WorkersLost int `json:"workers_lost"`
 	Purged      int `json:"purged"`
 	Reminded    int `json:"reminded"`
@@ -193,8 +193,16 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		// tick does not dispatch it again at once) before dispatching: a
 		// write after the dispatch would move the version under the
 		// worker's claim. A conflict means a worker claimed it meanwhile.
-		if _, err := s.Store.Redispatch(ctx, r, "purge"); err != nil {
+		next, err := s.Store.Redispatch(ctx, r, "purge")
+		if err != nil {
 			return skipConflict(err, sum)
+		}
+		if next.Status.Terminal() {
+			// Dispatched runs.MaxReclaims times in a row to workers that
+			// never got to write: ended worker_lost, nothing to dispatch.
+			s.logger().WarnContext(ctx, "run ended: its workers kept vanishing before their first write", "run_id", r.ID, "reclaims", r.Reclaims)
+			sum.WorkersLost++
+			return nil
 		}
 		if err := s.Dispatch.Dispatch(ctx, Job{Kind: jobKind(r), RunID: r.ID}); err != nil {
 			return err

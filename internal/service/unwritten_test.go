@@ -100,3 +100,132 @@ func TestLongCallAfterAWriteSavesItsResult(t *testing.T) {
 	assert.Equal(t, runs.StatusCompleted, r.Status, "%s", r.Reason)
 	assert.Equal(t, 1, applied, "the write was made once")
 }
+
+// lazyEnv is a worker over an embedded store whose model is given per test.
+type lazyEnv struct {
+	store   *runs.Store
+	worker  *service.Worker
+	sweeper *service.Sweeper
+	clock   *clocktest.Clock
+	jobs    []service.Job
+	runID   string
+}
+
+func newLazyEnv(t *testing.T, model loop.Model, tools ...loop.Tool) *lazyEnv {
+	t.Helper()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "l.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	e := &lazyEnv{clock: clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))}
+	e.store = runs.NewStore(db, db, runs.Options{Now: e.clock.Now, Logger: quiet})
+	queue := service.DispatchFunc(func(_ context.Context, j service.Job) error { e.jobs = append(e.jobs, j); return nil })
+	e.sweeper = &service.Sweeper{Store: e.store, Dispatch: queue, Logger: quiet, Now: e.clock.Now}
+	box, err := loop.NewToolbox(tools...)
+	require.NoError(t, err)
+	e.worker = &service.Worker{Store: e.store, Owner: "w", Logger: quiet, Now: e.clock.Now, Dispatch: queue,
+		NewToken: func() (string, string, error) { return "raw", "hash-" + runs.NewRunID(), nil },
+		Runner: func(h loop.Hooks) *loop.Runner {
+			return &loop.Runner{Model: model, Tools: box, Hooks: h, Now: e.clock.Now}
+		}}
+	req, _ := json.Marshal(service.StartRequest{Prompt: "go", Approvers: []string{"bob"}})
+	r, err := e.store.Create(context.Background(), runs.NewRun{Initiator: "alice", Approvers: []string{"bob"}, Request: req})
+	require.NoError(t, err)
+	e.runID = r.ID
+	return e
+}
+
+func (e *lazyEnv) events(t *testing.T) []string {
+	t.Helper()
+	evs, err := e.store.Events(context.Background(), e.runID, 0, 100)
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	return types
+}
+
+// TestWorkersDyingBeforeTheirFirstWriteEndWorkerLost: a worker writes its
+// claim with its first write, so one that dies before (here: in every
+// model call) leaves the run QUEUED with no trace; the sweep dispatches it
+// again after the dispatch grace, counting each re-dispatch, and after
+// runs.MaxReclaims ends it FAILED/worker_lost instead of dispatching it for
+// ever.
+func TestWorkersDyingBeforeTheirFirstWriteEndWorkerLost(t *testing.T) {
+	deaths := 0
+	e := newLazyEnv(t, loop.ModelFunc(func(context.Context, loop.ModelRequest) (loop.ModelResponse, error) {
+		deaths++
+		panic(crashed{})
+	}))
+	work := func() {
+		for len(e.jobs) > 0 {
+			j := e.jobs[0]
+			e.jobs = e.jobs[1:]
+			func() {
+				defer func() { _, _ = recover().(crashed) }()
+				_ = e.worker.Handle(context.Background(), j)
+			}()
+		}
+	}
+	e.jobs = []service.Job{{Kind: service.JobRun, RunID: e.runID}}
+	var r *runs.Run
+	for sweeps := 0; ; sweeps++ {
+		work()
+		var err error
+		r, err = e.store.Get(context.Background(), e.runID)
+		require.NoError(t, err)
+		if r.Status.Terminal() {
+			break
+		}
+		require.Equal(t, runs.StatusQueued, r.Status, "a worker that never wrote leaves no trace")
+		require.LessOrEqual(t, sweeps, runs.MaxReclaims, "the run is dispatched for ever")
+		e.clock.Advance(runs.DefaultDispatchGrace)
+		sum, err := e.sweeper.Sweep(context.Background())
+		require.NoError(t, err)
+		if sweeps == runs.MaxReclaims {
+			assert.Equal(t, 1, sum.WorkersLost)
+			assert.Empty(t, e.jobs, "an ended run is not dispatched")
+		}
+	}
+	assert.Equal(t, runs.StatusFailed, r.Status)
+	assert.Equal(t, loop.ReasonWorkerLost, r.Reason)
+	assert.Equal(t, runs.MaxReclaims+1, deaths, "the first worker and %d re-dispatched ones", runs.MaxReclaims)
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventRedispatched, runs.EventRedispatched, runs.EventRedispatched, runs.EventSettled}, e.events(t))
+}
+
+// TestDuplicatedDispatchCostsOnlyTheLosersCalls: Lambda async invokes are
+// at-least-once, so two workers may get the same job. Neither writes its
+// claim before its first write: the one that writes first keeps the run,
+// and the other's first write fails, after which it stops having made only
+// model calls and reads (the write call it reached never ran).
+func TestDuplicatedDispatchCostsOnlyTheLosersCalls(t *testing.T) {
+	var e *lazyEnv
+	calls, writes := 0, 0
+	note := &loop.FuncTool{
+		Def: loop.Definition{Name: "note", Effect: loop.EffectWrite, NoApproval: true, InputSchema: json.RawMessage(`{"type":"object"}`)},
+		CallFunc: func(context.Context, json.RawMessage) (loop.Result, error) {
+			writes++
+			return loop.Result{Content: "noted"}, nil
+		},
+	}
+	model := loop.ModelFunc(func(ctx context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
+		calls++
+		if calls == 1 {
+			// The duplicate runs the whole run while the first worker
+			// waits for its model.
+			require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: e.runID}))
+		}
+		if len(req.Messages) == 1 {
+			return loop.ModelResponse{Message: loop.Message{Role: loop.RoleAssistant, Content: []loop.Block{loop.ToolUseBlock("n1", "note", json.RawMessage(`{}`))}}, StopReason: loop.StopToolUse}, nil
+		}
+		return loop.ModelResponse{Message: loop.Message{Role: loop.RoleAssistant, Content: []loop.Block{loop.TextBlock("done")}}, StopReason: loop.StopEndTurn}, nil
+	})
+	e = newLazyEnv(t, model, note)
+	require.NoError(t, e.worker.Handle(context.Background(), service.Job{Kind: service.JobRun, RunID: e.runID}))
+	r, err := e.store.Get(context.Background(), e.runID)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusCompleted, r.Status)
+	assert.Equal(t, 1, writes, "the write ran once, by the worker that kept the run")
+	assert.Equal(t, 3, calls, "two model calls of the winner, one of the loser")
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn), string(loop.StepToolExecuted), string(loop.StepModelTurn), runs.EventSettled}, e.events(t))
+}

@@ -132,7 +132,9 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	}
 	log := w.log().With("run_id", job.RunID, "job", job.Kind)
 	owner := fmt.Sprintf("%s/%s", w.Owner, randomHex(6))
-	cur, err := w.Store.Claim(ctx, job.RunID, owner)
+	// The claim is written with the segment's first write: a run worker
+	// that reads and suspends writes once.
+	cur, err := w.Store.ClaimOnWrite(ctx, job.RunID, owner)
 	switch runs.ErrorCode(err) {
 	case "":
 	case runs.EConflict, runs.ENotFound:
@@ -141,8 +143,9 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	default:
 		return fmt.Errorf("claim run %s: %w", job.RunID, err)
 	}
-	log.InfoContext(ctx, "claimed run", "status_was", job.Kind)
+	log.InfoContext(ctx, "claimed run", "status_was", job.Kind, "claim_written", !cur.UnwrittenClaim())
 	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log, job: job, started: w.now(), outer: ctx}
+	seg.claimBy = w.claimBy(cur, seg.started)
 	var req StartRequest
 	if err := json.Unmarshal(cur.Request, &req); err != nil {
 		return seg.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the stored start request cannot be read", nil)
@@ -178,6 +181,19 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		return seg.fail(ctx, err, out)
 	}
 	return seg.finish(ctx, out)
+}
+
+// claimBy is when a segment that started at started must have written its
+// claim of cur: half of the shorter of the dispatch grace and the lease
+// after it started, and earlier when the run is due for re-dispatch
+// sooner (a late dispatch).
+func (w *Worker) claimBy(cur *runs.Run, started time.Time) time.Time {
+	window := min(w.Store.DispatchGrace(), w.Store.LeaseTTL())
+	by := started.Add(window / 2)
+	if due := cur.DueAt.Add(-window / 4); !cur.DueAt.IsZero() && due.Before(by) {
+		by = due
+	}
+	return by
 }
 
 func (w *Worker) toolResultsTTL() time.Duration {
@@ -222,6 +238,10 @@ type segmentRun struct {
 	// stored position (its checkpoint, or its suspended state) reaches: a
 	// new worker makes them again under the same idempotency keys.
 	durable map[string]bool
+	// claimBy is when the heartbeat writes a claim the segment has not
+	// written yet, so that the sweep never re-dispatches a run whose
+	// worker is alive.
+	claimBy time.Time
 	// effect is the checkpoint of the write call whose result is in and
 	// whose tool_executed step is not written yet: the heartbeat stores it
 	// with the steps when it must renew the lease before the segment's
@@ -399,7 +419,8 @@ func (s *segmentRun) heartbeat(ctx context.Context) (stop func()) {
 	}
 }
 
-// renew renews the lease if less than half of ttl is left; false: the
+// renew renews the lease if less than half of ttl is left, and writes a
+// claim the segment has not written yet once claimBy has come; false: the
 // lease is lost (the loop finds out at its next write). A renewal that
 // failed for another reason (a throttle, a timeout) is tried again at the
 // next tick: giving up would let the lease lapse during a long call and
@@ -407,7 +428,11 @@ func (s *segmentRun) heartbeat(ctx context.Context) (stop func()) {
 func (s *segmentRun) renew(ctx context.Context, ttl time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.w.now().Before(s.cur.LeaseUntil.Add(-ttl / 2)) {
+	if s.cur.UnwrittenClaim() {
+		if s.w.now().Before(s.claimBy) {
+			return true
+		}
+	} else if s.w.now().Before(s.cur.LeaseUntil.Add(-ttl / 2)) {
 		return true
 	}
 	var next *runs.Run

@@ -107,6 +107,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"IdempotentFence", testIdempotentFence},
 		{"Reclaims", testReclaims},
 		{"UnwrittenSteps", testUnwrittenSteps},
+		{"ClaimOnWrite", testClaimOnWrite},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

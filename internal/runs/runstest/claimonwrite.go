@@ -1,0 +1,131 @@
+package runstest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// testClaimOnWrite: ClaimOnWrite claims a QUEUED or RESUMING run without a
+// write; the segment's first write records the claim's event (first), its
+// steps and its own change, conditional on the status and version read, so
+// of two workers that took the same run only the first to write keeps it
+// and the other's write stores nothing. A RUNNING run whose worker vanished
+// is taken over at once. Redispatch counts as a take-over: at
+// runs.MaxReclaims it ends the run FAILED/worker_lost; a claim keeps the
+// count, a suspension resets it.
+func testClaimOnWrite(t *testing.T, e *Env) {
+	ctx := t.Context()
+	get := func(id string) *runs.Run {
+		t.Helper()
+		r, err := e.Store.Get(ctx, id)
+		require.NoError(t, err)
+		return r
+	}
+	model := loop.Step{Kind: loop.StepModelTurn, ToolCalls: 1}
+
+	q := e.Queued(t)
+	r1, err := e.Store.ClaimOnWrite(ctx, q.ID, "w1")
+	require.NoError(t, err)
+	r2, err := e.Store.ClaimOnWrite(ctx, q.ID, "w2")
+	require.NoError(t, err, "a claim not written yet does not keep another worker out")
+	assert.True(t, r1.UnwrittenClaim())
+	assert.Equal(t, runs.StatusRunning, r1.Status)
+	assert.Equal(t, "w1", r1.LeaseOwner)
+	assert.Equal(t, q, get(q.ID), "nothing written")
+	r1, err = e.Store.AddStep(ctx, r1, "w1", model)
+	require.NoError(t, err)
+	r2, err = e.Store.AddStep(ctx, r2, "w2", model)
+	require.NoError(t, err)
+	r1, err = e.Store.StampFence(ctx, r1, "w1", runs.Fence{CallID: "c1"})
+	require.NoError(t, err)
+	assert.False(t, r1.UnwrittenClaim())
+	assert.Equal(t, r1, get(q.ID))
+	assert.Equal(t, q.Version+1, r1.Version, "claim, steps and fence in one write")
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn)}, e.eventTypes(t, q.ID))
+	_, err = e.Store.StampFence(ctx, r2, "w2", runs.Fence{CallID: "c1"})
+	AssertCode(t, runs.EConflict, err)
+	sp, _ := e.Suspension(r2, "s1")
+	_, err = e.Store.Suspend(ctx, r2, "w2", sp)
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r1)
+
+	// The claim rides on a suspension too; the run resumes and continues
+	// through claims written the same way.
+	q = e.Queued(t)
+	r, err := e.Store.ClaimOnWrite(ctx, q.ID, "w1")
+	require.NoError(t, err)
+	sp, _ = e.Suspension(r, "s1")
+	r, err = e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, runs.EventSuspended}, e.eventTypes(t, q.ID))
+	r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
+	require.NoError(t, err)
+	r, err = e.Store.ClaimOnWrite(ctx, r.ID, "w2")
+	require.NoError(t, err)
+	r, err = e.Store.Checkpoint(ctx, r, "w2", runs.SegmentEnd{State: []byte(`{"at":1}`)})
+	require.NoError(t, err)
+	r, err = e.Store.ClaimOnWrite(ctx, r.ID, "w3")
+	require.NoError(t, err)
+	r, err = e.Store.Settle(ctx, r, "w3", runs.Settlement{Status: runs.StatusCompleted})
+	require.NoError(t, err)
+	assert.Equal(t, r, get(r.ID))
+	types := e.eventTypes(t, r.ID)
+	assert.Equal(t, []string{runs.EventResumed, runs.EventCheckpointed, runs.EventContinued, runs.EventSettled}, types[len(types)-4:])
+
+	// Not claimable: refused, nothing written.
+	w, _ := e.Waiting(t)
+	_, err = e.Store.ClaimOnWrite(ctx, w.ID, "w2")
+	AssertCode(t, runs.EConflict, err)
+	_, err = e.Store.ClaimOnWrite(ctx, "no-such-run", "w2")
+	AssertCode(t, runs.ENotFound, err)
+	_, err = e.Store.ClaimOnWrite(ctx, w.ID, "")
+	AssertCode(t, runs.EInvalid, err)
+
+	// A vanished worker's run is taken over at once, and counted.
+	r = e.Running(t)
+	e.Clock.Advance(LeaseTTL)
+	r, err = e.Store.ClaimOnWrite(ctx, r.ID, "w2")
+	require.NoError(t, err)
+	assert.False(t, r.UnwrittenClaim())
+	assert.Equal(t, 1, r.Reclaims)
+	assert.Equal(t, r, get(r.ID))
+	types = e.eventTypes(t, r.ID)
+	assert.Equal(t, runs.EventReclaimed, types[len(types)-1])
+
+	// Re-dispatches count; a claim keeps the count, a suspension resets it;
+	// at MaxReclaims the run ends worker_lost.
+	q = e.Queued(t)
+	for i := 1; i < runs.MaxReclaims; i++ {
+		q, err = e.Store.Redispatch(ctx, q, "purge")
+		require.NoError(t, err)
+		assert.Equal(t, i, q.Reclaims)
+	}
+	r, err = e.Store.ClaimOnWrite(ctx, q.ID, "w1")
+	require.NoError(t, err)
+	sp, _ = e.Suspension(r, "s1")
+	r, err = e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	assert.Zero(t, get(r.ID).Reclaims, "the run got somewhere")
+	q = e.Queued(t)
+	for range runs.MaxReclaims {
+		q, err = e.Store.Redispatch(ctx, q, "purge")
+		require.NoError(t, err)
+	}
+	c, err := e.Store.ClaimOnWrite(ctx, q.ID, "w1")
+	require.NoError(t, err)
+	assert.Equal(t, runs.MaxReclaims, c.Reclaims, "a claim keeps the count")
+	q, err = e.Store.Redispatch(ctx, q, "purge")
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusFailed, q.Status)
+	assert.Equal(t, loop.ReasonWorkerLost, q.Reason)
+	assert.Equal(t, q, get(q.ID))
+	types = e.eventTypes(t, q.ID)
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventRedispatched, runs.EventRedispatched, runs.EventRedispatched, runs.EventSettled}, types)
+	_, err = e.Store.Settle(ctx, c, "w1", runs.Settlement{Status: runs.StatusCompleted})
+	AssertCode(t, runs.EConflict, err)
+}
