@@ -495,6 +495,10 @@ func (s *segmentRun) wrote(next *runs.Run) {
 	}
 }
 
+// resume runs the loop on from the run's suspended state with its decision
+// (or the caller's tool results). A state it refuses ends the run, settled
+// with the job's context (s.outer), not the loop's, which ends
+// DeadlineReserve earlier.
 func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outcome, error) {
 	cur := s.row()
 	blob, err := s.w.Store.LoadState(ctx, cur)
@@ -502,12 +506,12 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 		// A missing or corrupted blob is refused: nothing of the held turn runs.
 		s.log.ErrorContext(ctx, "suspended state unusable", "err", err)
 		s.settled = true
-		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(err), nil)
+		return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(err), nil)
 	}
 	state, err := loop.DecodeState(blob)
 	if err != nil {
 		s.settled = true
-		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
+		return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
 	}
 	var out loop.Outcome
 	switch {
@@ -517,12 +521,12 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 		if lerr != nil {
 			s.log.ErrorContext(ctx, "tool results unusable", "err", lerr)
 			s.settled = true
-			return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(lerr), &state.Counters)
+			return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(lerr), &state.Counters)
 		}
 		out, err = runner.ResumeWithResults(ctx, state, results)
 	case cur.Decision == nil:
 		s.settled = true
-		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, "the run has no decision to resume with", nil)
+		return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, "the run has no decision to resume with", nil)
 	default:
 		d := *cur.Decision
 		d.Decider = cur.DecidedBy
@@ -532,22 +536,23 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 	switch {
 	case errors.Is(err, loop.ErrToolChanged):
 		s.settled = true
-		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonToolChanged, err.Error(), &state.Counters)
+		return out, s.settle(s.outer, runs.StatusFailed, loop.ReasonToolChanged, err.Error(), &state.Counters)
 	case errors.Is(err, loop.ErrSchemaVersion), errors.Is(err, loop.ErrDigestMismatch), errors.Is(err, loop.ErrInvalidDecision), errors.Is(err, loop.ErrInvalidResults):
 		s.settled = true
-		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), &state.Counters)
+		return out, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), &state.Counters)
 	}
 	return out, err
 }
 
-// continueRun runs the loop on from the run's checkpoint.
+// continueRun runs the loop on from the run's checkpoint; a checkpoint
+// it refuses ends the run like resume.
 func (s *segmentRun) continueRun(ctx context.Context, runner *loop.Runner) (loop.Outcome, error) {
 	cur := s.row()
 	blob, err := s.w.Store.LoadCheckpoint(ctx, cur)
 	if err != nil {
 		s.log.ErrorContext(ctx, "checkpoint unusable", "err", err)
 		s.settled = true
-		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(err), nil)
+		return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(err), nil)
 	}
 	cp, err := loop.DecodeCheckpoint(blob)
 	if err == nil && cp.RunID != cur.ID {
@@ -555,17 +560,17 @@ func (s *segmentRun) continueRun(ctx context.Context, runner *loop.Runner) (loop
 	}
 	if err != nil {
 		s.settled = true
-		return loop.Outcome{}, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
+		return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
 	}
 	s.durable = remainingIDs(cp.Turn.Remaining())
 	out, err := runner.Continue(ctx, cp)
 	switch {
 	case errors.Is(err, loop.ErrToolChanged):
 		s.settled = true
-		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonToolChanged, err.Error(), &cp.Counters)
+		return out, s.settle(s.outer, runs.StatusFailed, loop.ReasonToolChanged, err.Error(), &cp.Counters)
 	case errors.Is(err, loop.ErrInvalidCheckpoint):
 		s.settled = true
-		return out, s.settle(ctx, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), &cp.Counters)
+		return out, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), &cp.Counters)
 	}
 	return out, err
 }
