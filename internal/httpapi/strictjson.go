@@ -67,8 +67,9 @@ func (e *shapeError) Error() string {
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
 
 // walkValue reads the next value from dec, at ptr, checking it against t.
-// A value of a kind t cannot hold is refused when its first token is seen,
-// as JSON v2 refuses it.
+// A value of a kind t cannot hold is refused as JSON v2 refuses it: at its
+// first token for a struct, map or slice, after reading it through for a
+// scalar (a syntactic error inside it then comes first).
 func walkValue(dec *jsontext.Decoder, t reflect.Type, ptr jsontext.Pointer) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -107,6 +108,16 @@ func walkValue(dec *jsontext.Decoder, t reflect.Type, ptr jsontext.Pointer) erro
 		return err
 	}
 	if kind == '{' || kind == '[' { // an object or array t cannot hold
+		// JSON v2 reads a value meant for a string, number, boolean or
+		// bytes whole before it looks at its kind, so a syntactic error
+		// inside it (invalid UTF-8, a duplicate name, a cut body) is
+		// reported instead of the kind; a struct, map or slice refuses
+		// the value at its first token.
+		if !composite(t) {
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+		}
 		return &shapeError{Pointer: ptr, GoType: t, Kind: kind}
 	}
 	tok, err := dec.ReadToken()
@@ -121,6 +132,18 @@ func walkValue(dec *jsontext.Decoder, t reflect.Type, ptr jsontext.Pointer) erro
 		e.Value = tok.String()
 	}
 	return e
+}
+
+// composite says whether t is decoded from an object or array token by
+// token (a struct, a map, a slice or array other than bytes).
+func composite(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return true
+	case reflect.Slice, reflect.Array:
+		return t.Elem().Kind() != reflect.Uint8
+	}
+	return false
 }
 
 // walkObject reads an object at ptr, each member's value checked against
