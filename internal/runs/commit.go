@@ -13,9 +13,40 @@ func (s *Store) commit(ctx context.Context, cur, next *Run, w Write) (*Run, erro
 	return r, err
 }
 
+// commitRow writes next in place of cur like commit, but without the
+// events cur holds unwritten (its claim's event, the loop steps since the
+// segment's last write): the returned row still holds them, in order, for
+// the segment's next write, which records them before its own. Every other
+// write carries them; only StampFence uses this, for a fence that must be
+// durable before its tool call while nothing it would carry must (see
+// there): a write of the row alone is one conditional PutItem on DynamoDB
+// (1 write unit for a row under 1 KB), one with events a transaction
+// (2 units per item).
+func (s *Store) commitRow(ctx context.Context, cur, next *Run) (*Run, error) {
+	u := cur.unwritten
+	if u == nil || len(u.events) == 0 {
+		return s.commit(ctx, cur, next, Write{})
+	}
+	r, _, err := s.writeHolding(ctx, cur, next, Write{}, true)
+	if err != nil {
+		return nil, err
+	}
+	held := u.clone()
+	held.status = r.Status // the claim, if it was held, is written now
+	held.claim = false
+	r.unwritten = held
+	return r, nil
+}
+
 // write is commit that also returns the run as read back after a refused
 // write (nil otherwise).
 func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run, error) {
+	return s.writeHolding(ctx, cur, next, w, false)
+}
+
+// writeHolding is write; with hold, the events cur holds unwritten are
+// left out of the write (commitRow).
+func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold bool) (*Run, *Run, error) {
 	if !ValidRunID(cur.ID) {
 		return nil, nil, Errorf(ENotFound, "run %q not found", cur.ID)
 	}
@@ -27,7 +58,9 @@ func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run,
 	if u := cur.unwritten; u != nil {
 		// The segment's steps since its last write go first, in order.
 		w.ExpectStatus = u.status
-		w.Events = append(u.copyEvents(), w.Events...)
+		if !hold {
+			w.Events = append(u.copyEvents(), w.Events...)
+		}
 	}
 	leaveInbox(cur, next, &w)
 	next.Version = cur.Version + 1

@@ -41,8 +41,10 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (*Run, error) {
 
 // ClaimOnWrite reads the run and claims it for owner by Claim's rules
 // without writing: a QUEUED or RESUMING run is returned as owner's RUNNING
-// row whose claim (its event, the lease, Reclaims kept) the segment's first
-// write records, conditional on the status and version read here. A
+// row whose claim (the lease, Reclaims kept) the segment's first write
+// records, conditional on the status and version read here, and whose
+// claim event goes first with the segment's steps (in the same write, or
+// in the one after a fence: StampFence). A
 // worker that dies before that write leaves no trace (the sweep
 // re-dispatches the run after DispatchGrace, Redispatch); a concurrent
 // worker that writes first makes that write fail with EConflict, so a
@@ -67,7 +69,7 @@ func (s *Store) ClaimOnWrite(ctx context.Context, id, owner string) (*Run, error
 	if err != nil {
 		return nil, err
 	}
-	next.unwritten = &unwritten{status: cur.Status, events: []Event{ev}, claim: true}
+	next.unwritten = &unwritten{status: cur.Status, events: []Event{ev}, claim: true, claimEvent: true}
 	return next, nil
 }
 
@@ -261,8 +263,24 @@ func (s *Store) MarkPendingEffect(ctx context.Context, cur *Run, owner, callID s
 // a write tool runs, with whether the call may be made again
 // (PendingIdempotent) and, when given, the checkpoint that reaches it, in
 // one write. Stamping the fence that is already stamped (a new worker
-// making an idempotent call again) is allowed. Codes: EInvalid, ENotFound,
-// EConflict (another effect is pending, or the lease guard fails).
+// making an idempotent call again) is allowed.
+//
+// The fence writes the row alone (with the segment's claim, if that is not
+// written yet): the events cur holds unwritten (the claim's event, the
+// steps since the segment's last write) stay held for the segment's next
+// write, which records them first, so a run that does not crash keeps
+// its events in order. Only the fence must be durable before the call:
+// the decision that approved it is on record since its own write, and the
+// held steps are the segment's model turns and reads, which a worker that
+// dies loses as it would before any write (the run's ending event then
+// names its lease owner, Settle and Cancel). Two kinds of held step go
+// with the fence instead: those before a checkpoint it stores (a new
+// worker goes on from the checkpoint and does not make them again) and
+// those that record an earlier write's result (every write that took
+// effect is named by an event before the next one runs).
+//
+// Codes: EInvalid, ENotFound, EConflict (another effect is pending, or the
+// lease guard fails).
 func (s *Store) StampFence(ctx context.Context, cur *Run, owner string, f Fence) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
@@ -284,8 +302,12 @@ func (s *Store) StampFence(ctx context.Context, cur *Run, owner string, f Fence)
 		}
 		next.Checkpoint = ref
 		next.WroteSinceClaim = false
+		return s.commit(ctx, cur, next, Write{})
 	}
-	return s.commit(ctx, cur, next, Write{})
+	if u := cur.unwritten; u != nil && u.writeResult {
+		return s.commit(ctx, cur, next, Write{})
+	}
+	return s.commitRow(ctx, cur, next)
 }
 
 // ClearPendingEffect removes the fence for callID once the write's outcome

@@ -67,10 +67,13 @@ func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Settlement
 
 // writesInFlight is what the event that ends a run without its worker says
 // about that worker's writes, so the audit accounts for every write: the
-// call whose write fence is stamped (its write may or may not have taken
-// effect, and no step of it will be recorded) and whether a write took
-// effect since the worker's claim.
+// worker that held the run (its claim's event may not be on record: a
+// fence writes the claim's row and leaves its event for the segment's
+// next write, StampFence), the call whose write fence is stamped (its
+// write may or may not have taken effect, and no step of it will be
+// recorded) and whether a write took effect since the worker's claim.
 type writesInFlight struct {
+	LeaseOwner      string `json:"lease_owner,omitempty"`
 	PendingEffect   string `json:"pending_effect,omitempty"`
 	WroteSinceClaim bool   `json:"wrote_since_claim,omitempty"`
 }
@@ -79,13 +82,14 @@ func writesInFlightOf(cur *Run) writesInFlight {
 	if cur.Status != StatusRunning {
 		return writesInFlight{}
 	}
-	return writesInFlight{PendingEffect: cur.PendingEffect, WroteSinceClaim: cur.WroteSinceClaim}
+	return writesInFlight{LeaseOwner: cur.LeaseOwner, PendingEffect: cur.PendingEffect, WroteSinceClaim: cur.WroteSinceClaim}
 }
 
 // Cancel ends any non-terminal run as CANCELLED and deletes its state blobs;
 // a running worker finds out at its next write. The cancelled event of a
-// running run names its write in flight (pending_effect) and says whether a
-// write took effect since the claim (wrote_since_claim). It retries when only the
+// running run names its worker (lease_owner) and its write in flight
+// (pending_effect) and says whether a write took effect since the claim
+// (wrote_since_claim). It retries when only the
 // version moved. Codes: EInvalid, ENotFound, EConflict (already terminal).
 func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error) {
 	if actor == "" {
@@ -100,8 +104,9 @@ func (s *Store) Cancel(ctx context.Context, cur *Run, actor string) (*Run, error
 		next := s.terminal(cur, StatusCancelled, loop.ReasonCancelled, now)
 		ev := Event{Type: EventCancelled, Actor: actor}
 		if w := writesInFlightOf(cur); w != (writesInFlight{}) {
-			// Cancelled under a running worker: its write in flight, or
-			// one whose step it has not recorded yet, is named here.
+			// Cancelled under a running worker: the worker, its write in
+			// flight, or one whose step it has not recorded yet, is named
+			// here.
 			ev.Data = mustJSON(w)
 		}
 		return next, Write{Events: []Event{ev}}, nil

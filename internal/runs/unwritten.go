@@ -19,18 +19,35 @@ const (
 // unwritten is what a worker's segment holds for its next write: its claim
 // (ClaimOnWrite) until that is written, and the loop steps made since its
 // last write, as events that the next write records before its own change.
+// A fence (StampFence) may write the row alone and leave the events held
+// for the write after it.
 type unwritten struct {
 	// status is the stored row's status: the next write's condition, with
 	// the row's version (which the segment's row keeps).
 	status Status
-	// claim says events[0] is the segment's claim, not written yet.
-	claim  bool
-	events []Event
+	// claim says the segment's claim is not written yet: the stored row
+	// is still status (QUEUED or RESUMING).
+	claim bool
+	// claimEvent says events[0] is the segment's claim event (claimed,
+	// resumed, continued), not a step; it stays held after a fence wrote
+	// the claim's row.
+	claimEvent bool
+	// writeResult says a held step records a write's result: it cleared
+	// the fence or marked a write call (WroteSinceClaim) on the row, so the
+	// next write of the row carries the events (StampFence).
+	writeResult bool
+	events      []Event
 	// size is the events' data size.
 	size int
 }
 
 func (u *unwritten) copyEvents() []Event { return slices.Clone(u.events) }
+
+func (u *unwritten) clone() *unwritten {
+	c := *u
+	c.events = u.copyEvents()
+	return &c
+}
 
 // Unwritten returns how many steps and bytes of step data r holds for its
 // segment's next write (AddStep); zero for a row as stored.
@@ -39,7 +56,7 @@ func (r *Run) Unwritten() (steps, bytes int) {
 		return 0, 0
 	}
 	n := len(r.unwritten.events)
-	if r.unwritten.claim {
+	if r.unwritten.claimEvent {
 		n-- // the claim's event
 	}
 	return n, r.unwritten.size
@@ -48,9 +65,9 @@ func (r *Run) Unwritten() (steps, bytes int) {
 // AddStep adds one step of the running loop (its kind the event type, the
 // step its data) to what owner's segment records with its next write: the
 // returned row holds it, and the next Store write made with that row (a
-// fence, a suspension, a settle, a checkpoint, a hand-over, a lease
-// renewal) appends it as an event, in order, before its own event, in the
-// same atomic write. The step's effect on the row applies at once to the
+// suspension, a settle, a checkpoint, a hand-over, a lease renewal, a
+// write's fence when StampFence says so) appends it as an event, in order,
+// before its own event, in the same atomic write. The step's effect on the row applies at once to the
 // returned row: the tool_executed step of the fenced call clears the fence
 // and, like any write call's tool_executed step, sets WroteSinceClaim. When
 // more than MaxUnwrittenSteps steps or MaxUnwrittenBytes of step data wait,
@@ -90,7 +107,7 @@ func (s *Store) addStep(cur *Run, owner string, st loop.Step) (*Run, error) {
 	next := cur.Clone()
 	u := &unwritten{status: cur.Status}
 	if cur.unwritten != nil {
-		u.status, u.claim, u.events, u.size = cur.unwritten.status, cur.unwritten.claim, cur.unwritten.copyEvents(), cur.unwritten.size
+		u = cur.unwritten.clone()
 	}
 	u.events = append(u.events, Event{Type: string(st.Kind), Actor: owner, Data: data})
 	u.size += len(data)
@@ -98,9 +115,11 @@ func (s *Store) addStep(cur *Run, owner string, st loop.Step) (*Run, error) {
 	if st.Kind == loop.StepToolExecuted && st.CallID != "" && st.CallID == cur.PendingEffect {
 		next.PendingEffect, next.PendingIdempotent = "", false
 		next.WroteSinceClaim = true
+		u.writeResult = true
 	}
 	if st.Kind == loop.StepToolExecuted && st.Effect == loop.EffectWrite {
 		next.WroteSinceClaim = true
+		u.writeResult = true
 	}
 	return next, nil
 }

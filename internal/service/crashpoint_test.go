@@ -350,6 +350,8 @@ type outcome struct {
 	sweeps  int
 	applied map[string]int
 	final   []loop.Message
+	// events is the run's audit stream as it ended.
+	events []runs.Event
 }
 
 // drive runs the scenario to its end: jobs, decisions (approve) on each
@@ -366,6 +368,9 @@ func (e *crashEnv) drive() outcome {
 		switch {
 		case r.Status.Terminal():
 			out.run, out.applied, out.final = r, e.effects.applied, e.lastRequest
+			evs, err := e.store.Events(ctx, r.ID, 0, 1000)
+			require.NoError(e.t, err)
+			out.events = evs
 			// Leave the store as small as it was: a shared table serves
 			// every point.
 			require.NoError(e.t, e.store.Purge(ctx, r.ID))
@@ -405,6 +410,7 @@ func runCrashPoints(t *testing.T, newStore crashPointStore, clock *clocktest.Clo
 	for _, id := range writeCalls {
 		require.Equal(t, 1, want.applied[id], "write %s took effect once", id)
 	}
+	require.Equal(t, uncrashedEvents, eventTypes(want.events), "the audit stream of the run that did not crash")
 	points := rec.points.names
 	segments := 0
 	for _, n := range points {
@@ -422,6 +428,12 @@ func runCrashPoints(t *testing.T, newStore crashPointStore, clock *clocktest.Clo
 			require.NotNil(t, got.atCrash, "the worker crashed at point %d", i+1)
 			for _, id := range writeCalls {
 				assert.LessOrEqual(t, got.applied[id], 1, "write %s took effect at most once", id)
+				if got.applied[id] > 0 {
+					assert.True(t, namesWrite(got.events, id), "write %s took effect: an event names it", id)
+				}
+			}
+			if got.atCrash.Status == runs.StatusRunning {
+				assert.True(t, namesWorker(got.events, got.atCrash.LeaseOwner), "the worker %s that died holding the run is named", got.atCrash.LeaseOwner)
 			}
 			unknown := got.atCrash.PendingEffect != "" && !got.atCrash.PendingIdempotent
 			if unknown {
@@ -443,6 +455,65 @@ func runCrashPoints(t *testing.T, newStore crashPointStore, clock *clocktest.Clo
 	t.Logf("crash points covered: %d (the worker's store and tool calls over %d segments of a run with 2 suspensions, %d checkpoints and %d writes); %d ended interrupted_write (a non-idempotent write's fence was stamped), %d completed as if uninterrupted",
 		len(points), rec.handled, segments, len(writeCalls), interrupted, continued)
 	return len(points)
+}
+
+// uncrashedEvents is the audit stream of the scenario's run that does not
+// crash: a fence writes the row alone, and the claim's event and the steps
+// it leaves held come first in the segment's next write, so the order is
+// the loop's.
+var uncrashedEvents = []string{
+	runs.EventRunStarted,
+	runs.EventClaimed, "model_turn", "tool_executed", "model_turn", runs.EventSuspended, runs.EventNotified,
+	runs.EventDecision,
+	runs.EventResumed, "tool_executed", "tool_executed", "tool_executed", "model_turn", "tool_executed", "model_turn", runs.EventCheckpointed,
+	runs.EventContinued, "tool_executed", "model_turn", "tool_executed", "tool_executed", "model_turn", runs.EventCheckpointed,
+	runs.EventContinued, "tool_executed", "model_turn", runs.EventSuspended, runs.EventNotified,
+	runs.EventDecision,
+	runs.EventResumed, "tool_executed", "model_turn", "tool_executed", "model_turn", runs.EventCheckpointed,
+	runs.EventContinued, "tool_executed", "model_turn", runs.EventSettled,
+}
+
+func eventTypes(evs []runs.Event) []string {
+	types := make([]string, len(evs))
+	for i, ev := range evs {
+		types[i] = ev.Type
+	}
+	return types
+}
+
+// namesWrite reports whether an event records the write call id: its
+// tool_executed step, or a write in flight (pending_effect).
+func namesWrite(evs []runs.Event, id string) bool {
+	for _, ev := range evs {
+		var d struct {
+			CallID        string `json:"call_id"`
+			PendingEffect string `json:"pending_effect"`
+		}
+		if json.Unmarshal(ev.Data, &d) != nil {
+			continue
+		}
+		if (ev.Type == "tool_executed" && d.CallID == id) || d.PendingEffect == id {
+			return true
+		}
+	}
+	return false
+}
+
+// namesWorker reports whether an event names the lease owner: as its actor
+// (its claim or steps), or as the worker a take-over, the sweep's settle
+// or a cancel ended (previous_owner, lease_owner).
+func namesWorker(evs []runs.Event, owner string) bool {
+	for _, ev := range evs {
+		var d struct {
+			PreviousOwner string `json:"previous_owner"`
+			LeaseOwner    string `json:"lease_owner"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		if ev.Actor == owner || d.PreviousOwner == owner || d.LeaseOwner == owner {
+			return true
+		}
+	}
+	return false
 }
 
 func TestCrashPointsEmbedded(t *testing.T) {

@@ -229,3 +229,58 @@ func TestDuplicatedDispatchCostsOnlyTheLosersCalls(t *testing.T) {
 	assert.Equal(t, 3, calls, "two model calls of the winner, one of the loser")
 	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn), string(loop.StepToolExecuted), string(loop.StepModelTurn), runs.EventSettled}, e.events(t))
 }
+
+// TestFenceWritesTheRowAlone: a resume worker's first write is the fence of
+// the approved write: it writes the claim and the fence only, and leaves
+// the claim's resumed event for the segment's next write. A worker that
+// dies during the call leaves the fence stamped and no resumed event; the
+// sweep ends the run interrupted_write, and its settled event names the
+// worker that held the run beside the write whose outcome is unknown.
+func TestFenceWritesTheRowAlone(t *testing.T) {
+	applied := 0
+	send := &loop.FuncTool{
+		Def: loop.Definition{Name: "send", Effect: loop.EffectWrite, InputSchema: json.RawMessage(`{"type":"object"}`)},
+		CallFunc: func(context.Context, json.RawMessage) (loop.Result, error) {
+			applied++
+			panic(crashed{})
+		},
+	}
+	model := loop.ModelFunc(func(context.Context, loop.ModelRequest) (loop.ModelResponse, error) {
+		return loop.ModelResponse{Message: loop.Message{Role: loop.RoleAssistant, Content: []loop.Block{loop.ToolUseBlock("s1", "send", json.RawMessage(`{}`))}}, StopReason: loop.StopToolUse}, nil
+	})
+	e := newLazyEnv(t, model, send)
+	ctx := context.Background()
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: e.runID}))
+	r, err := e.store.Get(ctx, e.runID)
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusWaiting, r.Status)
+	_, err = e.store.Decide(ctx, r, runs.NewDecision{SuspensionID: r.SuspensionID, Decider: "bob", Via: runs.ViaAPI,
+		Decision: loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove}})
+	require.NoError(t, err)
+	func() {
+		defer func() {
+			_, ok := recover().(crashed)
+			require.True(t, ok, "the worker died in the call")
+		}()
+		_ = e.worker.Handle(ctx, service.Job{Kind: service.JobResume, RunID: e.runID})
+	}()
+	require.Equal(t, 1, applied)
+	r, err = e.store.Get(ctx, e.runID)
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusRunning, r.Status, "the fence wrote the claim")
+	assert.Equal(t, "s1", r.PendingEffect)
+	owner := r.LeaseOwner
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn), runs.EventSuspended, runs.EventDecision}, e.events(t),
+		"the fence wrote no event")
+
+	e.clock.Advance(runs.DefaultLeaseTTL + time.Second)
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Interrupted)
+	evs, err := e.store.Events(ctx, e.runID, 0, 100)
+	require.NoError(t, err)
+	last := evs[len(evs)-1]
+	assert.Equal(t, runs.EventSettled, last.Type)
+	assert.JSONEq(t, `{"status":"FAILED","reason":"interrupted_write","lease_owner":"`+owner+`","pending_effect":"s1"}`, string(last.Data),
+		"the ending event names the worker whose claim event was lost, and its write in flight")
+}

@@ -315,9 +315,10 @@ func (s *segmentRun) hooks() loop.Hooks {
 			if st.Kind == loop.StepFinished || st.Kind == loop.StepSuspended || st.Kind == loop.StepResumed || st.Kind == loop.StepHandedOver {
 				return nil // recorded by Settle, Suspend, HandOver and Claim themselves
 			}
-			// The step goes on record with the segment's next write (a
-			// fence, the suspension, the settle, a checkpoint, a lease
-			// renewal): a segment makes few writes, not one per step.
+			// The step goes on record with the segment's next write (the
+			// suspension, the settle, a checkpoint, a lease renewal, a
+			// fence that must carry it: runs.Store.StampFence): a
+			// segment makes few writes, not one per step.
 			return s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
 				next, err := s.w.Store.AddStep(ctx, cur, s.owner, st)
 				if e := s.effect; err == nil && e != nil && st.Kind == loop.StepToolExecuted && st.CallID == e.callID {
@@ -351,7 +352,9 @@ func (s *segmentRun) hooks() loop.Hooks {
 // stampFence stamps the fence before a write call. An idempotent call the
 // run's stored position does not reach yet gets a checkpoint that reaches
 // it in the same write, so that a new worker can make it again under its
-// key instead of failing the run.
+// key instead of failing the run. The fence usually writes the row alone
+// (runs.Store.StampFence): the segment's held steps wait for its next
+// write.
 func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
 	if p := s.row().PendingEffect; p != "" && p != c.ID {
 		// A fence left by a vanished worker must be the first write a new

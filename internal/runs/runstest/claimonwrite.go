@@ -11,8 +11,9 @@ import (
 )
 
 // testClaimOnWrite: ClaimOnWrite claims a QUEUED or RESUMING run without a
-// write; the segment's first write records the claim's event (first), its
-// steps and its own change, conditional on the status and version read, so
+// write; the segment's first write records the claim, conditional on the
+// status and version read, with the claim's event (first), its steps and
+// its own change (a fence leaves the events to the next write), so
 // of two workers that took the same run only the first to write keeps it
 // and the other's write stores nothing. A RUNNING run whose worker vanished
 // is taken over at once. Redispatch counts as a take-over: at
@@ -44,15 +45,24 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	r1, err = e.Store.StampFence(ctx, r1, "w1", runs.Fence{CallID: "c1"})
 	require.NoError(t, err)
 	assert.False(t, r1.UnwrittenClaim())
-	assert.Equal(t, r1, get(q.ID))
-	assert.Equal(t, q.Version+1, r1.Version, "claim, steps and fence in one write")
-	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn)}, e.eventTypes(t, q.ID))
+	assert.Equal(t, r1.Clone(), get(q.ID))
+	assert.Equal(t, q.Version+1, r1.Version, "claim and fence in one write")
+	assert.Equal(t, []string{runs.EventRunStarted}, e.eventTypes(t, q.ID), "the fence writes the row alone: the claim's event and the steps stay held")
+	n, _ := r1.Unwritten()
+	assert.Equal(t, 1, n, "the step (the claim's event is not counted)")
 	_, err = e.Store.StampFence(ctx, r2, "w2", runs.Fence{CallID: "c1"})
 	AssertCode(t, runs.EConflict, err)
 	sp, _ := e.Suspension(r2, "s1")
 	_, err = e.Store.Suspend(ctx, r2, "w2", sp)
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, r1)
+	r1, err = e.Store.AddStep(ctx, r1, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "c1", Effect: loop.EffectWrite})
+	require.NoError(t, err)
+	r1, err = e.Store.Settle(ctx, r1, "w1", runs.Settlement{Status: runs.StatusCompleted})
+	require.NoError(t, err)
+	assert.Equal(t, r1, get(q.ID))
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn), string(loop.StepToolExecuted), runs.EventSettled}, e.eventTypes(t, q.ID),
+		"the next write records them first, in order")
 
 	// The claim rides on a suspension too; the run resumes and continues
 	// through claims written the same way.

@@ -223,12 +223,13 @@ func HashToken(raw string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Unchanged asserts that the stored run still equals before.
+// Unchanged asserts that the stored run still equals before (as stored:
+// Clone leaves out what a worker's row holds unwritten, AddStep).
 func (e *Env) Unchanged(t *testing.T, before *runs.Run) {
 	t.Helper()
 	got, err := e.Store.Get(e.ctx, before.ID)
 	require.NoError(t, err)
-	require.Equal(t, before, got, "the run must be unchanged after a refusal")
+	require.Equal(t, before.Clone(), got, "the run must be unchanged after a refusal")
 }
 
 // AssertCode asserts that err carries the wanted code.
@@ -602,8 +603,8 @@ func testStaleLease(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 	assert.Equal(t, "purge", evs[0].Actor)
-	assert.JSONEq(t, `{"status":"FAILED","reason":"interrupted_write","pending_effect":"call-1"}`, string(evs[0].Data),
-		"the audit names the write whose outcome is unknown")
+	assert.JSONEq(t, `{"status":"FAILED","reason":"interrupted_write","lease_owner":"w1","pending_effect":"call-1"}`, string(evs[0].Data),
+		"the audit names the worker and the write whose outcome is unknown")
 }
 
 func testSuspendRefusals(t *testing.T, e *Env) {
@@ -1032,10 +1033,19 @@ func testCancel(t *testing.T, e *Env) {
 		require.NoError(t, err)
 		require.Len(t, evs, 1)
 		assert.Equal(t, runs.EventCancelled, evs[0].Type)
-		assert.JSONEq(t, `{"pending_effect":"c2","wrote_since_claim":true}`, string(evs[0].Data))
+		assert.JSONEq(t, `{"lease_owner":"w1","pending_effect":"c2","wrote_since_claim":true}`, string(evs[0].Data))
 
-		// Nothing in flight: the cancelled event carries no data.
+		// Nothing in flight: the cancelled event names the worker only
+		// (its claim's event may not be on record: StampFence).
 		r, err = e.Store.Cancel(ctx, e.Running(t), "alice")
+		require.NoError(t, err)
+		evs, err = e.Store.Events(ctx, r.ID, r.LastSeq-1, 10)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		assert.JSONEq(t, `{"lease_owner":"w1"}`, string(evs[0].Data))
+
+		// A run not running: no worker to name, no data.
+		r, err = e.Store.Cancel(ctx, e.Queued(t), "alice")
 		require.NoError(t, err)
 		evs, err = e.Store.Events(ctx, r.ID, r.LastSeq-1, 10)
 		require.NoError(t, err)

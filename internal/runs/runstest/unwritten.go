@@ -15,7 +15,8 @@ import (
 // own event, in the same atomic write; their effect on the row (a fenced
 // call's tool_executed step clears the fence and sets WroteSinceClaim)
 // applies to the worker's row at once and to the stored row with that
-// write. Past MaxUnwrittenSteps they are written at once. A write that
+// write. A fence writes the row alone and leaves them held, unless they
+// record a write's result or the fence stores a checkpoint. Past MaxUnwrittenSteps they are written at once. A write that
 // loses to another (a cancel) stores none of them. SaveProgress stores them
 // with a checkpoint that holds a write's result.
 func testUnwrittenSteps(t *testing.T, e *Env) {
@@ -50,14 +51,16 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 		AssertCode(t, runs.EInvalid, err)
 	}
 
-	// The fence's write carries them; the fenced call's step clears the
-	// fence on the worker's row, and on the stored row with the next write.
+	// The fence writes the row alone: the steps stay held for the next
+	// write. The fenced call's step clears the fence on the worker's row,
+	// and on the stored row with the next write.
 	r, err = e.Store.StampFence(ctx, r, "w1", runs.Fence{CallID: "c1"})
 	require.NoError(t, err)
 	n, _ = r.Unwritten()
-	assert.Zero(t, n, "written")
-	assert.Equal(t, append(before, string(loop.StepModelTurn), string(loop.StepToolExecuted)), e.eventTypes(t, r.ID))
-	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, 2, n, "still held")
+	assert.Equal(t, before, e.eventTypes(t, r.ID), "the fence wrote no event")
+	assert.Equal(t, r.Clone(), get(r.ID))
+	assert.Equal(t, "c1", get(r.ID).PendingEffect)
 	r, err = e.Store.AddStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "c1", Tool: "send_email", Effect: loop.EffectWrite})
 	require.NoError(t, err)
 	assert.Empty(t, r.PendingEffect)
@@ -71,8 +74,38 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	w := get(r.ID)
 	assert.Equal(t, r, w)
 	assert.Empty(t, w.PendingEffect, "cleared with the step")
-	types := e.eventTypes(t, r.ID)
-	assert.Equal(t, []string{string(loop.StepToolExecuted), string(loop.StepModelTurn), runs.EventSuspended}, types[len(types)-3:], "the steps first, in order, then the transition's event")
+	assert.Equal(t, append(before, string(loop.StepModelTurn), string(loop.StepToolExecuted), string(loop.StepToolExecuted), string(loop.StepModelTurn), runs.EventSuspended), e.eventTypes(t, r.ID),
+		"the steps held across the fence first, in order, then the transition's event")
+
+	// A fence after a held write result carries the steps: every write
+	// that took effect is on record before the next one runs.
+	r = e.Running(t)
+	before = e.eventTypes(t, r.ID)
+	r, err = e.Store.StampFence(ctx, r, "w1", runs.Fence{CallID: "c1"})
+	require.NoError(t, err)
+	r, err = e.Store.AddStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "c1", Tool: "send_email", Effect: loop.EffectWrite})
+	require.NoError(t, err)
+	r, err = e.Store.AddStep(ctx, r, "w1", model)
+	require.NoError(t, err)
+	r, err = e.Store.StampFence(ctx, r, "w1", runs.Fence{CallID: "c2"})
+	require.NoError(t, err)
+	n, _ = r.Unwritten()
+	assert.Zero(t, n, "written with the fence")
+	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, append(before, string(loop.StepToolExecuted), string(loop.StepModelTurn)), e.eventTypes(t, r.ID))
+
+	// So does a fence that stores a checkpoint: a new worker goes on from
+	// there and does not make the steps before it again.
+	r = e.Running(t)
+	before = e.eventTypes(t, r.ID)
+	r, err = e.Store.AddStep(ctx, r, "w1", read)
+	require.NoError(t, err)
+	r, err = e.Store.StampFence(ctx, r, "w1", runs.Fence{CallID: "c1", Idempotent: true, Checkpoint: []byte(`{"at":1}`)})
+	require.NoError(t, err)
+	n, _ = r.Unwritten()
+	assert.Zero(t, n, "written with the fence")
+	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, append(before, string(loop.StepToolExecuted)), e.eventTypes(t, r.ID))
 
 	// Past the bound, AddStep writes them itself.
 	r = e.Running(t)
@@ -92,7 +125,7 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	_, err = e.Store.RenewLease(ctx, r, "w1")
 	AssertCode(t, runs.EConflict, err)
-	types = e.eventTypes(t, r.ID)
+	types := e.eventTypes(t, r.ID)
 	assert.Equal(t, runs.EventCancelled, types[len(types)-1])
 	assert.Len(t, types, 3+runs.MaxUnwrittenSteps+1, "nothing of the losing write")
 
