@@ -236,7 +236,8 @@ type segmentRun struct {
 	settled bool
 	// durable holds the ids of the calls not done yet that the run's
 	// stored position (its checkpoint, or its suspended state) reaches: a
-	// new worker makes them again under the same idempotency keys.
+	// new worker makes them again under the same idempotency keys. Guarded
+	// by mu, like effect: the heartbeat changes both.
 	durable map[string]bool
 	// claimBy is when the heartbeat writes a claim the segment has not
 	// written yet, so that the sweep never re-dispatches a run whose
@@ -246,6 +247,7 @@ type segmentRun struct {
 	// whose tool_executed step is not written yet: the heartbeat stores it
 	// with the steps when it must renew the lease before the segment's
 	// next write (SaveProgress), so a new worker continues after the write.
+	// Guarded by mu.
 	effect *effectRecord
 }
 
@@ -336,7 +338,9 @@ func (s *segmentRun) hooks() loop.Hooks {
 			if err != nil {
 				return fmt.Errorf("encode checkpoint: %w", err)
 			}
+			s.mu.Lock() // the heartbeat reads it
 			s.effect = &effectRecord{callID: c.ID, checkpoint: blob, remaining: c.Checkpoint.Turn.Remaining()}
+			s.mu.Unlock()
 			return nil
 		},
 		NoEffect: func(_ context.Context, c loop.PendingCall) error {
@@ -362,7 +366,7 @@ func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
 		return fmt.Errorf("call %s was fenced by an earlier worker, but call %s came first", p, c.ID)
 	}
 	f := runs.Fence{CallID: c.ID, Idempotent: c.Idempotent}
-	if c.Idempotent && !s.durable[c.ID] {
+	if c.Idempotent && !s.isDurable(c.ID) {
 		blob, err := c.Checkpoint.Encode()
 		if err != nil {
 			return fmt.Errorf("encode checkpoint: %w", err)
@@ -382,9 +386,24 @@ func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
 		})
 	}
 	if err == nil && f.Checkpoint != nil {
-		s.durable = remainingIDs(c.Checkpoint.Turn.Remaining())
+		s.setDurable(remainingIDs(c.Checkpoint.Turn.Remaining()))
 	}
 	return err
+}
+
+// isDurable says whether the run's stored position reaches call id.
+func (s *segmentRun) isDurable(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durable[id]
+}
+
+// setDurable records the calls the run's stored position reaches (the
+// heartbeat updates them too, under s.mu).
+func (s *segmentRun) setDurable(ids map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.durable = ids
 }
 
 // heartbeat renews the lease while the loop runs, whenever less than half
@@ -533,7 +552,7 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 	default:
 		d := *cur.Decision
 		d.Decider = cur.DecidedBy
-		s.durable = remainingIDs(state.PendingCalls)
+		s.setDurable(remainingIDs(state.PendingCalls))
 		out, err = runner.Resume(ctx, state, d)
 	}
 	switch {
@@ -565,7 +584,7 @@ func (s *segmentRun) continueRun(ctx context.Context, runner *loop.Runner) (loop
 		s.settled = true
 		return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
 	}
-	s.durable = remainingIDs(cp.Turn.Remaining())
+	s.setDurable(remainingIDs(cp.Turn.Remaining()))
 	out, err := runner.Continue(ctx, cp)
 	switch {
 	case errors.Is(err, loop.ErrToolChanged):
