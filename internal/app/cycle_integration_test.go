@@ -198,11 +198,14 @@ func TestCycleCosts(t *testing.T) {
 	// 30 units (21 table, 9 index), $24.65 (DynamoDB $19.25) once the fence
 	// wrote the row alone (a conditional PutItem, 1 unit, was a transaction
 	// of the row and the claim's event, 4): the claim's event goes with the
-	// settle.
-	require.LessOrEqual(t, costDDB+costS3, 24.7, "approval-state cost per million cycles (goal <= $35)")
+	// settle. 28 units (21 table, 7 index), $23.40 (DynamoDB $18.00) once
+	// a claim whose dispatch deadline leaves at least half a lease ended
+	// the lease there: the fence keeps the run's due-index key (the resume
+	// worker's index units 4 -> 2; the settle still moves it).
+	require.LessOrEqual(t, costDDB+costS3, 23.45, "approval-state cost per million cycles (goal <= $35)")
 	require.LessOrEqual(t, sdk, 18, "SDK calls per cycle (goal <= 16)")
 	require.LessOrEqual(t, writes, 5, "DynamoDB write requests per cycle (goal <= 5)")
-	require.LessOrEqual(t, wu, 30.0, "DynamoDB write units per cycle (goal <= 30)")
+	require.LessOrEqual(t, wu, 28.0, "DynamoDB write units per cycle (goal <= 30)")
 	require.Greater(t, wu, 0.0, "the write units were counted")
 }
 

@@ -55,7 +55,9 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 	}
 	now := s.now()
 	w.ExpectStatus = cur.Status
+	stored := cur.Status
 	if u := cur.unwritten; u != nil {
+		stored = u.status
 		// The segment's steps since its last write go first, in order.
 		w.ExpectStatus = u.status
 		if !hold {
@@ -63,6 +65,9 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 		}
 	}
 	leaveInbox(cur, next, &w)
+	if next.Status == StatusRunning && (stored == StatusQueued || stored == StatusResuming) {
+		s.leaseToDispatchDeadline(cur, next, now)
+	}
 	next.Version = cur.Version + 1
 	next.UpdatedAt = now
 	s.schedule(cur, next, &w, now)
@@ -148,4 +153,22 @@ func (s *Store) retry(ctx context.Context, cur *Run, build func(cur *Run, now ti
 		}
 		cur = fresh
 	}
+}
+
+// leaseToDispatchDeadline lets the write that claims a QUEUED or RESUMING
+// run (Claim, or the first write of a ClaimOnWrite segment) end the lease
+// at the run's dispatch deadline (UpdatedAt + DispatchGrace, its due time
+// while it waited: LifecycleDue) when that leaves at least half a lease
+// and no more than the write gives: the run's due time, the due index's
+// key, then stays where it was (a key that moves costs DynamoDB an index
+// delete and put). A live worker renews such a lease as any other: its
+// heartbeat renews once less than half is left (and a segment that has not
+// written its claim writes it by Worker.claimBy), so the sweep does not
+// find the lease of a live worker expired.
+func (s *Store) leaseToDispatchDeadline(cur, next *Run, now time.Time) {
+	deadline := cur.UpdatedAt.Add(s.opts.DispatchGrace)
+	if deadline.Before(now.Add(s.opts.LeaseTTL/2)) || deadline.After(next.LeaseUntil) {
+		return
+	}
+	next.LeaseUntil = deadline
 }

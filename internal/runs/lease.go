@@ -10,8 +10,10 @@ import (
 )
 
 // Claim moves a QUEUED or RESUMING run to RUNNING under a lease held by owner
-// for LeaseTTL, appending a claimed, resumed (after a decision) or continued
-// (after a checkpoint) event. A RUNNING run whose lease expired is taken
+// for LeaseTTL (or until the run's dispatch deadline, its due time, when
+// that leaves between half a lease and a lease: the due time then stays),
+// appending a claimed, resumed (after a decision) or continued (after a
+// checkpoint) event. A RUNNING run whose lease expired is taken
 // over the same way (a reclaimed event, Reclaims counted) when
 // Run.Reclaimable: no write's outcome is unknown and none took effect that
 // the new worker would make again. Of concurrent claimers exactly one wins.

@@ -284,3 +284,66 @@ func TestFenceWritesTheRowAlone(t *testing.T) {
 	assert.JSONEq(t, `{"status":"FAILED","reason":"interrupted_write","lease_owner":"`+owner+`","pending_effect":"s1"}`, string(last.Data),
 		"the ending event names the worker whose claim event was lost, and its write in flight")
 }
+
+// TestSweepLeavesALiveWorkerWhoseClaimKeptTheDeadline: a resume job that
+// comes 30 s after the decision is claimed by the worker's fence with the
+// lease ending at the dispatch deadline (the run's due time stays; less
+// than a lease, more than half of one, is left). During a write call that
+// outlives several leases the heartbeat renews the lease whenever less
+// than half is left, and the sweep, run every 20 s, never re-dispatches or
+// takes over the run; the write runs once and the run completes.
+func TestSweepLeavesALiveWorkerWhoseClaimKeptTheDeadline(t *testing.T) {
+	var e *lazyEnv
+	ctx := context.Background()
+	applied, sweeps := 0, 0
+	var decided time.Time
+	send := &loop.FuncTool{
+		Def: loop.Definition{Name: "send", Effect: loop.EffectWrite, InputSchema: json.RawMessage(`{"type":"object"}`)},
+		CallFunc: func(context.Context, json.RawMessage) (loop.Result, error) {
+			applied++
+			r, err := e.store.Get(ctx, e.runID)
+			require.NoError(t, err)
+			require.Equal(t, runs.StatusRunning, r.Status, "the fence wrote the claim")
+			assert.Equal(t, decided.Add(runs.DefaultDispatchGrace), r.LeaseUntil, "the lease ends at the dispatch deadline")
+			assert.Equal(t, r.LeaseUntil, r.DueAt, "the due time stayed")
+			for range 3 * int(runs.DefaultLeaseTTL/(20*time.Second)) {
+				e.clock.Advance(20 * time.Second)
+				require.Eventually(t, func() bool {
+					r, err := e.store.Get(ctx, e.runID)
+					return err == nil && !r.LeaseUntil.Before(e.clock.Now().Add(runs.DefaultLeaseTTL/2))
+				}, 10*time.Second, time.Millisecond, "the heartbeat renews the lease once less than half is left")
+				sum, err := e.sweeper.Sweep(ctx)
+				require.NoError(t, err)
+				sweeps++
+				assert.Zero(t, sum.Redispatched+sum.Reaped+sum.Interrupted+sum.WorkersLost, "the sweep leaves a live worker's run alone: %+v", sum)
+				assert.Empty(t, e.jobs)
+			}
+			return loop.Result{Content: "sent"}, nil
+		},
+	}
+	model := loop.ModelFunc(func(_ context.Context, req loop.ModelRequest) (loop.ModelResponse, error) {
+		if len(req.Messages) == 1 {
+			return loop.ModelResponse{Message: loop.Message{Role: loop.RoleAssistant, Content: []loop.Block{loop.ToolUseBlock("s1", "send", json.RawMessage(`{}`))}}, StopReason: loop.StopToolUse}, nil
+		}
+		return loop.ModelResponse{Message: loop.Message{Role: loop.RoleAssistant, Content: []loop.Block{loop.TextBlock("done")}}, StopReason: loop.StopEndTurn}, nil
+	})
+	e = newLazyEnv(t, model, send)
+	e.worker.Heartbeat = time.Millisecond
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: e.runID}))
+	r, err := e.store.Get(ctx, e.runID)
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusWaiting, r.Status)
+	r, err = e.store.Decide(ctx, r, runs.NewDecision{SuspensionID: r.SuspensionID, Decider: "bob", Via: runs.ViaAPI,
+		Decision: loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove}})
+	require.NoError(t, err)
+	decided = r.UpdatedAt
+	e.clock.Advance(30 * time.Second)
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobResume, RunID: e.runID}))
+	r, err = e.store.Get(ctx, e.runID)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusCompleted, r.Status, "%s", r.Reason)
+	assert.Equal(t, 1, applied)
+	assert.Equal(t, 18, sweeps)
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn), runs.EventSuspended, runs.EventDecision,
+		runs.EventResumed, string(loop.StepToolExecuted), string(loop.StepModelTurn), runs.EventSettled}, e.events(t))
+}

@@ -1,7 +1,9 @@
 package runstest
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,4 +140,67 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	assert.Equal(t, []string{runs.EventRunStarted, runs.EventRedispatched, runs.EventRedispatched, runs.EventRedispatched, runs.EventSettled}, types)
 	_, err = e.Store.Settle(ctx, c, "w1", runs.Settlement{Status: runs.StatusCompleted})
 	AssertCode(t, runs.EConflict, err)
+}
+
+// testClaimKeepsDispatchDeadline: the write that claims a QUEUED or
+// RESUMING run ends the lease at the run's dispatch deadline (its due
+// time) when that leaves at least half a lease and no more than a lease,
+// so the run's due time (the due index's key) does not move; otherwise the
+// lease is the write's (LeaseTTL from now), never longer.
+func testClaimKeepsDispatchDeadline(t *testing.T, e *Env) {
+	ctx := t.Context()
+	get := func(id string) *runs.Run {
+		t.Helper()
+		r, err := e.Store.Get(ctx, id)
+		require.NoError(t, err)
+		return r
+	}
+	for _, tt := range []struct {
+		name string
+		// after is how long after the run became QUEUED it is claimed.
+		after time.Duration
+		// kept says the lease ends at the dispatch deadline.
+		kept bool
+	}{
+		{"prompt: the deadline is more than a lease away", 0, false},
+		{"exactly a lease left", DispatchGrace - LeaseTTL, true},
+		{"between half a lease and a lease left", DispatchGrace - LeaseTTL*3/4, true},
+		{"exactly half a lease left", DispatchGrace - LeaseTTL/2, true},
+		{"late: less than half a lease left", DispatchGrace - LeaseTTL/2 + time.Millisecond, false},
+	} {
+		for _, lazy := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, lazy %t", tt.name, lazy), func(t *testing.T) {
+				q := e.Queued(t)
+				deadline := q.DueAt
+				require.Equal(t, q.UpdatedAt.Add(DispatchGrace), deadline)
+				e.Clock.Advance(tt.after)
+				now := e.Clock.Now().UTC().Truncate(time.Millisecond)
+				var r *runs.Run
+				var err error
+				if lazy {
+					r, err = e.Store.ClaimOnWrite(ctx, q.ID, "w1")
+					require.NoError(t, err)
+					r, err = e.Store.StampFence(ctx, r, "w1", runs.Fence{CallID: "c1"})
+				} else {
+					r, err = e.Store.Claim(ctx, q.ID, "w1")
+				}
+				require.NoError(t, err)
+				want := now.Add(LeaseTTL)
+				if tt.kept {
+					want = deadline
+				}
+				assert.Equal(t, want, r.LeaseUntil)
+				assert.Equal(t, r.LeaseUntil, r.DueAt)
+				assert.Equal(t, r.Clone(), get(q.ID))
+				if tt.kept {
+					assert.Equal(t, q.DueAt, r.DueAt, "the due time stays")
+				}
+				// A renewal with less than half left gives a whole lease.
+				e.Clock.Advance(r.LeaseUntil.Sub(now) - LeaseTTL/4)
+				r, err = e.Store.RenewLease(ctx, r, "w1")
+				require.NoError(t, err)
+				assert.Equal(t, e.Clock.Now().UTC().Truncate(time.Millisecond).Add(LeaseTTL), r.LeaseUntil)
+			})
+		}
+	}
 }

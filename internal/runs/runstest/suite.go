@@ -108,6 +108,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Reclaims", testReclaims},
 		{"UnwrittenSteps", testUnwrittenSteps},
 		{"ClaimOnWrite", testClaimOnWrite},
+		{"ClaimKeepsDispatchDeadline", testClaimKeepsDispatchDeadline},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
