@@ -208,6 +208,13 @@ func NeedsEvents(rec RunRecord) bool {
 // claimEvents start a worker's segment.
 var claimEvents = map[string]bool{"claimed": true, "resumed": true, "reclaimed": true, "continued": true}
 
+// segmentAfter are events after which the next segment begins: its job is
+// dispatched once they are written. A segment whose worker died after its
+// fence and before its next write has no claim event on record (the fence
+// writes the row alone; the settled event names the worker, lease_owner),
+// so the last of these bounds its start.
+var segmentAfter = map[string]bool{"decision": true, "tool_results": true, "checkpointed": true}
+
 // Analyze checks the invariants over what the soak observed.
 func Analyze(o Observed) Report {
 	r := Report{
@@ -401,12 +408,14 @@ func checkApprovedWrites(r *Report, rec *RunRecord, execs map[string][]Execution
 }
 
 // checkInterrupted justifies an interrupted_write by a kill that landed in
-// the run's last segment: after its last claim, before it was settled.
+// the run's last segment: after its last claim (or, when its claim event
+// was lost with the segment, after the decision, tool results or
+// checkpoint it went on from), before it was settled.
 func checkInterrupted(r *Report, rec *RunRecord, kills []Kill, execs []Execution, doc func(string) (string, bool)) {
 	r.Interr.Total++
 	from, to := rec.Started, time.Time{}
 	for _, ev := range rec.Events {
-		if claimEvents[ev.Type] {
+		if claimEvents[ev.Type] || segmentAfter[ev.Type] {
 			from = ev.At
 		}
 		if ev.Type == "settled" {
@@ -446,7 +455,7 @@ func interruptedClass(rec *RunRecord, from, killedAt time.Time, execs []Executio
 	executed := map[string]bool{}
 	for _, ev := range rec.Events {
 		switch ev.Type {
-		case "resumed":
+		case "resumed", "decision": // the decision's, when the resumed event was lost with its segment
 			var d struct {
 				SuspensionID string `json:"suspension_id"`
 			}

@@ -214,6 +214,39 @@ func TestAnalyzeJustifiesAndClassifiesInterruptedWrites(t *testing.T) {
 	}
 }
 
+// TestAnalyzeBoundsASegmentWithoutItsClaimEvent: a resume worker that died
+// after its fence and before its next write left no resumed event (the
+// fence writes the row alone); the segment it ran began after the
+// decision, so only a kill after the decision justifies the
+// interrupted_write.
+func TestAnalyzeBoundsASegmentWithoutItsClaimEvent(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		kill      float64
+		justified bool
+	}{
+		{"a kill after the decision", 2.5, true},
+		{"a kill before the decision, in the first segment", 0.9, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, execs := completedRun("run-a")
+			rec.Status, rec.Reason = "FAILED", "interrupted_write"
+			rec.Decisions = rec.Decisions[:1]
+			rec.Events = []client.Event{ev(1, "claimed", 0.5), ev(2, "suspended", 0.8),
+				{Seq: 3, Type: "decision", At: at(1.2), Data: json.RawMessage(`{"suspension_id":"s1"}`)},
+				{Seq: 4, Type: "settled", At: at(200), Data: json.RawMessage(`{"status":"FAILED","reason":"interrupted_write","lease_owner":"w/2","pending_effect":"` + CallAppend1 + `"}`)}}
+			execs[0].At = at(2) // the append in flight reached the recorder
+			r := Analyze(Observed{Runs: []RunRecord{rec}, Executions: execs[:1], Kills: []Kill{{N: 1, At: at(tt.kill)}}})
+			if got := r.Interr.Justified == 1; got != tt.justified {
+				t.Fatalf("justified %t, want %t: %+v %+v", got, tt.justified, r.Interr, r.Findings)
+			}
+			if tt.justified && r.Interr.Classes[InterruptedAppendRan] != 1 {
+				t.Fatalf("classes %v, want %s", r.Interr.Classes, InterruptedAppendRan)
+			}
+		})
+	}
+}
+
 func TestPlanKills(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 5, 6, 7, 8, 24} {
 		rng := rand.New(rand.NewPCG(uint64(n), 1)) //nolint:gosec // test
