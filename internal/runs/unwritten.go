@@ -67,14 +67,14 @@ func (r *Run) Unwritten() (steps, bytes int) {
 // returned row holds it, and the next Store write made with that row (a
 // suspension, a settle, a checkpoint, a hand-over, a lease renewal, a
 // write's fence when StampFence says so) appends it as an event, in order,
-// before its own event, in the same atomic write. The step's effect on the row applies at once to the
-// returned row: the tool_executed step of the fenced call clears the fence
-// and, like any write call's tool_executed step, sets WroteSinceClaim. When
-// more than MaxUnwrittenSteps steps or MaxUnwrittenBytes of step data wait,
-// AddStep writes them at once with a lease renewal (the only case in which
-// it writes). Suspended, resumed, handed_over and finished steps are
-// refused: the transitions record those. Codes: EInvalid, ENotFound,
-// EConflict (only when it writes).
+// before its own event, in the same atomic write. The step's effect on the
+// row applies at once to the returned row: the tool_executed step of the
+// fenced call clears the fence and, like any write call's tool_executed
+// step, sets WroteSinceClaim. When more than MaxUnwrittenSteps steps or
+// MaxUnwrittenBytes of step data wait, AddStep writes them at once with a
+// lease renewal (the only case in which it writes). Suspended, resumed,
+// handed_over and finished steps are refused: the transitions record
+// those. Codes: EInvalid, ENotFound, EConflict (only when it writes).
 func (s *Store) AddStep(ctx context.Context, cur *Run, owner string, st loop.Step) (*Run, error) {
 	next, err := s.addStep(cur, owner, st)
 	if err != nil {
