@@ -27,6 +27,7 @@ func (s *Store) write(ctx context.Context, cur, next *Run, w Write) (*Run, *Run,
 	if u := cur.unwritten; u != nil {
 		// The segment's steps since its last write go first, in order.
 		w.ExpectStatus = u.status
+		w.ExpectWriteID = u.writeID
 		w.Events = append(u.copyEvents(), w.Events...)
 	}
 	leaveInbox(cur, next, &w)
@@ -67,7 +68,7 @@ func (s *Store) explain(ctx context.Context, cur *Run, w Write, err error) (*Run
 		return nil, Errorf(ENotFound, "run %s not found", cur.ID)
 	case gerr != nil:
 		return nil, fmt.Errorf("write run %s: %w (re-read: %v)", cur.ID, err, gerr) //nolint:errorlint // the re-read's error is context; its code must not be found by errors.As
-	case fresh.Version != w.ExpectVersion || fresh.Status != w.ExpectStatus:
+	case fresh.Version != w.ExpectVersion || fresh.Status != w.ExpectStatus || (w.ExpectWriteID != "" && fresh.WriteID != w.ExpectWriteID):
 		return fresh, Errorf(EConflict, "run %s changed meanwhile: now %s at version %d, not %s at version %d",
 			cur.ID, fresh.Status, fresh.Version, w.ExpectStatus, w.ExpectVersion)
 	}

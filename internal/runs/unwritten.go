@@ -24,8 +24,12 @@ type unwritten struct {
 	// the row's version (which the segment's row keeps).
 	status Status
 	// claim says events[0] is the segment's claim, not written yet.
-	claim  bool
-	events []Event
+	claim bool
+	// writeID, set when the claim was made from a snapshot
+	// (ClaimSnapshot), is the snapshot's WriteID: the next write's
+	// condition too.
+	writeID string
+	events  []Event
 	// size is the events' data size.
 	size int
 }
@@ -90,7 +94,7 @@ func (s *Store) addStep(cur *Run, owner string, st loop.Step) (*Run, error) {
 	next := cur.Clone()
 	u := &unwritten{status: cur.Status}
 	if cur.unwritten != nil {
-		u.status, u.claim, u.events, u.size = cur.unwritten.status, cur.unwritten.claim, cur.unwritten.copyEvents(), cur.unwritten.size
+		u.status, u.claim, u.writeID, u.events, u.size = cur.unwritten.status, cur.unwritten.claim, cur.unwritten.writeID, cur.unwritten.copyEvents(), cur.unwritten.size
 	}
 	u.events = append(u.events, Event{Type: string(st.Kind), Actor: owner, Data: data})
 	u.size += len(data)

@@ -108,6 +108,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Reclaims", testReclaims},
 		{"UnwrittenSteps", testUnwrittenSteps},
 		{"ClaimOnWrite", testClaimOnWrite},
+		{"ClaimSnapshot", testClaimSnapshot},
+		{"ClaimSnapshotNotStored", testClaimSnapshotNotStored},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
