@@ -17,8 +17,9 @@ const (
 )
 
 // unwritten is what a worker's segment holds for its next write: its claim
-// (ClaimOnWrite) until that is written, and the loop steps made since its
-// last write, as events that the next write records before its own change.
+// (ClaimOnWrite, ClaimSnapshot) until that is written, and the loop steps
+// made since its last write, as events that the next write records before
+// its own change.
 type unwritten struct {
 	// status is the stored row's status: the next write's condition, with
 	// the row's version (which the segment's row keeps).
