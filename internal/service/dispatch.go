@@ -44,9 +44,11 @@ type Job struct {
 	// when it is fresh (SnapshotMaxAge), decodes strictly, is of this run
 	// and waits for a worker; otherwise, and for jobs without one (the
 	// sweep's), it reads the run. It is only a hint: the worker's first
-	// write is conditional on the snapshot's status and version, so a stale
-	// one fails that write as a row read just before the change would.
-	// Omitted when its JSON is over MaxSnapshotSize.
+	// write is conditional on the snapshot's status, version and write id,
+	// so a stale one fails that write as a row read just before the change
+	// would, and one that is not the stored row is never written over it.
+	// It holds what the row holds (the start request, the held calls), as
+	// the table does. Omitted when its JSON is over MaxSnapshotSize.
 	Snapshot json.RawMessage `json:"snapshot,omitempty"`
 }
 
