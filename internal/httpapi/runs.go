@@ -169,7 +169,7 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	}
 	log := a.log().With("run_id", r.ID)
 	log.InfoContext(ctx, "run created", "approvers", len(r.Approvers))
-	if err := a.Dispatch.Dispatch(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}); err != nil {
+	if err := a.Dispatch.Dispatch(ctx, service.NewJob(service.JobRun, r)); err != nil {
 		// The run is durable; purge re-dispatches a run left QUEUED.
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
@@ -324,7 +324,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		return next, nil
 	}
 	log.InfoContext(ctx, "decision recorded", "via", how.Via, "suspension_id", r.SuspensionID)
-	if err := a.Dispatch.Dispatch(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}); err != nil {
+	if err := a.Dispatch.Dispatch(ctx, service.NewJob(service.JobResume, next)); err != nil {
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
 	return next, nil

@@ -101,7 +101,7 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 	}
 	log := a.log().With("run_id", r.ID)
 	log.InfoContext(ctx, "tool results recorded", "tool_results_id", b.ToolResultsID, "results", len(b.Results))
-	if err := a.Dispatch.Dispatch(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}); err != nil {
+	if err := a.Dispatch.Dispatch(ctx, service.NewJob(service.JobResume, next)); err != nil {
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
 	return jsonResponse(http.StatusAccepted, viewOf(next)), nil

@@ -49,3 +49,17 @@ func TestHandleRefusesWhatAFunctionDoesNotServe(t *testing.T) {
 	_, err = e.Handle(context.Background(), json.RawMessage(`[`))
 	assert.Error(t, err)
 }
+
+// TestHandleKeepsAJobsSnapshot: the row a job carries reaches the worker
+// byte for byte, as the dispatcher encoded it.
+func TestHandleKeepsAJobsSnapshot(t *testing.T) {
+	var got service.Job
+	e := &Entry{Worker: func(_ context.Context, job service.Job) error { got = job; return nil }}
+	want := service.Job{Kind: service.JobRun, RunID: "r1",
+		Snapshot: json.RawMessage(`{"id":"r1","status":"QUEUED","version":1,"request":{"prompt":"a \u003cb\u003e"}}`)}
+	_, err := e.Handle(context.Background(), want.Payload())
+	require.NoError(t, err)
+	assert.Equal(t, want.Kind, got.Kind)
+	assert.Equal(t, want.RunID, got.RunID)
+	assert.Equal(t, string(want.Snapshot), string(got.Snapshot))
+}

@@ -34,6 +34,7 @@ func (s *Store) commitRow(ctx context.Context, cur, next *Run) (*Run, error) {
 	held := u.clone()
 	held.status = r.Status // the claim, if it was held, is written now
 	held.claim = false
+	held.writeID = "" // the snapshot's write is no longer the stored one
 	r.unwritten = held
 	return r, nil
 }
@@ -60,6 +61,7 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 		stored = u.status
 		// The segment's steps since its last write go first, in order.
 		w.ExpectStatus = u.status
+		w.ExpectWriteID = u.writeID
 		if !hold {
 			w.Events = append(u.copyEvents(), w.Events...)
 		}
@@ -105,7 +107,7 @@ func (s *Store) explain(ctx context.Context, cur *Run, w Write, err error) (*Run
 		return nil, Errorf(ENotFound, "run %s not found", cur.ID)
 	case gerr != nil:
 		return nil, fmt.Errorf("write run %s: %w (re-read: %v)", cur.ID, err, gerr) //nolint:errorlint // the re-read's error is context; its code must not be found by errors.As
-	case fresh.Version != w.ExpectVersion || fresh.Status != w.ExpectStatus:
+	case fresh.Version != w.ExpectVersion || fresh.Status != w.ExpectStatus || (w.ExpectWriteID != "" && fresh.WriteID != w.ExpectWriteID):
 		return fresh, Errorf(EConflict, "run %s changed meanwhile: now %s at version %d, not %s at version %d",
 			cur.ID, fresh.Status, fresh.Version, w.ExpectStatus, w.ExpectVersion)
 	}

@@ -38,6 +38,20 @@ type RowStore interface {
 	Inbox(ctx context.Context, approver string, limit int, cursor string) ([]InboxEntry, string, error)
 }
 
+// RowPrimer is implemented by a RowStore that remembers something of the
+// rows it read or wrote, to make later writes cheaper (runs/dynamo: which
+// parts a row stores in items of their own, so that a write leaves out
+// those that did not change). PrimeRow tells it of a row it did not read:
+// r is the row as stored at r.Version, as the write that committed it
+// returned it (Store.ClaimSnapshot). What it remembers must only ever make
+// a write cheaper when the stored row is r, never make it wrong when it is
+// not: the first write from r is conditional on r's status, version and
+// WriteID, and a write that relies on more (runs/dynamo: that the stored
+// row names a part item it leaves out) must check that in its condition.
+type RowPrimer interface {
+	PrimeRow(r *Run)
+}
+
 // Write is one atomic change: the new run row, the events appended with it,
 // tokens issued and a token consumed.
 type Write struct {
@@ -48,6 +62,11 @@ type Write struct {
 	Create        bool
 	ExpectStatus  Status
 	ExpectVersion int64
+	// ExpectWriteID, when set, also requires the stored row's WriteID: the
+	// first write of a worker that claimed from a snapshot instead of a
+	// read (Store.ClaimSnapshot) writes only over the very row the
+	// snapshot is, not over another row of the same version and status.
+	ExpectWriteID string
 	// Events are appended; their (RunID, Seq) must not exist yet.
 	Events []Event
 	// NewTokens are stored; their hashes must not exist yet. The adapter

@@ -75,6 +75,45 @@ func (s *Store) ClaimOnWrite(ctx context.Context, id, owner string) (*Run, error
 	return next, nil
 }
 
+// ClaimSnapshot is ClaimOnWrite without the read: snap is the run's row as
+// a write just returned it to the one who dispatched the worker (the row
+// that write committed), and the claim is made from it. It is only a hint:
+// the segment's first write is conditional on snap's status and version
+// like any other, and on its WriteID (the random id of the write that
+// committed it), so a snapshot that is stale (the run was cancelled, or
+// another worker got there first) makes that write fail with EConflict, as
+// a row read just before that change would, and so does one that is not
+// the stored row at all (whoever made it does not know the stored row's
+// WriteID). A RowStore that remembers
+// the rows it read or wrote (RowPrimer) is told of snap, so the claim makes
+// the segment's writes no dearer than a read would have. Only a QUEUED or
+// RESUMING snapshot is claimed from (a take-over reads: Claim). Codes:
+// EInvalid (no owner, a snapshot that is not a stored row), EConflict (not
+// claimable).
+func (s *Store) ClaimSnapshot(snap *Run, owner string) (*Run, error) {
+	if owner == "" {
+		return nil, Errorf(EInvalid, "lease owner is required")
+	}
+	if snap == nil || !ValidRunID(snap.ID) || snap.Version < 1 || snap.WriteID == "" || snap.unwritten != nil {
+		return nil, Errorf(EInvalid, "the snapshot is not a stored row")
+	}
+	if snap.Status != StatusQueued && snap.Status != StatusResuming {
+		return nil, Errorf(EConflict, "run %s is %s in the snapshot, not waiting for a worker", snap.ID, snap.Status)
+	}
+	next, ev, err := s.claimed(snap, owner, s.now())
+	if err != nil {
+		return nil, err
+	}
+	upgradeLegacy(next) // as a read would (fails closed)
+	if l, ok := s.rows.(legacyRows); ok {
+		if p, ok := l.RowStore.(RowPrimer); ok {
+			p.PrimeRow(snap)
+		}
+	}
+	next.unwritten = &unwritten{status: snap.Status, events: []Event{ev}, claim: true, claimEvent: true, writeID: snap.WriteID}
+	return next, nil
+}
+
 // UnwrittenClaim reports whether r is a worker's row whose claim is not
 // written yet (ClaimOnWrite).
 func (r *Run) UnwrittenClaim() bool { return r != nil && r.unwritten != nil && r.unwritten.claim }

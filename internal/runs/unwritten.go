@@ -17,10 +17,10 @@ const (
 )
 
 // unwritten is what a worker's segment holds for its next write: its claim
-// (ClaimOnWrite) until that is written, and the loop steps made since its
-// last write, as events that the next write records before its own change.
-// A fence (StampFence) may write the row alone and leave the events held
-// for the write after it.
+// (ClaimOnWrite, ClaimSnapshot) until that is written, and the loop steps
+// made since its last write, as events that the next write records before
+// its own change. A fence (StampFence) may write the row alone and leave
+// the events held for the write after it.
 type unwritten struct {
 	// status is the stored row's status: the next write's condition, with
 	// the row's version (which the segment's row keeps).
@@ -36,7 +36,11 @@ type unwritten struct {
 	// the fence or marked a write call (WroteSinceClaim) on the row, so the
 	// next write of the row carries the events (StampFence).
 	writeResult bool
-	events      []Event
+	// writeID, set when the claim was made from a snapshot
+	// (ClaimSnapshot), is the snapshot's WriteID: the next write's
+	// condition too, until a write of the row.
+	writeID string
+	events  []Event
 	// size is the events' data size.
 	size int
 }

@@ -1,9 +1,15 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // JobKind names what a worker job does.
@@ -15,10 +21,106 @@ const (
 	JobResume JobKind = "resume"
 )
 
+// MaxSnapshotSize bounds a job's snapshot (its JSON): a row whose encoding
+// is larger (a run's start request can be large) is not carried, and its
+// worker reads the run. It keeps a job's payload far below Lambda's limit
+// for an async invoke.
+const MaxSnapshotSize = 32 << 10
+
+// SnapshotMaxAge is how far from the worker's clock the row in a job's
+// snapshot may have been committed (its UpdatedAt) for the worker to claim
+// from it: Lambda delivers a job again, with the same payload, minutes or
+// hours after a failed invocation, and such a late job reads the run as a
+// job without a snapshot does.
+const SnapshotMaxAge = 10 * time.Second
+
 // Job is the async event a worker Lambda receives: {"agentgate_job":{...}}.
 type Job struct {
 	Kind  JobKind `json:"kind"`
 	RunID string  `json:"run_id"`
+	// Snapshot, when set, is the run's row (the JSON of a runs.Run) as the
+	// write made just before the dispatch committed it (NewJob): the worker
+	// claims the run from it without reading it (runs.Store.ClaimSnapshot)
+	// when it is fresh (SnapshotMaxAge), decodes strictly, is of this run
+	// and waits for a worker; otherwise, and for jobs without one (the
+	// sweep's), it reads the run. It is only a hint: the worker's first
+	// write is conditional on the snapshot's status, version and write id,
+	// so a stale one fails that write as a row read just before the change
+	// would, and one that is not the stored row is never written over it.
+	// It holds what the row holds (the start request, the held calls), as
+	// the table does. Omitted when its JSON is over MaxSnapshotSize.
+	Snapshot json.RawMessage `json:"snapshot,omitempty"`
+}
+
+// NewJob returns a job of kind for the run whose row the caller has just
+// committed (the row a runs.Store write returned), with that row as the
+// job's snapshot when the row waits for a worker (QUEUED or RESUMING), its
+// JSON is at most MaxSnapshotSize and decodes back to exactly the same row
+// (the worker's writes then encode what the dispatcher's did).
+func NewJob(kind JobKind, committed *runs.Run) Job {
+	j := Job{Kind: kind}
+	if committed == nil {
+		return j
+	}
+	j.RunID = committed.ID
+	if committed.Status != runs.StatusQueued && committed.Status != runs.StatusResuming {
+		return j
+	}
+	b, err := json.Marshal(committed)
+	if err != nil || len(b) > MaxSnapshotSize {
+		return j
+	}
+	back, err := decodeSnapshot(b)
+	if err != nil || !bytes.Equal(back.Request, committed.Request) {
+		return j
+	}
+	if again, err := json.Marshal(back); err != nil || !bytes.Equal(again, b) {
+		return j
+	}
+	j.Snapshot = b
+	return j
+}
+
+// snapshotRow returns the job's snapshot as the row to claim from, or nil
+// and why not (empty when the job has none): it must decode strictly, be
+// of the job's run at a stored version, wait for a worker, and have been
+// committed within SnapshotMaxAge of now (either side: clocks differ).
+func (j Job) snapshotRow(now time.Time) (*runs.Run, string) {
+	if len(j.Snapshot) == 0 {
+		return nil, ""
+	}
+	r, err := decodeSnapshot(j.Snapshot)
+	switch {
+	case err != nil:
+		return nil, "malformed: " + err.Error()
+	case r.ID != j.RunID:
+		return nil, "of another run"
+	case r.Version < 1 || !r.Status.Valid():
+		return nil, "not a stored row"
+	case r.Status != runs.StatusQueued && r.Status != runs.StatusResuming:
+		return nil, fmt.Sprintf("the run is %s in it", r.Status)
+	case r.UpdatedAt.IsZero():
+		return nil, "without its time"
+	}
+	if age := now.Sub(r.UpdatedAt); age > SnapshotMaxAge || age < -SnapshotMaxAge {
+		return nil, fmt.Sprintf("taken %s ago", age.Round(time.Millisecond))
+	}
+	return r, ""
+}
+
+// decodeSnapshot decodes a snapshot's JSON strictly: one object with no
+// field a runs.Run does not have.
+func decodeSnapshot(b []byte) (*runs.Run, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	r := new(runs.Run)
+	if err := dec.Decode(r); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("data after the row")
+	}
+	return r, nil
 }
 
 // JobEvent is the envelope of a Job in a Lambda invocation payload.

@@ -133,8 +133,9 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	log := w.log().With("run_id", job.RunID, "job", job.Kind)
 	owner := fmt.Sprintf("%s/%s", w.Owner, randomHex(6))
 	// The claim is written with the segment's first write: a run worker
-	// that reads and suspends writes once.
-	cur, err := w.Store.ClaimOnWrite(ctx, job.RunID, owner)
+	// that reads and suspends writes once, and one whose job carries a
+	// fresh snapshot of the row does not read it either.
+	cur, fromSnapshot, err := w.claim(ctx, job, owner, log)
 	switch runs.ErrorCode(err) {
 	case "":
 	case runs.EConflict, runs.ENotFound:
@@ -143,7 +144,7 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	default:
 		return fmt.Errorf("claim run %s: %w", job.RunID, err)
 	}
-	log.InfoContext(ctx, "claimed run", "status_was", job.Kind, "claim_written", !cur.UnwrittenClaim())
+	log.InfoContext(ctx, "claimed run", "status_was", job.Kind, "claim_written", !cur.UnwrittenClaim(), "from_snapshot", fromSnapshot)
 	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log, job: job, started: w.now(), outer: ctx}
 	seg.claimBy = w.claimBy(cur, seg.started)
 	var req StartRequest
@@ -181,6 +182,28 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		return seg.fail(ctx, err, out)
 	}
 	return seg.finish(ctx, out)
+}
+
+// claim claims the job's run for owner: from the job's snapshot when it is
+// fresh and claimable (runs.Store.ClaimSnapshot: no read), otherwise, and
+// on any doubt about the snapshot, by reading the run
+// (runs.Store.ClaimOnWrite). A stale snapshot costs what a row read just
+// before the run changed costs: the segment's first write is conditional
+// on its version and fails, and the worker stops.
+func (w *Worker) claim(ctx context.Context, job Job, owner string, log *slog.Logger) (cur *runs.Run, fromSnapshot bool, err error) {
+	snap, why := job.snapshotRow(w.now())
+	if snap != nil {
+		cur, err := w.Store.ClaimSnapshot(snap, owner)
+		if err == nil {
+			return cur, true, nil
+		}
+		why = runs.ErrorMessage(err)
+	}
+	if why != "" {
+		log.InfoContext(ctx, "snapshot not used; reading the run", "why", why)
+	}
+	cur, err = w.Store.ClaimOnWrite(ctx, job.RunID, owner)
+	return cur, false, err
 }
 
 // claimBy is when a segment that started at started must have written its
@@ -684,7 +707,7 @@ func (s *segmentRun) checkpoint(ctx context.Context, out loop.Outcome) error {
 	if s.w.Dispatch == nil {
 		return nil
 	}
-	if err := s.w.Dispatch.Dispatch(ctx, Job{Kind: s.job.Kind, RunID: s.cur.ID}); err != nil {
+	if err := s.w.Dispatch.Dispatch(ctx, NewJob(s.job.Kind, s.cur)); err != nil {
 		// The run is durable in RESUMING: the sweep dispatches it again.
 		s.log.WarnContext(ctx, "dispatch of the next segment failed", "err", err)
 	}

@@ -29,6 +29,10 @@ type rowItem struct {
 	ExpiresAt int64  `dynamodbav:"expires_at,omitempty"`
 	Status    string `dynamodbav:"status"`
 	Version   int64  `dynamodbav:"version"`
+	// WriteID is Run.WriteID, for the condition of a write that expects
+	// it (runs.Write.ExpectWriteID); rows written the old way (runItem)
+	// keep it under the same name.
+	WriteID string `dynamodbav:"write_id,omitempty"`
 	// TokenHashes are Run.TokenHashes of rows written before, kept as an
 	// attribute because DeleteRun reads it from every item of the run's
 	// partition.
@@ -36,8 +40,11 @@ type rowItem struct {
 	Row         []byte   `dynamodbav:"row"`
 	// Apart names the parts of the row stored in their own items (partItem)
 	// instead of in Row, each with the SHA-256 (hex) of its JSON.
-	Apart map[string]string `dynamodbav:"apart,omitempty"`
+	Apart map[string]string `dynamodbav:"apart,omitempty"` // apartAttr
 }
+
+// apartAttr is the attribute name of rowItem.Apart.
+const apartAttr = "apart"
 
 // partApartSize is the JSON size over which a part of a row that rarely
 // changes (the start request, the held calls' summary) is stored in its
@@ -197,6 +204,7 @@ func newRowItem(r *runs.Run, shards int) (rowItem, error) {
 		key:         key{PK: runPK(r.ID), SK: runSK},
 		Status:      string(r.Status),
 		Version:     r.Version,
+		WriteID:     r.WriteID,
 		TokenHashes: r.TokenHashes,
 		Row:         buf.Bytes(),
 	}
@@ -278,10 +286,26 @@ type cachedRow struct {
 func (c *rowCache) put(id string, version int64, apart map[string]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.putLocked(id, version, apart)
+}
+
+func (c *rowCache) putLocked(id string, version int64, apart map[string]string) {
 	if c.m == nil || len(c.m) >= rowCacheMax {
 		c.m = map[string]cachedRow{}
 	}
 	c.m[id] = cachedRow{version: version, apart: apart}
+}
+
+// prime remembers apart for run id at version unless the cache knows the
+// run at that version or a later one (from a read or a write, which it
+// trusts more).
+func (c *rowCache) prime(id string, version int64, apart map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if known, ok := c.m[id]; ok && known.version >= version {
+		return
+	}
+	c.putLocked(id, version, apart)
 }
 
 // stored returns the parts the row of run id at version keeps apart, and

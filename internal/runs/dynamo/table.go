@@ -2,7 +2,9 @@ package dynamo
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,7 +45,10 @@ type Table struct {
 	cache  rowCache
 }
 
-var _ runs.RowStore = (*Table)(nil)
+var (
+	_ runs.RowStore  = (*Table)(nil)
+	_ runs.RowPrimer = (*Table)(nil)
+)
 
 // NewTable returns the table called name, reached through client.
 func NewTable(client *dynamodb.Client, name string, opts Options) *Table {
@@ -125,6 +130,30 @@ func (t *Table) GetRun(ctx context.Context, id string) (*runs.Run, error) {
 	}
 	t.cache.put(id, r.Version, apart)
 	return r, nil
+}
+
+// PrimeRow implements runs.RowPrimer: the table remembers which parts r
+// keeps apart at r.Version (as encoding r stores them), as if it had read
+// r, unless it knows the run at that version or a later one already. A
+// write that then leaves a part item out is conditional on the stored row
+// naming that part with the same hash (rowPut).
+func (t *Table) PrimeRow(r *runs.Run) {
+	if r == nil {
+		return
+	}
+	parts, err := rowParts(r)
+	if err != nil {
+		return // never worse than not primed
+	}
+	apart := map[string]string{}
+	for name, js := range parts {
+		sum := sha256.Sum256(js)
+		apart[name] = hex.EncodeToString(sum[:])
+	}
+	if len(apart) == 0 {
+		apart = nil
+	}
+	t.cache.prime(r.ID, r.Version, apart)
 }
 
 // Write implements runs.RowStore: one conditional PutItem when only the row
@@ -238,11 +267,16 @@ func (t *Table) rowPut(w runs.Write) (*types.Put, map[string]string, []partItem,
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	var kept []partItem
 	if !w.Create {
 		if stored, ok := t.cache.stored(w.Run.ID, w.ExpectVersion); ok {
 			parts = slices.DeleteFunc(parts, func(p partItem) bool {
 				name := strings.TrimPrefix(p.SK, runSK+"#")
-				return stored[name] == p.SHA256
+				if stored[name] == p.SHA256 {
+					kept = append(kept, p)
+					return true
+				}
+				return false
 			})
 		}
 	}
@@ -254,6 +288,18 @@ func (t *Table) rowPut(w runs.Write) (*types.Put, map[string]string, []partItem,
 	if !w.Create {
 		cond = expression.Name("status").Equal(expression.Value(string(w.ExpectStatus))).
 			And(expression.Name("version").Equal(expression.Value(w.ExpectVersion)))
+		// A part item left out must be the stored row's: the row names it
+		// with the same hash. The cache is filled from reads and writes
+		// of this process and from primed rows (PrimeRow); the condition
+		// makes a wrong entry fail the write rather than leave a row that
+		// names a part item nobody wrote. It costs nothing.
+		for _, p := range kept {
+			name := strings.TrimPrefix(p.SK, runSK+"#")
+			cond = cond.And(expression.Name(apartAttr + "." + name).Equal(expression.Value(p.SHA256)))
+		}
+		if w.ExpectWriteID != "" {
+			cond = cond.And(expression.Name("write_id").Equal(expression.Value(w.ExpectWriteID)))
+		}
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {

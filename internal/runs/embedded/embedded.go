@@ -169,13 +169,15 @@ func dropInbox(tx *bolt.Tx, keys []runs.InboxKey) error {
 }
 
 // rowHeader is what a write needs of the row it replaces: the condition
-// (status and version) and the due index entry to move. Decoding only these
+// (status, version and, for a write that expects it, the write id) and the
+// due index entry to move. Decoding only these
 // fields keeps the committing goroutine, which every concurrent writer
 // waits on, from building the whole row.
 type rowHeader struct {
 	Status  runs.Status `json:"status"`
 	Version int64       `json:"version"`
 	DueAt   time.Time   `json:"due_at,omitzero"`
+	WriteID string      `json:"write_id,omitempty"`
 }
 
 func getRowHeader(tx *bolt.Tx, id string) (*rowHeader, error) {
@@ -251,6 +253,8 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 			return runs.Errorf(runs.EConflict, "run %s does not exist", id)
 		case !w.Create && (old.Status != w.ExpectStatus || old.Version != w.ExpectVersion):
 			return runs.Errorf(runs.EConflict, "run %s is %s at version %d", id, old.Status, old.Version)
+		case !w.Create && w.ExpectWriteID != "" && old.WriteID != w.ExpectWriteID:
+			return runs.Errorf(runs.EConflict, "run %s at version %d is not the row expected", id, old.Version)
 		}
 		if len(w.Events) > 0 {
 			evb, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists([]byte(id))

@@ -204,3 +204,101 @@ func testClaimKeepsDispatchDeadline(t *testing.T, e *Env) {
 		}
 	}
 }
+
+// testClaimSnapshot: ClaimSnapshot claims from the row a write returned,
+// without reading, as ClaimOnWrite would from a read: the first write
+// records the claim. A stale snapshot (the run was cancelled, or another
+// worker wrote first) makes that write fail and store nothing. A snapshot
+// that is not a stored row, or of a run not waiting for a worker, is
+// refused.
+func testClaimSnapshot(t *testing.T, e *Env) {
+	ctx := t.Context()
+	model := loop.Step{Kind: loop.StepModelTurn, ToolCalls: 1}
+
+	q := e.Queued(t)
+	r, err := e.Store.ClaimSnapshot(q, "w1")
+	require.NoError(t, err)
+	assert.True(t, r.UnwrittenClaim())
+	assert.Equal(t, runs.StatusRunning, r.Status)
+	assert.Equal(t, "w1", r.LeaseOwner)
+	e.Unchanged(t, q)
+	r, err = e.Store.AddStep(ctx, r, "w1", model)
+	require.NoError(t, err)
+	sp, _ := e.Suspension(r, "s1")
+	r, err = e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	assert.Equal(t, q.Version+1, r.Version, "claim, step and suspension in one write")
+	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn), runs.EventSuspended}, e.eventTypes(t, q.ID))
+	decided, err := e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
+	require.NoError(t, err)
+	r, err = e.Store.ClaimSnapshot(decided, "w2")
+	require.NoError(t, err)
+	r, err = e.Store.StampFence(ctx, r, "w2", runs.Fence{CallID: "c1"})
+	require.NoError(t, err)
+	assert.Equal(t, decided.Version+1, r.Version, "the claim is written with the fence")
+	types := e.eventTypes(t, q.ID)
+	assert.Equal(t, runs.EventDecision, types[len(types)-1], "the fence writes the row alone; the claim's event is held")
+	held, err := e.Store.Settle(ctx, r, "w2", runs.Settlement{Status: runs.StatusCompleted})
+	require.NoError(t, err)
+	types = e.eventTypes(t, q.ID)
+	assert.Equal(t, runs.EventResumed, types[len(types)-2], "the claim's event goes with the next write")
+	r = held
+
+	// Stale: another worker wrote first from the same snapshot.
+	late, err := e.Store.ClaimSnapshot(decided, "w3")
+	require.NoError(t, err, "a snapshot is not checked against the store")
+	_, err = e.Store.StampFence(ctx, late, "w3", runs.Fence{CallID: "c1"})
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r)
+
+	// Stale: the run was cancelled after the snapshot.
+	q = e.Queued(t)
+	cancelled, err := e.Store.Cancel(ctx, q, "alice")
+	require.NoError(t, err)
+	late, err = e.Store.ClaimSnapshot(q, "w1")
+	require.NoError(t, err)
+	late, err = e.Store.AddStep(ctx, late, "w1", model)
+	require.NoError(t, err)
+	sp, _ = e.Suspension(late, "s1")
+	_, err = e.Store.Suspend(ctx, late, "w1", sp)
+	AssertCode(t, runs.EConflict, err)
+	_, err = e.Store.Settle(ctx, late, "w1", runs.Settlement{Status: runs.StatusCompleted})
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, cancelled)
+
+	// Refused.
+	_, err = e.Store.ClaimSnapshot(cancelled, "w1")
+	AssertCode(t, runs.EConflict, err)
+	_, err = e.Store.ClaimSnapshot(r, "w9")
+	AssertCode(t, runs.EConflict, err)
+	_, err = e.Store.ClaimSnapshot(nil, "w1")
+	AssertCode(t, runs.EInvalid, err)
+	unstored := q.Clone()
+	unstored.Version = 0
+	_, err = e.Store.ClaimSnapshot(unstored, "w1")
+	AssertCode(t, runs.EInvalid, err)
+	_, err = e.Store.ClaimSnapshot(q, "")
+	AssertCode(t, runs.EInvalid, err)
+}
+
+// testClaimSnapshotNotStored: a snapshot of the stored status and version
+// that is not the stored row (another write id: made up, not returned by
+// the write that committed the row) is not written over the row: the
+// first write fails and stores nothing.
+func testClaimSnapshotNotStored(t *testing.T, e *Env) {
+	ctx := t.Context()
+	q := e.Queued(t)
+	forged := q.Clone()
+	forged.WriteID = runs.NewRunID()
+	forged.Approvers = []string{"mallory"}
+	r, err := e.Store.ClaimSnapshot(forged, "w1")
+	require.NoError(t, err, "a snapshot is not checked against the store")
+	sp, _ := e.Suspension(r, "s1")
+	_, err = e.Store.Suspend(ctx, r, "w1", sp)
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, q)
+	noID := q.Clone()
+	noID.WriteID = ""
+	_, err = e.Store.ClaimSnapshot(noID, "w1")
+	AssertCode(t, runs.EInvalid, err)
+}

@@ -109,6 +109,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"UnwrittenSteps", testUnwrittenSteps},
 		{"ClaimOnWrite", testClaimOnWrite},
 		{"ClaimKeepsDispatchDeadline", testClaimKeepsDispatchDeadline},
+		{"ClaimSnapshot", testClaimSnapshot},
+		{"ClaimSnapshotNotStored", testClaimSnapshotNotStored},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
