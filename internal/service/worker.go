@@ -163,6 +163,11 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		return seg.settle(ctx, runs.StatusFailed, loop.ReasonToolChanged, "client tools: "+err.Error(), nil)
 	}
 	stopHeartbeat := seg.heartbeat(loopCtx)
+	// Also when the loop panics: aws-lambda-go recovers a handler's panic
+	// and the process lives on, so a heartbeat left running would renew the
+	// lease of a segment that is gone and keep the sweep from handing the
+	// run to a new worker.
+	defer stopHeartbeat()
 
 	var out loop.Outcome
 	// The run's row says how to continue, whichever job brought us here
@@ -431,7 +436,7 @@ func (s *segmentRun) setDurable(ids map[string]bool) {
 
 // heartbeat renews the lease while the loop runs, whenever less than half
 // of it is left (a long model or tool call records no step). The returned
-// function stops it and waits until it has.
+// function stops it and waits until it has; calling it again does nothing.
 func (s *segmentRun) heartbeat(ctx context.Context) (stop func()) {
 	ttl := s.w.Store.LeaseTTL()
 	every := s.w.Heartbeat
@@ -458,9 +463,12 @@ func (s *segmentRun) heartbeat(ctx context.Context) (stop func()) {
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		close(done)
-		wg.Wait()
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
 	}
 }
 
