@@ -1,0 +1,88 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// rowCacheSize bounds how many decoded rows rowCache keeps.
+const rowCacheSize = 1024
+
+// rowCache keeps recently read rows decoded, each beside the exact bytes it
+// was decoded from. A client waiting on a run polls GET /runs/{id}, which
+// reads the same row many times between two writes, and decoding its JSON
+// was the largest cost of that read (and of a write's condition check on
+// the committing goroutine, which every writer waits on).
+//
+// An entry is used only when the stored bytes are equal to its own, so it
+// is never stale whatever was written since, and nothing has to invalidate
+// it; a reader gets a deep copy (runs.Run.Clone), never the entry itself.
+// Entries are never changed after they are put, so copying one needs no
+// lock.
+type rowCache struct {
+	mu   sync.Mutex
+	rows map[string]cachedRow
+}
+
+// cachedRow is a row's stored bytes and the run they decode to.
+type cachedRow struct {
+	raw []byte
+	run *runs.Run
+}
+
+// lookup returns the entry for id if it was decoded from exactly raw.
+func (c *rowCache) lookup(id string, raw []byte) (*runs.Run, bool) {
+	c.mu.Lock()
+	e, ok := c.rows[id]
+	c.mu.Unlock()
+	if !ok || !bytes.Equal(e.raw, raw) {
+		return nil, false
+	}
+	return e.run, true
+}
+
+// decode returns a copy of the run stored as raw under id, from the cache
+// when raw is what it holds for id, else decoded (and then kept). raw may
+// be memory of a bbolt transaction: it is copied before it is kept.
+func (c *rowCache) decode(id string, raw []byte) (*runs.Run, error) {
+	if r, ok := c.lookup(id, raw); ok {
+		return r.Clone(), nil
+	}
+	var r runs.Run
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", id, err)
+	}
+	kept := r.Clone()
+	e := cachedRow{raw: bytes.Clone(raw), run: kept}
+	c.mu.Lock()
+	if c.rows == nil {
+		c.rows = make(map[string]cachedRow)
+	}
+	if _, ok := c.rows[id]; !ok && len(c.rows) >= rowCacheSize {
+		for k := range c.rows { // evict one entry, whichever the map yields
+			delete(c.rows, k)
+			break
+		}
+	}
+	c.rows[id] = e
+	c.mu.Unlock()
+	return &r, nil
+}
+
+// header returns what a write needs of the row stored as raw under id:
+// from the cache when it holds exactly raw, else by decoding only those
+// fields.
+func (c *rowCache) header(id string, raw []byte) (*rowHeader, error) {
+	if r, ok := c.lookup(id, raw); ok {
+		return &rowHeader{Status: r.Status, Version: r.Version, DueAt: r.DueAt}, nil
+	}
+	var h rowHeader
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", id, err)
+	}
+	return &h, nil
+}
