@@ -9,8 +9,14 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// rowCacheSize bounds how many decoded rows rowCache keeps.
-const rowCacheSize = 1024
+// rowCacheSize bounds how many decoded rows rowCache keeps, and
+// rowCacheBytes the stored size of the rows it keeps (a row's decoded copy
+// is about as large again): a run's start request can make its row a few
+// hundred KB.
+const (
+	rowCacheSize  = 1024
+	rowCacheBytes = 8 << 20
+)
 
 // rowCache keeps recently read rows decoded, each beside the exact bytes it
 // was decoded from. A client waiting on a run polls GET /runs/{id}, which
@@ -26,6 +32,8 @@ const rowCacheSize = 1024
 type rowCache struct {
 	mu   sync.Mutex
 	rows map[string]cachedRow
+	// bytes is the sum of the kept rows' stored sizes.
+	bytes int
 }
 
 // cachedRow is a row's stored bytes and the run they decode to.
@@ -56,20 +64,28 @@ func (c *rowCache) decode(id string, raw []byte) (*runs.Run, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, fmt.Errorf("decode run %s: %w", id, err)
 	}
-	kept := r.Clone()
-	e := cachedRow{raw: bytes.Clone(raw), run: kept}
+	if len(raw) > rowCacheBytes/16 {
+		return &r, nil // too large to keep
+	}
+	e := cachedRow{raw: bytes.Clone(raw), run: r.Clone()}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.rows == nil {
 		c.rows = make(map[string]cachedRow)
 	}
-	if _, ok := c.rows[id]; !ok && len(c.rows) >= rowCacheSize {
-		for k := range c.rows { // evict one entry, whichever the map yields
-			delete(c.rows, k)
+	if old, ok := c.rows[id]; ok {
+		delete(c.rows, id)
+		c.bytes -= len(old.raw)
+	}
+	for k, old := range c.rows { // evict whichever entries the map yields first
+		if len(c.rows) < rowCacheSize && c.bytes+len(e.raw) <= rowCacheBytes {
 			break
 		}
+		delete(c.rows, k)
+		c.bytes -= len(old.raw)
 	}
 	c.rows[id] = e
-	c.mu.Unlock()
+	c.bytes += len(e.raw)
 	return &r, nil
 }
 

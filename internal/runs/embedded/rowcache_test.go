@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,24 @@ func TestRowCacheDecodesLikeJSON(t *testing.T) {
 	}
 	if n := len(c.rows); n > rowCacheSize {
 		t.Errorf("cache holds %d rows, want at most %d", n, rowCacheSize)
+	}
+
+	big := []byte(fmt.Sprintf(`{"id":"big","status":"QUEUED","version":1,"request":{"prompt":%q}}`, strings.Repeat("x", rowCacheBytes/64)))
+	for i := range 100 {
+		_, err := c.decode(fmt.Sprintf("big%d", i), big)
+		require.NoError(t, err)
+	}
+	sum := 0
+	for _, e := range c.rows {
+		sum += len(e.raw)
+	}
+	if sum != c.bytes || sum > rowCacheBytes {
+		t.Errorf("cache holds %d bytes of rows (counted %d), want at most %d", sum, c.bytes, rowCacheBytes)
+	}
+	if _, err := c.decode("huge", []byte(`{"id":"huge","purpose":"`+strings.Repeat("x", rowCacheBytes/8)+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.rows["huge"]; ok {
+		t.Error("a row over rowCacheBytes/16 was kept")
 	}
 }
