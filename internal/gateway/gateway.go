@@ -49,10 +49,13 @@ type Gateway struct {
 	Logger  *slog.Logger
 }
 
+// allRoutes is routes.All, built once: Lookup only reads it.
+var allRoutes = routes.All()
+
 // ServeHTTP adapts one request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
-	m, ok := routes.All().Lookup(r.Method, path)
+	m, ok := allRoutes.Lookup(r.Method, path)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+path)
 		return

@@ -157,26 +157,40 @@ func (t Table) Lookup(method, path string) (m Match, ok bool) {
 }
 
 // matchPath matches a template against the segments of a path: a literal
-// segment must be equal, a {name} segment takes any non-empty segment.
+// segment must be equal, a {name} segment takes any non-empty segment. It
+// allocates only for a match that has parameters: every request is looked
+// up in the whole table, and most templates do not match it.
 func matchPath(template string, segs []string) (map[string]string, bool) {
-	tsegs := strings.Split(strings.Trim(template, "/"), "/")
-	if len(tsegs) != len(segs) {
+	if !eachTemplateSegment(template, segs, func(string, string) {}) {
 		return nil, false
 	}
 	params := map[string]string{}
-	for i, ts := range tsegs {
+	eachTemplateSegment(template, segs, func(name, seg string) { params[name] = seg })
+	return params, true
+}
+
+// eachTemplateSegment reports whether template matches segs, calling param
+// with each {name} parameter and the segment it takes while they match.
+func eachTemplateSegment(template string, segs []string, param func(name, seg string)) bool {
+	rest := strings.Trim(template, "/")
+	for i, seg := range segs {
+		if i > 0 && rest == "" {
+			return false // the template has fewer segments
+		}
+		var ts string
+		ts, rest, _ = strings.Cut(rest, "/")
 		if name, ok := strings.CutPrefix(ts, "{"); ok {
-			if segs[i] == "" {
-				return nil, false
+			if seg == "" {
+				return false
 			}
-			params[strings.TrimSuffix(name, "}")] = segs[i]
+			param(strings.TrimSuffix(name, "}"), seg)
 			continue
 		}
-		if ts != segs[i] {
-			return nil, false
+		if ts != seg {
+			return false
 		}
 	}
-	return params, true
+	return rest == "" // else the template has more segments
 }
 
 // Params lists the {name} parameters of a path template, in order.

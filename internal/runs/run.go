@@ -3,6 +3,7 @@ package runs
 import (
 	"encoding/json"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
@@ -151,7 +152,7 @@ func cloneApproval(a *loop.ApprovalRule) *loop.ApprovalRule {
 		return nil
 	}
 	c := *a
-	c.Approvers = append([]string(nil), a.Approvers...)
+	c.Approvers = slices.Clone(a.Approvers)
 	return &c
 }
 
@@ -335,24 +336,25 @@ func (r *Run) VotesMissing() int {
 	return max(max(r.VotesNeeded, 1)-r.Approvals(), 0)
 }
 
-// Clone returns a deep copy of r.
+// Clone returns a deep copy of r, exact to nil and empty: a nil slice or
+// map stays nil and an empty one empty (TestCloneIsDeepAndExact).
 func (r *Run) Clone() *Run {
 	if r == nil {
 		return nil
 	}
 	c := *r
 	c.unwritten = nil
-	c.Approvers = append([]string(nil), r.Approvers...)
+	c.Approvers = slices.Clone(r.Approvers)
 	c.Metadata = maps.Clone(r.Metadata)
-	c.TokenHashes = append([]string(nil), r.TokenHashes...)
-	c.InboxKeys = append([]string(nil), r.InboxKeys...)
-	c.Votes = append([]Vote(nil), r.Votes...)
+	c.TokenHashes = slices.Clone(r.TokenHashes)
+	c.InboxKeys = slices.Clone(r.InboxKeys)
+	c.Votes = slices.Clone(r.Votes)
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)
 	c.Output = cloneRaw(r.Output)
 	c.Webhook = cloneSubscription(r.Webhook)
 	c.Outbox = cloneOutbox(r.Outbox)
-	c.ToolExecutors = append([]string(nil), r.ToolExecutors...)
+	c.ToolExecutors = slices.Clone(r.ToolExecutors)
 	c.HandOver = r.HandOver.clone()
 	if r.PendingCalls != nil {
 		c.PendingCalls = make([]CallSummary, len(r.PendingCalls))
@@ -414,12 +416,8 @@ func (r *Run) HeldCalls() []loop.PendingCall {
 	return out
 }
 
-func cloneRaw(b json.RawMessage) json.RawMessage {
-	if b == nil {
-		return nil
-	}
-	return append(json.RawMessage(nil), b...)
-}
+// cloneRaw copies b; nil stays nil and empty stays empty.
+func cloneRaw(b json.RawMessage) json.RawMessage { return slices.Clone(b) }
 
 func cloneDecision(d *loop.Decision) *loop.Decision {
 	if d == nil {

@@ -23,6 +23,10 @@ var gzipWriters = sync.Pool{New: func() any {
 	return zw
 }}
 
+// gzipReaders reuses decompressors: a new one allocates its 32 KB window
+// and tables for every blob loaded.
+var gzipReaders sync.Pool
+
 // RunPrefix returns the key prefix under which a run's blobs live.
 func RunPrefix(runID string) string { return "runs/" + runID + "/" }
 
@@ -63,10 +67,17 @@ func EncodeBlob(runID string, state []byte) (StateRef, []byte, error) {
 // DecodeBlob un-gzips a stored blob and verifies it against ref. Codes:
 // EInternal when the blob is not gzip or its SHA-256 does not match.
 func DecodeBlob(ref StateRef, blob []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(blob))
+	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(bytes.NewReader(blob))
+	} else {
+		err = zr.Reset(bytes.NewReader(blob))
+	}
 	if err != nil {
 		return nil, Errorf(EInternal, "state blob %s is corrupted: not gzip", ref.Key)
 	}
+	defer gzipReaders.Put(zr)
 	state, err := io.ReadAll(io.LimitReader(zr, maxStateJSON))
 	if err != nil {
 		return nil, Errorf(EInternal, "state blob %s is corrupted: %v", ref.Key, err)

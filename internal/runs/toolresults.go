@@ -95,10 +95,12 @@ func (h *HandOverRecord) clone() *HandOverRecord {
 		return nil
 	}
 	c := *h
-	c.Calls = make([]ClientCallSummary, len(h.Calls))
-	for i, call := range h.Calls {
-		call.Input = cloneRaw(call.Input)
-		c.Calls[i] = call
+	if h.Calls != nil {
+		c.Calls = make([]ClientCallSummary, len(h.Calls))
+		for i, call := range h.Calls {
+			call.Input = cloneRaw(call.Input)
+			c.Calls[i] = call
+		}
 	}
 	return &c
 }

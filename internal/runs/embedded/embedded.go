@@ -36,6 +36,8 @@ type DB struct {
 	bolt *bolt.DB
 	// group commits concurrent writes in shared transactions (group.go).
 	group *groupCommit
+	// rows keeps recently read rows decoded (rowcache.go).
+	rows rowCache
 }
 
 var (
@@ -94,7 +96,7 @@ func (db *DB) GetRun(_ context.Context, id string) (*runs.Run, error) {
 	var r *runs.Run
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
-		r, err = getRun(tx, id)
+		r, err = db.getRun(tx, id)
 		return err
 	})
 	if err != nil {
@@ -106,16 +108,13 @@ func (db *DB) GetRun(_ context.Context, id string) (*runs.Run, error) {
 	return r, nil
 }
 
-func getRun(tx *bolt.Tx, id string) (*runs.Run, error) {
+// getRun returns a copy of the run stored under id, nil if there is none.
+func (db *DB) getRun(tx *bolt.Tx, id string) (*runs.Run, error) {
 	v := tx.Bucket(bucketRuns).Get([]byte(id))
 	if v == nil {
 		return nil, nil
 	}
-	var r runs.Run
-	if err := json.Unmarshal(v, &r); err != nil {
-		return nil, fmt.Errorf("decode run %s: %w", id, err)
-	}
-	return &r, nil
+	return db.rows.decode(id, v)
 }
 
 func getToken(tx *bolt.Tx, hash string) (*runs.ApprovalToken, error) {
@@ -170,9 +169,10 @@ func dropInbox(tx *bolt.Tx, keys []runs.InboxKey) error {
 
 // rowHeader is what a write needs of the row it replaces: the condition
 // (status, version and, for a write that expects it, the write id) and the
-// due index entry to move. Decoding only these
-// fields keeps the committing goroutine, which every concurrent writer
-// waits on, from building the whole row.
+// due index entry to move. Taking only these fields (from the row cache
+// when it holds the row, else decoding just them) keeps the committing
+// goroutine, which every concurrent writer waits on, from building the
+// whole row.
 type rowHeader struct {
 	Status  runs.Status `json:"status"`
 	Version int64       `json:"version"`
@@ -180,16 +180,12 @@ type rowHeader struct {
 	WriteID string      `json:"write_id,omitempty"`
 }
 
-func getRowHeader(tx *bolt.Tx, id string) (*rowHeader, error) {
+func (db *DB) getRowHeader(tx *bolt.Tx, id string) (*rowHeader, error) {
 	v := tx.Bucket(bucketRuns).Get([]byte(id))
 	if v == nil {
 		return nil, nil
 	}
-	var h rowHeader
-	if err := json.Unmarshal(v, &h); err != nil {
-		return nil, fmt.Errorf("decode run %s: %w", id, err)
-	}
-	return &h, nil
+	return db.rows.header(id, v)
 }
 
 // encodedWrite is a runs.Write with its values already encoded, so the
@@ -242,7 +238,7 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 		return err
 	}
 	return db.group.update(func(tx *bolt.Tx) error {
-		old, err := getRowHeader(tx, id)
+		old, err := db.getRowHeader(tx, id)
 		if err != nil {
 			return err
 		}
@@ -390,7 +386,7 @@ func (db *DB) Due(_ context.Context, now time.Time, limit int, cursor string) ([
 				next = hex.EncodeToString(out[len(out)-1].dueKey)
 				return nil
 			}
-			r, err := getRun(tx, string(v))
+			r, err := db.getRun(tx, string(v))
 			if err != nil {
 				return err
 			}
@@ -413,7 +409,7 @@ func (db *DB) Due(_ context.Context, now time.Time, limit int, cursor string) ([
 // DeleteRun implements runs.RowStore.
 func (db *DB) DeleteRun(_ context.Context, runID string, tokenHashes []string) error {
 	return db.group.update(func(tx *bolt.Tx) error {
-		r, err := getRun(tx, runID)
+		r, err := db.getRun(tx, runID)
 		if err != nil {
 			return err
 		}
