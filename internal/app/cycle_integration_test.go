@@ -238,8 +238,11 @@ func (q *jobQueue) Dispatch(_ context.Context, job service.Job) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var ev service.JobEvent // as the worker function decodes its payload
-	if err := json.Unmarshal(job.Payload(), &ev); err != nil || ev.Job == nil {
-		return fmt.Errorf("job payload: %v", err)
+	if err := json.Unmarshal(job.Payload(), &ev); err != nil {
+		return fmt.Errorf("job payload: %w", err)
+	}
+	if ev.Job == nil {
+		return fmt.Errorf("job payload without a job: %s", job.Payload())
 	}
 	q.jobs = append(q.jobs, *ev.Job)
 	return nil
