@@ -23,12 +23,6 @@ import (
 // count, a suspension resets it.
 func testClaimOnWrite(t *testing.T, e *Env) {
 	ctx := t.Context()
-	get := func(id string) *runs.Run {
-		t.Helper()
-		r, err := e.Store.Get(ctx, id)
-		require.NoError(t, err)
-		return r
-	}
 	model := loop.Step{Kind: loop.StepModelTurn, ToolCalls: 1}
 
 	q := e.Queued(t)
@@ -39,7 +33,7 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	assert.True(t, r1.UnwrittenClaim())
 	assert.Equal(t, runs.StatusRunning, r1.Status)
 	assert.Equal(t, "w1", r1.LeaseOwner)
-	assert.Equal(t, q, get(q.ID), "nothing written")
+	assert.Equal(t, q, e.stored(t, q.ID), "nothing written")
 	r1, err = e.Store.AddStep(ctx, r1, "w1", model)
 	require.NoError(t, err)
 	r2, err = e.Store.AddStep(ctx, r2, "w2", model)
@@ -47,7 +41,7 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	r1, err = e.Store.StampFence(ctx, r1, "w1", runs.Fence{CallID: "c1"})
 	require.NoError(t, err)
 	assert.False(t, r1.UnwrittenClaim())
-	assert.Equal(t, r1.Clone(), get(q.ID))
+	assert.Equal(t, r1.Clone(), e.stored(t, q.ID))
 	assert.Equal(t, q.Version+1, r1.Version, "claim and fence in one write")
 	assert.Equal(t, []string{runs.EventRunStarted}, e.eventTypes(t, q.ID), "the fence writes the row alone: the claim's event and the steps stay held")
 	n, _ := r1.Unwritten()
@@ -62,7 +56,7 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	r1, err = e.Store.Settle(ctx, r1, "w1", runs.Settlement{Status: runs.StatusCompleted})
 	require.NoError(t, err)
-	assert.Equal(t, r1, get(q.ID))
+	assert.Equal(t, r1, e.stored(t, q.ID))
 	assert.Equal(t, []string{runs.EventRunStarted, runs.EventClaimed, string(loop.StepModelTurn), string(loop.StepToolExecuted), runs.EventSettled}, e.eventTypes(t, q.ID),
 		"the next write records them first, in order")
 
@@ -85,7 +79,7 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	r, err = e.Store.Settle(ctx, r, "w3", runs.Settlement{Status: runs.StatusCompleted})
 	require.NoError(t, err)
-	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, r, e.stored(t, r.ID))
 	types := e.eventTypes(t, r.ID)
 	assert.Equal(t, []string{runs.EventResumed, runs.EventCheckpointed, runs.EventContinued, runs.EventSettled}, types[len(types)-4:])
 
@@ -105,7 +99,7 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	assert.False(t, r.UnwrittenClaim())
 	assert.Equal(t, 1, r.Reclaims)
-	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, r, e.stored(t, r.ID))
 	types = e.eventTypes(t, r.ID)
 	assert.Equal(t, runs.EventReclaimed, types[len(types)-1])
 
@@ -122,7 +116,7 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	sp, _ = e.Suspension(r, "s1")
 	r, err = e.Store.Suspend(ctx, r, "w1", sp)
 	require.NoError(t, err)
-	assert.Zero(t, get(r.ID).Reclaims, "the run got somewhere")
+	assert.Zero(t, e.stored(t, r.ID).Reclaims, "the run got somewhere")
 	q = e.Queued(t)
 	for range runs.MaxReclaims {
 		q, err = e.Store.Redispatch(ctx, q, "purge")
@@ -135,7 +129,7 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusFailed, q.Status)
 	assert.Equal(t, loop.ReasonWorkerLost, q.Reason)
-	assert.Equal(t, q, get(q.ID))
+	assert.Equal(t, q, e.stored(t, q.ID))
 	types = e.eventTypes(t, q.ID)
 	assert.Equal(t, []string{runs.EventRunStarted, runs.EventRedispatched, runs.EventRedispatched, runs.EventRedispatched, runs.EventSettled}, types)
 	_, err = e.Store.Settle(ctx, c, "w1", runs.Settlement{Status: runs.StatusCompleted})
@@ -149,12 +143,6 @@ func testClaimOnWrite(t *testing.T, e *Env) {
 // lease is the write's (LeaseTTL from now), never longer.
 func testClaimKeepsDispatchDeadline(t *testing.T, e *Env) {
 	ctx := t.Context()
-	get := func(id string) *runs.Run {
-		t.Helper()
-		r, err := e.Store.Get(ctx, id)
-		require.NoError(t, err)
-		return r
-	}
 	for _, tt := range []struct {
 		name string
 		// after is how long after the run became QUEUED it is claimed.
@@ -191,7 +179,7 @@ func testClaimKeepsDispatchDeadline(t *testing.T, e *Env) {
 				}
 				assert.Equal(t, want, r.LeaseUntil)
 				assert.Equal(t, r.LeaseUntil, r.DueAt)
-				assert.Equal(t, r.Clone(), get(q.ID))
+				assert.Equal(t, r.Clone(), e.stored(t, q.ID))
 				if tt.kept {
 					assert.Equal(t, q.DueAt, r.DueAt, "the due time stays")
 				}

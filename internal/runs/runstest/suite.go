@@ -242,6 +242,14 @@ func AssertCode(t *testing.T, want string, err error) {
 	require.Equal(t, want, runs.ErrorCode(err), "want code %s, got error %v", want, err)
 }
 
+// stored returns the run id as the store holds it now.
+func (e *Env) stored(t *testing.T, id string) *runs.Run {
+	t.Helper()
+	r, err := e.Store.Get(t.Context(), id)
+	require.NoError(t, err)
+	return r
+}
+
 func (e *Env) eventTypes(t *testing.T, id string) []string {
 	t.Helper()
 	evs, err := e.Store.Events(e.ctx, id, 0, 1000)
@@ -1503,43 +1511,37 @@ func testClaimRetry(t *testing.T, e *Env) {
 // claim; a run with it set is not reclaimed (issue #11 item 2).
 func testWroteSinceClaim(t *testing.T, e *Env) {
 	ctx := t.Context()
-	get := func(id string) *runs.Run {
-		t.Helper()
-		r, err := e.Store.Get(ctx, id)
-		require.NoError(t, err)
-		return r
-	}
 	r := e.Running(t)
 	assert.False(t, r.WroteSinceClaim)
 	r, err := e.Store.MarkPendingEffect(ctx, r, "w1", "c1")
 	require.NoError(t, err)
-	assert.False(t, get(r.ID).WroteSinceClaim, "a fence alone is not a write done")
+	assert.False(t, e.stored(t, r.ID).WroteSinceClaim, "a fence alone is not a write done")
 	r, err = e.Store.ClearPendingEffect(ctx, r, "w1", "c1", false)
 	require.NoError(t, err)
-	assert.False(t, get(r.ID).WroteSinceClaim, "a write that changed nothing")
+	assert.False(t, e.stored(t, r.ID).WroteSinceClaim, "a write that changed nothing")
 	r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "r1", Effect: loop.EffectRead})
 	require.NoError(t, err)
-	assert.False(t, get(r.ID).WroteSinceClaim, "a read")
+	assert.False(t, e.stored(t, r.ID).WroteSinceClaim, "a read")
 	r, err = e.Store.MarkPendingEffect(ctx, r, "w1", "c2")
 	require.NoError(t, err)
 	r, err = e.Store.ClearPendingEffect(ctx, r, "w1", "c2", true)
 	require.NoError(t, err)
 	assert.True(t, r.WroteSinceClaim)
-	assert.True(t, get(r.ID).WroteSinceClaim, "the adapter keeps the field")
+	assert.True(t, e.stored(t, r.ID).WroteSinceClaim, "the adapter keeps the field")
 	r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "r2", Effect: loop.EffectRead})
 	require.NoError(t, err)
-	assert.True(t, get(r.ID).WroteSinceClaim, "later steps keep it")
+	assert.True(t, e.stored(t, r.ID).WroteSinceClaim, "later steps keep it")
 
 	e.Clock.Advance(LeaseTTL + time.Second)
 	_, err = e.Store.Claim(ctx, r.ID, "w2")
 	AssertCode(t, runs.EConflict, err)
-	assert.Equal(t, "w1", get(r.ID).LeaseOwner, "a run whose worker wrote is never reclaimed")
+	assert.Equal(t, "w1", e.stored(t, r.ID).LeaseOwner, "a run whose worker wrote is never reclaimed")
 
 	// An unfenced write step sets it too; a claim resets it.
 	r = e.Running(t)
 	r, err = e.Store.RecordStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "w", Effect: loop.EffectWrite})
 	require.NoError(t, err)
-	assert.True(t, get(r.ID).WroteSinceClaim)
+	assert.True(t, e.stored(t, r.ID).WroteSinceClaim)
 	sp, _ := e.Suspension(r, "s1")
 	r, err = e.Store.Suspend(ctx, r, "w1", sp)
 	require.NoError(t, err)
@@ -1549,7 +1551,7 @@ func testWroteSinceClaim(t *testing.T, e *Env) {
 	r, err = e.Store.Claim(ctx, r.ID, "w2")
 	require.NoError(t, err)
 	assert.False(t, r.WroteSinceClaim)
-	assert.False(t, get(r.ID).WroteSinceClaim, "a claim starts a lease with no write done")
+	assert.False(t, e.stored(t, r.ID).WroteSinceClaim, "a claim starts a lease with no write done")
 }
 
 // testCheckpoint: a segment ends with a checkpoint (blob first, then the
@@ -1560,12 +1562,6 @@ func testWroteSinceClaim(t *testing.T, e *Env) {
 // and the end of the run drop the checkpoint.
 func testCheckpoint(t *testing.T, e *Env) {
 	ctx := t.Context()
-	get := func(id string) *runs.Run {
-		t.Helper()
-		r, err := e.Store.Get(ctx, id)
-		require.NoError(t, err)
-		return r
-	}
 	r := e.Running(t)
 	r, err := e.Store.MarkPendingEffect(ctx, r, "w1", "c1")
 	require.NoError(t, err)
@@ -1583,7 +1579,7 @@ func testCheckpoint(t *testing.T, e *Env) {
 	assert.Empty(t, r.PendingEffect)
 	assert.False(t, r.WroteSinceClaim, "the checkpoint holds the write's result")
 	require.False(t, r.Checkpoint.IsZero())
-	assert.Equal(t, r, get(r.ID), "the adapter keeps the checkpoint ref")
+	assert.Equal(t, r, e.stored(t, r.ID), "the adapter keeps the checkpoint ref")
 	b, err := e.Store.LoadCheckpoint(ctx, r)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"at":1}`, string(b))
@@ -1599,7 +1595,7 @@ func testCheckpoint(t *testing.T, e *Env) {
 	assert.Empty(t, r.LeaseOwner)
 	assert.Equal(t, counters, r.Counters)
 	assert.Equal(t, r.UpdatedAt.Add(DispatchGrace), r.DueAt, "a lost dispatch of the next segment is due for the sweep")
-	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, r, e.stored(t, r.ID))
 	b, err = e.Store.LoadCheckpoint(ctx, r)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"at":2}`, string(b))
@@ -1637,17 +1633,11 @@ func testCheckpoint(t *testing.T, e *Env) {
 // call again), one with any other fence is not.
 func testIdempotentFence(t *testing.T, e *Env) {
 	ctx := t.Context()
-	get := func(id string) *runs.Run {
-		t.Helper()
-		r, err := e.Store.Get(ctx, id)
-		require.NoError(t, err)
-		return r
-	}
 	r := e.Running(t)
 	r, err := e.Store.StampFence(ctx, r, "w1", runs.Fence{CallID: "c1", Idempotent: true, Checkpoint: []byte(`{"before":"c1"}`)})
 	require.NoError(t, err)
 	assert.True(t, r.PendingIdempotent)
-	assert.Equal(t, r, get(r.ID), "the adapter keeps the field")
+	assert.Equal(t, r, e.stored(t, r.ID), "the adapter keeps the field")
 	b, err := e.Store.LoadCheckpoint(ctx, r)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"before":"c1"}`, string(b))
@@ -1683,7 +1673,7 @@ func testIdempotentFence(t *testing.T, e *Env) {
 	e.Clock.Advance(LeaseTTL)
 	_, err = e.Store.Claim(ctx, r.ID, "w2")
 	AssertCode(t, runs.EConflict, err)
-	assert.Equal(t, "w1", get(r.ID).LeaseOwner)
+	assert.Equal(t, "w1", e.stored(t, r.ID).LeaseOwner)
 }
 
 // testReclaims: the times in a row a run was taken over from a vanished
@@ -1692,12 +1682,6 @@ func testIdempotentFence(t *testing.T, e *Env) {
 // is no longer taken over, and the sweep's reason for it is worker_lost.
 func testReclaims(t *testing.T, e *Env) {
 	ctx := t.Context()
-	get := func(id string) *runs.Run {
-		t.Helper()
-		r, err := e.Store.Get(ctx, id)
-		require.NoError(t, err)
-		return r
-	}
 	lastEvent := func(id string) runs.Event {
 		t.Helper()
 		evs, err := e.Store.Events(ctx, id, 0, 1000)
@@ -1714,7 +1698,7 @@ func testReclaims(t *testing.T, e *Env) {
 		r, err = e.Store.Claim(ctx, r.ID, fmt.Sprintf("w%d", i+1))
 		require.NoError(t, err, "take-over %d", i)
 		assert.Equal(t, i, r.Reclaims)
-		assert.Equal(t, r, get(r.ID), "the adapter keeps the field")
+		assert.Equal(t, r, e.stored(t, r.ID), "the adapter keeps the field")
 		ev := lastEvent(r.ID)
 		assert.Equal(t, runs.EventReclaimed, ev.Type)
 		assert.Contains(t, string(ev.Data), fmt.Sprintf(`"reclaims":%d`, i))
@@ -1724,10 +1708,10 @@ func testReclaims(t *testing.T, e *Env) {
 	e.Clock.Advance(LeaseTTL)
 	_, err := e.Store.Claim(ctx, r.ID, "w9")
 	AssertCode(t, runs.EConflict, err)
-	assert.Equal(t, runs.MaxReclaims, get(r.ID).Reclaims, "a refused claim changes nothing")
-	r, err = e.Store.Settle(ctx, get(r.ID), "", runs.Settlement{Status: runs.StatusFailed, Reason: r.LostWorkerReason()})
+	assert.Equal(t, runs.MaxReclaims, e.stored(t, r.ID).Reclaims, "a refused claim changes nothing")
+	r, err = e.Store.Settle(ctx, e.stored(t, r.ID), "", runs.Settlement{Status: runs.StatusFailed, Reason: r.LostWorkerReason()})
 	require.NoError(t, err)
-	assert.Equal(t, loop.ReasonWorkerLost, get(r.ID).Reason)
+	assert.Equal(t, loop.ReasonWorkerLost, e.stored(t, r.ID).Reason)
 
 	// A write whose outcome is unknown outranks the count.
 	r = e.Running(t)
@@ -1746,7 +1730,7 @@ func testReclaims(t *testing.T, e *Env) {
 	r, err = e.Store.Checkpoint(ctx, r, "w2", runs.SegmentEnd{State: []byte(`{"at":1}`)})
 	require.NoError(t, err)
 	assert.Zero(t, r.Reclaims)
-	assert.Zero(t, get(r.ID).Reclaims)
+	assert.Zero(t, e.stored(t, r.ID).Reclaims)
 	r, err = e.Store.Claim(ctx, r.ID, "w3")
 	require.NoError(t, err)
 	assert.Zero(t, r.Reclaims)
@@ -1760,9 +1744,9 @@ func testReclaims(t *testing.T, e *Env) {
 	require.Equal(t, 1, r.Reclaims)
 	r, err = e.Store.StampFence(ctx, r, "w4", runs.Fence{CallID: "c2", Idempotent: true, Checkpoint: []byte(`{"before":"c2"}`)})
 	require.NoError(t, err)
-	assert.Equal(t, 1, get(r.ID).Reclaims)
+	assert.Equal(t, 1, e.stored(t, r.ID).Reclaims)
 	r, err = e.Store.RecordEffect(ctx, r, "w4", loop.Step{Kind: loop.StepToolExecuted, CallID: "c2", Effect: loop.EffectWrite}, []byte(`{"after":"c2"}`))
 	require.NoError(t, err)
 	assert.Zero(t, r.Reclaims)
-	assert.Zero(t, get(r.ID).Reclaims)
+	assert.Zero(t, e.stored(t, r.ID).Reclaims)
 }

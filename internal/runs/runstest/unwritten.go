@@ -21,17 +21,11 @@ import (
 // with a checkpoint that holds a write's result.
 func testUnwrittenSteps(t *testing.T, e *Env) {
 	ctx := t.Context()
-	get := func(id string) *runs.Run {
-		t.Helper()
-		r, err := e.Store.Get(ctx, id)
-		require.NoError(t, err)
-		return r
-	}
 	model := loop.Step{Kind: loop.StepModelTurn, ToolCalls: 1}
 	read := loop.Step{Kind: loop.StepToolExecuted, CallID: "r1", Tool: "read_doc", Effect: loop.EffectRead}
 
 	r := e.Running(t)
-	stored := get(r.ID)
+	stored := e.stored(t, r.ID)
 	before := e.eventTypes(t, r.ID)
 	r, err := e.Store.AddStep(ctx, r, "w1", model)
 	require.NoError(t, err)
@@ -40,7 +34,7 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	n, size := r.Unwritten()
 	assert.Equal(t, 2, n)
 	assert.Positive(t, size)
-	assert.Equal(t, stored, get(r.ID), "adding a step writes nothing")
+	assert.Equal(t, stored, e.stored(t, r.ID), "adding a step writes nothing")
 	assert.Equal(t, before, e.eventTypes(t, r.ID))
 
 	// Refusals change nothing and keep nothing.
@@ -59,19 +53,19 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	n, _ = r.Unwritten()
 	assert.Equal(t, 2, n, "still held")
 	assert.Equal(t, before, e.eventTypes(t, r.ID), "the fence wrote no event")
-	assert.Equal(t, r.Clone(), get(r.ID))
-	assert.Equal(t, "c1", get(r.ID).PendingEffect)
+	assert.Equal(t, r.Clone(), e.stored(t, r.ID))
+	assert.Equal(t, "c1", e.stored(t, r.ID).PendingEffect)
 	r, err = e.Store.AddStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "c1", Tool: "send_email", Effect: loop.EffectWrite})
 	require.NoError(t, err)
 	assert.Empty(t, r.PendingEffect)
 	assert.True(t, r.WroteSinceClaim)
-	assert.Equal(t, "c1", get(r.ID).PendingEffect, "the stored fence stays until the step is written")
+	assert.Equal(t, "c1", e.stored(t, r.ID).PendingEffect, "the stored fence stays until the step is written")
 	r, err = e.Store.AddStep(ctx, r, "w1", model)
 	require.NoError(t, err)
 	sp, _ := e.Suspension(r, "s1")
 	r, err = e.Store.Suspend(ctx, r, "w1", sp)
 	require.NoError(t, err)
-	w := get(r.ID)
+	w := e.stored(t, r.ID)
 	assert.Equal(t, r, w)
 	assert.Empty(t, w.PendingEffect, "cleared with the step")
 	assert.Equal(t, append(before, string(loop.StepModelTurn), string(loop.StepToolExecuted), string(loop.StepToolExecuted), string(loop.StepModelTurn), runs.EventSuspended), e.eventTypes(t, r.ID),
@@ -91,7 +85,7 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	n, _ = r.Unwritten()
 	assert.Zero(t, n, "written with the fence")
-	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, r, e.stored(t, r.ID))
 	assert.Equal(t, append(before, string(loop.StepToolExecuted), string(loop.StepModelTurn)), e.eventTypes(t, r.ID))
 
 	// So does a fence that stores a checkpoint: a new worker goes on from
@@ -104,7 +98,7 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	n, _ = r.Unwritten()
 	assert.Zero(t, n, "written with the fence")
-	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, r, e.stored(t, r.ID))
 	assert.Equal(t, append(before, string(loop.StepToolExecuted)), e.eventTypes(t, r.ID))
 
 	// Past the bound, AddStep writes them itself.
@@ -116,12 +110,12 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	n, _ = r.Unwritten()
 	assert.Zero(t, n)
 	assert.Len(t, e.eventTypes(t, r.ID), 2+runs.MaxUnwrittenSteps+1, "created, claimed and the steps")
-	assert.Equal(t, r, get(r.ID))
+	assert.Equal(t, r, e.stored(t, r.ID))
 
 	// A write that loses (the run was cancelled) stores none of them.
 	r, err = e.Store.AddStep(ctx, r, "w1", model)
 	require.NoError(t, err)
-	_, err = e.Store.Cancel(ctx, get(r.ID), "alice")
+	_, err = e.Store.Cancel(ctx, e.stored(t, r.ID), "alice")
 	require.NoError(t, err)
 	_, err = e.Store.RenewLease(ctx, r, "w1")
 	AssertCode(t, runs.EConflict, err)
@@ -139,7 +133,7 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	r, err = e.Store.SaveProgress(ctx, r, "w1", []byte(`{"at":1}`))
 	require.NoError(t, err)
-	w = get(r.ID)
+	w = e.stored(t, r.ID)
 	assert.Equal(t, r, w)
 	assert.Empty(t, w.PendingEffect)
 	assert.False(t, w.WroteSinceClaim, "the checkpoint holds the write's result")
