@@ -4,6 +4,7 @@ package app_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -82,7 +83,7 @@ func TestCycleCosts(t *testing.T) {
 	cfg := awstest.Config(t, counter.Register, units.Register)
 	ddb := dynamodb.NewFromConfig(cfg)
 	s3c := awstest.S3Client(cfg)
-	name := "agentgate-cost-" + strings.ToLower(runs.NewRunID()[:12])
+	name := "agentgate-cost-" + strings.ToLower(rand.Text()[:12])
 	_, err := dynamo.CreateTable(ctx, ddb, name)
 	require.NoError(t, err, "create table (is moto running? scripts/moto.sh start)")
 	_, err = s3state.CreateBucket(ctx, s3c, name, cfg.Region, "", 0)

@@ -3,10 +3,13 @@ package runs_test
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -115,4 +118,27 @@ func TestValidRunID(t *testing.T) {
 		assert.Equal(t, want, runs.ValidRunID(id), "ValidRunID(%q)", id)
 	}
 	assert.True(t, runs.ValidRunID(runs.NewRunID()))
+}
+
+// TestNewRunIDIsTimeOrdered: an id is 32 hex digits whose first 12 are the
+// unix milliseconds it was made at (so ids made close together sort side by
+// side in the embedded store) and whose other 20 are random.
+func TestNewRunIDIsTimeOrdered(t *testing.T) {
+	seen := map[string]bool{}
+	tails := map[string]bool{}
+	for range 1000 {
+		before := time.Now().UnixMilli()
+		id := runs.NewRunID()
+		after := time.Now().UnixMilli()
+		require.Len(t, id, 32)
+		require.True(t, runs.ValidRunID(id))
+		raw, err := hex.DecodeString(id)
+		require.NoError(t, err, id)
+		ms := int64(binary.BigEndian.Uint64(append([]byte{0, 0}, raw[:6]...))) //nolint:gosec // 48 bits
+		require.True(t, before <= ms && ms <= after, "id %s says %d, made between %d and %d", id, ms, before, after)
+		require.False(t, seen[id], "id %s made twice", id)
+		seen[id] = true
+		tails[id[12:]] = true
+	}
+	assert.Len(t, tails, 1000, "the random part repeated")
 }

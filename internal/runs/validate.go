@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
 )
@@ -26,15 +27,31 @@ const (
 	MaxMetadataBytes    = 16 << 10          // Run.Metadata, keys and values together
 )
 
-// NewRunID returns a random run id (32 hex digits).
+// NewRunID returns a new run id: 32 hex digits, the first 12 the current
+// unix time in milliseconds and the other 20 random (80 bits). Ids made
+// close together sort side by side, so the runs that are active at once
+// share pages of the embedded store's B+tree (a batch of writes to recent
+// runs rewrites fewer pages than one to runs spread over the whole file);
+// DynamoDB hashes the id (and shardOf its due-index shard), so the prefix
+// makes no hot key there. An id carries no meaning: nothing reads the time
+// back, and ids given by callers need not have it.
 func NewRunID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[6:])
+	ms := uint64(time.Now().UnixMilli()) //nolint:gosec // after 1970
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// newWriteID returns a random id for one write (32 hex digits, all random).
+func newWriteID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
-// newWriteID returns a random id for one write (32 hex digits).
-func newWriteID() string { return NewRunID() }
 
 // ValidRunID reports whether id may name a run: 1 to 64 characters out of
 // letters, digits, '-' and '_' (ids appear in keys and S3 paths).

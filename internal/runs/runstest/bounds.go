@@ -1,6 +1,7 @@
 package runstest
 
 import (
+	"crypto/rand"
 	"fmt"
 	"testing"
 
@@ -57,7 +58,7 @@ func testTokensOffTheRow(t *testing.T, e *Env) {
 	for i := range approvers {
 		approvers[i] = fmt.Sprintf("approver-%02d@example.com", i)
 	}
-	r, err := e.Store.Create(ctx, runs.NewRun{ID: "tokens-" + runs.NewRunID()[:8], Initiator: "alice", Approvers: approvers,
+	r, err := e.Store.Create(ctx, runs.NewRun{ID: "tokens-" + rand.Text()[:8], Initiator: "alice", Approvers: approvers,
 		Request: []byte(`{"prompt":"file the report"}`)})
 	require.NoError(t, err)
 	r, err = e.Store.Claim(ctx, r.ID, "w1")

@@ -1,6 +1,7 @@
 package runstest
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -43,7 +44,7 @@ func (e *Env) inboxIDs(t *testing.T, k string, n int) []string {
 func (e *Env) waitingFor(t *testing.T, initiator string, approvers []string, sp runs.Suspension) *runs.Run {
 	t.Helper()
 	r, err := e.Store.Create(e.ctx, runs.NewRun{
-		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), runs.NewRunID()[:8]),
+		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), rand.Text()[:8]),
 		Initiator: initiator, Approvers: approvers, Request: json.RawMessage(`{"prompt":"x"}`),
 	})
 	require.NoError(t, err)

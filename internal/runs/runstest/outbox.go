@@ -1,6 +1,7 @@
 package runstest
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -39,7 +40,7 @@ func testOutbox(t *testing.T, h Harness) {
 	ctx := t.Context()
 	create := func(events ...string) *runs.Run {
 		r, err := e.Store.Create(ctx, runs.NewRun{
-			ID: fmt.Sprintf("run-wh-%d-%s", e.n.Add(1), runs.NewRunID()[:8]), Initiator: "alice", Approvers: []string{"bob"},
+			ID: fmt.Sprintf("run-wh-%d-%s", e.n.Add(1), rand.Text()[:8]), Initiator: "alice", Approvers: []string{"bob"},
 			Request: json.RawMessage(`{"prompt":"hi"}`), Webhook: &runs.Subscription{URL: "https://hooks.example.com/x", Events: events},
 		})
 		require.NoError(t, err)

@@ -145,7 +145,7 @@ func NewEnv(t testing.TB, h Harness) *Env {
 func (e *Env) Queued(t testing.TB) *runs.Run {
 	t.Helper()
 	r, err := e.Store.Create(e.ctx, runs.NewRun{
-		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), runs.NewRunID()[:8]),
+		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), rand.Text()[:8]),
 		Initiator: "alice",
 		Approvers: []string{"bob", "carol"},
 		Request:   json.RawMessage(`{"prompt":"file the report","model":"scripted:demo"}`),

@@ -1,6 +1,7 @@
 package runstest
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -58,7 +59,7 @@ func HandOverState(runID, id string) *loop.SuspendedState {
 func (e *Env) HandedOver(t testing.TB) *runs.Run {
 	t.Helper()
 	r, err := e.Store.Create(e.ctx, runs.NewRun{
-		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), runs.NewRunID()[:8]),
+		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), rand.Text()[:8]),
 		Initiator: "alice", Approvers: []string{"bob"}, ToolExecutors: []string{"svc"},
 		Request: json.RawMessage(`{"prompt":"order"}`),
 	})

@@ -2,6 +2,7 @@ package awstest
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,7 +22,6 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/roundtrip"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
@@ -94,7 +94,7 @@ func New(tb testing.TB) *Env {
 		}
 	})
 	e.S3 = S3Client(e.Config)
-	name := "agentgate-test-" + strings.ToLower(runs.NewRunID()[:12])
+	name := "agentgate-test-" + strings.ToLower(rand.Text()[:12])
 	_, err := dynamo.CreateTable(ctx, e.DynamoDB, name)
 	require.NoError(tb, err, "create table on %s (is an emulator running? scripts/moto.sh start)", Endpoint())
 	_, err = s3state.CreateBucket(ctx, e.S3, name, e.Config.Region, "", 0)
