@@ -231,13 +231,13 @@ func TestDirBackendMarkerStoreSkipsFilesWhenThereWereNone(t *testing.T) {
 		{"new folder", func(*testing.T, string) {}},
 		{"temporary files only", func(t *testing.T, dir string) {
 			t.Helper()
-			if err := os.MkdirAll(filepath.Join(dir, appliedDir, ".tmp"), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Join(dir, appliedDir, ".tmp"), 0o750); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, appliedDir, ".tmp", "0123"), nil, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, appliedDir, ".tmp", "0123"), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, appliedDir, "not-a-marker"), nil, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, appliedDir, "not-a-marker"), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -250,10 +250,10 @@ func TestDirBackendMarkerStoreSkipsFilesWhenThereWereNone(t *testing.T) {
 				t.Errorf("fileMarkers = true, want false")
 			}
 			marker := markerOf("k")
-			if err := os.MkdirAll(filepath.Join(dir, appliedDir), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Join(dir, appliedDir), 0o750); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, appliedDir, marker), []byte("{}"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, appliedDir, marker), []byte("{}"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if rec, ok, err := b.Applied(context.Background(), marker); ok || err != nil {
