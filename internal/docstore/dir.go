@@ -63,9 +63,11 @@ type DirOption func(*DirBackend)
 // only after the effect (once in tools.go), and with a marker store Put
 // and Delete also fsync the document's folder after the rename or removal,
 // so the effect is on disk before MarkApplied is called, and MarkApplied
-// returns only once m has committed the record. (With marker files the
-// marker's own fsync, after the effect, did that ordering on the same
-// file system; a store in another file does not.)
+// returns only once m has committed the record. (With marker files, the
+// marker file's fsync came after the effect on the same file system, and
+// on a journalling file system such as ext4 it commits the effect's
+// rename too; the embedded database's fdatasync of its own file need not,
+// hence the folder fsync.)
 func WithMarkerStore(m MarkerStore) DirOption {
 	return func(b *DirBackend) { b.markers = m }
 }
