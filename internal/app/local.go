@@ -18,8 +18,9 @@ import (
 	"github.com/agentgate/agentgate/internal/runs/embedded"
 )
 
-// Local is an App on the embedded default: bbolt for runs and state blobs,
-// a folder for documents, an outbox folder for mail, in-process dispatch.
+// Local is an App on the embedded default: bbolt for runs, state blobs and
+// the documents' idempotency markers, a folder for documents, an outbox
+// folder for mail, in-process dispatch.
 type Local struct {
 	*App
 	Dispatcher *dispatch.InProcess
@@ -34,6 +35,8 @@ func (l *Local) Close() error {
 	}
 	return l.db.Close()
 }
+
+var _ docstore.MarkerStore = (*embedded.DB)(nil)
 
 // LocalOptions configure OpenLocal.
 type LocalOptions struct {
@@ -56,7 +59,8 @@ type LocalOptions struct {
 	// long: the run is checkpointed and continued by a new job.
 	SegmentBudget time.Duration
 	// Rows and States, when both set, replace the embedded store (tests
-	// run the local application on DynamoDB+S3 adapters this way).
+	// run the local application on DynamoDB+S3 adapters this way); the
+	// documents' idempotency markers are then files in content/.applied/.
 	Rows   runs.RowStore
 	States runs.StateStore
 	Logger *slog.Logger
@@ -86,7 +90,14 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 			db.Close()
 		}
 	}
-	docs, err := docstore.NewDirBackend(filepath.Join(o.Dir, "content"))
+	// On the embedded store the documents' idempotency markers are keys in
+	// its database (one more write in a group commit, not a new file per
+	// document write); on other row and state stores they stay files.
+	var docOpts []docstore.DirOption
+	if db != nil {
+		docOpts = append(docOpts, docstore.WithMarkerStore(db))
+	}
+	docs, err := docstore.NewDirBackend(filepath.Join(o.Dir, "content"), docOpts...)
 	if err != nil {
 		closeDB()
 		return nil, err

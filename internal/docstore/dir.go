@@ -19,20 +19,62 @@ import (
 
 // DirBackend keeps documents as files in a local folder, for embedded mode.
 // All access goes through an os.Root, so no path — not even through a
-// symbolic link — reaches outside the folder. Markers and temporary files
-// live in the hidden ".applied/" subfolder, which listings skip.
+// symbolic link — reaches outside the folder. Temporary files live in the
+// hidden ".applied/" subfolder, which listings skip; so do the idempotency
+// markers, one file each, unless a MarkerStore keeps them (WithMarkerStore).
 type DirBackend struct {
 	root *os.Root
 	dir  string
+	// markers keeps the idempotency markers; nil: files in appliedDir.
+	markers MarkerStore
+	// fileMarkers is set when markers is set and appliedDir held marker
+	// files at open (written before the store was configured): Applied
+	// then looks for a file when the store has no record.
+	fileMarkers bool
 	// Bounds of List; tests lower them.
 	maxFolderEntries, maxListVisits int
 }
 
 var _ Backend = (*DirBackend)(nil)
 
+// MarkerStore keeps the idempotency markers of a DirBackend in place of
+// files (the embedded database does, so a marker is a key in its next
+// group commit instead of a new file). Markers are lowercase hex SHA-256
+// strings, checked by DirBackend before they reach the store. Both methods
+// return the context's error when it is cancelled.
+type MarkerStore interface {
+	// Applied returns the record stored under marker, and false when there
+	// is none.
+	Applied(ctx context.Context, marker string) (record []byte, ok bool, err error)
+	// MarkApplied stores record under marker, replacing any record already
+	// there. It returns once the record is durable (committed to disk).
+	MarkApplied(ctx context.Context, marker string, record []byte) error
+}
+
+// DirOption configures NewDirBackend.
+type DirOption func(*DirBackend)
+
+// WithMarkerStore keeps the backend's idempotency markers in m instead of
+// files under ".applied/". Marker files a folder already holds (from runs
+// started before) are still found: when ".applied/" holds any at open,
+// Applied reads the file for a marker m does not have.
+//
+// Crash safety is the same as with marker files: the tools write a marker
+// only after the effect (once in tools.go), and with a marker store Put
+// and Delete also fsync the document's folder after the rename or removal,
+// so the effect is on disk before MarkApplied is called, and MarkApplied
+// returns only once m has committed the record. (With marker files, the
+// marker file's fsync came after the effect on the same file system, and
+// on a journalling file system such as ext4 it commits the effect's
+// rename too; the embedded database's fdatasync of its own file need not,
+// hence the folder fsync.)
+func WithMarkerStore(m MarkerStore) DirOption {
+	return func(b *DirBackend) { b.markers = m }
+}
+
 // NewDirBackend opens (creating it if needed) the folder dir as a document
 // store. Call Close when done with it.
-func NewDirBackend(dir string) (*DirBackend, error) {
+func NewDirBackend(dir string, opts ...DirOption) (*DirBackend, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("docstore: folder name is empty")
 	}
@@ -43,7 +85,44 @@ func NewDirBackend(dir string) (*DirBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open document folder %s: %w", dir, err)
 	}
-	return &DirBackend{root: root, dir: dir, maxFolderEntries: maxFolderEntries, maxListVisits: maxListVisits}, nil
+	b := &DirBackend{root: root, dir: dir, maxFolderEntries: maxFolderEntries, maxListVisits: maxListVisits}
+	for _, opt := range opts {
+		opt(b)
+	}
+	if b.markers != nil {
+		if b.fileMarkers, err = b.holdsMarkerFiles(); err != nil {
+			_ = root.Close()
+			return nil, fmt.Errorf("open document folder %s: look for marker files: %w", dir, err)
+		}
+	}
+	return b, nil
+}
+
+// holdsMarkerFiles reports whether appliedDir holds at least one marker
+// file. It reads the folder's names only as far as the first marker.
+func (b *DirBackend) holdsMarkerFiles() (bool, error) {
+	f, err := b.root.Open(appliedDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(256)
+		for _, name := range names {
+			if validMarker(name) { // not ".tmp", not a stray file
+				return true, nil
+			}
+		}
+		if err == io.EOF || (err == nil && len(names) == 0) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
 }
 
 // Dir returns the folder the backend keeps its documents in.
@@ -105,7 +184,13 @@ func (b *DirBackend) Put(ctx context.Context, p, text string) error {
 	if err := ValidatePath(p); err != nil {
 		return err
 	}
-	if dir := path.Dir(p); dir != "." {
+	dir := path.Dir(p)
+	created := false // whether this Put makes the document's folder
+	if dir != "." {
+		if b.markers != nil {
+			_, err := b.root.Stat(dir)
+			created = err != nil
+		}
 		if err := b.root.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("%w: %w", ErrNotApplied, mapDirError(err, "create folder for "+p))
 		}
@@ -115,7 +200,43 @@ func (b *DirBackend) Put(ctx context.Context, p, text string) error {
 		// document is untouched (only empty folders may have been made).
 		return fmt.Errorf("%w: %w", ErrNotApplied, err)
 	}
+	if b.markers != nil {
+		// The marker goes to another file (WithMarkerStore): make the
+		// rename durable first. The document is in place, so a failure
+		// here is an unknown outcome, not ErrNotApplied.
+		if err := b.syncFolders(dir, created); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
+	}
 	return nil
+}
+
+// syncFolders fsyncs folder dir, so that the entries just renamed into or
+// removed from it are on disk; with all set, also every folder above it up
+// to the store's folder (their entries for folders just made). A folder
+// that does not exist (anymore), or a document where a folder would be,
+// is skipped for the folder above it.
+func (b *DirBackend) syncFolders(dir string, all bool) error {
+	synced := false
+	for {
+		f, err := b.root.Open(dir)
+		if err == nil {
+			err = f.Sync()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("sync folder %s: %w", dir, err)
+			}
+			synced = true
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("sync folder %s: %w", dir, err)
+		}
+		if dir == "." || (synced && !all) {
+			return nil
+		}
+		dir = path.Dir(dir)
+	}
 }
 
 func (b *DirBackend) writeAtomic(name string, data []byte) error {
@@ -155,7 +276,9 @@ func (b *DirBackend) Delete(ctx context.Context, p string) error {
 	if err := b.delete(ctx, p); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotApplied, err)
 	}
-	return nil
+	// The document is gone; a failure to make that durable is an unknown
+	// outcome, not ErrNotApplied.
+	return b.syncRemoval(p)
 }
 
 func (b *DirBackend) delete(ctx context.Context, p string) error {
@@ -187,6 +310,22 @@ func (b *DirBackend) delete(ctx context.Context, p string) error {
 		if b.root.Remove(dir) != nil { // fails once a folder is not empty
 			break
 		}
+	}
+	return nil
+}
+
+// syncRemoval makes the removal of document p durable before a marker in
+// a MarkerStore can say it happened: it fsyncs p's folder or, when the
+// deletion removed that folder too, the nearest one above it that is left.
+// It does so even when there was nothing to remove: an earlier call may
+// have removed the document without the removal reaching the disk yet.
+// Without a marker store it does nothing, as before.
+func (b *DirBackend) syncRemoval(p string) error {
+	if b.markers == nil {
+		return nil
+	}
+	if err := b.syncFolders(path.Dir(p), false); err != nil {
+		return fmt.Errorf("delete %s: %w", p, err)
 	}
 	return nil
 }
@@ -332,13 +471,24 @@ func (w *dirLister) readFolder(dir string) ([]fs.DirEntry, error) {
 	return entries, nil
 }
 
-// Applied implements Backend.
+// Applied implements Backend. With a MarkerStore it asks the store, and
+// reads a marker file only when the store has no record and the folder
+// held marker files at open.
 func (b *DirBackend) Applied(ctx context.Context, marker string) ([]byte, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
 	if !validMarker(marker) {
 		return nil, false, fmt.Errorf("docstore: malformed marker %q", marker)
+	}
+	if b.markers != nil {
+		rec, ok, err := b.markers.Applied(ctx, marker)
+		if err != nil {
+			return nil, false, fmt.Errorf("read marker %s: %w", marker, err)
+		}
+		if ok || !b.fileMarkers {
+			return rec, ok, nil
+		}
 	}
 	data, err := b.root.ReadFile(appliedDir + "/" + marker)
 	if err != nil {
@@ -350,13 +500,23 @@ func (b *DirBackend) Applied(ctx context.Context, marker string) ([]byte, bool, 
 	return data, true, nil
 }
 
-// MarkApplied implements Backend.
+// MarkApplied implements Backend: a record in the MarkerStore, committed
+// before it returns, or else a file in ".applied/" written like a document
+// (a temporary file, fsync'd, renamed). Markers are never deleted, as
+// files or in a store: a marker answers a retry of its call for as long as
+// the store is kept.
 func (b *DirBackend) MarkApplied(ctx context.Context, marker string, record []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if !validMarker(marker) {
 		return fmt.Errorf("docstore: malformed marker %q", marker)
+	}
+	if b.markers != nil {
+		if err := b.markers.MarkApplied(ctx, marker, record); err != nil {
+			return fmt.Errorf("mark %s applied: %w", marker, err)
+		}
+		return nil
 	}
 	return b.writeAtomic(appliedDir+"/"+marker, record)
 }

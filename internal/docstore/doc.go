@@ -10,8 +10,10 @@
 //
 // The write tools are idempotent under the loop's idempotency key: the store
 // records every applied key in a marker (under the reserved ".applied/"
-// folder, which no document path may use), and a repeated call with the same
-// key changes nothing and returns the result text of the first call.
+// folder, which no document path may use, or, for a DirBackend given a
+// MarkerStore, in that store: the embedded database on the local server),
+// and a repeated call with the same key changes nothing and returns the
+// result text of the first call.
 //
 // Tool failures are tool results. Whatever the model can react to — a
 // malformed or too long path, a missing, oversized or binary document, a

@@ -30,8 +30,9 @@ var (
 	bucketRunTokens = []byte("runtokens")
 )
 
-// DB is a bbolt file holding every run, event, token and state blob. It
-// implements runs.RowStore and runs.StateStore.
+// DB is a bbolt file holding every run, event, token and state blob, and
+// the document store's idempotency markers (docmarkers.go). It implements
+// runs.RowStore, runs.StateStore and docstore.MarkerStore.
 type DB struct {
 	bolt *bolt.DB
 	// group commits concurrent writes in shared transactions (group.go).
@@ -64,7 +65,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs, bucketInbox, bucketRunTokens} {
+		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs, bucketInbox, bucketRunTokens, bucketDocMarkers} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
