@@ -90,8 +90,9 @@ integration_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -
 # Only the tests of the integration-tagged files run here: the rest of those
 # packages' tests are unit tests that step 1 ran (apitest's and service's
 # alone took 70 s of this phase on a quiet machine). The tagged files declare
-# no init or package variables that could change an untagged test, so a
-# test's outcome does not depend on the tag.
+# no init or package variables that could change an untagged test (the one
+# TestMain, cmd/agentgate's, only removes the bootstraps its tests built), so
+# a test's outcome does not depend on the tag.
 integration_files=$(grep -rl --include='*_test.go' '^//go:build integration$' . || true)
 integration_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' $integration_files | sort -u | paste -sd'|' -)
 [ -n "$integration_tests" ] || { echo "test.sh: found no tests in integration-tagged files" >&2; exit 1; }
