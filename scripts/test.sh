@@ -33,10 +33,11 @@ summary() { [ ${#phases[@]} -eq 0 ] || echo "test phases: ${phases[*]}; total $(
 # The servers nobody here wrote that the integration tier runs (tools/npm:
 # the MCP reference server and an OpenAI-compatible mock model), installed
 # from the lock file. Without node the tests that need them skip, and fail
-# under CI=true. npm ci runs while the unit tests run (it waits on the
-# network and the disk more than it computes, and no unit test reads
+# under CI=true. npm ci runs while the unit tests run (no unit test reads
 # tools/npm); its output and its own time are printed when the unit tests
-# end. The unit tests' packages are listed before npm ci starts: go test
+# end. With npm's cache warm it computes most of its 10 s (8 s of CPU), so
+# the unit tests take some of that longer; with a cold cache it mostly
+# waits on the network. The unit tests' packages are listed before npm ci starts: go test
 # ./... walks the tree, and a walk that met a folder npm ci was replacing in
 # tools/npm/node_modules would fail the pattern.
 npm_pid="" npm_name="npm ci" unit_pkgs=""
@@ -133,12 +134,13 @@ if [ "${1:-}" = "integration" ] && [ "${2:-}" = "all" ]; then integration_run='.
 # and docstore; lane 2: the mail suites (cmd/agentgate waits out a 60-second
 # approval window under the RIE, whatever the load), then everything else
 # (service the longest). Each package's build costs its lane a few seconds
-# more. On one 2-core machine the lanes took 274 s and 210 s at load 5-7
-# when lane 1 held runs/dynamo, service and the four small packages and
-# lane 2 the mail suites and apitest; 144 s and 156 s at load 1-2 with
-# runs/dynamo, s3state and apitest in lane 1 (dynamo 90 s, cmd/agentgate
-# 89 s, service 42 s, apitest 41 s, s3state 7 s, docstore 4 s, the three
-# others 5 s).
+# more. Lane 1 held runs/dynamo, service and the four small packages and
+# lane 2 the mail suites and apitest before: on one 2-core machine at load
+# 2-3 both ways balance (156 s and 149 s before, 157 s and 156 s now:
+# dynamo 89-95 s, cmd/agentgate 91-93 s, service 42 s, apitest 42-44 s,
+# s3state 7 s, docstore 4-5 s, the three others 5 s); at load 5-7 the old
+# lane 1, all of it CPU-bound, took 274 s against 210 s, and this one (with
+# docstore still in lane 2) 205 s against 195 s at load 3-5.
 lane1_re='/internal/(runs/dynamo|runs/s3state|apitest|docstore)$'
 lane1_pkgs="$(echo "$integration_pkgs" | grep -E "$lane1_re" || true)"
 lane2_rest="$(echo "$integration_pkgs" | grep -v -E "$lane1_re" || true)"
