@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (`make test`, called by .ci/run):
-#   1. unit tests (no services), under the race detector;
+#   1. unit tests (no services), under the race detector, while npm ci
+#      installs the node servers of step 2 (tools/npm);
 #   2. the integration suite (//go:build integration; only the packages that
 #      have such tests) against AWS_ENDPOINT_URL, under the race detector,
 #      starting a moto server on its port when nothing answers there, and
@@ -29,21 +30,51 @@ phase() { # phase NAME COMMAND...: run COMMAND, record its time under NAME, retu
 }
 summary() { [ ${#phases[@]} -eq 0 ] || echo "test phases: ${phases[*]}; total $(awk -v a="$t_all" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s"; }
 
-if [ "${1:-}" != "integration" ]; then
-  echo "== unit tests"
-  phase unit go test -race -count=1 ./...
-fi
-
 # The servers nobody here wrote that the integration tier runs (tools/npm:
 # the MCP reference server and an OpenAI-compatible mock model), installed
 # from the lock file. Without node the tests that need them skip, and fail
-# under CI=true.
+# under CI=true. npm ci runs while the unit tests run (no unit test reads
+# tools/npm); its output and its own time are printed when the unit tests
+# end. With npm's cache warm it computes most of its 10 s (8 s of CPU), so
+# the unit tests take some of that longer; with a cold cache it mostly
+# waits on the network. The unit tests' packages are listed before npm ci starts: go test
+# ./... walks the tree, and a walk that met a folder npm ci was replacing in
+# tools/npm/node_modules would fail the pattern.
+npm_pid="" npm_name="npm ci" unit_pkgs=""
+if [ "${1:-}" != "integration" ]; then
+  unit_pkgs="$(go list ./...)"
+  npm_name="npm ci (at the same time)"
+fi
 if command -v npm >/dev/null 2>&1; then
+  npm_log="$(mktemp)"
+  (
+    t0=$(date +%s.%N); rc=0
+    npm ci --prefix tools/npm --no-audit --no-fund --loglevel=error >"$npm_log" 2>&1 || rc=$?
+    awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' >"$npm_log.time"
+    exit $rc
+  ) &
+  npm_pid=$!
+fi
+
+unit_rc=0
+if [ "${1:-}" != "integration" ]; then
+  echo "== unit tests"
+  phase unit go test -race -count=1 $unit_pkgs || unit_rc=$?
+fi
+
+if [ -n "$npm_pid" ]; then
   echo "== npm ci (tools/npm)"
-  phase "npm ci" npm ci --prefix tools/npm --no-audit --no-fund --loglevel=error
+  npm_rc=0
+  wait "$npm_pid" || npm_rc=$?
+  cat "$npm_log"
+  phases+=("$npm_name $(cat "$npm_log.time")s")
+  echo "== $npm_name: $(cat "$npm_log.time")s"
+  rm -f "$npm_log" "$npm_log.time"
+  [ "$unit_rc" -ne 0 ] || [ "$npm_rc" -eq 0 ] || exit "$npm_rc"
 else
   echo "== npm not found: the MCP and mock-model integration tests will skip (fail under CI=true)"
 fi
+[ "$unit_rc" -eq 0 ] || exit "$unit_rc"
 
 echo "== integration tests against $AWS_ENDPOINT_URL"
 # The suites run in two lanes at once, each against its own emulator (one
@@ -62,8 +93,10 @@ else
     echo "something already answers on $lane2_endpoint: one lane after the other on $AWS_ENDPOINT_URL"
     lane2_endpoint=""
   fi
-  # Stop the emulators afterwards only if this script started them.
-  trap 'scripts/moto.sh stop; [ -z "$lane2_endpoint" ] || AWS_ENDPOINT_URL="$lane2_endpoint" scripts/moto.sh stop; summary' EXIT
+  # Stop the emulators afterwards only if this script started them, both at
+  # once: a moto that ran a lane takes seconds to exit (9.5 s and 2.9 s
+  # after one run), and the total includes it.
+  trap 'scripts/moto.sh stop & stop_pid=$!; [ -z "$lane2_endpoint" ] || AWS_ENDPOINT_URL="$lane2_endpoint" scripts/moto.sh stop; wait "$stop_pid"; summary' EXIT
   phase "moto start" scripts/moto.sh start
   [ -z "$lane2_endpoint" ] || AWS_ENDPOINT_URL="$lane2_endpoint" scripts/moto.sh start
 fi
@@ -90,18 +123,27 @@ integration_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -
 # Only the tests of the integration-tagged files run here: the rest of those
 # packages' tests are unit tests that step 1 ran (apitest's and service's
 # alone took 70 s of this phase on a quiet machine). The tagged files declare
-# no init or package variables that could change an untagged test, so a
-# test's outcome does not depend on the tag.
+# no init or package variables that could change an untagged test (the one
+# TestMain, cmd/agentgate's, only removes the bootstraps its tests built), so
+# a test's outcome does not depend on the tag.
 integration_files=$(grep -rl --include='*_test.go' '^//go:build integration$' . || true)
 integration_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' $integration_files | sort -u | paste -sd'|' -)
 [ -n "$integration_tests" ] || { echo "test.sh: found no tests in integration-tagged files" >&2; exit 1; }
 if [ "${1:-}" = "integration" ] && [ "${2:-}" = "all" ]; then integration_run='.'; else integration_run="^($integration_tests)\$"; fi
-# Lane 2: the mail suites (cmd/agentgate waits out a 60-second approval
-# window under the RIE), then apitest; lane 1: everything else (runs/dynamo
-# and service are the longest). On a quiet machine the lanes took 130 s and
-# 165 s when lane 1 held only service and runs/dynamo.
-lane2_rest="$(echo "$integration_pkgs" | grep -e '/internal/apitest$' || true)"
-lane1_pkgs="$(echo "$integration_pkgs" | grep -v -e '/internal/apitest$' || true)"
+# Lane 1: runs/dynamo (the longest package by far), then apitest, s3state
+# and docstore; lane 2: the mail suites (cmd/agentgate waits out a 60-second
+# approval window under the RIE, whatever the load), then everything else
+# (service the longest). Each package's build costs its lane a few seconds
+# more. Lane 1 held runs/dynamo, service and the four small packages and
+# lane 2 the mail suites and apitest before: on one 2-core machine at load
+# 2-3 both ways balance (156 s and 149 s before, 157 s and 156 s now:
+# dynamo 89-95 s, cmd/agentgate 91-93 s, service 42 s, apitest 42-44 s,
+# s3state 7 s, docstore 4-5 s, the three others 5 s); at load 5-7 the old
+# lane 1, all of it CPU-bound, took 274 s against 210 s, and this one (with
+# docstore still in lane 2) 205 s against 195 s at load 3-5.
+lane1_re='/internal/(runs/dynamo|runs/s3state|apitest|docstore)$'
+lane1_pkgs="$(echo "$integration_pkgs" | grep -E "$lane1_re" || true)"
+lane2_rest="$(echo "$integration_pkgs" | grep -v -E "$lane1_re" || true)"
 short() { echo $* | sed 's|github.com/agentgate/agentgate/|./|g'; }
 itest() { go test -race -count=1 -p 1 -tags integration -run "$integration_run" "$@"; }
 if [ -z "$lane2_endpoint" ]; then

@@ -29,7 +29,7 @@ func TestLambdaWithoutCELRefusesConditions(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	bins := buildBootstraps(t, dir)
+	bins := buildBootstraps(t)
 	script := filepath.Join(dir, "script.json")
 	require.NoError(t, os.WriteFile(script, demoScript, 0o600))
 	plain := filepath.Join(dir, "plain-policy.json")

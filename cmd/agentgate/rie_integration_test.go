@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,26 +43,64 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// buildBootstraps builds the three functions (linux/amd64) and the Runtime
-// Interface Emulator. It builds the way `make build` does for amd64 (same
-// tags, -trimpath, -ldflags) in one go build of the three packages, so the
-// test and `make build`/`make bench-lambda` share one set of build-cache
-// entries instead of each compiling the whole dependency graph again.
-// AGENTGATE_E2E_BOOTSTRAPS names a folder of ready <fn>/bootstrap files
-// (dist/lambda/amd64 after `make build LAMBDA_ARCHES=amd64`) to use instead.
-func buildBootstraps(t *testing.T, dir string) map[string]string {
+// The bootstraps and the RIE are built once per test binary, into a folder
+// TestMain removes: the two tests that run them (TestLambdasUnderRIE and
+// TestLambdaWithoutCELRefusesConditions) run the same binaries, and each
+// build links four of them again (about 7 s of lane 2 of scripts/test.sh).
+var bootstraps struct {
+	once sync.Once
+	dir  string
+	bins map[string]string
+	err  error
+}
+
+// TestMain removes the folder of the bootstraps built for this test binary.
+// It changes no test: it only runs them and cleans up after them.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bootstraps.dir != "" {
+		_ = os.RemoveAll(bootstraps.dir)
+	}
+	os.Exit(code)
+}
+
+// buildBootstraps returns the three functions (linux/amd64) and the Runtime
+// Interface Emulator, built on the first call. It builds the way `make
+// build` does for amd64 (same tags, -trimpath, -ldflags) in one go build of
+// the three packages, so the test and `make build`/`make bench-lambda` share
+// one set of build-cache entries instead of each compiling the whole
+// dependency graph again. AGENTGATE_E2E_BOOTSTRAPS names a folder of ready
+// <fn>/bootstrap files (dist/lambda/amd64 after `make build
+// LAMBDA_ARCHES=amd64`) to use instead. The callers only run the files.
+func buildBootstraps(t *testing.T) map[string]string {
 	t.Helper()
+	bootstraps.once.Do(func() {
+		bootstraps.bins, bootstraps.err = build(t)
+	})
+	require.NoError(t, bootstraps.err)
+	return bootstraps.bins
+}
+
+func build(t *testing.T) (map[string]string, error) {
 	out := map[string]string{}
 	fns := []string{"startrun", "resume", "purge"}
+	dir, err := os.MkdirTemp("", "agentgate-bootstraps-")
+	if err != nil {
+		return nil, err
+	}
+	bootstraps.dir = dir
 	if ready := os.Getenv("AGENTGATE_E2E_BOOTSTRAPS"); ready != "" {
 		for _, fn := range fns {
 			out[fn] = filepath.Join(ready, fn, "bootstrap")
-			_, err := os.Stat(out[fn])
-			require.NoError(t, err, "AGENTGATE_E2E_BOOTSTRAPS=%s", ready)
+			if _, err := os.Stat(out[fn]); err != nil {
+				return nil, fmt.Errorf("AGENTGATE_E2E_BOOTSTRAPS=%s: %w", ready, err)
+			}
 		}
 	} else {
 		bin := filepath.Join(dir, "bin")
-		require.NoError(t, os.MkdirAll(bin, 0o750))
+		if err := os.MkdirAll(bin, 0o750); err != nil {
+			return nil, err
+		}
 		// The tags of mk/build.mk's default (LAMBDA_PROVIDER=bedrock); the
 		// test runs the scripted model, which every build links.
 		args := []string{"build", "-tags", "lambda.norpc,bedrock", "-trimpath", "-ldflags=-s -w", "-o", bin + "/"}
@@ -71,18 +110,20 @@ func buildBootstraps(t *testing.T, dir string) map[string]string {
 		start := time.Now()
 		cmd := exec.Command("go", args...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-		b, err := cmd.CombinedOutput()
-		require.NoError(t, err, "build the functions: %s", b)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build the functions: %w: %s", err, b)
+		}
 		t.Logf("built the three bootstraps in %v", time.Since(start).Round(time.Millisecond))
 		for _, fn := range fns {
 			out[fn] = filepath.Join(bin, fn)
 		}
 	}
 	rie := filepath.Join(dir, "aws-lambda-rie")
-	b, err := exec.Command("go", "build", "-o", rie, "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie").CombinedOutput()
-	require.NoError(t, err, "build RIE: %s", b)
+	if b, err := exec.Command("go", "build", "-o", rie, "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build RIE: %w: %s", err, b)
+	}
 	out["rie"] = rie
-	return out
+	return out, nil
 }
 
 // startRIE runs one bootstrap under the emulator and waits until it answers.
@@ -110,7 +151,7 @@ func startRIE(t *testing.T, rie, bootstrap, addr, runtimeAPI string, env []strin
 func TestLambdasUnderRIE(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	bins := buildBootstraps(t, dir)
+	bins := buildBootstraps(t)
 
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
 		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
