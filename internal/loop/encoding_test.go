@@ -138,6 +138,16 @@ func TestDecodeStateRefusesUnknownVersion(t *testing.T) {
 	assert.ErrorIs(t, err, loop.ErrSchemaVersion)
 	_, err = loop.DecodeState([]byte(`not json`))
 	assert.Error(t, err)
+	assert.NotErrorIs(t, err, loop.ErrSchemaVersion)
+	// A later version may change the shape: it is still refused as a
+	// version this build does not read, not as a malformed state.
+	_, err = loop.DecodeState([]byte(`{"schema_version":9,"transcript":"a string now"}`))
+	assert.ErrorIs(t, err, loop.ErrSchemaVersion)
+	// A known version that does not decode is malformed.
+	_, err = loop.DecodeState([]byte(`{"schema_version":2,"transcript":"a string"}`))
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, loop.ErrSchemaVersion)
+	assert.Contains(t, err.Error(), "decode suspended state")
 }
 
 func TestCanonicalJSON(t *testing.T) {

@@ -131,18 +131,27 @@ func MarshalJSON(v any) ([]byte, error) {
 }
 
 // DecodeState parses a state encoded by Encode, refusing unknown schema versions.
+//
+// The state is decoded once (a state can be megabytes); only when that
+// fails is its schema_version read on its own, so a state of an unknown
+// version is refused as such whatever its shape.
 func DecodeState(raw []byte) (*SuspendedState, error) {
-	var probe struct {
-		SchemaVersion int `json:"schema_version"`
-	}
-	if err := json.Unmarshal(raw, &probe); err != nil {
-		return nil, fmt.Errorf("decode suspended state: %w", err)
-	}
-	if probe.SchemaVersion != SchemaVersion && probe.SchemaVersion != 1 && probe.SchemaVersion != HandOverSchemaVersion {
-		return nil, fmt.Errorf("%w: state has schema_version %d, this build reads 1 to %d", ErrSchemaVersion, probe.SchemaVersion, HandOverSchemaVersion)
-	}
 	var s SuspendedState
-	if err := json.Unmarshal(raw, &s); err != nil {
+	err := json.Unmarshal(raw, &s)
+	version := s.SchemaVersion
+	if err != nil {
+		var probe struct {
+			SchemaVersion int `json:"schema_version"`
+		}
+		if json.Unmarshal(raw, &probe) != nil {
+			return nil, fmt.Errorf("decode suspended state: %w", err)
+		}
+		version = probe.SchemaVersion
+	}
+	if version != SchemaVersion && version != 1 && version != HandOverSchemaVersion {
+		return nil, fmt.Errorf("%w: state has schema_version %d, this build reads 1 to %d", ErrSchemaVersion, version, HandOverSchemaVersion)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("decode suspended state: %w", err)
 	}
 	if (s.SchemaVersion == HandOverSchemaVersion) != (s.HandOver != nil) {

@@ -97,6 +97,24 @@ func TestStateCodec(t *testing.T) {
 		_, err = runs.DecodeBlob(ref, other)
 		assert.Equal(t, runs.EInternal, runs.ErrorCode(err), "got %v", err)
 	})
+	t.Run("trailer claims more than the blob holds", func(t *testing.T) {
+		// The inflated size in gzip's trailer only sizes the read buffer:
+		// a forged one is caught by gzip's own check.
+		bad := append([]byte(nil), blob...)
+		binary.LittleEndian.PutUint32(bad[len(bad)-4:], 1<<31)
+		_, err := runs.DecodeBlob(ref, bad)
+		assert.Equal(t, runs.EInternal, runs.ErrorCode(err), "got %v", err)
+	})
+	t.Run("larger than the limit as JSON, under it compressed", func(t *testing.T) {
+		big := []byte(`{"schema_version":1,"transcript":[` + strings.Repeat(`{"role":"user","text":"hello"},`, 250_000) + `{}]}`)
+		require.Greater(t, len(big), runs.MaxStateSize)
+		ref, blob, err := runs.EncodeBlob("r1", big)
+		require.NoError(t, err)
+		assert.Less(t, len(blob), runs.MaxStateSize)
+		got, err := runs.DecodeBlob(ref, blob)
+		require.NoError(t, err)
+		assert.Equal(t, big, got)
+	})
 	t.Run("empty", func(t *testing.T) {
 		_, _, err := runs.EncodeBlob("r1", nil)
 		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "got %v", err)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -43,25 +45,47 @@ func EncodeBlob(runID string, state []byte) (StateRef, []byte, error) {
 	if len(state) == 0 {
 		return StateRef{}, nil, Errorf(EInvalid, "suspended state is empty")
 	}
-	sum := sha256.Sum256(state)
-	sha := hex.EncodeToString(sum[:])
-	var buf bytes.Buffer
+	// The output goes into one buffer sized for a state that compresses
+	// 4:1 (JSON with text does better) and grows from there, and the
+	// compressor stops as soon as it passes the limit: a state of
+	// incompressible tool input over the limit is refused without
+	// compressing the rest of it.
+	buf := limitedBuffer{b: make([]byte, 0, min(len(state)/4+1024, MaxStateSize+1))}
 	zw := gzipWriters.Get().(*gzip.Writer)
 	defer gzipWriters.Put(zw)
 	zw.Reset(&buf)
-	if _, err := zw.Write(state); err != nil {
-		return StateRef{}, nil, fmt.Errorf("gzip state: %w", err)
+	_, err := zw.Write(state)
+	if err == nil {
+		err = zw.Close()
 	}
-	if err := zw.Close(); err != nil {
-		return StateRef{}, nil, fmt.Errorf("gzip state: %w", err)
-	}
-	if buf.Len() > MaxStateSize {
+	if errors.Is(err, errOverLimit) {
 		return StateRef{}, nil, Errorf(ETooLarge,
-			"the state is %d bytes compressed (%d as JSON), over the %d-byte limit",
-			buf.Len(), len(state), MaxStateSize)
+			"the state is %d bytes as JSON and more than %d compressed, over the %d-byte limit",
+			len(state), MaxStateSize, MaxStateSize)
 	}
-	ref := StateRef{Key: StateKey(runID, sha), SHA256: sha, Size: int64(buf.Len())}
-	return ref, buf.Bytes(), nil
+	if err != nil {
+		return StateRef{}, nil, fmt.Errorf("gzip state: %w", err)
+	}
+	sum := sha256.Sum256(state)
+	sha := hex.EncodeToString(sum[:])
+	ref := StateRef{Key: StateKey(runID, sha), SHA256: sha, Size: int64(len(buf.b))}
+	return ref, buf.b, nil
+}
+
+// errOverLimit is what limitedBuffer returns once a write would take it
+// past MaxStateSize.
+var errOverLimit = errors.New("over the state size limit")
+
+// limitedBuffer collects a compressed state and refuses to grow past
+// MaxStateSize, so a compressor writing into it stops there.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if len(l.b)+len(p) > MaxStateSize {
+		return 0, errOverLimit
+	}
+	l.b = append(l.b, p...)
+	return len(p), nil
 }
 
 // DecodeBlob un-gzips a stored blob and verifies it against ref. Codes:
@@ -78,7 +102,18 @@ func DecodeBlob(ref StateRef, blob []byte) ([]byte, error) {
 		return nil, Errorf(EInternal, "state blob %s is corrupted: not gzip", ref.Key)
 	}
 	defer gzipReaders.Put(zr)
-	state, err := io.ReadAll(io.LimitReader(zr, maxStateJSON))
+	// gzip's trailer holds the inflated size (modulo 4 GiB): read into a
+	// buffer of that size rather than one grown by doubling. It is only a
+	// hint: capped at 64 times the blob (a corrupted trailer costs no more),
+	// and a stream that inflates to more still reads whole up to
+	// maxStateJSON.
+	var hint int
+	if n := len(blob); n >= 4 {
+		hint = min(int(binary.LittleEndian.Uint32(blob[n-4:])), 64*n, maxStateJSON)
+	}
+	w := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
+	_, err = w.ReadFrom(io.LimitReader(zr, maxStateJSON))
+	state := w.Bytes()
 	if err != nil {
 		return nil, Errorf(EInternal, "state blob %s is corrupted: %v", ref.Key, err)
 	}
