@@ -6,8 +6,9 @@
 #      have such tests) against AWS_ENDPOINT_URL, under the race detector,
 #      starting a moto server on its port when nothing answers there, and
 #      creating the table and bucket with `agentgate init`; when it starts
-#      moto itself it runs the packages in two lanes at once, the second on
-#      a moto of its own on the next port (MOTO_PORT_LANE2 overrides it).
+#      moto itself it runs the packages in three lanes at once, the second
+#      and third on motos of their own on the next two ports
+#      (MOTO_PORT_LANE2 and MOTO_PORT_LANE3 override them).
 # `scripts/test.sh integration` runs step 2 only (the tests of the
 # integration-tagged files; `scripts/test.sh integration all` runs every test
 # of those packages, as step 2 did before).
@@ -77,38 +78,47 @@ fi
 [ "$unit_rc" -eq 0 ] || exit "$unit_rc"
 
 echo "== integration tests against $AWS_ENDPOINT_URL"
-# The suites run in two lanes at once, each against its own emulator (one
-# moto server is one Python process: a second one lets the lanes use both
-# cores; each lane's packages run one after another, -p 1, and every test
-# makes its own table and bucket). When an emulator already answers on
-# AWS_ENDPOINT_URL (yours, or LocalStack), every package runs against it, one
-# lane after the other, as before.
-lane2_endpoint=""
+# The suites run in three lanes at once, each against its own emulator (one
+# moto server is one Python process; each lane's packages run one after
+# another, -p 1, and every test makes its own table and bucket). When an
+# emulator already answers on AWS_ENDPOINT_URL (yours, or LocalStack), or
+# the lanes' ports are taken, every package runs against AWS_ENDPOINT_URL,
+# one after the other.
+lane_endpoints=()
 if curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null || curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/_localstack/health" 2>/dev/null; then
   echo "using the emulator already on $AWS_ENDPOINT_URL"
 else
   port="${AWS_ENDPOINT_URL##*:}"; port="${port%%/*}"; [[ "$port" =~ ^[0-9]+$ ]] || port=4566
-  lane2_endpoint="http://localhost:${MOTO_PORT_LANE2:-$((port + 1))}"
-  if curl -fsS -o /dev/null "$lane2_endpoint/moto-api/" 2>/dev/null; then
-    echo "something already answers on $lane2_endpoint: one lane after the other on $AWS_ENDPOINT_URL"
-    lane2_endpoint=""
-  fi
-  # Stop the emulators afterwards only if this script started them, both at
+  lane_endpoints=("http://localhost:${MOTO_PORT_LANE2:-$((port + 1))}" "http://localhost:${MOTO_PORT_LANE3:-$((port + 2))}")
+  for e in "${lane_endpoints[@]}"; do
+    if curl -fsS -o /dev/null "$e/moto-api/" 2>/dev/null; then
+      echo "something already answers on $e: one package after the other on $AWS_ENDPOINT_URL"
+      lane_endpoints=()
+      break
+    fi
+  done
+  # Stop the emulators afterwards only if this script started them, all at
   # once: a moto that ran a lane takes seconds to exit (9.5 s and 2.9 s
   # after one run), and the total includes it.
-  trap 'scripts/moto.sh stop & stop_pid=$!; [ -z "$lane2_endpoint" ] || AWS_ENDPOINT_URL="$lane2_endpoint" scripts/moto.sh stop; wait "$stop_pid"; summary' EXIT
+  stop_motos() {
+    local pids=() e
+    scripts/moto.sh stop & pids+=($!)
+    for e in "${lane_endpoints[@]}"; do AWS_ENDPOINT_URL="$e" scripts/moto.sh stop & pids+=($!); done
+    wait "${pids[@]}"
+  }
+  trap 'stop_motos; summary' EXIT
   phase "moto start" scripts/moto.sh start
-  [ -z "$lane2_endpoint" ] || AWS_ENDPOINT_URL="$lane2_endpoint" scripts/moto.sh start
+  for e in "${lane_endpoints[@]}"; do AWS_ENDPOINT_URL="$e" scripts/moto.sh start; done
 fi
 [ -n "$(trap -p EXIT)" ] || trap summary EXIT
 bin="$(mktemp -d)"
 go build -o "$bin/agentgate" ./cmd/agentgate
 phase init "$bin/agentgate" init --endpoint "$AWS_ENDPOINT_URL"
-[ -z "$lane2_endpoint" ] || "$bin/agentgate" init --endpoint "$lane2_endpoint"
+for e in "${lane_endpoints[@]}"; do "$bin/agentgate" init --endpoint "$e"; done
 rm -rf "$bin"
-# The suites that read sent mail back from moto's /moto-api/data.json go first
-# in their lane: moto 5.2 answers that endpoint 500 (slowly) once it holds
-# objects of deleted buckets, which later suites leave behind.
+# The suites that read sent mail back from moto's /moto-api/data.json run
+# first on their emulator: moto 5.2 answers that endpoint 500 (slowly) once
+# it holds objects of deleted buckets, which other suites leave behind.
 mail_pkgs="./cmd/agentgate ./internal/approval"
 # Only the packages the integration tag changes: those whose test files differ
 # with -tags integration. Every other package's tests are the unit tier's,
@@ -130,47 +140,55 @@ integration_files=$(grep -rl --include='*_test.go' '^//go:build integration$' . 
 integration_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' $integration_files | sort -u | paste -sd'|' -)
 [ -n "$integration_tests" ] || { echo "test.sh: found no tests in integration-tagged files" >&2; exit 1; }
 if [ "${1:-}" = "integration" ] && [ "${2:-}" = "all" ]; then integration_run='.'; else integration_run="^($integration_tests)\$"; fi
-# Lane 1: runs/dynamo (the longest package by far), then apitest, s3state
-# and docstore; lane 2: the mail suites (cmd/agentgate waits out a 60-second
-# approval window under the RIE, whatever the load), then everything else
-# (service the longest). Each package's build costs its lane a few seconds
-# more. Lane 1 held runs/dynamo, service and the four small packages and
-# lane 2 the mail suites and apitest before: on one 2-core machine at load
-# 2-3 both ways balance (156 s and 149 s before, 157 s and 156 s now:
-# dynamo 89-95 s, cmd/agentgate 91-93 s, service 42 s, apitest 42-44 s,
-# s3state 7 s, docstore 4-5 s, the three others 5 s); at load 5-7 the old
-# lane 1, all of it CPU-bound, took 274 s against 210 s, and this one (with
-# docstore still in lane 2) 205 s against 195 s at load 3-5.
-lane1_re='/internal/(runs/dynamo|runs/s3state|apitest|docstore)$'
+# Lane 1: runs/dynamo (the longest package by far) and docstore; lane 2: the
+# mail suites (cmd/agentgate waits out a 60-second approval window under the
+# RIE, whatever the load, idle most of its 95 s), then s3state; lane 3:
+# apitest, then everything else (service the longest). On the quiet 2-core
+# machine in two lanes (the mail suites, then service and the small ones;
+# runs/dynamo, apitest, s3state and docstore) they took 178 s and 180 s:
+# dynamo 108 s, cmd/agentgate 95 s, service 50 s, apitest 43 s, s3state 11 s,
+# docstore 4 s, the three others 5 s. In three lanes, with s3state in lane 1,
+# 133 s, 115 s and 117 s.
+lane1_re='/internal/(runs/dynamo|docstore)$'
+lane2_re='/internal/runs/s3state$'
 lane1_pkgs="$(echo "$integration_pkgs" | grep -E "$lane1_re" || true)"
-lane2_rest="$(echo "$integration_pkgs" | grep -v -E "$lane1_re" || true)"
+lane2_pkgs="$(echo "$integration_pkgs" | grep -E "$lane2_re" || true)"
+lane3_pkgs="$(echo "$integration_pkgs" | grep -v -E "$lane1_re|$lane2_re" || true)"
 short() { echo $* | sed 's|github.com/agentgate/agentgate/|./|g'; }
 itest() { go test -race -count=1 -p 1 -tags integration -run "$integration_run" "$@"; }
-if [ -z "$lane2_endpoint" ]; then
-  echo "== integration packages: $mail_pkgs, then $(short $lane2_rest $lane1_pkgs)"
+if [ ${#lane_endpoints[@]} -eq 0 ]; then
+  echo "== integration packages: $mail_pkgs, then $(short $lane3_pkgs $lane2_pkgs $lane1_pkgs)"
   phase "integration (mail suites)" itest $mail_pkgs
-  phase "integration (the rest)" itest $lane2_rest $lane1_pkgs
+  phase "integration (the rest)" itest $lane3_pkgs $lane2_pkgs $lane1_pkgs
 else
-  echo "== integration packages: lane 1: $(short $lane1_pkgs); lane 2 (on $lane2_endpoint): $mail_pkgs, then $(short $lane2_rest)"
-  # Lane 2 writes to a file, printed when it ends, so the two lanes' lines
-  # do not interleave; its time is printed with it.
-  lane2_log="$(mktemp)"
-  (
-    t0=$(date +%s.%N); rc=0
-    export AWS_ENDPOINT_URL="$lane2_endpoint"
-    { itest $mail_pkgs && { [ -z "$lane2_rest" ] || itest $lane2_rest; }; } >"$lane2_log" 2>&1 || rc=$?
-    awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' >"$lane2_log.time"
-    exit $rc
-  ) &
-  lane2_pid=$!
+  echo "== integration packages: lane 1: $(short $lane1_pkgs); lane 2 (on ${lane_endpoints[0]}): $mail_pkgs, then $(short $lane2_pkgs); lane 3 (on ${lane_endpoints[1]}): $(short $lane3_pkgs)"
+  # Lanes 2 and 3 write to files, printed when they end, so the lanes'
+  # lines do not interleave; each one's time is printed with it.
+  lane() { # lane LOG ENDPOINT FIRST THEN: run the packages of FIRST, then those of THEN, against ENDPOINT in the background
+    local log="$1" endpoint="$2" first="$3" then="$4"
+    (
+      t0=$(date +%s.%N); rc=0
+      export AWS_ENDPOINT_URL="$endpoint"
+      { [ -z "$first" ] || itest $first; } >"$log" 2>&1 || rc=$?
+      [ "$rc" -ne 0 ] || [ -z "$then" ] || itest $then >>"$log" 2>&1 || rc=$?
+      awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' >"$log.time"
+      exit $rc
+    ) &
+  }
+  lane2_log="$(mktemp)" lane3_log="$(mktemp)"
+  lane "$lane2_log" "${lane_endpoints[0]}" "$mail_pkgs" "$lane2_pkgs"; lane2_pid=$!
+  lane "$lane3_log" "${lane_endpoints[1]}" "$lane3_pkgs" ""; lane3_pid=$!
   lane1_rc=0
   [ -z "$lane1_pkgs" ] || phase "integration (lane 1)" itest $lane1_pkgs || lane1_rc=$?
-  lane2_rc=0
-  wait "$lane2_pid" || lane2_rc=$?
-  echo "== integration (lane 2, on $lane2_endpoint):"
-  cat "$lane2_log"
-  phases+=("integration (lane 2, at the same time) $(cat "$lane2_log.time")s")
-  echo "== integration (lane 2, at the same time): $(cat "$lane2_log.time")s"
-  rm -f "$lane2_log" "$lane2_log.time"
-  [ "$lane1_rc" -eq 0 ] && [ "$lane2_rc" -eq 0 ] || exit 1
+  others_rc=0
+  for n in 2 3; do
+    pid_var="lane${n}_pid" log_var="lane${n}_log" endpoint="${lane_endpoints[$((n - 2))]}"
+    wait "${!pid_var}" || others_rc=1
+    echo "== integration (lane $n, on $endpoint):"
+    cat "${!log_var}"
+    phases+=("integration (lane $n, at the same time) $(cat "${!log_var}.time")s")
+    echo "== integration (lane $n, at the same time): $(cat "${!log_var}.time")s"
+    rm -f "${!log_var}" "${!log_var}.time"
+  done
+  [ "$lane1_rc" -eq 0 ] && [ "$others_rc" -eq 0 ] || exit 1
 fi
