@@ -84,6 +84,12 @@ echo "== integration tests against $AWS_ENDPOINT_URL"
 # emulator already answers on AWS_ENDPOINT_URL (yours, or LocalStack), or
 # the lanes' ports are taken, every package runs against AWS_ENDPOINT_URL,
 # one after the other.
+# MOTO_PORT would make scripts/moto.sh use one port for every lane: the
+# lanes' endpoints name their ports.
+unset MOTO_PORT
+answers() { # answers URL: whether anything answers HTTP on URL's host and port
+  curl -sS -o /dev/null --max-time 2 "$1/" 2>/dev/null
+}
 lane_endpoints=()
 if curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null || curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/_localstack/health" 2>/dev/null; then
   echo "using the emulator already on $AWS_ENDPOINT_URL"
@@ -91,7 +97,7 @@ else
   port="${AWS_ENDPOINT_URL##*:}"; port="${port%%/*}"; [[ "$port" =~ ^[0-9]+$ ]] || port=4566
   lane_endpoints=("http://localhost:${MOTO_PORT_LANE2:-$((port + 1))}" "http://localhost:${MOTO_PORT_LANE3:-$((port + 2))}")
   for e in "${lane_endpoints[@]}"; do
-    if curl -fsS -o /dev/null "$e/moto-api/" 2>/dev/null; then
+    if answers "$e"; then
       echo "something already answers on $e: one package after the other on $AWS_ENDPOINT_URL"
       lane_endpoints=()
       break
@@ -103,18 +109,18 @@ else
   stop_motos() {
     local pids=() e
     scripts/moto.sh stop & pids+=($!)
-    for e in "${lane_endpoints[@]}"; do AWS_ENDPOINT_URL="$e" scripts/moto.sh stop & pids+=($!); done
+    for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do AWS_ENDPOINT_URL="$e" scripts/moto.sh stop & pids+=($!); done
     wait "${pids[@]}"
   }
   trap 'stop_motos; summary' EXIT
   phase "moto start" scripts/moto.sh start
-  for e in "${lane_endpoints[@]}"; do AWS_ENDPOINT_URL="$e" scripts/moto.sh start; done
+  for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do AWS_ENDPOINT_URL="$e" scripts/moto.sh start; done
 fi
 [ -n "$(trap -p EXIT)" ] || trap summary EXIT
 bin="$(mktemp -d)"
 go build -o "$bin/agentgate" ./cmd/agentgate
 phase init "$bin/agentgate" init --endpoint "$AWS_ENDPOINT_URL"
-for e in "${lane_endpoints[@]}"; do "$bin/agentgate" init --endpoint "$e"; done
+for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do "$bin/agentgate" init --endpoint "$e"; done
 rm -rf "$bin"
 # The suites that read sent mail back from moto's /moto-api/data.json run
 # first on their emulator: moto 5.2 answers that endpoint 500 (slowly) once

@@ -61,9 +61,10 @@ type DirOption func(*DirBackend)
 //
 // Crash safety is the same as with marker files: the tools write a marker
 // only after the effect (once in tools.go), and with a marker store Put
-// and Delete also fsync the document's folder after the rename or removal,
-// so the effect is on disk before MarkApplied is called, and MarkApplied
-// returns only once m has committed the record. (With marker files, the
+// fsyncs the document's folder and those above it after the rename, and
+// Delete the folder it removed from, so the effect is on disk before
+// MarkApplied is called, and MarkApplied returns only once m has
+// committed the record. (With marker files, the
 // marker file's fsync came after the effect on the same file system, and
 // on a journalling file system such as ext4 it commits the effect's
 // rename too; the embedded database's fdatasync of its own file need not,
@@ -185,12 +186,7 @@ func (b *DirBackend) Put(ctx context.Context, p, text string) error {
 		return err
 	}
 	dir := path.Dir(p)
-	created := false // whether this Put makes the document's folder
 	if dir != "." {
-		if b.markers != nil {
-			_, err := b.root.Stat(dir)
-			created = err != nil
-		}
 		if err := b.root.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("%w: %w", ErrNotApplied, mapDirError(err, "create folder for "+p))
 		}
@@ -202,9 +198,12 @@ func (b *DirBackend) Put(ctx context.Context, p, text string) error {
 	}
 	if b.markers != nil {
 		// The marker goes to another file (WithMarkerStore): make the
-		// rename durable first. The document is in place, so a failure
-		// here is an unknown outcome, not ErrNotApplied.
-		if err := b.syncFolders(dir, created); err != nil {
+		// rename durable first, and the entries of the folders above it,
+		// which this Put, an earlier one that failed after MkdirAll, or
+		// a concurrent one may have just made (an unchanged folder's
+		// fsync costs next to nothing). The document is in place, so a
+		// failure here is an unknown outcome, not ErrNotApplied.
+		if err := b.syncFolders(dir, true); err != nil {
 			return fmt.Errorf("write %s: %w", p, err)
 		}
 	}

@@ -104,12 +104,13 @@ func DecodeBlob(ref StateRef, blob []byte) ([]byte, error) {
 	defer gzipReaders.Put(zr)
 	// gzip's trailer holds the inflated size (modulo 4 GiB): read into a
 	// buffer of that size rather than one grown by doubling. It is only a
-	// hint: capped at 64 times the blob (a corrupted trailer costs no more),
+	// hint: capped at 16 times the blob (a corrupted trailer costs no more),
 	// and a stream that inflates to more still reads whole up to
-	// maxStateJSON.
+	// maxStateJSON. The comparison is in uint64, so a large trailer cannot
+	// wrap where int is 32 bits.
 	var hint int
 	if n := len(blob); n >= 4 {
-		hint = min(int(binary.LittleEndian.Uint32(blob[n-4:])), 64*n, maxStateJSON)
+		hint = int(min(uint64(binary.LittleEndian.Uint32(blob[n-4:])), 16*uint64(n), maxStateJSON))
 	}
 	w := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
 	_, err = w.ReadFrom(io.LimitReader(zr, maxStateJSON))

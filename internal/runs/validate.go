@@ -33,8 +33,11 @@ const (
 // share pages of the embedded store's B+tree (a batch of writes to recent
 // runs rewrites fewer pages than one to runs spread over the whole file);
 // DynamoDB hashes the id (and shardOf its due-index shard), so the prefix
-// makes no hot key there. An id carries no meaning: nothing reads the time
-// back, and ids given by callers need not have it.
+// makes no hot key there; the state blobs' S3 keys (runs/<id>/...) now
+// sort by time, which S3 scales per prefix on its own at the request rates
+// of approvals. An id carries no meaning: nothing reads the time back
+// (though anyone who sees an id can), and ids given by callers need not
+// have it.
 func NewRunID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[6:])
