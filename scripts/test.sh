@@ -57,10 +57,15 @@ if command -v npm >/dev/null 2>&1; then
   npm_pid=$!
 fi
 
+# -trimpath: the compiled packages do not depend on the checkout's folder,
+# so a second clone or worktree of the same code (CI's clean clone on a
+# machine that ran the tests before) reuses the build cache instead of
+# compiling every package again under -race (145 s for the unit phase in a
+# clean clone, 112 s with the cache). No test reads its source file's path.
 unit_rc=0
 if [ "${1:-}" != "integration" ]; then
   echo "== unit tests"
-  phase unit go test -race -count=1 $unit_pkgs || unit_rc=$?
+  phase unit go test -race -trimpath -count=1 $unit_pkgs || unit_rc=$?
 fi
 
 if [ -n "$npm_pid" ]; then
@@ -161,7 +166,7 @@ lane1_pkgs="$(echo "$integration_pkgs" | grep -E "$lane1_re" || true)"
 lane2_pkgs="$(echo "$integration_pkgs" | grep -E "$lane2_re" || true)"
 lane3_pkgs="$(echo "$integration_pkgs" | grep -v -E "$lane1_re|$lane2_re" || true)"
 short() { echo $* | sed 's|github.com/agentgate/agentgate/|./|g'; }
-itest() { go test -race -count=1 -p 1 -tags integration -run "$integration_run" "$@"; }
+itest() { go test -race -trimpath -count=1 -p 1 -tags integration -run "$integration_run" "$@"; }
 if [ ${#lane_endpoints[@]} -eq 0 ]; then
   echo "== integration packages: $mail_pkgs, then $(short $lane3_pkgs $lane2_pkgs $lane1_pkgs)"
   phase "integration (mail suites)" itest $mail_pkgs

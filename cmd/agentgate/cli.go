@@ -5,6 +5,7 @@ package main
 // its own file (cli_runs.go, cli_approvals.go).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/agentgate/agentgate/client"
 )
@@ -87,6 +91,7 @@ func (g *globalFlags) client() (*client.Client, error) {
 
 // runGroup runs one command group: args[0] names the verb.
 func runGroup(ctx context.Context, group string, verbs map[string]subcommand, args []string, stdout io.Writer) error {
+	stdout = terminalSafe{stdout}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		groupUsage(stdout, group, verbs)
 		return nil
@@ -190,14 +195,40 @@ func oneID(args []string) (string, error) {
 }
 
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, jsonForTerminal(buf.String()))
+	return err
+}
+
+// jsonForTerminal escapes, as JSON escapes, the characters encoding/json
+// leaves raw that a terminal acts on or reorders: DEL and C1 controls and
+// format characters (bidirectional overrides, zero-width characters). The
+// JSON decodes to the same values; terminalSafe then has nothing to change.
+func jsonForTerminal(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if !unicode.IsControl(r) && !unicode.Is(unicode.Cf, r) || r == '\n' || r == '\t' {
+			b.WriteRune(r)
+			continue
+		}
+		if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		} else {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }
 
 // isCharDevice reports whether w is a terminal (a character device).
 func isCharDevice(w any) bool {
-	f, ok := w.(*os.File)
+	f, ok := unwrapTerminal(w).(*os.File)
 	if !ok {
 		return false
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentgate/agentgate/client"
+	"github.com/agentgate/agentgate/internal/approval"
 )
 
 func init() {
@@ -149,7 +149,13 @@ func decideTurn(ctx context.Context, g *globalFlags, args []string, w io.Writer,
 			return err
 		}
 		writeHeldTurn(w, r, useColour(w))
-		fmt.Fprintf(w, "\n%s these %d call(s) of run %s? [y/N] ", strings.ToUpper(string(action[:1]))+string(action[1:]), len(r.Pending.Calls), id)
+		held := 0 // the calls the decision is on; read-only siblings run anyway
+		for _, c := range r.Pending.Calls {
+			if c.NeedsApproval {
+				held++
+			}
+		}
+		fmt.Fprintf(w, "\n%s the %d call(s) that need approval in run %s? [y/N] ", strings.ToUpper(string(action[:1]))+string(action[1:]), held, id)
 		answer, _ := bufio.NewReader(cliStdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return errors.New("nothing decided")
@@ -235,10 +241,10 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 			fmt.Fprintf(w, "    approved for this run by %s\n", call.ApprovedBy)
 		}
 		if len(call.Input) > 0 {
-			var pretty bytes.Buffer
-			if json.Indent(&pretty, call.Input, "    ", "  ") == nil {
-				fmt.Fprintf(w, "    input: %s\n", pretty.String())
-			}
+			// As the page and the mail show it: the literal text, not an
+			// encoder's \u003c; CleanText makes control characters visible.
+			pretty := approval.CleanText(approval.PrettyArguments(call.Input))
+			fmt.Fprintf(w, "    input: %s\n", strings.ReplaceAll(pretty, "\n", "\n    "))
 		}
 		if call.Preview != "" {
 			fmt.Fprintln(w, "    preview:")

@@ -191,6 +191,10 @@ func TestCLIApproveBindsToTheShownTurn(t *testing.T) {
 	if code != 1 || !strings.Contains(serr, "nothing decided") || !strings.Contains(out, "[y/N]") {
 		t.Fatalf("answer no: exit %d\n%s\n%s", code, out, serr)
 	}
+	// The turn holds a read and a write: the question counts the write only.
+	if !strings.Contains(out, "Approve the 1 call(s) that need approval in run "+r.ID) {
+		t.Errorf("the question counts the calls that need approval:\n%s", out)
+	}
 	if !strings.Contains(out, ansiGreen+"+- Team: 12 EUR") {
 		t.Errorf("on a terminal the diff is coloured:\n%q", out)
 	}
@@ -242,5 +246,24 @@ func TestCLIEnvironment(t *testing.T) {
 	run(context.Background(), []string{"runs", "get", "--help"}, &out, &serr)
 	if strings.Contains(out.String(), cliToken("alice")) {
 		t.Error("--help printed the token")
+	}
+}
+
+// TestHeldTurnShowsLiteralArguments: `approvals show` prints a call's
+// arguments as the page and the mail do, the characters an encoder escaped
+// ("\u003c", "\u0026", "\u00e9") as themselves, each line indented under
+// the call; a control character stays visible.
+func TestHeldTurnShowsLiteralArguments(t *testing.T) {
+	r := &client.Run{ID: "run1", Initiator: "alice", Pending: &client.Pending{
+		TurnDigest: "d", Deadline: time.Now().Add(time.Hour),
+		Calls: []client.PendingCall{{ID: "c1", Tool: "run_command", NeedsApproval: true,
+			Input: json.RawMessage(`{"cmd":"make \u0026\u0026 rm \u003c in \u003e out","who":"caf\u00e9","bell":"\u0007"}`)}},
+	}}
+	var out strings.Builder
+	writeHeldTurn(&out, r, false)
+	for _, want := range []string{`"cmd": "make && rm < in > out",`, "\n      \"who\": \"café\",", `"bell": "\u0007"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("approvals show lacks %q:\n%s", want, out.String())
+		}
 	}
 }

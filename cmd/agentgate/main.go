@@ -37,7 +37,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := cmd.run(ctx, args[1:], stdout); err != nil {
-		fmt.Fprintf(stderr, "agentgate %s: %v\n", args[0], err)
+		// An API error's message may quote what a caller sent.
+		fmt.Fprintf(stderr, "agentgate %s: %s\n", args[0], terminalText(err.Error()))
 		return 1
 	}
 	return 0

@@ -245,7 +245,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	model := fs.String("model", "", "model spec as the Lambdas take it: scripted:<file>, bedrock:<id>, openai:<model> (AGENTGATE_OPENAI_BASE_URL for compatible servers), anthropic:<model> (default: the built-in demo script)")
 	tools := fs.String("tools", "", "tool-sources file: MCP servers whose tools the model may call, behind the approval gate (see README)")
 	var tokens tokenFlag
-	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable); default: one generated for principal 'local-user'")
+	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable; visible to other local users in the process list: prefer --token-file); default: one generated for principal 'local-user'")
+	fs.Func("token-file", "file of bearer tokens, one principal=token per line (blank lines and lines starting with # are skipped; repeatable)", tokens.readFile)
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
 	segment := fs.Duration("segment-budget", 0, "how long a worker works on a run before it checkpoints it and continues it in a new job (0: no limit; a Lambda stops before its timeout)")
 	store := fs.String("store", "embedded", "embedded (bbolt file in --dir) or aws (DynamoDB+S3 named by AGENTGATE_TABLE and AGENTGATE_BUCKET, endpoint from AWS_ENDPOINT_URL)")
@@ -277,7 +278,11 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if s.tools != nil {
 		fmt.Fprint(stdout, s.tools.Summary())
 	}
-	fmt.Fprintf(stdout, "agentgate serving on %s (store %s)\n", s.URL, *dir)
+	where := "embedded store in " + *dir
+	if *store == "aws" {
+		where = fmt.Sprintf("DynamoDB table %s and S3 bucket %s; documents, outbox in %s", os.Getenv(config.EnvTable), os.Getenv(config.EnvBucket), *dir)
+	}
+	fmt.Fprintf(stdout, "agentgate serving on %s (%s)\n", s.URL, where)
 	<-ctx.Done()
 	return s.Close()
 }
@@ -295,7 +300,29 @@ func (t *tokenFlag) Set(v string) error {
 	if *t == nil {
 		*t = tokenFlag{}
 	}
+	if other, dup := (*t)[token]; dup && other != principal {
+		return fmt.Errorf("one token is given for two principals (%s and %s)", other, principal)
+	}
 	(*t)[token] = principal
+	return nil
+}
+
+// readFile adds the principal=token lines of the file at path; an error
+// names the line, never the token.
+func (t *tokenFlag) readFile(path string) error {
+	b, err := os.ReadFile(path) //nolint:gosec // the operator names the file
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if err := t.Set(line); err != nil {
+			return fmt.Errorf("%s line %d: %w", path, i+1, err)
+		}
+	}
 	return nil
 }
 

@@ -129,8 +129,28 @@ func TestServeToolsRefusesAToolThatChangedWhileTheRunWaited(t *testing.T) {
 	failed := alice.waitStatus(run.ID, "FAILED")
 	assert.Equal(t, "tool_changed", failed.Reason)
 	assert.Contains(t, string(failed.Output), `crm__create_ticket`)
-	assert.Contains(t, string(failed.Output), "changed its definition while the run waited")
+	assert.Contains(t, string(failed.Output), "is not what the approver reviewed: its server's definition of it now differs from the one the call was held with")
 	assert.Empty(t, crm.CallsOf("create_ticket"), "nothing ran")
+}
+
+func TestServeToolsHoldsARunOnADefinitionChangedBeforeItStarted(t *testing.T) {
+	// The outside tester's story: the server adds an optional property
+	// after serve listed it; every later run used to be refused at resume.
+	crm := ticketServer(t)
+	_, alice, bob := startToolServer(t, ticketScript, mcptool.Server{Name: "crm", URL: crm.URL, TrustAnnotations: true})
+	crm.AddTool(&mcp.Tool{Name: "create_ticket", Description: "Open a support ticket, optionally with a priority.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"},"priority":{"type":"string"}},"required":["title"],"additionalProperties":false}`)},
+		mcptest.Text("ticket T-5 created"))
+
+	for i := range 2 {
+		run := startTicketRun(t, alice)
+		require.Len(t, run.Pending.Calls, 1)
+		assert.Contains(t, run.Pending.Calls[0].Preview, "optionally with a priority", "approvers see the definition the server has now")
+		bob.do(http.MethodPost, "/runs/"+run.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+		done := alice.waitStatus(run.ID, "COMPLETED")
+		assert.Contains(t, string(done.Output), "Ticket opened.")
+		assert.Len(t, crm.CallsOf("create_ticket"), i+1)
+	}
 }
 
 func TestServeToolsNeverSendsAWriteTwiceAfterItsOutcomeWasLost(t *testing.T) {

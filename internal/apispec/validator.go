@@ -128,8 +128,9 @@ func (v *Validator) Check(ctx context.Context, x Exchange) error {
 	if reqErr == nil && !strictJSON(req.Header.Get("Content-Type"), x.RequestBody) {
 		// kin-openapi reads bodies with encoding/json, which takes the last
 		// of two equal member names and replaces invalid UTF-8; the API's
-		// bodies are I-JSON (README), so such a body is malformed.
-		reqErr = errors.New("the JSON body is not I-JSON (RFC 7493): a member name twice in one object, invalid UTF-8 or a lone surrogate escape")
+		// bodies are I-JSON (README), so such a body is malformed; so is a
+		// top-level integer written with a fraction or an exponent.
+		reqErr = errors.New("the JSON body is not I-JSON (RFC 7493): a member name twice in one object, invalid UTF-8 or a lone surrogate escape; or a top-level integer is written with a fraction or an exponent")
 	}
 
 	var problems []string
@@ -177,7 +178,33 @@ func strictJSON(contentType string, body []byte) bool {
 	if err != nil || mt != "application/json" || len(bytes.TrimSpace(body)) == 0 {
 		return true
 	}
-	return jsontext.Value(body).IsValid()
+	return jsontext.Value(body).IsValid() && integralTopLevel(body)
+}
+
+// integralTopLevel reports whether every number member at the top level of
+// a JSON object body is written as an integer (no fraction, no exponent).
+// The request bodies' top-level numbers are all integers (max_tokens,
+// approval_ttl_seconds, ...), which the API decodes strictly: 2.0 or 2e0
+// is malformed there (README), though JSON Schema counts it an integer.
+// Numbers deeper in (tool inputs, input schemas) are not held to this.
+func integralTopLevel(body []byte) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return true
+	}
+	for dec.PeekKind() != '}' {
+		if _, err := dec.ReadToken(); err != nil { // the member name
+			return true
+		}
+		v, err := dec.ReadValue()
+		if err != nil {
+			return true
+		}
+		if v.Kind() == '0' && bytes.ContainsAny(v, ".eE") {
+			return false
+		}
+	}
+	return true
 }
 
 // checkUnrouted validates the answer to a request no operation matches: a

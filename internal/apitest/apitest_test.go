@@ -241,6 +241,14 @@ func TestLinkPagesMatchSpec(t *testing.T) {
 			}
 		})
 	}
+	// Once the sweep has ended the run EXPIRED, the API still says 410.
+	if _, err := s.App.Sweeper.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, s, c, id, "EXPIRED")
+	if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "bob", jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 410 {
+		t.Errorf("decision on an EXPIRED run: got %d, want 410: %v", status, out)
+	}
 }
 
 // TestServerRoutesMatchSpec checks the server's routing against the spec:

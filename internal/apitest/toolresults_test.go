@@ -300,7 +300,7 @@ func runClientToolsStory(t *testing.T, store func(*apitest.Options)) {
 
 // TestClientToolsExpire: a client read needs no approval and is handed over
 // at once; a submission after the deadline is 410 (gone), the sweep ends the
-// run EXPIRED/tool_results_expired, and a later submission is 409.
+// run EXPIRED/tool_results_expired, and a later submission is 410 as before the sweep.
 func TestClientToolsExpire(t *testing.T) { runClientToolsExpire(t, nil) }
 
 func runClientToolsExpire(t *testing.T, store func(*apitest.Options)) {
@@ -330,8 +330,8 @@ func runClientToolsExpire(t *testing.T, store func(*apitest.Options)) {
 	assert.Equal(t, "EXPIRED", run["status"])
 	assert.Equal(t, "tool_results_expired", run["termination_reason"])
 	assert.Nil(t, run["tool_results"])
-	status, _ = ctCall(t, s, "POST", "/runs/"+id+"/tool-results", "alice", submission(trID, result("c1", "5")))
-	assert.Equal(t, http.StatusConflict, status)
+	status, out = ctCall(t, s, "POST", "/runs/"+id+"/tool-results", "alice", submission(trID, result("c1", "5")))
+	assert.Equal(t, http.StatusGone, status, "after the sweep too, a late submission is 410: %v", out)
 }
 
 // TestClientToolsRefusedAtStart: bad client_tools, tool_executors and

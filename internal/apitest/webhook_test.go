@@ -311,3 +311,56 @@ func startOn(t *testing.T, store func(*apitest.Options), o apitest.Options) *api
 	}
 	return apitest.Start(t, o)
 }
+
+// TestWebhookSweepIsBoundedByTime: one sweep makes every due attempt (more
+// than the 10 a sweep was once capped at) while its delivery budget lasts;
+// receivers that answer slowly use the budget up and leave the rest, marked
+// more, to the next sweep, where nothing is sent twice.
+func TestWebhookSweepIsBoundedByTime(t *testing.T) {
+	_, signer, hook := newSecret(t)
+	rv := &receiver{t: t, hook: hook}
+	var slow atomic.Bool
+	clock := clocktest.New(time.Now().UTC())
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			clock.Advance(30 * time.Second) // each answer takes half a minute of the sweep's clock
+		}
+		rv.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	s := startOn(t, nil, apitest.Options{Now: clock.Now, Webhooks: &app.Webhooks{Signer: signer,
+		Policy: webhook.Policy{AllowHTTP: true, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}})
+	start := func(n int) {
+		for range n {
+			code, run := startRun(t, s, hs.URL+"/hook")
+			require.Equal(t, http.StatusAccepted, code, "%v", run)
+		}
+		s.App.Dispatcher.Wait()
+	}
+
+	start(25)
+	sum, err := s.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 25, sum.Deliveries, "every due attempt in one sweep")
+	assert.False(t, sum.More)
+	require.Len(t, rv.deliveries(), 25)
+
+	// 2 minutes of budget, attempts of up to 15 s: at 30 s an answer, the
+	// attempts begun at 0, 30, 60 and 90 s fit, the fifth would not.
+	start(6)
+	slow.Store(true)
+	sum, err = s.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 4, sum.Deliveries, "the budget bounds a sweep of slow answers")
+	assert.True(t, sum.More, "due attempts are left")
+	slow.Store(false)
+	sum, err = s.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 2, sum.Deliveries, "the next sweep makes the rest")
+	ids := map[string]int{}
+	for _, d := range rv.deliveries() {
+		ids[d.ID]++
+		assert.True(t, d.Verified)
+	}
+	assert.Len(t, ids, 31, "31 events, each delivered once")
+}

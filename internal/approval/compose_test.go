@@ -197,6 +197,17 @@ func TestPrettyArguments(t *testing.T) {
 		{`{"a":1,"b":[true]}`, "{\n  \"a\": 1,\n  \"b\": [\n    true\n  ]\n}"},
 		{``, `{}`},
 		{`not json <x>`, `not json <x>`},
+		// Escapes an encoder chose are undone; numbers keep their text.
+		{`{"cmd":"make \u0026\u0026 rm \u003c in \u003e out","name":"caf\u00e9","n":1.50e3}`,
+			"{\n  \"cmd\": \"make && rm < in > out\",\n  \"name\": \"café\",\n  \"n\": 1.50e3\n}"},
+		// What JSON must escape stays escaped.
+		{`{"q":"say \"hi\"\\ \u0007"}`, "{\n  \"q\": \"say \\\"hi\\\"\\\\ \\u0007\"\n}"},
+		{`["x"]`, "[\n  \"x\"\n]"},
+		{`"s"`, `"s"`},
+		// Not one JSON value: shown as it came.
+		{`{"a":1} {"b":2}`, `{"a":1} {"b":2}`},
+		{`{"a":`, `{"a":`},
+		{"{\"a\":\"\xff\"}", "{\"a\":\"\xff\"}"},
 	}
 	for _, tt := range tests {
 		if got := approval.PrettyArguments(json.RawMessage(tt.in)); got != tt.want {

@@ -3,12 +3,16 @@ package approval
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -194,17 +198,49 @@ func FormatDeadline(t time.Time) string {
 	return t.UTC().Format("Mon, 02 Jan 2006 15:04 UTC")
 }
 
-// PrettyArguments returns a call's JSON arguments indented for reading; input
-// that is not valid JSON comes back as it is, and empty input as "{}".
+// PrettyArguments returns a call's JSON arguments indented for reading, with
+// every string written again with the fewest escapes JSON needs: a model's
+// or SDK's "\u003c", "\u0026" or "\u00e9" shows as the character it is, so
+// the page, the mail and the CLI show approvers the literal text they
+// approve (HTML escaping is the page's job, control characters CleanText's).
+// Numbers keep their text. Input that is not valid JSON comes back as it is,
+// and empty input as "{}".
 func PrettyArguments(input json.RawMessage) string {
 	if len(bytes.TrimSpace(input)) == 0 {
 		return "{}"
 	}
 	var buf bytes.Buffer
-	if err := json.Indent(&buf, input, "", "  "); err != nil {
-		return string(input)
+	dec := jsontext.NewDecoder(bytes.NewReader(input))
+	enc := jsontext.NewEncoder(&buf, jsontext.WithIndent("  "))
+	for {
+		var err error
+		switch dec.PeekKind() {
+		case '"':
+			var tok jsontext.Token
+			if tok, err = dec.ReadToken(); err == nil {
+				err = enc.WriteToken(jsontext.String(tok.String()))
+			}
+		case '0':
+			var v jsontext.Value
+			if v, err = dec.ReadValue(); err == nil {
+				err = enc.WriteValue(v)
+			}
+		default: // null, true, false, a delimiter; or an error
+			var tok jsontext.Token
+			if tok, err = dec.ReadToken(); err == nil {
+				err = enc.WriteToken(tok)
+			}
+		}
+		if err != nil {
+			return string(input)
+		}
+		if dec.StackDepth() == 0 { // one whole value: nothing may follow
+			if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+				return string(input)
+			}
+			return strings.TrimSuffix(buf.String(), "\n")
+		}
 	}
-	return buf.String()
 }
 
 // CleanText makes text the model or a caller wrote safe to show to a human:

@@ -12,12 +12,19 @@ import (
 // Previews are shown to approvers. Bad input yields an explanation rather
 // than a Go error: the call itself will fail with the same message.
 
-func (s *toolset) previewWrite(ctx context.Context, input json.RawMessage) (string, error) {
+func (s *toolset) previewWrite(ctx context.Context, input json.RawMessage) (preview, base string, err error) {
 	in, msg := checkWrite(input)
 	if msg != "" {
-		return "this call will fail: " + msg, nil
+		return "this call will fail: " + msg, "", nil
 	}
-	old, _, err := s.b.Get(ctx, in.Path)
+	old, _, getErr := s.b.Get(ctx, in.Path)
+	if preview, err = s.writePreview(in, old, getErr); err != nil {
+		return "", "", err
+	}
+	return preview, reviewedBase(in.Path, old, getErr), nil
+}
+
+func (s *toolset) writePreview(in writeInput, old string, err error) (string, error) {
 	switch {
 	case errors.Is(err, ErrNotFound) && *in.Text == "":
 		return fmt.Sprintf("creates %s as an empty document", in.Path), nil
@@ -36,12 +43,19 @@ func (s *toolset) previewWrite(ctx context.Context, input json.RawMessage) (stri
 	return s.diff("a/"+in.Path, "b/"+in.Path, old, *in.Text), nil
 }
 
-func (s *toolset) previewDelete(ctx context.Context, input json.RawMessage) (string, error) {
+func (s *toolset) previewDelete(ctx context.Context, input json.RawMessage) (preview, base string, err error) {
 	in, msg := checkDelete(input)
 	if msg != "" {
-		return "this call will fail: " + msg, nil
+		return "this call will fail: " + msg, "", nil
 	}
-	old, _, err := s.b.Get(ctx, in.Path)
+	old, _, getErr := s.b.Get(ctx, in.Path)
+	if preview, err = s.deletePreview(in, old, getErr); err != nil {
+		return "", "", err
+	}
+	return preview, reviewedBase(in.Path, old, getErr), nil
+}
+
+func (s *toolset) deletePreview(in pathInput, old string, err error) (string, error) {
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		return fmt.Sprintf("deletes %s, whose text is over %d bytes (no diff)", in.Path, MaxDocumentBytes), nil

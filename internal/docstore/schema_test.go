@@ -45,8 +45,10 @@ func TestToolDefinitions(t *testing.T) {
 		if def.Description == "" {
 			t.Errorf("%s: empty description", def.Name)
 		}
-		if p, ok := tool.(*loop.FuncTool); !ok || (p.PreviewFunc != nil) != w.preview {
-			t.Errorf("%s: has preview = %v, want %v", def.Name, ok && p.PreviewFunc != nil, w.preview)
+		// The writes' previews carry a base (the document they show), so an
+		// approved call acts only on the document the approver saw.
+		if p, ok := tool.(*loop.FuncTool); !ok || p.PreviewFunc != nil || (p.BasedPreviewFunc != nil) != w.preview {
+			t.Errorf("%s: has based preview = %v, want %v (and no plain preview)", def.Name, ok && p.BasedPreviewFunc != nil, w.preview)
 		}
 	}
 }

@@ -25,6 +25,7 @@ func testBackend(t *testing.T, newBackend func(t *testing.T) Backend) {
 	t.Run("bad paths", func(t *testing.T) { testBadPaths(t, newBackend(t)) })
 	t.Run("previews", func(t *testing.T) { testPreviews(t, newBackend(t)) })
 	t.Run("idempotent writes", func(t *testing.T) { testIdempotentWrites(t, newBackend(t)) })
+	t.Run("changed after review", func(t *testing.T) { testChangedAfterReview(t, newBackend(t)) })
 	t.Run("binary documents", func(t *testing.T) { testBinaryDocuments(t, newBackend(t)) })
 }
 

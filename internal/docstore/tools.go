@@ -93,8 +93,8 @@ func (s *toolset) tools() []loop.Tool {
 				Effect:      loop.EffectWrite,
 				Idempotent:  true,
 			},
-			CallFunc:    s.write,
-			PreviewFunc: s.previewWrite,
+			CallFunc:         s.write,
+			BasedPreviewFunc: s.previewWrite,
 		},
 		&loop.FuncTool{
 			Def: loop.Definition{
@@ -104,8 +104,8 @@ func (s *toolset) tools() []loop.Tool {
 				Effect:      loop.EffectWrite,
 				Idempotent:  true,
 			},
-			CallFunc:    s.delete,
-			PreviewFunc: s.previewDelete,
+			CallFunc:         s.delete,
+			BasedPreviewFunc: s.previewDelete,
 		},
 	}
 }
@@ -469,7 +469,13 @@ func (s *toolset) write(ctx context.Context, input json.RawMessage) (loop.Result
 			return beforeEffect(in.Path, err)
 		}
 		if err == nil && old == text {
+			// Nothing to change, so nothing the approver did not see can be
+			// overwritten (this is also the retry of a write that was applied
+			// but whose marker was not recorded).
 			return loop.Result{Content: fmt.Sprintf("%s already has this text (%d bytes); nothing changed", in.Path, len(text))}, nil
+		}
+		if res, changed := changedSinceReview(ctx, in.Path, old, err); changed {
+			return res, nil
 		}
 		if err := s.b.Put(ctx, in.Path, text); err != nil {
 			return effectError(in.Path, err)
@@ -496,6 +502,9 @@ func (s *toolset) delete(ctx context.Context, input json.RawMessage) (loop.Resul
 		opaque := errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNotText) // deleted without reading
 		if err != nil && !opaque {
 			return beforeEffect(in.Path, err)
+		}
+		if res, changed := changedSinceReview(ctx, in.Path, old, err); changed {
+			return res, nil
 		}
 		if err := s.b.Delete(ctx, in.Path); err != nil {
 			return effectError(in.Path, err)

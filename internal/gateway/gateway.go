@@ -138,8 +138,13 @@ func (g *Gateway) log() *slog.Logger {
 }
 
 // authenticate returns the principal of a valid bearer token, "" when none
-// was sent, and ok=false for an unknown token.
+// was sent, and ok=false for an unknown token or more than one
+// Authorization header (ambiguous credentials are refused, not resolved by
+// taking the first).
 func (g *Gateway) authenticate(r *http.Request) (string, bool) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return "", false
+	}
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
 		return "", true

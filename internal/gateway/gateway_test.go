@@ -60,6 +60,11 @@ func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
 		{"not bearer, 10 MB", "/runs/r1/decision", "Basic eDp5", 10 << 20, 401, 0},
 		{"good token, over the limit", "/runs", "Bearer good", 10 << 20, 413, 1<<20 + 1},
 		{"good token, small", "/runs", "Bearer good", 100, 200, 100},
+		// Two Authorization headers (one per line here) are ambiguous, in
+		// either order and even when both hold the same good token.
+		{"good then bad token", "/runs", "Bearer good\nBearer nope", 100, 401, 0},
+		{"bad then good token", "/runs", "Bearer nope\nBearer good", 100, 401, 0},
+		{"good token twice", "/runs", "Bearer good\nBearer good", 100, 401, 0},
 		{"approval link, over its limit", "/approvals/tok", "", 10 << 20, 413, MaxLinkBody + 1},
 		{"approval link, form", "/approvals/tok", "", 200, 200, 200},
 	}
@@ -69,7 +74,9 @@ func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
 			r := httptest.NewRequest("POST", tt.path, body)
 			r.ContentLength = -1 // unknown: the gateway must not trust it to stop reading
 			if tt.auth != "" {
-				r.Header.Set("Authorization", tt.auth)
+				for _, a := range strings.Split(tt.auth, "\n") {
+					r.Header.Add("Authorization", a)
+				}
 			}
 			w := httptest.NewRecorder()
 			g.ServeHTTP(w, r)

@@ -207,6 +207,10 @@ func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return errorf(runs.EBadRequest, "body is empty; send a JSON object")
 	}
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		// JSON's null decodes into a struct as nothing at all; a body must be an object.
+		return errorf(runs.EBadRequest, "body is not valid: the body must be a JSON object, not null")
+	}
 	if err := decodeStrict(b, v); err != nil {
 		return errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
 	}

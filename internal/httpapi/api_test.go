@@ -107,6 +107,12 @@ func TestBadInput(t *testing.T) {
 		{"start: empty body", req("POST", "/runs", alice, ``), 400, "body is empty"},
 		{"start: trailing data", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"]} {}`), 400, "after the JSON object"},
 		{"start: array body", req("POST", "/runs", alice, `[1]`), 400, "must be a JSON object"},
+		{"start: null body", req("POST", "/runs", alice, ` null `), 400, "must be a JSON object, not null"},
+		{"decide: null body", req("POST", dec, bob, `null`), 400, "must be a JSON object, not null"},
+		{"decide: empty calls", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"approve","calls":[]}`), 400, "calls is empty"},
+		{"decide: empty calls alone", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[]}`), 400, "calls is empty"},
+		{"decide: malformed digest", req("POST", dec, bob, `{"turn_digest":"xyz","action":"approve"}`), 400, "64 lowercase hex digits"},
+		{"decide: uppercase digest", req("POST", dec, bob, `{"turn_digest":"`+strings.ToUpper(digest)+`","action":"approve"}`), 400, "64 lowercase hex digits"},
 		{"start: huge body", req("POST", "/runs", alice, big), 413, "limit"},
 		{"start: no approvers", req("POST", "/runs", alice, `{"prompt":"x"}`), 422, "approver"},
 		{"start: prompt and messages", req("POST", "/runs", alice, `{"prompt":"x","messages":[{"role":"user","content":[{"type":"text","text":"y"}]}],"approvers":["b@example.com"]}`), 422, "not both"},
@@ -143,6 +149,8 @@ func TestBadInput(t *testing.T) {
 		{"decide: wrong digest", req("POST", dec, bob, `{"turn_digest":"`+strings.Repeat("0", 64)+`","action":"approve"}`), 409, "reload the run"},
 		{"decide: unknown call", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"zz","action":"approve"}]}`), 422, "not pending"},
 		{"decide: edit fails schema", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":{"path":"x"}}]}`), 422, "schema"},
+		{"decide: edit input null", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":null}]}`), 422, "edited input must be a JSON object"},
+		{"decide: edit input an array", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":[1]}]}`), 422, "edited input must be a JSON object"},
 		{"decide: undecided write", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_read","action":"approve"}]}`), 422, "needs a decision"},
 		{"decide: bad action", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"yes"}`), 422, "turn action"},
 		{"decide: unknown field", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"approve","force":1}`), 400, "unknown field"},
@@ -206,6 +214,29 @@ func TestDecisionAfterSettleAndCancelTwice(t *testing.T) {
 	assert.Equal(t, 409, status, out)
 	status, _ = f.call(req("POST", "/runs/"+r2.ID+"/decision", bob, `{"turn_digest":"`+r2.TurnDigest+`","action":"approve"}`))
 	assert.Equal(t, 409, status)
+}
+
+// TestDecisionOnARunThatNeverSuspended: a run whose model answered without
+// a tool never held a turn. An approver it names is told 409 (nothing waits
+// for a decision), not 403 as if the decider were the problem; someone who
+// may not see the run still learns nothing (403, as GET /runs/{id}).
+func TestDecisionOnARunThatNeverSuspended(t *testing.T) {
+	f := newScriptedFixture(t, `{"turns":[{"content":[{"type":"text","text":"nothing to do"}]}]}`)
+	status, out := f.call(req("POST", "/runs", alice, `{"prompt":"p","approvers":["`+bob+`"]}`))
+	require.Equal(t, 202, status, out)
+	f.drain()
+	id := out["id"].(string)
+	require.Equal(t, runs.StatusCompleted, f.run(id).Status)
+	body := `{"turn_digest":"` + strings.Repeat("0", 64) + `","action":"approve"}`
+
+	status, out = f.call(req("POST", "/runs/"+id+"/decision", bob, body))
+	assert.Equal(t, 409, status, out)
+	assert.Contains(t, out["error"].(map[string]any)["message"], "COMPLETED; nothing waits for a decision")
+
+	getStatus, _ := f.call(req("GET", "/runs/"+id, carol, ""))
+	status, out = f.call(req("POST", "/runs/"+id+"/decision", carol, body))
+	assert.Equal(t, 403, status, out)
+	assert.Equal(t, getStatus, status, "a stranger learns no more than GET tells")
 }
 
 // TestConcurrentDecisions: 50 approvers' requests race on one suspension;

@@ -122,6 +122,13 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	if err := decodeJSON(req, routes.MaxStartBody, &sr); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
+	for i, m := range sr.Messages {
+		if m.Content == nil {
+			// The contract's Message requires content (an array; null
+			// and a missing member decode alike). Found by FuzzStartRun.
+			return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "body is not valid: messages[%d].content is required (an array of blocks)", i)
+		}
+	}
 	if err := sr.Validate(a.Tools); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
@@ -263,8 +270,22 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if err := decodeJSON(req, routes.MaxDecisionBody, &d); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
+	if !isDigest(d.TurnDigest) {
+		// The contract's Digest pattern (API Gateway's validator refuses it too).
+		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "body is not valid: turn_digest must be 64 lowercase hex digits (the pending.turn_digest of GET /runs/{id})")
+	}
+	if d.Calls != nil && len(d.Calls) == 0 {
+		// The contract's minItems: 1 (API Gateway's validator refuses it too).
+		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "body is not valid: calls is empty; give one decision per call, or leave calls out and give action")
+	}
 	r, err := a.Store.Get(ctx, id)
 	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	if err := notWaiting(r); err != nil && runs.MayRead(a.Directory, r, who) {
+		// Nothing to decide, told to whoever may see the run (as GET
+		// /runs/{id} would); a run that never held a turn has no calls to
+		// authorize against, which is no reason for a 403.
 		return events.APIGatewayProxyResponse{}, err
 	}
 	if err := a.authorize(r, who); err != nil {
@@ -277,15 +298,41 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	return jsonResponse(http.StatusAccepted, viewOf(r)), nil
 }
 
+// isDigest reports whether s has the form of a turn digest: SHA-256 in
+// lowercase hex.
+func isDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// notWaiting is the conflict of deciding run r when it does not wait for a
+// decision, nil when it does.
+func notWaiting(r *runs.Run) error {
+	switch {
+	case r.Status == runs.StatusWaiting:
+		return nil
+	case r.Status == runs.StatusExpired:
+		// The sweep ended the wait: the window closed (410, as before the sweep came).
+		return errorf(runs.EGone, "run %s is EXPIRED: its window closed; nothing waits for a decision", r.ID)
+	case r.Status.Terminal():
+		return errorf(runs.EConflict, "run %s is %s; nothing waits for a decision", r.ID, r.Status)
+	}
+	return errorf(runs.EConflict, "run %s is %s, not waiting for approval", r.ID, r.Status)
+}
+
 // applyDecision validates a decision against the run's held turn, records it
 // (one conditional write: of concurrent deciders exactly one wins) and
 // dispatches the resume worker. Shared by the API and the approval links.
 func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, how runs.NewDecision) (*runs.Run, error) {
-	if r.Status != runs.StatusWaiting {
-		if r.Status.Terminal() {
-			return nil, errorf(runs.EConflict, "run %s is %s; nothing waits for a decision", r.ID, r.Status)
-		}
-		return nil, errorf(runs.EConflict, "run %s is %s, not waiting for approval", r.ID, r.Status)
+	if err := notWaiting(r); err != nil {
+		return nil, err
 	}
 	if !a.now().Before(r.ApprovalDeadline) {
 		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.Format(time.RFC3339))

@@ -92,6 +92,10 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 		}
 		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "the tool results cannot be authorized")
 	}
+	if r.Status == runs.StatusExpired {
+		// The sweep ended the wait: the deadline passed (410, as before the sweep came).
+		return events.APIGatewayProxyResponse{}, errorf(runs.EGone, "run %s is EXPIRED: its window closed; nothing waits for tool results", r.ID)
+	}
 	if r.Status.Terminal() {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EConflict, "run %s is %s; nothing waits for tool results", r.ID, r.Status)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -122,10 +123,16 @@ func (r *Runner) Continue(ctx context.Context, cp *Checkpoint) (Outcome, error) 
 		if actions, err = checkTurnProgress(cp); err != nil {
 			return Outcome{}, err
 		}
-		absent, err := r.checkToolHashes(cp.Turn.Remaining(), cp.ToolHashes)
+		remaining := cp.Turn.Remaining()
+		confirmed, _, err := r.confirmDefinitions(ctx, remaining, cp.ToolHashes, actions)
 		if err != nil {
 			return Outcome{}, err
 		}
+		absent, err := r.checkToolHashes(remaining, cp.ToolHashes)
+		if err != nil {
+			return Outcome{}, err
+		}
+		maps.Copy(absent, confirmed)
 		for id, why := range absent {
 			if unconfirmed == nil {
 				unconfirmed = map[string]string{}
@@ -231,12 +238,20 @@ func checkTurnProgress(cp *Checkpoint) (map[string]CallDecision, error) {
 // recorded for them. A changed or vanished tool refuses (ErrToolChanged);
 // one whose source is noted absent in this process gives its calls an
 // error result instead (returned by call id with the reason).
+// DefinitionChecker tools are skipped: their source's answer
+// (confirmDefinitions, for the calls that run), not this process's copy of
+// their definition, decides.
 func (r *Runner) checkToolHashes(calls []PendingCall, hashes map[string]string) (map[string]string, error) {
 	absent := map[string]string{}
 	for _, c := range calls {
 		want, recorded := hashes[c.Name]
 		if !recorded {
 			continue // rejected when planned (unknown tool): it gets an error result
+		}
+		if tool, ok := r.Tools.Lookup(c.Name); ok {
+			if _, remote := tool.(DefinitionChecker); remote {
+				continue // asked when its call runs, irrelevant when it does not
+			}
 		}
 		got, ok := r.Tools.Hash(c.Name)
 		if !ok && r.Tools.noted(c.Name) {

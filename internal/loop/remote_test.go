@@ -139,6 +139,9 @@ func remoteHeldTurn(t *testing.T, log *execLog) (*loop.Runner, *remoteTool, *rem
 	require.NoError(t, err)
 	require.Equal(t, loop.OutcomeSuspended, out.Kind)
 	require.Empty(t, log.list())
+	assert.Equal(t, 1, read.checked, "every remote tool of a held turn is asked once when it is held")
+	assert.Equal(t, 1, write.checked)
+	read.checked, write.checked = 0, 0
 	return r, read, write, out.Suspended
 }
 
@@ -159,7 +162,7 @@ func TestResumeRefusesARemoteDefinitionThatChanged(t *testing.T) {
 			out, err := r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
 			require.ErrorIs(t, err, loop.ErrToolChanged)
 			assert.Contains(t, err.Error(), `"crm__update"`)
-			assert.Contains(t, err.Error(), "changed its definition")
+			assert.Contains(t, err.Error(), "is not what the approver reviewed: its server's definition of it now differs from the one the call was held with")
 			assert.Empty(t, log.list(), "nothing of the turn runs, not even the read sibling")
 			assert.Empty(t, out.Trace)
 		})
@@ -235,4 +238,58 @@ func TestResumeInAProcessWhereTheToolsSourceIsAbsent(t *testing.T) {
 	r2.Tools = tb2
 	_, err = r2.Resume(context.Background(), st2, loop.Decision{TurnDigest: st2.TurnDigest, Action: loop.ActionApprove})
 	require.ErrorIs(t, err, loop.ErrToolChanged)
+}
+
+// liveTool is a remote tool that keeps a copy of its source's definition,
+// refreshed whenever it is asked (the DefinitionChecker contract).
+type liveTool struct {
+	mu     sync.Mutex
+	copy   loop.Definition
+	source loop.Definition
+	log    *execLog
+}
+
+func (t *liveTool) Definition() loop.Definition {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.copy
+}
+
+func (t *liveTool) CurrentDefinition(context.Context) (loop.Definition, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.copy = t.source
+	return t.copy, nil
+}
+
+func (t *liveTool) Call(ctx context.Context, input json.RawMessage) (loop.Result, error) {
+	t.log.add(t.Definition().Name, input, loop.IdempotencyKey(ctx))
+	return loop.Result{Content: "ok"}, nil
+}
+
+func TestAHeldTurnIsHeldOnTheDefinitionItsSourceHasNow(t *testing.T) {
+	log := &execLog{}
+	v1 := loop.Definition{Name: "crm__update", InputSchema: json.RawMessage(pathSchema), Effect: loop.EffectWrite}
+	v2 := v1
+	v2.InputSchema = json.RawMessage(writeSchema)
+	tool := &liveTool{copy: v1, source: v2, log: log}
+	tb, err := loop.NewToolbox(tool)
+	require.NoError(t, err)
+	stale, _ := tb.Hash("crm__update")
+	want, err := loop.DefinitionHash(v2)
+	require.NoError(t, err)
+	r := &loop.Runner{Model: scriptModel(asst(use("u1", "crm__update", `{"path":"a","text":"x"}`)), asst(say("done"))), Tools: tb, NewID: seqIDs("s-")}
+
+	out, err := r.Run(context.Background(), request("update"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	assert.Equal(t, want, out.Suspended.ToolHashes["crm__update"], "hashed on the source's definition, not the stale copy (%s)", stale)
+	got, _ := tb.Hash("crm__update")
+	assert.Equal(t, want, got, "the toolbox follows the tool's refreshed definition")
+	require.NoError(t, tb.ValidateInput("crm__update", json.RawMessage(`{"path":"a","text":"x"}`)), "and its schema")
+
+	done, err := r.Resume(context.Background(), out.Suspended, loop.Decision{TurnDigest: out.Suspended.TurnDigest, Action: loop.ActionApprove})
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, done.Reason)
+	assert.Len(t, log.list(), 1)
 }

@@ -98,6 +98,8 @@ func TestRunTurnCheck(t *testing.T) {
 func TestRunRejectsUnknownAndDisallowedTools(t *testing.T) {
 	log := &execLog{}
 	r := newRunner(t, scriptModel(asst(use("u1", "nope", `{}`), use("d1", "delete_doc", `{"path":"a"}`)), asst(say("ok"))), log)
+	var steps []loop.Step
+	r.Hooks.OnStep = func(_ context.Context, st loop.Step) error { steps = append(steps, st); return nil }
 	req := request("go")
 	req.Options.AllowedTools = []string{"read_doc"}
 	out, err := r.Run(context.Background(), req)
@@ -109,6 +111,20 @@ func TestRunRejectsUnknownAndDisallowedTools(t *testing.T) {
 		require.True(t, ok)
 		assert.True(t, res.IsError)
 		assert.Contains(t, res.Content, "unknown tool")
+	}
+	// The trail: not run, why, and no decision that nobody made.
+	var rejected []loop.Step
+	for _, st := range steps {
+		if st.Kind == loop.StepToolExecuted {
+			rejected = append(rejected, st)
+		}
+	}
+	require.Len(t, rejected, 2)
+	for _, st := range rejected {
+		assert.True(t, st.IsError, "%+v", st)
+		assert.Empty(t, st.Action, "no decision was made on %s", st.CallID)
+		assert.Contains(t, st.Detail, "not run: ")
+		assert.Contains(t, st.Detail, "unknown tool")
 	}
 }
 
@@ -572,4 +588,22 @@ func TestTruncatedOrRefusedTurnsRunNoCalls(t *testing.T) {
 			checkTranscript(t, out.Transcript)
 		})
 	}
+}
+
+// TestHeldCallWithInvalidInputSaysItWillFail: a write whose input its
+// schema refuses is held with the turn (an approver may fix it by an edit),
+// and its preview says it fails as it is and why, instead of being empty.
+func TestHeldCallWithInvalidInputSaysItWillFail(t *testing.T) {
+	log := &execLog{}
+	r := newRunner(t, scriptModel(asst(use("w1", "write_doc", `{"path":5}`)), asst(say("done"))), log)
+	out, err := r.Run(context.Background(), request("go"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	st := out.Suspended
+	require.Len(t, st.PendingCalls, 1)
+	require.NotEmpty(t, st.PendingCalls[0].Rejected)
+	assert.True(t, st.PendingCalls[0].NeedsApproval)
+	assert.True(t, strings.HasPrefix(st.Previews["w1"], "this call will fail as it is: "), "preview: %q", st.Previews["w1"])
+	assert.Contains(t, st.Previews["w1"], st.PendingCalls[0].Rejected)
+	assert.Empty(t, log.list())
 }

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -46,6 +47,16 @@ type Runner struct {
 	// The whole turn is judged before any call runs. Nil: the tool's own
 	// trigger decides.
 	Policy Policy
+	// Unapprovable, when set, is asked about every planned turn that holds
+	// calls needing approval, before the turn suspends: it returns, keyed by
+	// call id, a denial for each such call whose approval no decision could
+	// ever give (say, a quorum larger than the persons who may decide it).
+	// Those calls are denied as a Policy's VerdictDeny denies them (an error
+	// result carrying the denial, a tool_denied step naming the call's rule),
+	// so the turn does not wait for a vote that cannot complete; it suspends
+	// only for the calls left needing approval. Ids of other calls are
+	// ignored. Nil: every held call waits for a decision.
+	Unapprovable func(ctx context.Context, calls []PendingCall) map[string]string
 	// Hooks observe and fence the loop.
 	Hooks Hooks
 	// Now returns the current time (nil: time.Now).
@@ -95,7 +106,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 // Resume continues a suspended run with a human's decision. It refuses (and
 // runs nothing) when the state's schema version is unknown (ErrSchemaVersion),
 // the decision names another turn (ErrDigestMismatch), a held call's tool
-// changed since suspension (ErrToolChanged), or the decision is malformed or
+// is no longer the one its call was held with (ErrToolChanged; a
+// DefinitionChecker tool of a call that is to run is asked for its current
+// definition first), or the decision is malformed or
 // an edit fails the tool's schema (ErrInvalidDecision). Otherwise every call
 // of the held turn gets exactly one result: approved and edited calls run
 // (read-only siblings too), denied calls get a denial naming the reason; then
@@ -120,17 +133,24 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if err := heldTurnMatches(state); err != nil {
 		return Outcome{}, err
 	}
-	absent, err := r.checkToolHashes(state.PendingCalls, state.ToolHashes)
-	if err != nil {
-		return Outcome{}, err
-	}
 	actions, err := resolveDecision(r.Tools, state.PendingCalls, state.TurnDigest, d)
 	if err != nil {
 		return Outcome{}, err
 	}
-	unconfirmed, err := r.confirmDefinitions(ctx, state, actions)
+	unconfirmed, asked, err := r.confirmDefinitions(ctx, state.PendingCalls, state.ToolHashes, actions)
 	if err != nil {
 		return Outcome{}, err
+	}
+	absent, err := r.checkToolHashes(state.PendingCalls, state.ToolHashes)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if len(asked) > 0 {
+		// An edit is checked again against the schema the source confirmed
+		// (this process's copy may have been older).
+		if actions, err = resolveDecision(r.Tools, state.PendingCalls, state.TurnDigest, d); err != nil {
+			return Outcome{}, err
+		}
 	}
 	for id, why := range absent {
 		if unconfirmed == nil {
@@ -174,41 +194,6 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 		return s.handOver(ctx, state.PendingCalls, tr)
 	}
 	return s.loop(ctx)
-}
-
-// confirmDefinitions asks the DefinitionChecker tools of the calls that are
-// to run for their current definitions. A definition that changed since the
-// suspension refuses the resume (ErrToolChanged); one that cannot be
-// confirmed is returned by call id with the reason, and that call does not run.
-func (r *Runner) confirmDefinitions(ctx context.Context, state *SuspendedState, actions map[string]CallDecision) (map[string]string, error) {
-	var unconfirmed map[string]string
-	for _, c := range state.PendingCalls {
-		act := actions[c.ID]
-		if act.Action == ActionDeny || c.Denied != "" || (c.Rejected != "" && act.Action != ActionEdit) {
-			continue
-		}
-		tool, ok := r.Tools.Lookup(c.Name)
-		if !ok {
-			continue
-		}
-		checker, ok := tool.(DefinitionChecker)
-		if !ok {
-			continue
-		}
-		def, err := checker.CurrentDefinition(ctx)
-		if err != nil {
-			if unconfirmed == nil {
-				unconfirmed = map[string]string{}
-			}
-			unconfirmed[c.ID] = err.Error()
-			continue
-		}
-		got, err := DefinitionHash(def)
-		if err != nil || got != state.ToolHashes[c.Name] {
-			return nil, fmt.Errorf("%w: tool %q (call %s) is no longer what was approved: its server changed its definition while the run waited", ErrToolChanged, c.Name, c.ID)
-		}
-	}
-	return unconfirmed, nil
 }
 
 // ValidateDecision checks a decision against a held turn without running
@@ -311,6 +296,9 @@ func resolveDecision(tools *Toolbox, calls []PendingCall, digest string, d Decis
 		case ActionEdit:
 			if len(cd.Input) == 0 {
 				return nil, fmt.Errorf("%w: calls[%d]: action edit needs the edited input", ErrInvalidDecision, i)
+			}
+			if t := bytes.TrimSpace(cd.Input); len(t) == 0 || t[0] != '{' {
+				return nil, fmt.Errorf("%w: calls[%d]: edited input must be a JSON object, as a tool's input is", ErrInvalidDecision, i)
 			}
 			if _, ok := tools.Lookup(c.Name); !ok {
 				return nil, fmt.Errorf("%w: calls[%d]: %s, its call cannot be edited", ErrInvalidDecision, i, tools.Missing(c.Name))

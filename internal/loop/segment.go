@@ -21,6 +21,8 @@ type segment struct {
 	opts         Options
 	specs        []ToolSpec
 	allowed      map[string]bool
+	// allowedNames are the keys of allowed, in the order the model sees them.
+	allowedNames []string
 	trace        []Step
 	// unconfirmed maps the ids of resumed calls whose tool could not confirm
 	// its definition to the reason; they get an error result and never run.
@@ -62,12 +64,23 @@ func (r *Runner) newSegment(runID, suspensionID string, tr Transcript, c Counter
 	}
 	s.allowed = make(map[string]bool, len(names))
 	for _, name := range names {
-		if t, ok := r.Tools.Lookup(name); ok && !s.allowed[name] {
+		if _, ok := r.Tools.Lookup(name); ok && !s.allowed[name] {
 			s.allowed[name] = true
-			s.specs = append(s.specs, t.Definition().Spec())
+			s.allowedNames = append(s.allowedNames, name)
 		}
 	}
+	s.specs = r.specsOf(s.allowedNames)
 	return s
+}
+
+// specsOf returns what the model is told about the named tools.
+func (r *Runner) specsOf(names []string) []ToolSpec {
+	specs := make([]ToolSpec, 0, len(names))
+	for _, name := range names {
+		t, _ := r.Tools.Lookup(name)
+		specs = append(specs, t.Definition().Spec())
+	}
+	return specs
 }
 
 func (s *segment) outcome() Outcome {
@@ -177,6 +190,12 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 			return s.finish(ctx, ReasonBudgetExhausted, fmt.Sprintf("token budget of %d used", s.opts.MaxTokens))
 		}
 		calls := s.plan(ctx, uses)
+		if needsApprovalIn(calls) && s.refreshHeld(ctx, calls) {
+			// A tool's source changed its definition since this process
+			// read it: the turn is judged, previewed and held on the
+			// definition the source has now.
+			calls = s.plan(ctx, uses)
+		}
 		if (needsApprovalIn(calls) || s.hasClientCall(calls)) && len(calls) > MaxHeldCalls {
 			// Too many calls to hold for approval or for the caller's
 			// results: run none and say why.
@@ -327,7 +346,8 @@ func validateTurn(m Message) error {
 // plan checks every call of a turn before any runs: unknown or disallowed
 // tools and invalid inputs are rejected, the rest are marked by whether they
 // need approval (the tool's own trigger, then the runner's Policy, which may
-// also refuse a call outright).
+// also refuse a call outright, then Unapprovable, which refuses a call whose
+// approval can never be given).
 func (s *segment) plan(ctx context.Context, uses []Block) []PendingCall {
 	calls := make([]PendingCall, 0, len(uses))
 	for _, u := range uses {
@@ -354,7 +374,42 @@ func (s *segment) plan(ctx context.Context, uses []Block) []PendingCall {
 		}
 		calls = append(calls, c)
 	}
+	if s.r.Unapprovable != nil && needsApprovalIn(calls) {
+		denials := s.r.Unapprovable(ctx, slices.Clone(calls))
+		for i := range calls {
+			if msg, ok := denials[calls[i].ID]; ok && calls[i].NeedsApproval {
+				calls[i].NeedsApproval = false
+				calls[i].Approval = nil
+				calls[i].Denied = msg
+			}
+		}
+	}
 	return calls
+}
+
+// rejectedDetail is the trail's note on a call that could not run at all,
+// its reason cut to 500 bytes.
+func rejectedDetail(why string) string {
+	return "not run: " + cutText(why, 500)
+}
+
+// rejectedPreview is the preview of a held call whose input its schema
+// refuses, its reason cut to 2000 bytes.
+func rejectedPreview(why string) string {
+	return "this call will fail as it is: " + cutText(why, 2000) + "\n(approving gives the model this error; an edit with a valid input runs instead)"
+}
+
+// cutText returns s, or its first limit bytes cut back to a rune boundary
+// and marked "…" when it is longer.
+func cutText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // needsApprovalIn reports whether any call of a planned turn needs approval.
@@ -405,22 +460,37 @@ func applyVerdict(c *PendingCall, v Verdict) {
 func (s *segment) suspend(ctx context.Context, calls []PendingCall) (Outcome, error) {
 	hashes := map[string]string{}
 	previews := map[string]string{}
-	for _, c := range calls {
+	for i, c := range calls {
 		tool, ok := s.r.Tools.Lookup(c.Name)
 		if !ok || !s.allowed[c.Name] {
 			continue
 		}
 		hashes[c.Name], _ = s.r.Tools.Hash(c.Name)
+		if c.NeedsApproval && c.Rejected != "" && c.Denied == "" {
+			// An input its schema refuses: approvers see that it fails as it
+			// is (an edit with a valid input can still run it).
+			previews[c.ID] = rejectedPreview(c.Rejected)
+			continue
+		}
 		if !c.NeedsApproval || c.Rejected != "" || c.Denied != "" {
 			continue
 		}
 		if p, ok := tool.(Previewer); ok {
-			text, err := p.Preview(ctx, c.Input)
+			var (
+				text, base string
+				err        error
+			)
+			if bp, ok := p.(BasedPreviewer); ok {
+				text, base, err = bp.PreviewWithBase(ctx, c.Input)
+			} else {
+				text, err = p.Preview(ctx, c.Input)
+			}
 			if err != nil {
 				// Approvers never see a raw system error; the call itself
 				// reports what is wrong when it runs.
-				text = "preview unavailable: the tool could not compute it"
+				text, base = "preview unavailable: the tool could not compute it", ""
 			}
+			calls[i].PreviewBase = base
 			if len(text) > MaxPreviewBytes {
 				cut := MaxPreviewBytes
 				for cut > 0 && !utf8.RuneStart(text[cut]) {
@@ -567,7 +637,7 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 			// The policy refused the call: it never runs, whatever the decision.
 			s.progressed = true
 			t.handled(c.ID, ErrorResult("Error: tool %q was denied by policy rule %q: %s", c.Name, c.Rule, c.Denied))
-			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true, Rule: c.Rule, Detail: "denied by policy"}); err != nil {
+			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true, Rule: c.Rule, Detail: "denied by policy: " + c.Denied}); err != nil {
 				return err
 			}
 			continue
@@ -596,7 +666,13 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 		} else if c.Rejected != "" {
 			s.progressed = true
 			t.handled(c.ID, ErrorResult("Error: %s", c.Rejected))
-			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Action: act.Action, IsError: true}); err != nil {
+			// The trail says the call did not run and why; an action only
+			// when a decision was made (an unknown tool is never decided).
+			st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, IsError: true, Detail: rejectedDetail(c.Rejected)}
+			if t.actions != nil {
+				st.Action = act.Action
+			}
+			if err := s.record(ctx, st); err != nil {
 				return err
 			}
 			continue
@@ -668,7 +744,11 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 		}
 	}
 	start := s.r.now()
-	res, err := tool.Call(WithIdempotencyKey(ctx, key), input)
+	callCtx := WithIdempotencyKey(ctx, key)
+	if c.PreviewBase != "" {
+		callCtx = WithPreviewBase(callCtx, c.PreviewBase)
+	}
+	res, err := tool.Call(callCtx, input)
 	dur := s.r.now().Sub(start)
 	if err != nil && def.Effect != EffectWrite && s.outlivedSegment(ctx) {
 		// The call had a whole segment's time and did not finish: making it
@@ -711,7 +791,7 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 			return true, fmt.Errorf("fence after %s: %w", c.ID, err)
 		}
 	}
-	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, Action: act.Action, Rule: c.Rule}
+	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, BaseChanged: res.BaseChanged, Action: act.Action, Rule: c.Rule}
 	if c.ApprovedBy != "" {
 		st.ApprovedByRule = "remembered, by " + c.ApprovedBy
 	}

@@ -88,6 +88,12 @@ type PendingCall struct {
 	// ApprovedBy names who approved the call in advance (remember: "run");
 	// such a call needs no decision.
 	ApprovedBy string `json:"approved_by,omitempty"`
+	// PreviewBase is the base of the call's preview (BasedPreviewer), set
+	// at suspension for a call held for approval; the call runs with it in
+	// its context (PreviewBase). Empty (no preview, or a state saved before
+	// bases existed): the tool checks nothing. The turn digest does not
+	// cover it: it is the loop's record, not something a decision names.
+	PreviewBase string `json:"preview_base,omitempty"`
 }
 
 // SuspendedState is everything needed to resume a run in another process.
@@ -260,7 +266,7 @@ var (
 	// ErrSchemaVersion: the suspended state was written by an unknown layout.
 	ErrSchemaVersion = errors.New("unknown suspended state schema version")
 	// ErrToolChanged: a held call's tool changed or vanished since suspension.
-	ErrToolChanged = errors.New("tool definition changed since suspension")
+	ErrToolChanged = errors.New("a held call's tool definition changed")
 	// ErrInvalidDecision: the decision is malformed, incomplete, or an edit
 	// fails the tool's schema.
 	ErrInvalidDecision = errors.New("invalid decision")

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -63,6 +64,12 @@ func (d Definition) Spec() ToolSpec {
 type Result struct {
 	Content string `json:"content"`
 	IsError bool   `json:"is_error,omitempty"`
+	// BaseChanged is set, with IsError, by a tool that refused an approved
+	// call because what the call's preview was computed from changed after
+	// the approver reviewed it (see PreviewBase): the call changed nothing.
+	// The loop records it on the call's tool_executed step; it is not part
+	// of the transcript and is never encoded.
+	BaseChanged bool `json:"-"`
 }
 
 // ErrorResult returns an error result with the formatted message.
@@ -79,6 +86,26 @@ func ErrorResult(format string, args ...any) Result {
 // when in doubt it returns the plain error.
 var ErrNoEffect = errors.New("the call failed before it had any effect")
 
+// OutcomeUnknownError is a write tool's Go error saying that its write may
+// or may not have taken effect (its request may have reached a server that
+// never answered, say). The loop stops the run with the call's fence still
+// stamped, so the run ends interrupted_write and the call is never made
+// again. Cause is a short reason fit for whoever reads the run (its
+// output.detail quotes it): never credentials, arguments or a server's
+// address. Err is the full error, for the log.
+type OutcomeUnknownError struct {
+	Cause string
+	Err   error
+}
+
+// Error says that the outcome is unknown, with the full error.
+func (e *OutcomeUnknownError) Error() string {
+	return "the outcome of the write is unknown: " + e.Err.Error()
+}
+
+// Unwrap returns the full error.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
 // Tool is a capability the model may call. Call returns a Go error only for
 // infrastructure failures and cancellation; the loop then stops the run.
 type Tool interface {
@@ -93,13 +120,36 @@ type Previewer interface {
 	Preview(ctx context.Context, input json.RawMessage) (string, error)
 }
 
+// BasedPreviewer is implemented by Previewers whose preview depends on
+// state outside the call's input (a document's current text, say) that may
+// change while the call waits for approval. PreviewWithBase returns the
+// preview and a base: an opaque token for the state the preview was
+// computed from, read once with it ("" for none). The loop keeps the base
+// with the held call (PendingCall.PreviewBase) and runs the approved or
+// edited call with it in its context (PreviewBase), so the tool can refuse
+// to act on state the approver never saw: it then returns an error result
+// with BaseChanged set, before any effect.
+type BasedPreviewer interface {
+	Previewer
+	PreviewWithBase(ctx context.Context, input json.RawMessage) (preview, base string, err error)
+}
+
 // DefinitionChecker is implemented by tools whose definition lives outside
-// this process (a remote server's tool) and may change while a run waits for
-// approval. Before a resumed turn runs, Resume asks each tool of a call that
-// is to run for its current definition: one that no longer hashes to the
-// hash recorded at suspension refuses the resume (ErrToolChanged) and nothing
-// of the turn runs; an error (the server cannot be reached) gives that call
-// an error result instead of running it.
+// this process (a remote server's tool) and may change while the process
+// runs. CurrentDefinition asks the source for the definition it has now;
+// a tool that caches its definition refreshes that cache with the answer,
+// so Definition returns it from then on (and the Toolbox follows: it
+// recompiles the schema and the hash of such a tool when its Definition
+// changes).
+//
+// The loop asks at two moments. When a turn is about to be held for
+// approval, it asks every DefinitionChecker tool of the turn, so the call
+// is planned, previewed and hashed on the definition the source has now,
+// not on a stale copy. Before a resumed (or continued) turn runs, it asks
+// the tool of each call that is to run: one that no longer hashes to the
+// hash recorded when the call was held refuses the resume (ErrToolChanged)
+// and nothing of the turn runs; an error (the source cannot be reached)
+// gives that call an error result instead of running it.
 type DefinitionChecker interface {
 	CurrentDefinition(ctx context.Context) (Definition, error)
 }
@@ -110,18 +160,22 @@ type ArgumentPolicy interface {
 	NeedsApproval(input json.RawMessage) bool
 }
 
-// FuncTool is a Tool built from functions; the optional PreviewFunc and
-// NeedsApprovalFunc make it a Previewer and an ArgumentPolicy.
+// FuncTool is a Tool built from functions; the optional PreviewFunc (or
+// BasedPreviewFunc) and NeedsApprovalFunc make it a Previewer (a
+// BasedPreviewer) and an ArgumentPolicy.
 type FuncTool struct {
-	Def               Definition
-	CallFunc          func(ctx context.Context, input json.RawMessage) (Result, error)
-	PreviewFunc       func(ctx context.Context, input json.RawMessage) (string, error)
+	Def         Definition
+	CallFunc    func(ctx context.Context, input json.RawMessage) (Result, error)
+	PreviewFunc func(ctx context.Context, input json.RawMessage) (string, error)
+	// BasedPreviewFunc, when set, is used instead of PreviewFunc and also
+	// returns the preview's base (see BasedPreviewer).
+	BasedPreviewFunc  func(ctx context.Context, input json.RawMessage) (preview, base string, err error)
 	NeedsApprovalFunc func(input json.RawMessage) bool
 }
 
 var (
 	_ Tool           = (*FuncTool)(nil)
-	_ Previewer      = (*FuncTool)(nil)
+	_ BasedPreviewer = (*FuncTool)(nil)
 	_ ArgumentPolicy = (*FuncTool)(nil)
 )
 
@@ -133,12 +187,23 @@ func (t *FuncTool) Call(ctx context.Context, input json.RawMessage) (Result, err
 	return t.CallFunc(ctx, input)
 }
 
-// Preview runs PreviewFunc, or returns "" when there is none.
+// Preview returns the preview of PreviewWithBase.
 func (t *FuncTool) Preview(ctx context.Context, input json.RawMessage) (string, error) {
-	if t.PreviewFunc == nil {
-		return "", nil
+	text, _, err := t.PreviewWithBase(ctx, input)
+	return text, err
+}
+
+// PreviewWithBase runs BasedPreviewFunc, or else PreviewFunc (with no
+// base), or returns "" when there is neither.
+func (t *FuncTool) PreviewWithBase(ctx context.Context, input json.RawMessage) (string, string, error) {
+	switch {
+	case t.BasedPreviewFunc != nil:
+		return t.BasedPreviewFunc(ctx, input)
+	case t.PreviewFunc != nil:
+		text, err := t.PreviewFunc(ctx, input)
+		return text, "", err
 	}
-	return t.PreviewFunc(ctx, input)
+	return "", "", nil
 }
 
 // NeedsApproval runs NeedsApprovalFunc, or returns false when there is none.
@@ -148,9 +213,10 @@ func (t *FuncTool) NeedsApproval(input json.RawMessage) bool {
 
 // Toolbox holds the tools a runner may offer, each with its compiled input schema.
 type Toolbox struct {
-	tools   map[string]Tool
-	schemas map[string]*jsonschema.Resolved
-	hashes  map[string]string
+	tools map[string]Tool
+	// entries hold each tool's compiled schema and hash; a toolbox made
+	// by With shares them with the one it was made from.
+	entries map[string]*toolEntry
 	order   []string
 	absent  []absentTools
 	// client lists the names of client tools (Definition.Client), in order.
@@ -163,7 +229,7 @@ type absentTools struct{ prefix, reason string }
 // NewToolbox builds a toolbox; tool names must be unique and non-empty, the
 // effect must be read or write, and every input schema must compile.
 func NewToolbox(tools ...Tool) (*Toolbox, error) {
-	tb := &Toolbox{tools: map[string]Tool{}, schemas: map[string]*jsonschema.Resolved{}, hashes: map[string]string{}}
+	tb := &Toolbox{tools: map[string]Tool{}, entries: map[string]*toolEntry{}}
 	for _, t := range tools {
 		if err := tb.add(t); err != nil {
 			return nil, err
@@ -180,8 +246,7 @@ func NewToolbox(tools ...Tool) (*Toolbox, error) {
 func (tb *Toolbox) With(tools ...Tool) (*Toolbox, error) {
 	out := &Toolbox{
 		tools:   maps.Clone(tb.tools),
-		schemas: maps.Clone(tb.schemas),
-		hashes:  maps.Clone(tb.hashes),
+		entries: maps.Clone(tb.entries),
 		order:   slices.Clone(tb.order),
 		absent:  slices.Clone(tb.absent),
 		client:  slices.Clone(tb.client),
@@ -221,8 +286,9 @@ func (tb *Toolbox) add(t Tool) error {
 		return err
 	}
 	tb.tools[def.Name] = t
-	tb.schemas[def.Name] = schema
-	tb.hashes[def.Name] = hash
+	e := &toolEntry{tool: t, def: def, schema: schema, hash: hash}
+	_, e.changeable = t.(DefinitionChecker)
+	tb.entries[def.Name] = e
 	tb.order = append(tb.order, def.Name)
 	if def.Client {
 		tb.client = append(tb.client, def.Name)
@@ -295,17 +361,26 @@ func (tb *Toolbox) noted(name string) bool {
 // Names returns the tool names in the order they were added.
 func (tb *Toolbox) Names() []string { return append([]string(nil), tb.order...) }
 
-// Hash returns the definition hash of the named tool.
+// Hash returns the definition hash of the named tool (of the definition
+// it has now, for a DefinitionChecker).
 func (tb *Toolbox) Hash(name string) (string, bool) {
-	h, ok := tb.hashes[name]
-	return h, ok
+	e, ok := tb.entries[name]
+	if !ok {
+		return "", false
+	}
+	hash, _, _ := e.current()
+	return hash, true
 }
 
 // ValidateInput checks a call's input against the named tool's schema.
 func (tb *Toolbox) ValidateInput(name string, input json.RawMessage) error {
-	s, ok := tb.schemas[name]
+	e, ok := tb.entries[name]
 	if !ok {
 		return fmt.Errorf("unknown tool %q", name)
+	}
+	_, s, err := e.current()
+	if err != nil {
+		return err
 	}
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
@@ -318,6 +393,49 @@ func (tb *Toolbox) ValidateInput(name string, input json.RawMessage) error {
 		return fmt.Errorf("input does not match the schema of %q: %s", name, oneLine(err.Error()))
 	}
 	return nil
+}
+
+// toolEntry is a tool's compiled schema and definition hash. For a
+// DefinitionChecker (changeable) they follow the tool's Definition: when it
+// differs from the one they were made from, they are made again.
+type toolEntry struct {
+	tool       Tool
+	changeable bool
+	mu         sync.Mutex
+	def        Definition
+	hash       string
+	schema     *jsonschema.Resolved
+	// schemaErr is why a changed definition's schema does not compile:
+	// every input is then refused with it.
+	schemaErr error
+}
+
+// current returns the hash and schema of the tool's definition now.
+func (e *toolEntry) current() (string, *jsonschema.Resolved, error) {
+	if !e.changeable {
+		return e.hash, e.schema, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if def := e.tool.Definition(); !sameGate(def, e.def) {
+		e.def = def
+		e.schema, e.schemaErr = compileSchema(def)
+		if h, err := DefinitionHash(def); err == nil {
+			e.hash = h
+		} else {
+			// Matches no recorded hash: a held call of it never runs.
+			e.hash = "unhashable: " + err.Error()
+		}
+	}
+	return e.hash, e.schema, e.schemaErr
+}
+
+// sameGate reports whether two definitions have the same schema, hash and
+// gate (the description and the rest of what the model reads aside).
+func sameGate(a, b Definition) bool {
+	return a.Name == b.Name && a.Effect == b.Effect && a.Idempotent == b.Idempotent &&
+		a.RequiresApproval == b.RequiresApproval && a.NoApproval == b.NoApproval && a.Client == b.Client &&
+		bytes.Equal(a.InputSchema, b.InputSchema) && bytes.Equal(a.Annotations, b.Annotations)
 }
 
 func oneLine(s string) string {

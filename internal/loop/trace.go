@@ -36,6 +36,10 @@ type Step struct {
 	Effect   Effect        `json:"effect,omitempty"`
 	Duration time.Duration `json:"duration_ns,omitempty"`
 	IsError  bool          `json:"is_error,omitempty"`
+	// BaseChanged says the tool refused the approved call, before any
+	// effect, because what its preview was computed from changed after
+	// review (Result.BaseChanged).
+	BaseChanged bool `json:"base_changed,omitempty"`
 	// Action is what the decision did with this call (approve, deny, edit) on resume.
 	Action Action `json:"action,omitempty"`
 	// Rule names the policy rule that decided the call; ApprovedByRule says
@@ -112,4 +116,21 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 func IdempotencyKey(ctx context.Context) string {
 	k, _ := ctx.Value(idempotencyKeyCtx{}).(string)
 	return k
+}
+
+type previewBaseCtx struct{}
+
+// WithPreviewBase returns ctx carrying the base of the preview an approver
+// reviewed for the tool call being executed (see BasedPreviewer).
+func WithPreviewBase(ctx context.Context, base string) context.Context {
+	return context.WithValue(ctx, previewBaseCtx{}, base)
+}
+
+// PreviewBase returns the base of the preview the approver reviewed for the
+// tool call being executed, or "" when there is none to check: the call
+// needed no approval, its tool gave no base, or its state was saved before
+// bases existed.
+func PreviewBase(ctx context.Context) string {
+	b, _ := ctx.Value(previewBaseCtx{}).(string)
+	return b
 }

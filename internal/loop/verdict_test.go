@@ -235,3 +235,67 @@ func TestPolicyQuerySeesTheToolsOwnTrigger(t *testing.T) {
 	assert.Equal(t, loop.ReasonCompleted, out.Reason)
 	assert.Equal(t, []string{"read_doc=false/read", "guarded_read=true/read", "write_doc=true/write"}, seen)
 }
+
+// TestUnapprovableDeniesBeforeSuspending: a call the Unapprovable hook
+// names is denied like a deny verdict (error result, tool_denied step with
+// its rule and the reason) instead of holding the turn; the turn suspends
+// only for a call still needing approval, and a call needing no approval
+// is never denied by the hook.
+func TestUnapprovableDeniesBeforeSuspending(t *testing.T) {
+	const why = "approval cannot be given: rule \"two-of-ops\" needs 2 approvals"
+	ask := loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "two-of-ops", Approval: &loop.ApprovalRule{RequiredApprovals: 2}}
+	hook := func(ids ...string) func(context.Context, []loop.PendingCall) map[string]string {
+		return func(_ context.Context, calls []loop.PendingCall) map[string]string {
+			out := map[string]string{}
+			for _, id := range ids {
+				out[id] = why
+			}
+			return out
+		}
+	}
+
+	t.Run("the only held call: no suspension, the model hears why", func(t *testing.T) {
+		log := &execLog{}
+		r := newRunner(t, scriptModel(asst(use("r1", "read_doc", `{"path":"a"}`), use("w1", "write_doc", `{"path":"a","text":"x"}`)), asst(say("done"))), log)
+		r.Policy = byTool(map[string]loop.Verdict{"write_doc": ask})
+		r.Unapprovable = hook("w1", "r1")
+		var steps []loop.Step
+		r.Hooks.OnStep = func(_ context.Context, st loop.Step) error { steps = append(steps, st); return nil }
+		out, err := r.Run(context.Background(), request("go"))
+		require.NoError(t, err)
+		require.Equal(t, loop.ReasonCompleted, out.Reason, "got outcome %v, want the run to go on", out.Kind)
+		assert.Equal(t, []string{`read_doc({"path":"a"})`}, log.list(), "the read sibling runs; the hook cannot deny a call needing no approval")
+		res, ok := resultFor(out.Transcript, "w1")
+		require.True(t, ok)
+		assert.True(t, res.IsError)
+		assert.Contains(t, res.Content, `denied by policy rule "two-of-ops": `+why)
+		var denied []loop.Step
+		for _, st := range steps {
+			if st.Kind == loop.StepToolDenied {
+				denied = append(denied, st)
+			}
+		}
+		require.Len(t, denied, 1)
+		assert.Equal(t, "w1", denied[0].CallID)
+		assert.Equal(t, "two-of-ops", denied[0].Rule)
+		assert.Contains(t, denied[0].Detail, why)
+		checkTranscript(t, out.Transcript)
+	})
+
+	t.Run("a sibling still needing approval holds the turn", func(t *testing.T) {
+		log := &execLog{}
+		r := newRunner(t, scriptModel(asst(use("w1", "write_doc", `{"path":"a","text":"x"}`), use("d1", "delete_doc", `{"path":"b"}`)), asst(say("done"))), log)
+		r.Policy = byTool(map[string]loop.Verdict{"write_doc": ask})
+		r.Unapprovable = hook("w1")
+		out, err := r.Run(context.Background(), request("go"))
+		require.NoError(t, err)
+		require.Equal(t, loop.OutcomeSuspended, out.Kind)
+		assert.Empty(t, log.list())
+		w1, d1 := out.Suspended.PendingCalls[0], out.Suspended.PendingCalls[1]
+		assert.False(t, w1.NeedsApproval)
+		assert.Equal(t, why, w1.Denied)
+		assert.Nil(t, w1.Approval)
+		assert.True(t, d1.NeedsApproval)
+		assert.Empty(t, d1.Denied)
+	})
+}

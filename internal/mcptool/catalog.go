@@ -132,7 +132,7 @@ func openServer(ctx context.Context, s Server, o Options, getenv func(string) st
 			st.conn.Close()
 			return nil, fmt.Errorf("tool %s: %w", mt.Name, err)
 		}
-		name := t.def.Name
+		name := t.Definition().Name
 		if other, dup := byExposed[name]; dup {
 			st.conn.Close()
 			return nil, &configError{fmt.Sprintf("server %s: tools %q and %q would both be exposed as %q; exclude one of them", s.Name, other, mt.Name, name)}
@@ -149,7 +149,7 @@ func openServer(ctx context.Context, s Server, o Options, getenv func(string) st
 			logger.WarnContext(ctx, "the tool-sources file names a tool the server does not offer", "server", s.Name, "tool", want)
 		}
 	}
-	sort.Slice(st.tools, func(i, j int) bool { return st.tools[i].def.Name < st.tools[j].def.Name })
+	sort.Slice(st.tools, func(i, j int) bool { return st.tools[i].Definition().Name < st.tools[j].Definition().Name })
 	return st, nil
 }
 
@@ -215,9 +215,10 @@ func (c *Catalog) Summary() string {
 	for _, s := range c.servers {
 		var reads, gated int
 		for _, t := range s.tools {
-			if t.def.Effect == loop.EffectRead && !t.def.RequiresApproval {
+			def := t.Definition()
+			if def.Effect == loop.EffectRead && !def.RequiresApproval {
 				reads++
-			} else if !t.def.NoApproval {
+			} else if !def.NoApproval {
 				gated++
 			}
 		}

@@ -282,6 +282,10 @@ func TestRetries(t *testing.T) {
 		_, err := tl.Call(context.Background(), json.RawMessage(`{"title":"a"}`))
 		require.Error(t, err, "the outcome is unknown: the loop's write fence decides")
 		assert.Contains(t, err.Error(), "outcome of the write is unknown")
+		var unknown *loop.OutcomeUnknownError
+		require.ErrorAs(t, err, &unknown, "the run's detail says why the outcome is unknown")
+		assert.NotContains(t, unknown.Cause, s.URL, "the cause never names the server's address")
+		assert.NotEmpty(t, unknown.Cause)
 		assert.Len(t, s.CallsOf("create_ticket"), 1)
 	})
 	t.Run("a read is retried after its connection died", func(t *testing.T) {

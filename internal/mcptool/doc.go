@@ -4,7 +4,7 @@
 //
 // A deployment lists its servers in a tool-sources file (ParseFile; the
 // schema is in the README). Open connects to each server with the official
-// MCP Go SDK, lists its tools (all pages) once, and returns a Catalog whose
+// MCP Go SDK, lists its tools (all pages), and returns a Catalog whose
 // tools are exposed to the model as "<server>__<tool>". A server that
 // cannot be reached at start-up does not stop the function: its tools are
 // absent and Catalog.Absent says why.
@@ -16,14 +16,17 @@
 // Per-tool overrides in the file win: "always" asks even for a read,
 // "never" runs a write without asking (still fenced), "default" keeps the
 // rule above. The definition hash of a tool covers its exposed and original
-// names, input schema, the hints, the trust flag and the effective rule;
-// CurrentDefinition lists the server again at resume, so a tool that
-// changed while a run waited is refused and nothing runs.
+// names, input schema, the hints, the trust flag and the effective rule.
+// CurrentDefinition lists the server again (the loop asks when a turn is
+// about to be held and before a held call runs) and refreshes the
+// process's copy of every tool of that server, so a turn is held on the
+// definition the server has now, a tool that changed while a run waited is
+// refused with nothing run, and later runs use the new definition.
 //
 // Calls send the (possibly edited) arguments with the call's idempotency
 // key in _meta under IdempotencyKeyMeta. A read is retried on transport
 // errors; a write only when the request provably never left (no connection
-// could be made); when a write's outcome is unknown, Call returns a Go
-// error and the write fence ends the run interrupted_write — never a second
-// call. A 404 on a session id re-initializes the session once.
+// could be made); when a write's outcome is unknown, Call returns a
+// loop.OutcomeUnknownError (its Cause says why, never the server's address)
+// and the write fence ends the run interrupted_write — never a second call. A 404 on a session id re-initializes the session once.
 package mcptool

@@ -136,7 +136,7 @@ func TestASchemaChangedWhileWaitingRefusesTheResume(t *testing.T) {
 		s.AddTool(changed, mcptest.Text("ticket T-2 created"))
 		out, err := r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
 		require.ErrorIs(t, err, loop.ErrToolChanged)
-		assert.Contains(t, err.Error(), `tool "crm__create_ticket" (call c1) is no longer what was approved`)
+		assert.Contains(t, err.Error(), `tool "crm__create_ticket" (call c1) is not what the approver reviewed: its server's definition of it now differs from the one the call was held with`)
 		assert.Empty(t, out.Trace)
 		assert.Empty(t, s.CallsOf("create_ticket"))
 	})

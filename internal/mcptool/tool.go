@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -90,14 +94,23 @@ func ruleFor(s Server, h hints, override Approval) rule {
 	return r
 }
 
-// remoteTool is one tool of an MCP server as a loop.Tool.
+// remoteTool is one tool of an MCP server as a loop.Tool. Its definition
+// is the one of the server's last listing in this process: every listing
+// (CurrentDefinition) refreshes it.
 type remoteTool struct {
 	server *serverTools
 	// name is the server's own name of the tool.
-	name string
+	name  string
+	state atomic.Pointer[toolState]
+}
+
+// toolState is a remote tool as one listing described it.
+type toolState struct {
 	def  loop.Definition
 	h    hints
 	rule rule
+	// removed: the listing no longer offers the tool.
+	removed bool
 }
 
 var (
@@ -108,12 +121,22 @@ var (
 
 // newRemoteTool builds the loop tool of a listed MCP tool.
 func newRemoteTool(st *serverTools, t *mcp.Tool) (*remoteTool, error) {
+	state, err := stateOf(st.server, t)
+	if err != nil {
+		return nil, err
+	}
+	rt := &remoteTool{server: st, name: t.Name}
+	rt.state.Store(state)
+	return rt, nil
+}
+
+// stateOf is the loop definition and gate of a listed MCP tool.
+func stateOf(s Server, t *mcp.Tool) (*toolState, error) {
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil || t.InputSchema == nil {
 		schema = json.RawMessage(`{"type":"object"}`)
 	}
 	h := hintsOf(t.Annotations)
-	s := st.server
 	override := s.Approval[t.Name]
 	if override == "" {
 		override = ApprovalDefault
@@ -136,11 +159,9 @@ func newRemoteTool(st *serverTools, t *mcp.Tool) (*remoteTool, error) {
 	if desc == "" {
 		desc = fmt.Sprintf("Tool %s of the MCP server %s.", t.Name, s.Name)
 	}
-	return &remoteTool{
-		server: st,
-		name:   t.Name,
-		h:      h,
-		rule:   r,
+	return &toolState{
+		h:    h,
+		rule: r,
 		def: loop.Definition{
 			Name:             ExposedName(s.Name, t.Name),
 			Description:      desc,
@@ -153,31 +174,28 @@ func newRemoteTool(st *serverTools, t *mcp.Tool) (*remoteTool, error) {
 	}, nil
 }
 
-// Definition returns the tool's definition as listed when the catalog opened.
-func (t *remoteTool) Definition() loop.Definition { return t.def }
+// removedState is a tool the server no longer offers: its definition
+// matches no hash recorded before, and calls of it are not sent.
+func removedState(was *toolState) *toolState {
+	gone := *was
+	gone.removed = true
+	gone.def.Annotations = json.RawMessage(`{"removed":true}`)
+	return &gone
+}
 
-// CurrentDefinition lists the server again and returns the tool's
-// definition as the server describes it now. A tool the server no longer
-// offers returns a definition that matches nothing.
+// Definition returns the tool's definition as the server's last listing
+// in this process described it.
+func (t *remoteTool) Definition() loop.Definition { return t.state.Load().def }
+
+// CurrentDefinition lists the server again (one listing for every tool of
+// the server that asks meanwhile), refreshes the definitions of the
+// server's tools in this process with it, and returns the tool's. A tool
+// the server no longer offers returns a definition that matches nothing.
 func (t *remoteTool) CurrentDefinition(ctx context.Context) (loop.Definition, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.server.server.Timeout())
-	defer cancel()
-	tools, err := t.server.conn.listTools(ctx)
-	if err != nil {
-		return loop.Definition{}, fmt.Errorf("MCP server %s could not be reached: %w", t.server.server.Name, err)
+	if err := t.server.refresh(ctx); err != nil {
+		return loop.Definition{}, err
 	}
-	for _, mt := range tools {
-		if mt.Name == t.name {
-			now, err := newRemoteTool(t.server, mt)
-			if err != nil {
-				return loop.Definition{}, err
-			}
-			return now.def, nil
-		}
-	}
-	gone := t.def
-	gone.Annotations = json.RawMessage(`{"removed":true}`)
-	return gone, nil
+	return t.state.Load().def, nil
 }
 
 // Preview shows approvers what the call is: the server, the tool's hints
@@ -185,6 +203,7 @@ func (t *remoteTool) CurrentDefinition(ctx context.Context) (loop.Definition, er
 func (t *remoteTool) Preview(_ context.Context, input json.RawMessage) (string, error) {
 	var b strings.Builder
 	s := t.server.server
+	st := t.state.Load()
 	fmt.Fprintf(&b, "MCP tool %q on server %q", t.name, s.Name)
 	if info := t.server.conn.serverInfo(); info != nil {
 		label := info.Title
@@ -198,14 +217,19 @@ func (t *remoteTool) Preview(_ context.Context, input json.RawMessage) (string, 
 			fmt.Fprintf(&b, "\nServer: %s", oneLine(info.Description, 300))
 		}
 	}
-	fmt.Fprintf(&b, "\n%s", t.rule.why)
-	given := "as the server declares them"
-	if !t.h.Given {
+	if st.removed {
+		fmt.Fprintf(&b, "\nThe server no longer offers this tool: the call will fail.")
+	}
+	fmt.Fprintf(&b, "\n%s", st.rule.why)
+	// A hint the server leaves out of its annotations takes the MCP
+	// default, so "declared" is said of the annotations, not of each hint.
+	given := "the server's annotations; a hint they leave out is the MCP default (destructive and openWorld true, the others false)"
+	if !st.h.Given {
 		given = "MCP defaults: the server declares none"
 	}
 	fmt.Fprintf(&b, "\nHints (%s; advisory): destructive=%t idempotent=%t openWorld=%t readOnly=%t",
-		given, t.h.Destructive, t.h.Idempotent, t.h.OpenWorld, t.h.ReadOnly)
-	fmt.Fprintf(&b, "\nDescription: %s", oneLine(t.def.Description, 500))
+		given, st.h.Destructive, st.h.Idempotent, st.h.OpenWorld, st.h.ReadOnly)
+	fmt.Fprintf(&b, "\nDescription: %s", oneLine(st.def.Description, 500))
 	var pretty bytes.Buffer
 	if err := json.Indent(&pretty, input, "", "  "); err != nil {
 		pretty.Reset()
@@ -219,11 +243,15 @@ func (t *remoteTool) Preview(_ context.Context, input json.RawMessage) (string, 
 // package documentation for retries and the write fence.
 func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Result, error) {
 	s := t.server.server
+	st := t.state.Load()
+	if st.removed {
+		return loop.ErrorResult("Error: the MCP server %s no longer offers the tool %s; it was not called", s.Name, t.name), nil
+	}
 	key := loop.IdempotencyKey(ctx)
 	callCtx, cancel := context.WithTimeout(ctx, s.Timeout())
 	defer cancel()
 	start := time.Now()
-	read := t.def.Effect == loop.EffectRead
+	read := st.def.Effect == loop.EffectRead
 	var (
 		res      *mcp.CallToolResult
 		err      error
@@ -247,7 +275,7 @@ func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Resu
 			break
 		}
 	}
-	log := t.server.logger.With("server", s.Name, "tool", t.name, "effect", string(t.def.Effect),
+	log := t.server.logger.With("server", s.Name, "tool", t.name, "effect", string(st.def.Effect),
 		"duration_ms", time.Since(start).Milliseconds(), "attempts", attempts)
 	if err == nil {
 		out := resultOf(res)
@@ -270,7 +298,22 @@ func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Resu
 	default:
 		// The write may have happened: the fence decides (interrupted_write).
 		log.ErrorContext(ctx, "mcp tool call", "outcome", "unknown", "err", err)
-		return loop.Result{}, fmt.Errorf("MCP server %s, tool %s: the outcome of the write is unknown: %w", s.Name, t.name, err)
+		return loop.Result{}, fmt.Errorf("MCP server %s, tool %s: %w", s.Name, t.name,
+			&loop.OutcomeUnknownError{Cause: unknownCause(err, s.Timeout()), Err: err})
+	}
+}
+
+// unknownCause says why a write's outcome is unknown in words fit for the
+// run's readers: what happened, never the transport's own message (it may
+// hold the server's address).
+func unknownCause(err error, timeout time.Duration) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer within the call's timeout of %s: context deadline exceeded", timeout)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "the connection was lost after the request was sent"
+	default:
+		return "the request may have reached the server, and no usable answer came"
 	}
 }
 
@@ -302,4 +345,97 @@ type serverTools struct {
 	conn   *conn
 	logger *slog.Logger
 	tools  []*remoteTool
+	mu     sync.Mutex
+	// listing is the listing in flight, which callers of refresh share.
+	listing *listing
+	// listed is the last listing that succeeded.
+	listed *listing
+}
+
+// listing is one tools/list of the server (all pages) and its outcome.
+type listing struct {
+	started time.Time
+	done    chan struct{}
+	err     error
+}
+
+// refresh lists the server's tools and refreshes the definition of every
+// tool of it this process exposes. Callers that come while a listing is in
+// flight wait for that one instead of sending another, and the tools of
+// one turn the loop asks about (loop.DefinitionsAskedAt) share a listing
+// that began after the loop began asking. Tools the server added since
+// the process started are not exposed (that needs a new process).
+func (st *serverTools) refresh(ctx context.Context) error {
+	st.mu.Lock()
+	if at, ok := loop.DefinitionsAskedAt(ctx); ok && st.listed != nil && !st.listed.started.Before(at) {
+		st.mu.Unlock()
+		return nil
+	}
+	l := st.listing
+	lead := l == nil
+	if lead {
+		l = &listing{started: time.Now(), done: make(chan struct{})}
+		st.listing = l
+	}
+	st.mu.Unlock()
+	if lead {
+		st.list(ctx, l)
+	}
+	select {
+	case <-l.done:
+		return l.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// list runs the listing l, bounded by the server's timeout and ctx (its
+// followers then get the leader's error: their calls stay unconfirmed),
+// and applies it.
+func (st *serverTools) list(ctx context.Context, l *listing) {
+	defer close(l.done)
+	defer func() {
+		st.mu.Lock()
+		st.listing = nil
+		if l.err == nil {
+			st.listed = l
+		}
+		st.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, st.server.Timeout())
+	defer cancel()
+	listed, err := st.conn.listTools(ctx)
+	if err != nil {
+		l.err = fmt.Errorf("MCP server %s could not be reached: %w", st.server.Name, err)
+		return
+	}
+	byName := make(map[string]*mcp.Tool, len(listed))
+	for _, mt := range listed {
+		byName[mt.Name] = mt
+	}
+	for _, t := range st.tools {
+		was := t.state.Load()
+		now := was
+		if mt, ok := byName[t.name]; !ok {
+			if !was.removed {
+				now = removedState(was)
+			}
+		} else if fresh, err := stateOf(st.server, mt); err == nil {
+			now = fresh
+		}
+		if now == was {
+			continue
+		}
+		t.state.Store(now)
+		if !sameDefinition(was.def, now.def) {
+			st.logger.InfoContext(ctx, "mcp tool definition changed; this process uses the new one", "server", st.server.Name, "tool", t.name, "removed", now.removed)
+		}
+	}
+}
+
+// sameDefinition reports whether two definitions hash alike.
+func sameDefinition(a, b loop.Definition) bool {
+	ha, errA := loop.DefinitionHash(a)
+	hb, errB := loop.DefinitionHash(b)
+	return errA == nil && errB == nil && ha == hb
 }

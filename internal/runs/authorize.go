@@ -1,6 +1,11 @@
 package runs
 
 import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 )
@@ -170,4 +175,121 @@ func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
 		}
 	}
 	return voted, still
+}
+
+// maxNamedDeciders bounds how many eligible deciders an unmeetable
+// approval's denial names.
+const maxNamedDeciders = 10
+
+// UnmeetableApprovals returns, keyed by call id, the denial of each call of
+// calls (a planned turn of run r) whose approval can never be given: fewer
+// distinct persons may decide it (its approvers, the tool gate, four-eyes
+// leaving out the initiator) than the approvals it needs. Such a turn
+// would otherwise wait in WAITING_FOR_APPROVAL until its deadline with
+// nobody able to complete the vote. Each call is checked on its own first;
+// then, as a vote is on the whole held turn and only persons who may decide
+// every call count, the calls left are checked together, and when they
+// cannot be approved together every one of them is denied. A call whose
+// approvers no longer resolve, or a run whose initiator is not a valid
+// principal, has nobody who may decide. Calls that need no approval are
+// never in the result. Nil means every held call can be approved.
+func UnmeetableApprovals(dir *identity.Directory, r *Run, calls []CallSummary) map[string]string {
+	var out map[string]string
+	deny := func(id, msg string) {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[id] = msg
+	}
+	var left []CallSummary
+	for _, c := range calls {
+		if !c.NeedsApproval {
+			continue
+		}
+		if msg := approvalShortfall(dir, r, []CallSummary{c}); msg != "" {
+			deny(c.ID, fmt.Sprintf("approval cannot be given: %s; no one was asked and the call was not run", msg))
+			continue
+		}
+		left = append(left, c)
+	}
+	if len(left) < 2 {
+		return out
+	}
+	if msg := approvalShortfall(dir, r, left); msg != "" {
+		for _, c := range left {
+			deny(c.ID, fmt.Sprintf("approval cannot be given: one vote decides the %d calls of this turn that need approval, and %s; no one was asked and none of them was run", len(left), msg))
+		}
+	}
+	return out
+}
+
+// approvalShortfall says why calls (all needing approval) cannot be
+// approved together, "" when enough persons may decide them.
+func approvalShortfall(dir *identity.Directory, r *Run, calls []CallSummary) string {
+	need := VotesNeeded(calls)
+	var rules []string
+	fourEyes := false
+	for _, c := range calls {
+		if c.Rule != "" && !slices.Contains(rules, strconv.Quote(c.Rule)) {
+			rules = append(rules, strconv.Quote(c.Rule))
+		}
+		fourEyes = fourEyes || r.FourEyes || c.Approval != nil && c.Approval.FourEyes
+	}
+	var what string
+	switch {
+	case len(calls) > 1 && len(rules) > 0:
+		what = fmt.Sprintf("under rules %s the turn needs %s from distinct persons who may decide every call", strings.Join(rules, ", "), approvals(need))
+	case len(calls) > 1:
+		what = fmt.Sprintf("the turn needs %s from distinct persons who may decide every call", approvals(need))
+	case len(rules) > 0:
+		what = fmt.Sprintf("rule %s needs %s from distinct persons", rules[0], approvals(need))
+	default:
+		what = fmt.Sprintf("the call needs %s from distinct persons", approvals(need))
+	}
+	init, err := identity.Parse(r.Initiator)
+	if err != nil {
+		return what + ", and nobody may decide: the run's initiator is not a valid principal"
+	}
+	reqs, err := Requirements(dir, r, calls)
+	if err != nil {
+		return what + ", and nobody may decide: its approvers no longer resolve (" + err.Error() + ")"
+	}
+	eligible := dir.Eligible(init, reqs...)
+	if len(eligible) >= need {
+		return ""
+	}
+	names := make([]string, 0, min(len(eligible), maxNamedDeciders))
+	for _, e := range eligible[:min(len(eligible), maxNamedDeciders)] {
+		names = append(names, deciderName(e.Subject))
+	}
+	who := "nobody may decide"
+	switch {
+	case len(eligible) == 1:
+		who = "only 1 person may decide: " + names[0]
+	case len(eligible) > 1:
+		who = fmt.Sprintf("only %d persons may decide: %s", len(eligible), strings.Join(names, ", "))
+		if len(eligible) > len(names) {
+			who += ", …"
+		}
+	}
+	if fourEyes {
+		who += fmt.Sprintf(" (four-eyes: %s started the run and never decides it)", deciderName(dir.Lookup(init)))
+	}
+	return what + ", but " + who
+}
+
+// deciderName names a subject in a denial: a directory person by id,
+// anyone else by canonical principal.
+func deciderName(s identity.Subject) string {
+	if s.Person != nil {
+		return s.Person.ID
+	}
+	return s.Principal.String()
+}
+
+func approvals(n int) string {
+	if n == 1 {
+		return "1 approval"
+	}
+	return fmt.Sprintf("%d approvals", n)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/identity"
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -91,4 +92,74 @@ func TestInboxApprovers(t *testing.T) {
 	assert.Equal(t, []string{"group:ops", "bob@example.com"}, runs.InboxApprovers(nil, r), "four-eyes leaves the initiator's own spellings out")
 	r.FourEyes = false
 	assert.Equal(t, []string{"Ann+x@example.com", "group:ops", "bob@example.com"}, runs.InboxApprovers(nil, r))
+}
+
+// TestUnmeetableApprovals: a held call whose quorum exceeds the distinct
+// persons who may decide it (four-eyes leaving out the initiator, the tool
+// gate) is named with a reason; one that can be met is not.
+func TestUnmeetableApprovals(t *testing.T) {
+	dir, err := identity.DecodeDirectory([]byte(`{"version":1,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]},{"id":"bob","aliases":["bob@example.com"]},
+			{"id":"carol","aliases":["carol@example.com"]},{"id":"dave","aliases":["dave@example.com"],"tools":["read_*"]}],
+		"groups":[{"name":"finance","members":["bob","carol"]},{"name":"ops","members":["ann","bob","carol","dave"]},
+			{"name":"readers","members":["dave"]}]}`))
+	require.NoError(t, err)
+	pricing := func(n int, fourEyes bool, approvers ...string) runs.CallSummary {
+		return runs.CallSummary{ID: "w1", Tool: "write_document", NeedsApproval: true, Rule: "pricing",
+			Approval: &loop.ApprovalRule{Approvers: approvers, RequiredApprovals: n, FourEyes: fourEyes}}
+	}
+	run := func(initiator string, fourEyes bool, calls ...runs.CallSummary) *runs.Run {
+		r := waitingRun(initiator, fourEyes, "group:ops")
+		r.PendingCalls = calls
+		return r
+	}
+	tests := []struct {
+		name string
+		run  *runs.Run
+		want map[string][]string // call id -> fragments of its denial; nil: meetable
+	}{
+		{"quorum 2 of 2, the initiator one of them, four-eyes: unmeetable",
+			run("bob@example.com", false, pricing(2, true, "group:finance")),
+			map[string][]string{"w1": {`rule "pricing" needs 2 approvals`, "only 1 person may decide: carol", "four-eyes: bob started the run"}}},
+		{"the same, four-eyes from the run: unmeetable",
+			run("bob@example.com", true, pricing(2, false, "group:finance")),
+			map[string][]string{"w1": {"only 1 person may decide: carol"}}},
+		{"the same without four-eyes: meetable", run("bob@example.com", false, pricing(2, false, "group:finance")), nil},
+		{"exactly enough: the initiator outside the group", run("ann@example.com", false, pricing(2, true, "group:finance")), nil},
+		{"one short: ann is the initiator, dave may not approve writes", run("ann@example.com", false, pricing(3, true, "group:finance", "dave@example.com", "ann@example.com")),
+			map[string][]string{"w1": {"only 2 persons may decide: bob, carol"}}},
+		{"the tool gate counts: dave may not approve writes", run("ann@example.com", true, pricing(3, false, "group:ops")),
+			map[string][]string{"w1": {"needs 3 approvals", "only 2 persons may decide: bob, carol"}}},
+		{"exactly enough: quorum 2 met by the two left after four-eyes and the tool gate", run("ann@example.com", true, pricing(2, false, "group:ops")), nil},
+		{"nobody at all", run("ann@example.com", false, pricing(1, false, "group:readers")),
+			map[string][]string{"w1": {`rule "pricing" needs 1 approval`, "but nobody may decide"}}},
+		{"the run's approvers when the rule names none", run("ann@example.com", true, runs.CallSummary{ID: "w1", Tool: "write_document", NeedsApproval: true, Rule: "default",
+			Approval: &loop.ApprovalRule{RequiredApprovals: 4}}),
+			map[string][]string{"w1": {`rule "default" needs 4 approvals`, "only 2 persons may decide: bob, carol"}}},
+		{"an initiator that is not a principal", run("bob smith", false, pricing(1, false, "group:finance")),
+			map[string][]string{"w1": {"the run's initiator is not a valid principal"}}},
+		{"calls needing no approval are never named", run("bob@example.com", true, runs.CallSummary{ID: "r1", Tool: "read_document"}), nil},
+		{"each meetable, not together: a vote decides the whole turn",
+			run("ann@example.com", false, pricing(2, false, "group:finance"),
+				runs.CallSummary{ID: "w2", Tool: "write_document", NeedsApproval: true, Rule: "legal", Approval: &loop.ApprovalRule{Approvers: []string{"carol@example.com", "ann@example.com"}}}),
+			map[string][]string{"w1": {"one vote decides the 2 calls", `under rules "pricing", "legal" the turn needs 2 approvals`, "only 1 person may decide: carol"},
+				"w2": {"one vote decides the 2 calls"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runs.UnmeetableApprovals(dir, tt.run, tt.run.PendingCalls)
+			if tt.want == nil {
+				assert.Nil(t, got, "got denials %v, want none (the approval can be given)", got)
+				return
+			}
+			require.Len(t, got, len(tt.want), "got denials %v", got)
+			for id, frags := range tt.want {
+				require.Contains(t, got, id)
+				assert.Contains(t, got[id], "approval cannot be given")
+				for _, f := range frags {
+					assert.Contains(t, got[id], f)
+				}
+			}
+		})
+	}
 }

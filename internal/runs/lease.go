@@ -329,7 +329,11 @@ func (s *Store) StampFence(ctx context.Context, cur *Run, owner string, f Fence)
 	if f.CallID == "" {
 		return nil, Errorf(EInvalid, "call id is required")
 	}
-	if cur.PendingEffect != "" && cur.PendingEffect != f.CallID {
+	// Another call's fence may be stamped over a fence left by a vanished
+	// worker only when both calls are idempotent and reached by the run's
+	// stored position: the new worker's replay makes the earlier call again
+	// under its key, and reaches the fenced one after it.
+	if cur.PendingEffect != "" && cur.PendingEffect != f.CallID && !(cur.PendingIdempotent && f.Idempotent) {
 		return nil, Errorf(EConflict, "run %s already has pending effect %q", cur.ID, cur.PendingEffect)
 	}
 	next := cur.Clone()
@@ -354,7 +358,8 @@ func (s *Store) StampFence(ctx context.Context, cur *Run, owner string, f Fence)
 // ClearPendingEffect removes the fence for callID once the write's outcome
 // is known. wrote says whether it took effect (false: the tool failed before
 // it changed anything); when it did, WroteSinceClaim is set in the same
-// write. Codes: EInvalid, ENotFound, EConflict.
+// write, unless the fence was idempotent (the call replays under its key).
+// Codes: EInvalid, ENotFound, EConflict.
 func (s *Store) ClearPendingEffect(ctx context.Context, cur *Run, owner, callID string, wrote bool) (*Run, error) {
 	if err := s.guardLease(cur, owner); err != nil {
 		return nil, err
@@ -364,7 +369,9 @@ func (s *Store) ClearPendingEffect(ctx context.Context, cur *Run, owner, callID 
 	}
 	next := cur.Clone()
 	next.PendingEffect, next.PendingIdempotent = "", false
-	next.WroteSinceClaim = cur.WroteSinceClaim || wrote
+	// An idempotent call the stored position reaches is made again under
+	// its key by a new worker: its effect does not make a replay unsafe.
+	next.WroteSinceClaim = cur.WroteSinceClaim || (wrote && !cur.PendingIdempotent)
 	next.LeaseUntil = s.now().Add(s.opts.LeaseTTL)
 	return s.commit(ctx, cur, next, Write{})
 }

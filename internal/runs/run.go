@@ -230,7 +230,10 @@ type Run struct {
 	PendingIdempotent bool `json:"pending_idempotent,omitempty"`
 	// WroteSinceClaim is set when a write call of the current lease holder
 	// took effect (its fence was cleared as done) and no checkpoint written
-	// since holds its result; a claim or a checkpoint resets it. A run whose
+	// since holds its result; a claim or a checkpoint resets it. The fenced
+	// call of an idempotent tool that the stored position reaches
+	// (PendingIdempotent) does not set it: a replay makes it again under
+	// its key, which applies it once. A run whose
 	// worker vanished with it set is never replayed: a replay would execute
 	// that write again. It is written in the same write that clears the
 	// fence, never derived from events.

@@ -24,8 +24,10 @@ type Settlement struct {
 
 // Settle ends a RUNNING run as COMPLETED or FAILED, sets its retention and
 // deletes its state blobs. The caller must hold the lease, or the lease must
-// have expired (the sweeper settles those with owner ""). Codes: EInvalid,
-// ENotFound, EConflict.
+// have expired (the sweeper settles those with owner ""). The settled event
+// names the call whose write fence is stamped (pending_effect), and when
+// the sweeper settles, the vanished worker (writesInFlight). Codes:
+// EInvalid, ENotFound, EConflict.
 func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Settlement) (*Run, error) {
 	if o.Status != StatusCompleted && o.Status != StatusFailed {
 		return nil, Errorf(EInvalid, "settle status %q: want %s or %s", o.Status, StatusCompleted, StatusFailed)
@@ -52,7 +54,10 @@ func (s *Store) Settle(ctx context.Context, cur *Run, owner string, o Settlement
 		next.Counters = *o.Counters
 	}
 	actor := owner
-	var inFlight writesInFlight
+	// A worker that ends its run with a write's fence stamped names that
+	// call: its write may or may not have taken effect, and no step of it
+	// will be recorded.
+	inFlight := writesInFlight{PendingEffect: cur.PendingEffect}
 	if actor == "" {
 		// Its worker vanished: say what that worker's writes had come to.
 		actor = "purge"

@@ -116,13 +116,18 @@ func (s *Store) addStep(cur *Run, owner string, st loop.Step) (*Run, error) {
 	u.events = append(u.events, Event{Type: string(st.Kind), Actor: owner, Data: data})
 	u.size += len(data)
 	next.unwritten = u
+	// A write that took effect makes a replay unsafe (WroteSinceClaim),
+	// except the fenced call of an idempotent tool that the run's stored
+	// position reaches (PendingIdempotent): a new worker makes it again
+	// under the same idempotency key, which applies it once.
+	replayable := st.Kind == loop.StepToolExecuted && st.CallID != "" && st.CallID == cur.PendingEffect && cur.PendingIdempotent
 	if st.Kind == loop.StepToolExecuted && st.CallID != "" && st.CallID == cur.PendingEffect {
 		next.PendingEffect, next.PendingIdempotent = "", false
-		next.WroteSinceClaim = true
+		next.WroteSinceClaim = cur.WroteSinceClaim || !replayable
 		u.writeResult = true
 	}
 	if st.Kind == loop.StepToolExecuted && st.Effect == loop.EffectWrite {
-		next.WroteSinceClaim = true
+		next.WroteSinceClaim = next.WroteSinceClaim || !replayable
 		u.writeResult = true
 	}
 	return next, nil

@@ -180,8 +180,10 @@ func (e *effects) apply(ctx context.Context, idempotent bool) string {
 
 // crashScript: a read; an approved turn of two writes (idempotent, plain)
 // and a read; reads across segments; an unattended turn of two writes
-// exempt from approval (idempotent, plain); a second approval; more reads;
-// the answer.
+// exempt from approval (idempotent, plain); a second approval, of two
+// idempotent writes (a crash during the second, after the first took
+// effect, must not end the run: both replay under their keys); more
+// reads; the answer.
 func crashScript() []loop.Message {
 	read := func(id string) loop.Block { return loop.ToolUseBlock(id, "read", json.RawMessage(`{"p":"`+id+`"}`)) }
 	turn := func(blocks ...loop.Block) loop.Message {
@@ -196,7 +198,8 @@ func crashScript() []loop.Message {
 		turn(loop.ToolUseBlock("ni1", "note_idem", json.RawMessage(`{"p":"c"}`)),
 			loop.ToolUseBlock("np1", "note_plain", json.RawMessage(`{"p":"d"}`))),
 		turn(read("r5")),
-		turn(loop.ToolUseBlock("wi2", "write_idem", json.RawMessage(`{"p":"e"}`))),
+		turn(loop.ToolUseBlock("wi2", "write_idem", json.RawMessage(`{"p":"e"}`)),
+			loop.ToolUseBlock("wi3", "write_idem", json.RawMessage(`{"p":"f"}`))),
 		turn(read("r6")),
 		turn(read("r7")),
 		turn(loop.TextBlock("all done")),
@@ -204,7 +207,7 @@ func crashScript() []loop.Message {
 }
 
 // writeCalls are the script's write calls.
-var writeCalls = []string{"wi1", "wp1", "ni1", "np1", "wi2"}
+var writeCalls = []string{"wi1", "wp1", "ni1", "np1", "wi2", "wi3"}
 
 // crashEnv is one run of the scenario on a store wrapped by crash points.
 type crashEnv struct {
@@ -473,7 +476,7 @@ var uncrashedEvents = []string{
 	runs.EventContinued, "tool_executed", "model_turn", "tool_executed", "tool_executed", "model_turn", runs.EventCheckpointed,
 	runs.EventContinued, "tool_executed", "model_turn", runs.EventSuspended, runs.EventNotified,
 	runs.EventDecision,
-	runs.EventResumed, "tool_executed", "model_turn", "tool_executed", "model_turn", runs.EventCheckpointed,
+	runs.EventResumed, "tool_executed", "tool_executed", "model_turn", "tool_executed", "model_turn", runs.EventCheckpointed,
 	runs.EventContinued, "tool_executed", "model_turn", runs.EventSettled,
 }
 

@@ -15,9 +15,12 @@ type WebhookSender interface {
 	Send(ctx context.Context, d *webhook.Delivery) webhook.Attempt
 }
 
-// DefaultMaxDeliveries bounds the webhook attempts of one sweep (each takes
-// at most webhook.DefaultTimeout); what is left is due on the next tick.
-const DefaultMaxDeliveries = 10
+// DefaultDeliveryBudget is the time one sweep may spend on webhook
+// attempts, well within the purge function's 5-minute timeout: a healthy
+// receiver answers in milliseconds, so a sweep makes thousands of attempts;
+// receivers that answer slowly (each attempt up to webhook.DefaultTimeout)
+// leave the rest due on the next tick.
+const DefaultDeliveryBudget = 2 * time.Minute
 
 // errClassNotConfigured is the error class of an attempt that could not be
 // made because this deployment has no webhook sender (no secret).
@@ -36,9 +39,13 @@ type webhookAttemptData struct {
 // in its own write; it returns the run as last written (r when nothing
 // was). Failures are logged: a delivery never fails the run or the sweep.
 func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary, log *slog.Logger) *runs.Run {
-	max := s.MaxDeliveries
-	if max <= 0 {
-		max = DefaultMaxDeliveries
+	budget := s.DeliveryBudget
+	if budget <= 0 {
+		budget = DefaultDeliveryBudget
+	}
+	clock := time.Now
+	if s.Now != nil {
+		clock = s.Now
 	}
 	sched := s.Schedule
 	if sched.Attempts == 0 {
@@ -48,7 +55,8 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 		if now.Before(e.DueAt) {
 			continue
 		}
-		if sum.Deliveries >= max {
+		if (s.MaxDeliveries > 0 && sum.Deliveries >= s.MaxDeliveries) ||
+			clock().Sub(sum.started)+webhook.DefaultTimeout > budget {
 			sum.More = true
 			return r
 		}

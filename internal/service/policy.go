@@ -54,6 +54,28 @@ func runPolicy(pol *policy.Policy, dir *identity.Directory, r *runs.Run, req *St
 	}
 }
 
+// unapprovable returns the loop's Unapprovable of run r: a held call
+// whose approval no decision could give (fewer persons may decide it than
+// the approvals it needs, once four-eyes leaves out the initiator and the
+// tool gate the persons who may not approve its tool) is denied at once
+// with a message naming its rule, the approvals it needs and who may
+// decide, instead of suspending the run for a vote that cannot complete
+// until its approval deadline. It takes the path of a policy deny rule,
+// not a failed run: the model gets an error result it can react to (ask
+// for less, or stop), the tool_denied event records the rule and the
+// reason, no approver is asked, mailed or listed in an inbox, and the call
+// never runs. Like a deny rule's, the denial is nobody's decision, so
+// denial_ends_run (about a human's denial) does not end the run.
+func unapprovable(dir *identity.Directory, r *runs.Run) func(context.Context, []loop.PendingCall) map[string]string {
+	return func(_ context.Context, calls []loop.PendingCall) map[string]string {
+		held := make([]runs.CallSummary, 0, len(calls))
+		for _, c := range calls {
+			held = append(held, runs.CallSummary{ID: c.ID, Tool: c.Name, NeedsApproval: c.NeedsApproval, Effect: c.Effect, Rule: c.Rule, Approval: c.Approval})
+		}
+		return runs.UnmeetableApprovals(dir, r, held)
+	}
+}
+
 // remembered reports whether an approver's remember: "run" covers a call
 // the policy holds for approval: the rule allows remembering (no
 // always_ask, one approval) and the person who remembered may decide this

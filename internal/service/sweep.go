@@ -31,6 +31,8 @@ type SweepSummary struct {
 	Errors     int `json:"errors"`
 	// More is set when the sweep stopped at its bound with due work left.
 	More bool `json:"more"`
+	// started is when the sweep began (the delivery budget's start).
+	started time.Time
 }
 
 // Sweeper is the scheduled purge: one pass over the due index that expires
@@ -50,12 +52,16 @@ type Sweeper struct {
 	// Schedule is the retry schedule of deliveries (zero:
 	// webhook.DefaultSchedule).
 	Schedule webhook.Schedule
-	// MaxDeliveries bounds the attempts per sweep (default
-	// DefaultMaxDeliveries).
-	MaxDeliveries int
-	MaxRuns       int
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// DeliveryBudget bounds the time a sweep spends on webhook attempts:
+	// another attempt is made only while one more, at its longest
+	// (webhook.DefaultTimeout), still ends within it (default
+	// DefaultDeliveryBudget). MaxDeliveries, when above zero, also bounds
+	// their number.
+	DeliveryBudget time.Duration
+	MaxDeliveries  int
+	MaxRuns        int
+	Logger         *slog.Logger
+	Now            func() time.Time
 }
 
 // Sweep runs one pass and logs a summary line.
@@ -75,6 +81,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	var sum SweepSummary
 	cursor := ""
 	at := now()
+	sum.started = at
 	for {
 		page, next, err := s.Store.Due(ctx, at, min(100, maxRuns-sum.Scanned), cursor)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,6 +158,7 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	defer cancel()
 	runner := w.Runner(seg.hooks())
 	runner.Policy = runPolicy(w.Policy, w.Directory, cur, &req, log)
+	runner.Unapprovable = unapprovable(w.Directory, cur)
 	if runner.Tools, err = req.Toolbox(runner.Tools); err != nil {
 		// The deployment now has a tool of a client tool's name: the run's
 		// tools are no longer what it was started (and approved) with.
@@ -277,6 +279,9 @@ type segmentRun struct {
 	// next write (SaveProgress), so a new worker continues after the write.
 	// Guarded by mu.
 	effect *effectRecord
+	// fenced is the write call whose fence this segment stamped last: the
+	// detail of a run that ends with its fence still stamped names it.
+	fenced loop.PendingCall
 }
 
 // effectRecord is a write's result whose tool_executed step is not written yet.
@@ -388,10 +393,14 @@ func (s *segmentRun) hooks() loop.Hooks {
 // (runs.Store.StampFence): the segment's held steps wait for its next
 // write.
 func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
-	if p := s.row().PendingEffect; p != "" && p != c.ID {
+	if row := s.row(); row.PendingEffect != "" && row.PendingEffect != c.ID && !(row.PendingIdempotent && c.Idempotent) {
 		// A fence left by a vanished worker must be the first write a new
-		// worker reaches; anything else means its outcome stays unknown.
-		return fmt.Errorf("call %s was fenced by an earlier worker, but call %s came first", p, c.ID)
+		// worker reaches, unless both calls are idempotent: the replay
+		// makes an earlier idempotent write of the turn again under its key
+		// (the dead worker's effects are all replayable, or the run would
+		// not have been taken over) and reaches the fenced call after it.
+		// Anything else means the fenced call's outcome stays unknown.
+		return fmt.Errorf("call %s was fenced by an earlier worker, but call %s came first", row.PendingEffect, c.ID)
 	}
 	f := runs.Fence{CallID: c.ID, Idempotent: c.Idempotent}
 	if c.Idempotent && !s.isDurable(c.ID) {
@@ -415,6 +424,9 @@ func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
 	}
 	if err == nil && f.Checkpoint != nil {
 		s.setDurable(remainingIDs(c.Checkpoint.Turn.Remaining()))
+	}
+	if err == nil {
+		s.fenced = c.PendingCall
 	}
 	return err
 }
@@ -644,12 +656,56 @@ func (s *segmentRun) fail(ctx context.Context, err error, out loop.Outcome) erro
 		s.log.WarnContext(ctx, "stopped: the run was taken or cancelled", "err", err)
 		return nil
 	}
-	reason := loop.ReasonInternalError
+	reason, detail := loop.ReasonInternalError, "internal error"
 	if s.cur.PendingEffect != "" {
-		reason = loop.ReasonInterruptedWrite
+		// The settled event names the call (pending_effect); the detail
+		// says which write it is and why its outcome is unknown.
+		reason, detail = loop.ReasonInterruptedWrite, s.unknownWriteDetail(err)
 	}
 	s.log.ErrorContext(ctx, "segment failed", "err", err, "reason", reason)
-	return s.settle(ctx, runs.StatusFailed, reason, "internal error", &out.Counters)
+	return s.settle(ctx, runs.StatusFailed, reason, detail, &out.Counters)
+}
+
+// maxUnknownWriteDetail bounds the output.detail of a run that ended with
+// a write's fence stamped.
+const maxUnknownWriteDetail = 500
+
+// unknownWriteDetail is the output.detail of a run that ends with the fence
+// of call s.cur.PendingEffect stamped: the write, and why its outcome is
+// unknown, in words fit for the run's readers. err is the loop's error (nil
+// when the segment ended without one). Only a tool's own cause
+// (loop.OutcomeUnknownError) is quoted; any other error may hold what a
+// reader must not see (a store's or a server's internals) and stays in the
+// log.
+func (s *segmentRun) unknownWriteDetail(err error) string {
+	id := s.cur.PendingEffect
+	what := "write call " + oneLine(id, 64)
+	mine := s.fenced.ID == id
+	if mine {
+		what = fmt.Sprintf("write %s (call %s)", oneLine(s.fenced.Name, 128), oneLine(id, 64))
+	}
+	var unknown *loop.OutcomeUnknownError
+	var why string
+	switch {
+	case errors.As(err, &unknown):
+		why = "the tool reported its outcome unknown"
+		if c := oneLine(unknown.Cause, 300); c != "" {
+			why += " (" + c + ")"
+		}
+	case mine && s.effect != nil && s.effect.callID == id:
+		why = "the call returned, but the run failed before its result was recorded (internal error)"
+	case mine:
+		why = "the call failed with an error that does not say whether it took effect (internal error)"
+	default:
+		why = "an earlier worker of the run stamped its fence and vanished, and this worker did not reach the call again"
+	}
+	return truncate(what+" may or may not have taken effect: "+why, maxUnknownWriteDetail)
+}
+
+// oneLine folds s onto one line of at most n bytes (a UTF-8 sequence is
+// never cut).
+func oneLine(s string, n int) string {
+	return truncate(strings.Join(strings.Fields(s), " "), n)
 }
 
 func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
@@ -663,7 +719,7 @@ func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
 		// An earlier worker's fence whose call this segment never reached:
 		// that write's outcome stays unknown.
 		s.log.ErrorContext(ctx, "segment ended with a fence it did not clear", "pending_effect", s.cur.PendingEffect)
-		return s.settle(ctx, runs.StatusFailed, loop.ReasonInterruptedWrite, "a write's outcome is unknown", &out.Counters)
+		return s.settle(ctx, runs.StatusFailed, loop.ReasonInterruptedWrite, s.unknownWriteDetail(nil), &out.Counters)
 	}
 	if out.Kind == loop.OutcomeSuspended {
 		return s.suspend(ctx, out)
@@ -844,6 +900,9 @@ func (s *segmentRun) handOver(ctx context.Context, out loop.Outcome) error {
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 { // never cut a UTF-8 sequence
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -240,6 +240,8 @@ func TestTranslate(t *testing.T) {
 		{"transaction conflict", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{{Code: aws.String("TransactionConflict")}}}, runs.EConflict},
 		{"transaction cancelled by throttling", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{{Code: aws.String("ThrottlingError")}}}, runs.EInternal},
 		{"idempotency mismatch", &types.IdempotentParameterMismatchException{}, runs.EConflict},
+		// An earlier attempt of the same write may still commit: unknown, not refused.
+		{"transaction in progress", &types.TransactionInProgressException{Message: aws.String("in progress")}, runs.EInternal},
 		{"table missing", &types.ResourceNotFoundException{Message: aws.String("no table")}, runs.EInternal},
 		{"anything else", errors.New("boom"), runs.EInternal},
 	}

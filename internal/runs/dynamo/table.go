@@ -833,8 +833,9 @@ func (t *Table) deleteBatch(ctx context.Context, keys []map[string]types.Attribu
 	return nil
 }
 
-// translate maps SDK errors to runs errors: failed conditions and cancelled
-// transactions become EConflict; anything else is wrapped as is (internal).
+// translate maps SDK errors to runs errors: failed conditions and
+// transactions cancelled on a condition or a conflict become EConflict;
+// anything else, an outcome unknown included, is wrapped as is (internal).
 func translate(err error) error {
 	if err == nil {
 		return nil
@@ -863,9 +864,14 @@ func translate(err error) error {
 	if errors.As(err, &ipm) {
 		return runs.Errorf(runs.EConflict, "a different write with the same request token is in flight")
 	}
+	// TransactionInProgress: a transaction with this write's request token
+	// (an earlier attempt of the same write, which the SDK retried) is still
+	// running and may yet commit. The outcome is unknown, so it is not a
+	// conflict (a 409 to a decision that then takes effect): like a timeout,
+	// it is an internal error the caller must not read as "not written".
 	var tip *types.TransactionInProgressException
 	if errors.As(err, &tip) {
-		return runs.Errorf(runs.EConflict, "a transaction on the run is in progress")
+		return fmt.Errorf("dynamodb: an earlier attempt of this write is still in progress, its outcome is unknown: %w", err)
 	}
 	return fmt.Errorf("dynamodb: %w", err)
 }

@@ -616,6 +616,20 @@ func testStaleLease(t *testing.T, e *Env) {
 	assert.Equal(t, "purge", evs[0].Actor)
 	assert.JSONEq(t, `{"status":"FAILED","reason":"interrupted_write","lease_owner":"w1","pending_effect":"call-1"}`, string(evs[0].Data),
 		"the audit names the worker and the write whose outcome is unknown")
+
+	// The worker itself ends its run with a fence stamped (a write whose
+	// outcome its tool reported unknown): its settled event names the call.
+	r = e.Running(t)
+	r, err = e.Store.MarkPendingEffect(ctx, r, "w1", "call-2")
+	require.NoError(t, err)
+	r, err = e.Store.Settle(ctx, r, "w1", runs.Settlement{Status: runs.StatusFailed, Reason: loop.ReasonInterruptedWrite})
+	require.NoError(t, err)
+	evs, err = e.Store.Events(ctx, r.ID, r.LastSeq-1, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, "w1", evs[0].Actor)
+	assert.JSONEq(t, `{"status":"FAILED","reason":"interrupted_write","pending_effect":"call-2"}`, string(evs[0].Data),
+		"the worker's own settle names the write whose outcome is unknown")
 }
 
 func testSuspendRefusals(t *testing.T, e *Env) {

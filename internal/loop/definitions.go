@@ -1,0 +1,158 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Remote definitions: a DefinitionChecker tool's definition lives with its
+// source and may change while the process runs. The loop asks the source
+// when a turn is about to be held (so the held call is checked, previewed
+// and hashed on the definition the source has now) and before a held call
+// runs (so it runs only on the definition it was held with).
+
+// definitionAnswer is what a DefinitionChecker said about its definition.
+type definitionAnswer struct {
+	hash string
+	err  error
+}
+
+type askedAtKey struct{}
+
+// DefinitionsAskedAt returns, in the context of a CurrentDefinition call,
+// when the loop began asking the tools of one turn for their definitions.
+// A source may answer all its tools from one look at its definitions taken
+// at or after that moment (one listing of an MCP server for all of them).
+func DefinitionsAskedAt(ctx context.Context) (time.Time, bool) {
+	at, ok := ctx.Value(askedAtKey{}).(time.Time)
+	return at, ok
+}
+
+// askDefinitions asks the named tools (DefinitionCheckers of the toolbox,
+// each once) for their current definitions, all at once: tools of one
+// source can then share one request to it (DefinitionsAskedAt).
+func (r *Runner) askDefinitions(ctx context.Context, names []string) map[string]definitionAnswer {
+	ctx = context.WithValue(ctx, askedAtKey{}, time.Now())
+	answers := make(map[string]definitionAnswer, len(names))
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, name := range names {
+		tool, _ := r.Tools.Lookup(name)
+		checker := tool.(DefinitionChecker)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var a definitionAnswer
+			def, err := checker.CurrentDefinition(ctx)
+			if err == nil {
+				a.hash, err = DefinitionHash(def)
+			}
+			a.err = err
+			mu.Lock()
+			answers[name] = a
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return answers
+}
+
+// checkerNames returns the distinct names of the calls' tools that are
+// DefinitionCheckers of the toolbox and for which keep holds, in call order.
+func (r *Runner) checkerNames(calls []PendingCall, keep func(PendingCall) bool) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, c := range calls {
+		if seen[c.Name] || !keep(c) {
+			continue
+		}
+		if tool, ok := r.Tools.Lookup(c.Name); ok {
+			if _, ok := tool.(DefinitionChecker); ok {
+				seen[c.Name] = true
+				names = append(names, c.Name)
+			}
+		}
+	}
+	return names
+}
+
+// refreshHeld asks the DefinitionChecker tools of a turn about to be held
+// for the definitions they have now, and reports whether one differs from
+// the definition the turn was planned with (the tool and the toolbox then
+// hold the new one). A source that cannot be reached leaves the definition
+// this process has: the call is held on it, and the resume asks again.
+func (s *segment) refreshHeld(ctx context.Context, calls []PendingCall) bool {
+	names := s.r.checkerNames(calls, func(c PendingCall) bool { return s.allowed[c.Name] })
+	if len(names) == 0 {
+		return false
+	}
+	before := make(map[string]string, len(names))
+	for _, name := range names {
+		before[name], _ = s.r.Tools.Hash(name)
+	}
+	s.r.askDefinitions(ctx, names)
+	changed := false
+	for _, name := range names {
+		if now, _ := s.r.Tools.Hash(name); now != before[name] {
+			changed = true
+		}
+	}
+	if changed {
+		s.specs = s.r.specsOf(s.allowedNames)
+	}
+	return changed
+}
+
+// runs reports whether a held call is to run under its decision (nil
+// actions: a turn that needed no approval, every call runs).
+func runs(c PendingCall, actions map[string]CallDecision) bool {
+	if c.Denied != "" {
+		return false
+	}
+	if actions == nil {
+		return c.Rejected == ""
+	}
+	act := actions[c.ID]
+	return act.Action != ActionDeny && (c.Rejected == "" || act.Action == ActionEdit)
+}
+
+// confirmDefinitions asks the DefinitionChecker tools of the calls that are
+// to run for their current definitions (refreshing this process's copy). A
+// definition that no longer hashes to the one recorded when the call was
+// held refuses (ErrToolChanged); one that cannot be confirmed is returned
+// by call id with the reason, and that call does not run. asked names the
+// tools that were asked: their answer, not this process's copy, decides.
+func (r *Runner) confirmDefinitions(ctx context.Context, calls []PendingCall, hashes map[string]string, actions map[string]CallDecision) (unconfirmed map[string]string, asked map[string]bool, err error) {
+	names := r.checkerNames(calls, func(c PendingCall) bool { return runs(c, actions) })
+	if len(names) == 0 {
+		return nil, nil, nil
+	}
+	answers := r.askDefinitions(ctx, names)
+	asked = make(map[string]bool, len(names))
+	for _, name := range names {
+		asked[name] = true
+	}
+	for _, c := range calls {
+		a, ok := answers[c.Name]
+		if !ok || !runs(c, actions) {
+			continue
+		}
+		if a.err != nil {
+			if unconfirmed == nil {
+				unconfirmed = map[string]string{}
+			}
+			unconfirmed[c.ID] = a.err.Error()
+			continue
+		}
+		if want, recorded := hashes[c.Name]; recorded && a.hash != want {
+			return nil, nil, fmt.Errorf("%w: tool %q (call %s) is not what the approver reviewed: its server's definition of it now differs from the one the call was held with "+
+				"(changed after the run was held, or before if the server could not be reached then); nothing of the turn ran",
+				ErrToolChanged, c.Name, c.ID)
+		}
+	}
+	return unconfirmed, asked, nil
+}
