@@ -26,8 +26,11 @@ type Client struct {
 	auth func(ctx context.Context, req *http.Request, body []byte) error
 	// pollMin and pollMax bound Wait's backoff.
 	pollMin, pollMax time.Duration
-	userAgent        string
-	pageSize         int
+	// serverWait is how long Wait asks the server to wait for a change
+	// (whole seconds; 0: Wait polls).
+	serverWait time.Duration
+	userAgent  string
+	pageSize   int
 }
 
 // settings collect the options of New.
@@ -39,6 +42,7 @@ type settings struct {
 	httpClient *http.Client
 	pollMin    time.Duration
 	pollMax    time.Duration
+	serverWait time.Duration
 	userAgent  string
 	pageSize   int
 }
@@ -82,6 +86,25 @@ func WithPageSize(n int) Option { return func(s *settings) { s.pageSize = n } }
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(s *settings) { s.userAgent = ua } }
 
+// WithServerWait makes Wait ask the server to hold each request until the
+// run changes, for at most d (whole seconds, at most 20 s, and at most half
+// the HTTP client's timeout), instead of polling: a change is then seen at
+// once. On the deployed API a held request keeps its Lambda running (billed
+// duration) and reads the run once a second; on the local server it costs
+// nothing while it waits.
+func WithServerWait(d time.Duration) Option { return func(s *settings) { s.serverWait = d } }
+
+// serverWait is how long Wait asks the server to wait for a change: the
+// wanted time, at most 20 s and half the HTTP client's timeout (0: none),
+// in whole seconds; 0 (Wait polls) when that is under a second.
+func serverWait(want, timeout time.Duration) time.Duration {
+	w := min(want, 20*time.Second)
+	if timeout > 0 {
+		w = min(w, timeout/2)
+	}
+	return max(w.Truncate(time.Second), 0)
+}
+
 // DefaultUserAgent is sent unless WithUserAgent says otherwise.
 const DefaultUserAgent = "agentgate-go-client/1"
 
@@ -114,6 +137,7 @@ func New(endpoint string, opts ...Option) (*Client, error) {
 	if c.userAgent == "" {
 		c.userAgent = DefaultUserAgent
 	}
+	c.serverWait = serverWait(s.serverWait, c.http.Timeout)
 	switch {
 	case s.token != "" && (s.aws != nil || s.defaultAWS):
 		return nil, errors.New("client: give a bearer token or AWS credentials, not both")

@@ -188,19 +188,32 @@ func (c *Client) PendingApprovals(ctx context.Context) iter.Seq2[PendingApproval
 // it was not waiting for.
 var ErrRunEnded = errors.New("the run ended")
 
-// Wait polls a run until its status is one of statuses (any terminal
-// status when none is given) and returns it. Polling backs off from the
-// client's minimum to its maximum interval (WithPollInterval), with
-// jitter. A run that ends in another status returns the run and an error
-// wrapping ErrRunEnded; throttling (429), server errors (5xx) and network
-// errors are retried until ctx ends; other API errors end the wait.
+// Wait waits for a run's status to be one of statuses (any terminal
+// status when none is given) and returns the run. It polls, backing off
+// from the client's minimum to its maximum interval (WithPollInterval),
+// with jitter. With WithServerWait it asks the server instead to answer
+// only when the run has changed (GET /runs/{id}?after_version=N&wait=S),
+// so a change is seen at once, and backs off only after an answer that
+// brings no change (the server's wait ended, or a server from before the
+// parameter answered at once). A run that
+// ends in another status returns the run and an error wrapping
+// ErrRunEnded; throttling (429), server errors (5xx) and network errors are
+// retried until ctx ends; other API errors end the wait.
 func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run, error) {
 	delay := c.pollMin
 	var last *Run
 	for {
-		r, err := c.Run(ctx, id)
+		var r *Run
+		var err error
+		if last == nil || c.serverWait <= 0 {
+			r, err = c.Run(ctx, id)
+		} else {
+			r, err = c.runAfter(ctx, id, last.Version, c.serverWait)
+		}
+		changed := false
 		switch {
 		case err == nil:
+			changed = last == nil || r.Version > last.Version
 			last = r
 			if slices.Contains(statuses, r.Status) || len(statuses) == 0 && r.Status.Terminal() {
 				return r, nil
@@ -213,6 +226,10 @@ func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run,
 		case !retryable(err):
 			return nil, err
 		}
+		if changed && c.serverWait > 0 {
+			delay = c.pollMin
+			continue // the server waits for the next change
+		}
 		// Jitter over the upper half keeps concurrent waiters apart.
 		t := time.NewTimer(delay/2 + rand.N(delay/2+1)) //nolint:gosec // jitter of a poll delay, not a secret
 		select {
@@ -223,6 +240,19 @@ func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run,
 		}
 		delay = min(delay*3/2, c.pollMax)
 	}
+}
+
+// runAfter reads run id once its version is above after (or it has ended),
+// the server waiting at most wait for that.
+func (c *Client) runAfter(ctx context.Context, id string, after int64, wait time.Duration) (*Run, error) {
+	q := url.Values{}
+	q.Set("after_version", strconv.FormatInt(after, 10))
+	q.Set("wait", strconv.FormatInt(int64(wait/time.Second), 10))
+	var r Run
+	if err := c.do(ctx, "GET", "/runs/"+url.PathEscape(id)+"?"+q.Encode(), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // waitEnded is Wait's error when ctx ends: it wraps ctx.Err() and says

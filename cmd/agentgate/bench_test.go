@@ -52,34 +52,42 @@ func BenchmarkRunDecisionCycleParallel(b *testing.B) {
 // BenchmarkRunDecisionCycleClients runs the cycle from a fixed number of
 // concurrent clients (1 and 16) on one local server, whatever GOMAXPROCS is:
 // cycles/s at 16 over cycles/s at 1 is what the embedded store's group commit
-// buys (issue #15: goal >= 4x). `make bench` prints the two and their ratio.
+// buys (issue #15: goal >= 4x). `make bench` prints the two and their ratio,
+// for clients that poll GET /runs/{id} every millisecond (waiting=poll) and
+// for clients that wait on it (?after_version=N&wait=20, waiting=server).
 func BenchmarkRunDecisionCycleClients(b *testing.B) {
-	for _, clients := range []int{1, 16} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			c := startCycleBench(b)
-			var lat cycleLatency
-			var next atomic.Int64
-			errs := make(chan error, clients)
-			b.ResetTimer()
-			for range clients {
-				go func() {
-					for next.Add(1) <= int64(b.N) {
-						if err := c.cycle(&lat); err != nil {
-							errs <- err
-							return
+	for _, waiting := range []struct {
+		name string
+		poll time.Duration
+	}{{"poll", time.Millisecond}, {"server", 0}} {
+		for _, clients := range []int{1, 16} {
+			b.Run(fmt.Sprintf("waiting=%s/clients=%d", waiting.name, clients), func(b *testing.B) {
+				c := startCycleBench(b)
+				c.pollInterval = waiting.poll
+				var lat cycleLatency
+				var next atomic.Int64
+				errs := make(chan error, clients)
+				b.ResetTimer()
+				for range clients {
+					go func() {
+						for next.Add(1) <= int64(b.N) {
+							if err := c.cycle(&lat); err != nil {
+								errs <- err
+								return
+							}
 						}
-					}
-					errs <- nil
-				}()
-			}
-			for range clients {
-				if err := <-errs; err != nil {
-					b.Error(err)
+						errs <- nil
+					}()
 				}
-			}
-			b.StopTimer()
-			lat.report(b)
-		})
+				for range clients {
+					if err := <-errs; err != nil {
+						b.Error(err)
+					}
+				}
+				b.StopTimer()
+				lat.report(b)
+			})
+		}
 	}
 }
 
@@ -170,10 +178,11 @@ func (c *cycleBench) cycle(lat *cycleLatency) error {
 
 func (c *cycleBench) waitFor(id, status string, lat *cycleLatency) (runView, error) {
 	deadline := time.Now().Add(30 * time.Second)
+	path := "/runs/" + id
 	for {
 		var r runView
 		lat.polls.Add(1)
-		if err := c.alice.DoJSON(context.Background(), "GET", "/runs/"+id, nil, http.StatusOK, &r); err != nil {
+		if err := c.alice.DoJSON(context.Background(), "GET", path, nil, http.StatusOK, &r); err != nil {
 			return r, err
 		}
 		switch r.Status {
@@ -185,6 +194,11 @@ func (c *cycleBench) waitFor(id, status string, lat *cycleLatency) (runView, err
 		if time.Now().After(deadline) {
 			return r, fmt.Errorf("run %s still %s after 30s", id, r.Status)
 		}
-		time.Sleep(c.pollInterval)
+		if c.pollInterval > 0 {
+			time.Sleep(c.pollInterval)
+			continue
+		}
+		// The server answers once the run has changed (or after 20 s).
+		path = fmt.Sprintf("/runs/%s?after_version=%d&wait=20", id, r.Version)
 	}
 }

@@ -76,7 +76,9 @@ func (g *globalFlags) client() (*client.Client, error) {
 	if g.endpoint == "" {
 		return nil, fmt.Errorf("no endpoint: pass --endpoint or set %s", EnvEndpoint)
 	}
-	var opts []client.Option
+	// A person waiting at a terminal wants a change shown at once: the
+	// server holds each wait request until the run changes (10 s at most).
+	opts := []client.Option{client.WithServerWait(10 * time.Second)}
 	if g.token != "" {
 		opts = append(opts, client.WithBearerToken(g.token))
 	}

@@ -133,6 +133,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 type runView struct {
 	ID       string
 	Status   string
+	Version  int64
 	Output   json.RawMessage
 	Counters struct {
 		ModelCalls   int64 `json:"model_calls"`
@@ -197,11 +198,14 @@ func (c *demoClient) do(method, path, token string, body any, want int, into any
 	return json.Unmarshal(b, into)
 }
 
+// waitFor reads run id until its status is status; after the first read
+// the server holds each request until the run has changed (wait=10).
 func (c *demoClient) waitFor(ctx context.Context, id, token, status string) (runView, error) {
 	deadline := time.Now().Add(30 * time.Second)
+	path := "/runs/" + id
 	for {
 		var r runView
-		if err := c.do("GET", "/runs/"+id, token, nil, http.StatusOK, &r); err != nil {
+		if err := c.do("GET", path, token, nil, http.StatusOK, &r); err != nil {
 			return r, err
 		}
 		if r.Status == status {
@@ -213,11 +217,10 @@ func (c *demoClient) waitFor(ctx context.Context, id, token, status string) (run
 		if time.Now().After(deadline) {
 			return r, fmt.Errorf("run %s still %s after 30s", id, r.Status)
 		}
-		select {
-		case <-ctx.Done():
-			return r, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		if err := ctx.Err(); err != nil {
+			return r, err
 		}
+		path = fmt.Sprintf("/runs/%s?after_version=%d&wait=10", id, r.Version)
 	}
 }
 

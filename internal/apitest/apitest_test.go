@@ -88,6 +88,7 @@ func TestTrafficMatchesSpec(t *testing.T) {
 	id := run["id"].(string)
 	run = waitStatus(t, s, c, id, "WAITING_FOR_APPROVAL")
 	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	version := int64(run["version"].(float64))
 
 	other := func() string {
 		_, r, _ := call(t, s, c, "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"four_eyes":true}`)
@@ -103,6 +104,11 @@ func TestTrafficMatchesSpec(t *testing.T) {
 		{"get unauthenticated", "GET", "/runs/" + id, "", "", "", 401},
 		{"get forbidden", "GET", "/runs/" + id, "carol", "", "", 403},
 		{"get unknown", "GET", "/runs/nope", "alice", "", "", 404},
+		{"get past the caller's version", "GET", fmt.Sprintf("/runs/%s?after_version=%d&wait=20", id, version-1), "alice", "", "", 200},
+		{"get wait without a version", "GET", "/runs/" + id + "?wait=5", "alice", "", "", 422},
+		{"get wait too long", "GET", fmt.Sprintf("/runs/%s?after_version=%d&wait=21", id, version), "alice", "", "", 400},
+		{"get version not a number", "GET", "/runs/" + id + "?after_version=x&wait=1", "alice", "", "", 400},
+		{"get wait forbidden", "GET", fmt.Sprintf("/runs/%s?after_version=%d&wait=20", id, version), "carol", "", "", 403},
 		{"events forbidden", "GET", "/runs/" + id + "/events", "carol", "", "", 403},
 		{"events unknown", "GET", "/runs/nope/events", "alice", "", "", 404},
 		{"events unauthenticated", "GET", "/runs/" + id + "/events", "", "", "", 401},

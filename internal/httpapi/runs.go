@@ -224,10 +224,30 @@ func (a *API) readable(ctx context.Context, req events.APIGatewayProxyRequest, i
 	return r, who, nil
 }
 
+// getRun answers GET /runs/{id}; with ?after_version=N&wait=S it answers
+// once the run's version is above N or the run has ended, waiting at most S
+// seconds (1 to 20) for that, so a caller waiting on a run need not poll.
 func (a *API) getRun(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
+	wait, err := queryInt(req, "wait", 0, 0, int64(runs.MaxWait/time.Second))
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	_, hasAfter := req.QueryStringParameters["after_version"]
+	after, err := queryInt(req, "after_version", 0, 0, 1<<62)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	if wait > 0 && !hasAfter {
+		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "query parameter wait needs after_version (the version the caller has)")
+	}
 	r, _, err := a.readable(ctx, req, id)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
+	}
+	if wait > 0 && r.Version <= after && !r.Status.Terminal() {
+		if r, err = a.Store.GetAfter(ctx, id, after, time.Duration(wait)*time.Second); err != nil {
+			return events.APIGatewayProxyResponse{}, err
+		}
 	}
 	return jsonResponse(http.StatusOK, viewOf(r)), nil
 }

@@ -83,7 +83,9 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 	}
 	w.Run = next
 	w.ExpectVersion = cur.Version
-	if err := s.rows.Write(ctx, w); err != nil {
+	err := s.rows.Write(ctx, w)
+	s.watch.changed(cur.ID)
+	if err != nil {
 		fresh, err := s.explain(ctx, cur, w, err)
 		if fresh != nil && fresh.WriteID == next.WriteID {
 			// Our own write landed and only its response was lost (an SDK

@@ -104,7 +104,9 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 			Approvers []string `json:"approvers,omitempty"`
 			FourEyes  bool     `json:"four_eyes,omitempty"`
 		}{r.Approvers, r.FourEyes})}
-	if err := s.rows.Write(ctx, Write{Run: r, Create: true, Events: []Event{ev}}); err != nil {
+	err := s.rows.Write(ctx, Write{Run: r, Create: true, Events: []Event{ev}})
+	s.watch.changed(r.ID)
+	if err != nil {
 		if ErrorCode(err) == EConflict {
 			if fresh, gerr := s.rows.GetRun(ctx, r.ID); gerr == nil && fresh.WriteID == r.WriteID {
 				return r.Clone(), nil // our write landed; its response was lost

@@ -49,6 +49,8 @@ type Store struct {
 	rows   RowStore
 	states StateStore
 	opts   Options
+	// watch wakes GetAfter's waiters when a row is written (watch.go).
+	watch rowWatch
 }
 
 // NewStore returns a Store over the given adapters.

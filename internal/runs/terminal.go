@@ -175,7 +175,9 @@ func (s *Store) Purge(ctx context.Context, id string) error {
 	if err := s.states.DeleteRunStates(ctx, id); err != nil {
 		return fmt.Errorf("purge run %s: delete blobs: %w", id, err)
 	}
-	if err := s.rows.DeleteRun(ctx, id, r.TokenHashes); err != nil {
+	err = s.rows.DeleteRun(ctx, id, r.TokenHashes)
+	s.watch.changed(id)
+	if err != nil {
 		return fmt.Errorf("purge run %s: delete rows: %w", id, err)
 	}
 	return nil

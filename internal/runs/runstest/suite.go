@@ -111,6 +111,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ClaimKeepsDispatchDeadline", testClaimKeepsDispatchDeadline},
 		{"ClaimSnapshot", testClaimSnapshot},
 		{"ClaimSnapshotNotStored", testClaimSnapshotNotStored},
+		{"GetAfter", testGetAfter},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
