@@ -89,9 +89,8 @@ func WithUserAgent(ua string) Option { return func(s *settings) { s.userAgent = 
 // WithServerWait makes Wait ask the server to hold each request until the
 // run changes, for at most d (whole seconds, at most 20 s, and at most half
 // the HTTP client's timeout), instead of polling: a change is then seen at
-// once. On the deployed API a held request keeps its Lambda running (billed
-// duration) and reads the run once a second; on the local server it costs
-// nothing while it waits.
+// once on the local server. The deployed API answers at once (it holds no
+// Lambda), and Wait then backs off as when polling.
 func WithServerWait(d time.Duration) Option { return func(s *settings) { s.serverWait = d } }
 
 // serverWait is how long Wait asks the server to wait for a change: the

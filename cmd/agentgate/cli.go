@@ -77,7 +77,8 @@ func (g *globalFlags) client() (*client.Client, error) {
 		return nil, fmt.Errorf("no endpoint: pass --endpoint or set %s", EnvEndpoint)
 	}
 	// A person waiting at a terminal wants a change shown at once: the
-	// server holds each wait request until the run changes (10 s at most).
+	// local server holds each wait request until the run changes (10 s at
+	// most); the deployed API answers at once and Wait backs off.
 	opts := []client.Option{client.WithServerWait(10 * time.Second)}
 	if g.token != "" {
 		opts = append(opts, client.WithBearerToken(g.token))

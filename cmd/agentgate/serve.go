@@ -26,6 +26,7 @@ import (
 	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/routes"
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
 
@@ -161,7 +162,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 		return nil, nil, nil, err
 	}
 	disp := &dispatch.InProcess{Logger: o.logger}
-	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: routes.All(),
+	a, err := app.NewAWS(app.AWSOptions{Config: cfg, AWS: awsCfg, Model: model, ToolSources: tools, Routes: routes.All(), MaxWait: runs.MaxWait,
 		Owner: "local", Logger: o.logger, Dispatch: disp,
 		Mailer: approval.NewOutboxMailer(outbox, "agentgate@localhost", o.mailOut), Webhooks: o.webhooks, Governance: &gov, SegmentBudget: o.segmentBudget})
 	if err != nil {

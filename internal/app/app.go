@@ -31,6 +31,9 @@ type Deps struct {
 	AllowedModels []string
 	// Owner names this process in lease owners.
 	Owner string
+	// MaxWait bounds how long GET /runs/{id}?wait=S may hold a request
+	// (0: the API answers at once; see httpapi.API.MaxWait).
+	MaxWait time.Duration
 	// SegmentBudget, when positive, ends a worker's segment after this
 	// long (checkpoint and re-dispatch; see service.Worker).
 	SegmentBudget time.Duration
@@ -104,7 +107,7 @@ func New(d Deps) (*App, error) {
 	a.API = &httpapi.API{
 		Store: d.Store, Tools: tools, Dispatch: d.Dispatch, Routes: d.Routes,
 		AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
-		Directory: d.Governance.Directory, Policy: d.Governance.Policy,
+		Directory: d.Governance.Directory, Policy: d.Governance.Policy, MaxWait: d.MaxWait,
 	}
 	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Logger: d.Logger, Now: d.Now}
 	if err := a.wireWebhooks(d.Webhooks); err != nil {

@@ -44,6 +44,11 @@ type AWSOptions struct {
 	// long (serve --segment-budget); a Lambda's segments end before its
 	// deadline in any case.
 	SegmentBudget time.Duration
+	// MaxWait bounds how long GET /runs/{id}?wait=S holds a request: the
+	// local server on DynamoDB+S3 passes runs.MaxWait; the functions leave
+	// it 0 and answer at once, as a held request would hold a Lambda of
+	// the function that also runs the workers.
+	MaxWait time.Duration
 }
 
 // NewAWS builds the App on DynamoDB, S3, SES v2 and Lambda async dispatch.
@@ -81,5 +86,6 @@ func NewAWS(o AWSOptions) (*App, error) {
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer, ToolSources: o.ToolSources,
 		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner, AllowedModels: c.AllowedModels,
 		Routes: o.Routes, Webhooks: o.Webhooks, Logger: o.Logger, Governance: gov, SegmentBudget: o.SegmentBudget,
+		MaxWait: o.MaxWait,
 	})
 }

@@ -112,7 +112,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),
 		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: "local",
 		Routes: routes.All(), Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now, Governance: o.Governance,
-		SegmentBudget: o.SegmentBudget,
+		SegmentBudget: o.SegmentBudget, MaxWait: runs.MaxWait,
 	})
 	if err != nil {
 		closeDB()

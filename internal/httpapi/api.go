@@ -47,8 +47,12 @@ type API struct {
 	// Policy is the deployment policy (nil: no rules): runs may only
 	// tighten it.
 	Policy *policy.Policy
-	Logger *slog.Logger
-	Now    func() time.Time
+	// MaxWait bounds how long GET /runs/{id}?after_version=N&wait=S holds
+	// a request (at most runs.MaxWait); 0: it answers at once whatever S
+	// is (the deployed functions: a held request would hold a Lambda).
+	MaxWait time.Duration
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 func (a *API) now() time.Time {

@@ -226,7 +226,8 @@ func (a *API) readable(ctx context.Context, req events.APIGatewayProxyRequest, i
 
 // getRun answers GET /runs/{id}; with ?after_version=N&wait=S it answers
 // once the run's version is above N or the run has ended, waiting at most S
-// seconds (1 to 20) for that, so a caller waiting on a run need not poll.
+// seconds (1 to 20; at most MaxWait, which is 0 on the deployed functions)
+// for that, so a caller waiting on a run need not poll.
 func (a *API) getRun(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
 	wait, err := queryInt(req, "wait", 0, 0, int64(runs.MaxWait/time.Second))
 	if err != nil {
@@ -244,8 +245,8 @@ func (a *API) getRun(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	if wait > 0 && r.Version <= after && !r.Status.Terminal() {
-		if r, err = a.Store.GetAfter(ctx, id, after, time.Duration(wait)*time.Second); err != nil {
+	if d := min(time.Duration(wait)*time.Second, a.MaxWait); d > 0 && r.Version <= after && !r.Status.Terminal() {
+		if r, err = a.Store.GetAfter(ctx, id, after, d); err != nil {
 			return events.APIGatewayProxyResponse{}, err
 		}
 	}
