@@ -3,6 +3,7 @@ package client_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,27 +12,49 @@ import (
 	"github.com/agentgate/agentgate/internal/apitest"
 )
 
-// TestWaitWithServerWait: with WithServerWait, Wait reads the run once and
-// then asks the server to answer on the next version; an answer without a
-// new version (the server's wait ended, or an older server ignored the
-// parameters) is followed by the poll back-off, not a tight loop.
-func TestWaitWithServerWait(t *testing.T) {
-	var mu sync.Mutex
-	var queries []string
-	answers := []string{
-		`{"id":"r1","status":"RUNNING","version":3}`,
-		`{"id":"r1","status":"RUNNING","version":3}`, // the wait ended
-		`{"id":"r1","status":"RUNNING","version":4}`,
-		`{"id":"r1","status":"WAITING_FOR_APPROVAL","version":5}`,
+// fakeRuns serves GET /runs/r1 from answers in turn (the last one again
+// when they run out), holding a request with a wait for hold first, and
+// records each request's query.
+type fakeRuns struct {
+	mu      sync.Mutex
+	answers []string
+	hold    time.Duration
+	queries []string
+}
+
+func (f *fakeRuns) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	n := len(f.queries)
+	f.queries = append(f.queries, r.URL.RawQuery)
+	f.mu.Unlock()
+	if r.URL.Query().Get("wait") != "" {
+		time.Sleep(f.hold)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		n := len(queries)
-		queries = append(queries, r.URL.RawQuery)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(answers[min(n, len(answers)-1)]))
-	}))
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(f.answers[min(n, len(f.answers)-1)]))
+}
+
+func (f *fakeRuns) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.queries...)
+}
+
+// TestWaitWithServerWaitOnAServerThatDoesNotHold: with WithServerWait,
+// Wait reads the run once and then asks the server to hold the next
+// request; an answer without a change that comes before the wait is over
+// (the deployed API, or a server from before the parameter) makes the rest
+// of the Wait poll plainly, with back-off, so it never asks such a server
+// again at once.
+func TestWaitWithServerWaitOnAServerThatDoesNotHold(t *testing.T) {
+	f := &fakeRuns{answers: []string{
+		`{"id":"r1","status":"RUNNING","version":3}`,
+		`{"id":"r1","status":"RUNNING","version":3}`, // not held
+		`{"id":"r1","status":"RUNNING","version":4}`,
+		`{"id":"r1","status":"RUNNING","version":5}`,
+		`{"id":"r1","status":"WAITING_FOR_APPROVAL","version":6}`,
+	}}
+	srv := httptest.NewServer(f)
 	defer srv.Close()
 	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, 2*time.Millisecond),
 		client.WithServerWait(30*time.Second), client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
@@ -39,19 +62,39 @@ func TestWaitWithServerWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := c.Wait(ctx(t), "r1", client.StatusWaiting)
+	if err != nil || r.Version != 6 {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+	want := []string{"", "after_version=3&wait=5", "", "", ""}
+	if got := f.requests(); !slices.Equal(got, want) {
+		t.Errorf("queries %q, want %q (one wait of half the HTTP client's 10 s timeout, then plain polls)", got, want)
+	}
+}
+
+// TestWaitWithServerWaitOnAServerThatHolds: an answer without a change
+// that came after the whole wait is followed by another waiting request
+// (the server holds; nothing happened meanwhile), not by a poll.
+func TestWaitWithServerWaitOnAServerThatHolds(t *testing.T) {
+	f := &fakeRuns{hold: time.Second, answers: []string{
+		`{"id":"r1","status":"RUNNING","version":3}`,
+		`{"id":"r1","status":"RUNNING","version":3}`, // held for the whole second
+		`{"id":"r1","status":"RUNNING","version":4}`,
+		`{"id":"r1","status":"WAITING_FOR_APPROVAL","version":5}`,
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, 2*time.Millisecond),
+		client.WithServerWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(ctx(t), "r1", client.StatusWaiting)
 	if err != nil || r.Version != 5 {
 		t.Fatalf("got %+v, %v", r, err)
 	}
-	want := []string{"", "after_version=3&wait=5", "after_version=3&wait=5", "after_version=4&wait=5"}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(queries) != len(want) {
-		t.Fatalf("queries %q, want %q", queries, want)
-	}
-	for i := range want {
-		if queries[i] != want[i] {
-			t.Errorf("request %d: query %q, want %q (the wait is half the HTTP client's 10 s timeout)", i+1, queries[i], want[i])
-		}
+	want := []string{"", "after_version=3&wait=1", "after_version=3&wait=1", "after_version=4&wait=1"}
+	if got := f.requests(); !slices.Equal(got, want) {
+		t.Errorf("queries %q, want %q", got, want)
 	}
 }
 

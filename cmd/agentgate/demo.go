@@ -53,7 +53,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	c := &demoClient{base: s.URL, out: stdout}
+	c := &demoClient{ctx: ctx, base: s.URL, out: stdout}
 	step := func(format string, a ...any) { fmt.Fprintf(stdout, "\n==> "+format+"\n", a...) }
 
 	step("agentgate is serving on %s (embedded store in %s, scripted model)", s.URL, *dir)
@@ -168,6 +168,8 @@ func (d *decisionView) digest() string {
 }
 
 type demoClient struct {
+	// ctx ends the demo's requests (Ctrl-C), a held wait too.
+	ctx  context.Context
 	base string
 	out  io.Writer
 }
@@ -178,7 +180,7 @@ func (c *demoClient) do(method, path, token string, body any, want int, into any
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, c.base+path, rd)
+	req, err := http.NewRequestWithContext(c.ctx, method, c.base+path, rd)
 	if err != nil {
 		return err
 	}

@@ -221,6 +221,11 @@ func scheduledEvent() []byte {
 func (s *localServer) Close() error {
 	s.stop()
 	<-s.done
+	if s.App != nil {
+		// Requests held by ?wait= answer now, with the run as it is,
+		// rather than holding Shutdown for up to 20 s.
+		s.App.Store.StopWaits()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)

@@ -233,7 +233,7 @@ func (a *API) getRun(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	_, hasAfter := req.QueryStringParameters["after_version"]
+	hasAfter := req.QueryStringParameters["after_version"] != ""
 	after, err := queryInt(req, "after_version", 0, 0, 1<<62)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err

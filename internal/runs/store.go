@@ -2,6 +2,7 @@ package runs
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -39,6 +40,9 @@ type Options struct {
 	Outbound OutboundFunc
 	// Logger receives failures of best-effort cleanups; slog.Default when nil.
 	Logger *slog.Logger
+	// WaitPoll is how often GetAfter reads a run again while it waits
+	// (default WaitPoll; tests make it long to see the wake-ups alone).
+	WaitPoll time.Duration
 }
 
 // Store applies the run life cycle on a RowStore and a StateStore. Every
@@ -49,8 +53,11 @@ type Store struct {
 	rows   RowStore
 	states StateStore
 	opts   Options
-	// watch wakes GetAfter's waiters when a row is written (watch.go).
-	watch rowWatch
+	// watch wakes GetAfter's waiters when a row is written (watch.go);
+	// stopWaits, closed by StopWaits, ends every wait.
+	watch     rowWatch
+	stopWaits chan struct{}
+	stopOnce  sync.Once
 }
 
 // NewStore returns a Store over the given adapters.
@@ -70,7 +77,10 @@ func NewStore(rows RowStore, states StateStore, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Store{rows: legacyRows{rows}, states: states, opts: opts}
+	if opts.WaitPoll <= 0 {
+		opts.WaitPoll = WaitPoll
+	}
+	return &Store{rows: legacyRows{rows}, states: states, opts: opts, stopWaits: make(chan struct{})}
 }
 
 func (s *Store) now() time.Time { return ms(s.opts.Now()) }

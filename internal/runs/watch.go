@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// MaxWait bounds how long GetAfter waits: API Gateway ends a request after
-// 29 s, so a waiting GET /runs/{id} answers well before that.
+// MaxWait bounds how long GET /runs/{id} waits (GetAfter): API Gateway ends
+// a request after 29 s, so a waiting request answers well before that.
 const MaxWait = 20 * time.Second
 
-// WaitPoll is how often GetAfter reads the row again while it waits. Writes
+// WaitPoll is how often GetAfter reads the row again while it waits (the
+// default of Options.WaitPoll). Writes
 // made through the same Store (the local server: its API, workers and
 // sweep) wake it at once; the re-read finds the writes of other processes
 // (the deployed functions, another server on the same table).
@@ -74,20 +75,36 @@ func (w *rowWatch) changed(id string) {
 // the watch; call it when done waiting.
 func (s *Store) Watch(id string) (<-chan struct{}, func()) { return s.watch.watch(id) }
 
+// Waiters returns how many GetAfter calls wait on run id now.
+func (s *Store) Waiters(id string) int {
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	if e := s.watch.m[id]; e != nil {
+		return e.n
+	}
+	return 0
+}
+
+// StopWaits ends every GetAfter wait, now and later, with the run as last
+// read: a server that is shutting down answers its waiting requests
+// instead of holding its shutdown until they end.
+func (s *Store) StopWaits() { s.stopOnce.Do(func() { close(s.stopWaits) }) }
+
 // GetAfter returns run id once its version is above after, or once it is
-// terminal, waiting at most wait (capped at MaxWait) for that; when the
+// terminal, waiting at most wait for that (the API caps it at MaxWait); when the
 // wait ends first it returns the run as last read. A wait of zero or less
-// is Get. ctx ending ends the wait too: it then returns the run as last
-// read (the caller has gone, or its deadline is near).
+// is Get. ctx ending ends the wait too, and so does StopWaits: it then
+// returns the run as last read (the caller has gone, its deadline is near,
+// or the server is stopping).
 //
 // The caller checks first that the run may be read (Get); GetAfter reads
 // the row again each time it is written through this Store and every
-// WaitPoll.
+// Options.WaitPoll.
 func (s *Store) GetAfter(ctx context.Context, id string, after int64, wait time.Duration) (*Run, error) {
 	if wait <= 0 {
 		return s.Get(ctx, id)
 	}
-	timer := time.NewTimer(min(wait, MaxWait))
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
 		// Watch before reading: a write that lands between the read and
@@ -98,7 +115,7 @@ func (s *Store) GetAfter(ctx context.Context, id string, after int64, wait time.
 			release()
 			return r, err
 		}
-		poll := time.NewTimer(WaitPoll)
+		poll := time.NewTimer(s.opts.WaitPoll)
 		select {
 		case <-changed:
 		case <-poll.C:
@@ -110,8 +127,15 @@ func (s *Store) GetAfter(ctx context.Context, id string, after int64, wait time.
 			poll.Stop()
 			release()
 			return r, nil
+		case <-s.stopWaits:
+			poll.Stop()
+			release()
+			return r, nil
 		}
 		poll.Stop()
 		release()
+		if ctx.Err() != nil {
+			return r, nil // woken as the caller left: its re-read would fail
+		}
 	}
 }
