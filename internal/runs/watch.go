@@ -95,7 +95,8 @@ func (s *Store) StopWaits() { s.stopOnce.Do(func() { close(s.stopWaits) }) }
 // wait ends first it returns the run as last read. A wait of zero or less
 // is Get. ctx ending ends the wait too, and so does StopWaits: it then
 // returns the run as last read (the caller has gone, its deadline is near,
-// or the server is stopping).
+// or the server is stopping), or ctx's error when it ended before the
+// first read.
 //
 // The caller checks first that the run may be read (Get); GetAfter reads
 // the row again each time it is written through this Store and every
@@ -106,15 +107,21 @@ func (s *Store) GetAfter(ctx context.Context, id string, after int64, wait time.
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	var last *Run
 	for {
 		// Watch before reading: a write that lands between the read and
 		// the wait still closes the channel.
 		changed, release := s.Watch(id)
 		r, err := s.Get(ctx, id)
+		if err != nil && last != nil && ctx.Err() != nil {
+			release()
+			return last, nil // the caller left during a re-read
+		}
 		if err != nil || r.Version > after || r.Status.Terminal() {
 			release()
 			return r, err
 		}
+		last = r
 		poll := time.NewTimer(s.opts.WaitPoll)
 		select {
 		case <-changed:
