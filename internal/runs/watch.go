@@ -123,26 +123,21 @@ func (s *Store) GetAfter(ctx context.Context, id string, after int64, wait time.
 		}
 		last = r
 		poll := time.NewTimer(s.opts.WaitPoll)
+		ended := false // the wait is over: its time, the caller or the server
 		select {
 		case <-changed:
 		case <-poll.C:
 		case <-timer.C:
-			poll.Stop()
-			release()
-			return r, nil
+			ended = true
 		case <-ctx.Done():
-			poll.Stop()
-			release()
-			return r, nil
+			ended = true
 		case <-s.stopWaits:
-			poll.Stop()
-			release()
-			return r, nil
+			ended = true
 		}
 		poll.Stop()
 		release()
-		if ctx.Err() != nil {
-			return r, nil // woken as the caller left: its re-read would fail
+		if ended || ctx.Err() != nil {
+			return r, nil // (woken as the caller left: a re-read would fail)
 		}
 	}
 }
