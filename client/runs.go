@@ -193,24 +193,22 @@ var ErrRunEnded = errors.New("the run ended")
 // from the client's minimum to its maximum interval (WithPollInterval),
 // with jitter. With WithServerWait it asks the server instead to answer
 // only when the run has changed (GET /runs/{id}?after_version=N&wait=S),
-// so a change is seen at once, and asks again at once after each answer;
-// an answer that brings no change and came before the wait was over (the
-// deployed API, which does not hold requests, or a server from before the
-// parameter) makes the rest of this Wait poll with back-off. A run that
+// so a change is seen at once, and asks again at once after a change or a
+// wait held to its end; an answer that brings no change and came before
+// the wait was over (the deployed API, which does not hold requests, a
+// server from before the parameter, or one that is stopping) is followed
+// by the back-off, as when polling, so such a server is never asked in a
+// tight loop. A run that
 // ends in another status returns the run and an error wrapping
 // ErrRunEnded; throttling (429), server errors (5xx) and network errors are
 // retried until ctx ends; other API errors end the wait.
 func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run, error) {
 	delay := c.pollMin
-	// hold: the server is asked to hold each request; it stops being
-	// asked after an answer without a change that came early (the server
-	// does not hold: the deployed API, or one from before the parameter).
-	hold := c.serverWait > 0
 	var last *Run
 	for {
 		var r *Run
 		var err error
-		asked := hold && last != nil
+		asked := c.serverWait > 0 && last != nil // the server is asked to hold
 		start := time.Now()
 		if asked {
 			r, err = c.runAfter(ctx, id, last.Version, c.serverWait)
@@ -228,22 +226,17 @@ func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run,
 			if r.Status.Terminal() {
 				return r, fmt.Errorf("run %s is %s (%s), not %v: %w", id, r.Status, r.TerminationReason, statuses, ErrRunEnded)
 			}
-			switch {
-			case !hold:
-			case !asked || changed:
-				again = true // the next request waits for the next change
-			case time.Since(start) >= c.serverWait-time.Second:
-				again = true // held for its whole wait: nothing happened
-			default:
-				hold = false // answered early without a change: poll
-			}
+			// With WithServerWait the next request waits for the next
+			// change, at once after a change or a wait held to its end; an
+			// early answer without a change (a server that does not hold,
+			// or one that stopped) is followed by the back-off.
+			again = c.serverWait > 0 && (!asked || changed || time.Since(start) >= c.serverWait-time.Second)
 		case ctx.Err() != nil:
 			return last, waitEnded(ctx, id, last, err)
 		case !retryable(err):
 			return nil, err
 		}
 		if again {
-			delay = c.pollMin
 			continue
 		}
 		// Jitter over the upper half keeps concurrent waiters apart.

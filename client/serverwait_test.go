@@ -1,6 +1,8 @@
 package client_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -20,6 +22,8 @@ type fakeRuns struct {
 	answers []string
 	hold    time.Duration
 	queries []string
+	// answered, when set, receives a value after each answer.
+	answered chan struct{}
 }
 
 func (f *fakeRuns) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -32,6 +36,9 @@ func (f *fakeRuns) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(f.answers[min(n, len(f.answers)-1)]))
+	if f.answered != nil {
+		f.answered <- struct{}{}
+	}
 }
 
 func (f *fakeRuns) requests() []string {
@@ -43,31 +50,32 @@ func (f *fakeRuns) requests() []string {
 // TestWaitWithServerWaitOnAServerThatDoesNotHold: with WithServerWait,
 // Wait reads the run once and then asks the server to hold the next
 // request; an answer without a change that comes before the wait is over
-// (the deployed API, or a server from before the parameter) makes the rest
-// of the Wait poll plainly, with back-off, so it never asks such a server
-// again at once.
+// (the deployed API, a server from before the parameter, one that is
+// stopping) is followed by the back-off, never by another request at once.
+// The back-off here is an hour, so the test ends the Wait once the server
+// has answered twice; a third request would be a tight loop.
 func TestWaitWithServerWaitOnAServerThatDoesNotHold(t *testing.T) {
-	f := &fakeRuns{answers: []string{
-		`{"id":"r1","status":"RUNNING","version":3}`,
-		`{"id":"r1","status":"RUNNING","version":3}`, // not held
-		`{"id":"r1","status":"RUNNING","version":4}`,
-		`{"id":"r1","status":"RUNNING","version":5}`,
-		`{"id":"r1","status":"WAITING_FOR_APPROVAL","version":6}`,
-	}}
+	answered := make(chan struct{}, 8)
+	f := &fakeRuns{answers: []string{`{"id":"r1","status":"RUNNING","version":3}`}, answered: answered}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, 2*time.Millisecond),
+	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Hour, time.Hour),
 		client.WithServerWait(30*time.Second), client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.Wait(ctx(t), "r1", client.StatusWaiting)
-	if err != nil || r.Version != 6 {
-		t.Fatalf("got %+v, %v", r, err)
+	waitCtx, cancel := context.WithCancel(ctx(t))
+	go func() {
+		<-answered
+		<-answered
+		cancel()
+	}()
+	if _, err := c.Wait(waitCtx, "r1", client.StatusWaiting); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait: %v, want it cancelled during its back-off", err)
 	}
-	want := []string{"", "after_version=3&wait=5", "", "", ""}
+	want := []string{"", "after_version=3&wait=5"}
 	if got := f.requests(); !slices.Equal(got, want) {
-		t.Errorf("queries %q, want %q (one wait of half the HTTP client's 10 s timeout, then plain polls)", got, want)
+		t.Errorf("queries %q, want %q (a read, one wait of half the HTTP client's 10 s timeout, then the back-off)", got, want)
 	}
 }
 
@@ -126,5 +134,31 @@ func TestWaitWithServerWaitOnTheLocalServer(t *testing.T) {
 	done, err := alice.Wait(ctx, run.ID)
 	if err != nil || done.Status != client.StatusCompleted {
 		t.Fatalf("done: %+v, %v", done, err)
+	}
+}
+
+// TestWaitWithServerWaitAfterAServerStopped: an early answer without a
+// change (a server that stopped answers its held requests so) is followed
+// by the back-off and then by another waiting request, not by plain polls
+// for the rest of the Wait.
+func TestWaitWithServerWaitAfterAServerStopped(t *testing.T) {
+	f := &fakeRuns{answers: []string{
+		`{"id":"r1","status":"RUNNING","version":3}`,
+		`{"id":"r1","status":"RUNNING","version":3}`, // the server stopped
+		`{"id":"r1","status":"WAITING_FOR_APPROVAL","version":4}`,
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, 2*time.Millisecond),
+		client.WithServerWait(30*time.Second), client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Wait(ctx(t), "r1", client.StatusWaiting); err != nil || r.Version != 4 {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+	want := []string{"", "after_version=3&wait=5", "after_version=3&wait=5"}
+	if got := f.requests(); !slices.Equal(got, want) {
+		t.Errorf("queries %q, want %q", got, want)
 	}
 }
