@@ -31,6 +31,8 @@ type Client struct {
 	serverWait time.Duration
 	userAgent  string
 	pageSize   int
+	// waitNotify, when set, hears of each answer and retried error of Wait.
+	waitNotify func(error)
 }
 
 // settings collect the options of New.
@@ -45,6 +47,7 @@ type settings struct {
 	serverWait time.Duration
 	userAgent  string
 	pageSize   int
+	waitNotify func(error)
 }
 
 // Option configures New.
@@ -93,6 +96,13 @@ func WithUserAgent(ua string) Option { return func(s *settings) { s.userAgent = 
 // Lambda), and Wait then backs off as when polling.
 func WithServerWait(d time.Duration) Option { return func(s *settings) { s.serverWait = d } }
 
+// WithWaitNotify has Wait call fn after each of its requests: with nil
+// when the server answered, or with the error (throttling, a server
+// error, an unreachable server) that Wait is about to retry after its
+// back-off. Wait retries such errors silently until its context ends; fn
+// lets a program say so while it happens, as the CLI does on stderr.
+func WithWaitNotify(fn func(err error)) Option { return func(s *settings) { s.waitNotify = fn } }
+
 // serverWait is how long Wait asks the server to wait for a change: the
 // wanted time, at most 20 s and half the HTTP client's timeout (0: none),
 // in whole seconds; 0 (Wait polls) when that is under a second.
@@ -123,7 +133,7 @@ func New(endpoint string, opts ...Option) (*Client, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("client: endpoint %q has a query or fragment", endpoint)
 	}
-	c := &Client{base: u, http: s.httpClient, pollMin: s.pollMin, pollMax: s.pollMax, userAgent: s.userAgent, pageSize: s.pageSize}
+	c := &Client{base: u, http: s.httpClient, pollMin: s.pollMin, pollMax: s.pollMax, userAgent: s.userAgent, pageSize: s.pageSize, waitNotify: s.waitNotify}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
 	}

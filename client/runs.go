@@ -201,7 +201,8 @@ var ErrRunEnded = errors.New("the run ended")
 // tight loop. A run that
 // ends in another status returns the run and an error wrapping
 // ErrRunEnded; throttling (429), server errors (5xx) and network errors are
-// retried until ctx ends; other API errors end the wait.
+// retried until ctx ends (WithWaitNotify hears of each); other API errors
+// end the wait.
 func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run, error) {
 	delay := c.pollMin
 	var last *Run
@@ -214,6 +215,9 @@ func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run,
 			r, err = c.runAfter(ctx, id, last.Version, c.serverWait)
 		} else {
 			r, err = c.Run(ctx, id)
+		}
+		if c.waitNotify != nil && (err == nil || ctx.Err() == nil && retryable(err)) {
+			c.waitNotify(err)
 		}
 		again := false // ask again at once
 		switch {
@@ -268,6 +272,8 @@ func (c *Client) runAfter(ctx context.Context, id string, after int64, wait time
 // where the run stood.
 func waitEnded(ctx context.Context, id string, last *Run, lastErr error) error {
 	switch {
+	case last != nil && lastErr != nil:
+		return fmt.Errorf("wait for run %s: %w (status %s when last read; last error: %w)", id, ctx.Err(), last.Status, lastErr)
 	case last != nil:
 		return fmt.Errorf("wait for run %s: %w (status %s)", id, ctx.Err(), last.Status)
 	case lastErr != nil:

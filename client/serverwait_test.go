@@ -162,3 +162,63 @@ func TestWaitWithServerWaitAfterAServerStopped(t *testing.T) {
 		t.Errorf("queries %q, want %q", got, want)
 	}
 }
+
+// TestWaitNotifyHearsRetriesAndAnswers: WithWaitNotify hears every answer
+// (nil) and every error Wait retries (here two 503s between answers), and
+// not the error that ends the Wait.
+func TestWaitNotifyHearsRetriesAndAnswers(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		n++
+		i := n
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch i {
+		case 2, 3:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"try again"}}`))
+		case 1:
+			_, _ = w.Write([]byte(`{"id":"r1","status":"RUNNING","version":3}`))
+		case 4:
+			_, _ = w.Write([]byte(`{"id":"r1","status":"COMPLETED","version":4}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"gone"}}`))
+		}
+	}))
+	defer srv.Close()
+	var heard []string
+	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, time.Millisecond),
+		client.WithWaitNotify(func(err error) {
+			if err == nil {
+				heard = append(heard, "answer")
+				return
+			}
+			var e *client.Error
+			if !errors.As(err, &e) {
+				t.Errorf("heard %v, want a *client.Error", err)
+				return
+			}
+			heard = append(heard, e.Code)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(ctx(t), "r1")
+	if err != nil || r.Status != client.StatusCompleted {
+		t.Fatalf("Wait: %v, %v", r, err)
+	}
+	if want := []string{"answer", "unavailable", "unavailable", "answer"}; !slices.Equal(heard, want) {
+		t.Errorf("heard %q, want %q", heard, want)
+	}
+
+	heard = nil
+	if _, err := c.Wait(ctx(t), "r1"); err == nil {
+		t.Fatal("Wait on a 404: no error")
+	}
+	if len(heard) != 0 {
+		t.Errorf("heard %q for an error that ends the Wait, want nothing", heard)
+	}
+}

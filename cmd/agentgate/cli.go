@@ -32,10 +32,12 @@ const (
 
 // Test hooks: the HTTP client of the API commands (nil: the client's
 // default), their standard input, and whether their output is a terminal.
+// cliStderr is where the API commands say what they retry; run sets it.
 var (
 	cliHTTPClient *http.Client
 	cliStdin      io.Reader = os.Stdin
 	cliIsTerminal           = isCharDevice
+	cliStderr     io.Writer = os.Stderr
 )
 
 // subcommand is one verb of a command group.
@@ -79,7 +81,7 @@ func (g *globalFlags) client() (*client.Client, error) {
 	// A person waiting at a terminal wants a change shown at once: the
 	// local server holds each wait request until the run changes (10 s at
 	// most); the deployed API answers at once and Wait backs off.
-	opts := []client.Option{client.WithServerWait(10 * time.Second)}
+	opts := []client.Option{client.WithServerWait(10 * time.Second), client.WithWaitNotify(retryNotice(cliStderr))}
 	if g.token != "" {
 		opts = append(opts, client.WithBearerToken(g.token))
 	}
@@ -90,6 +92,23 @@ func (g *globalFlags) client() (*client.Client, error) {
 		opts = append(opts, client.WithHTTPClient(cliHTTPClient))
 	}
 	return client.New(g.endpoint, opts...)
+}
+
+// retryNotice returns the CLI's WithWaitNotify function: a wait that
+// cannot reach the server (or gets 429 or 5xx answers) says so on w once
+// when that starts, then keeps retrying until --timeout as before, and
+// says so again when the server answers again.
+func retryNotice(w io.Writer) func(error) {
+	failing := false
+	return func(err error) {
+		switch {
+		case err != nil && !failing:
+			fmt.Fprintf(w, "agentgate: %s; still waiting, retrying until --timeout\n", terminalText(err.Error()))
+		case err == nil && failing:
+			fmt.Fprintln(w, "agentgate: the server answers again")
+		}
+		failing = err != nil
+	}
 }
 
 // runGroup runs one command group: args[0] names the verb.

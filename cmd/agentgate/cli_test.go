@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -265,5 +267,42 @@ func TestHeldTurnShowsLiteralArguments(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("approvals show lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestRunsWaitSaysWhenItCannotReachTheServer: `runs wait` against a server
+// that is not there retries until --timeout, as before, but says so on
+// stderr once rather than staying silent.
+func TestRunsWaitSaysWhenItCannotReachTheServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + l.Addr().String()
+	_ = l.Close() // nothing listens there now
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"runs", "wait", "r1", "--timeout", "1500ms", "--endpoint", endpoint, "--token", "t"}, &out, &errOut)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr: %s", code, errOut.String())
+	}
+	if n := strings.Count(errOut.String(), "still waiting, retrying until --timeout"); n != 1 {
+		t.Errorf("stderr says it retries %d times, want once:\n%s", n, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "deadline exceeded") {
+		t.Errorf("stderr does not end with the timeout:\n%s", errOut.String())
+	}
+}
+
+func TestRetryNotice(t *testing.T) {
+	var w bytes.Buffer
+	notify := retryNotice(&w)
+	for _, err := range []error{nil, errors.New("down\x1b[2J"), errors.New("down"), nil, nil, errors.New("503")} {
+		notify(err)
+	}
+	want := "agentgate: down\\u001b[2J; still waiting, retrying until --timeout\n" +
+		"agentgate: the server answers again\n" +
+		"agentgate: 503; still waiting, retrying until --timeout\n"
+	if w.String() != want {
+		t.Errorf("notices:\n%q\nwant\n%q", w.String(), want)
 	}
 }

@@ -168,13 +168,13 @@ func (g *Gateway) event(r *http.Request, body []byte, resource string, params ma
 		if strings.EqualFold(k, "Authorization") {
 			continue // consumed by the gateway, like API Gateway's IAM auth
 		}
-		headers[k] = v[0]
+		headers[k] = v[len(v)-1] // API Gateway keeps the last of repeated values here
 		multi[k] = v
 	}
 	query := map[string]string{}
 	multiQuery := map[string][]string{}
 	for k, v := range r.URL.Query() {
-		query[k] = v[0]
+		query[k] = v[len(v)-1]
 		multiQuery[k] = v
 	}
 	req := events.APIGatewayProxyRequest{

@@ -98,6 +98,9 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allo
 		*allow = m.Allow
 		return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "method %s is not allowed on %s; use %s", req.HTTPMethod, m.Route.Path, strings.Join(m.Allow, ", "))
 	}
+	if name := repeatedQuery(req); name != "" {
+		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "query parameter %q is given more than once", name)
+	}
 	param := func(name string) string {
 		if v := req.PathParameters[name]; v != "" {
 			return v // API Gateway's own reading of the path
@@ -291,6 +294,25 @@ func jsonResponse(status int, v any) events.APIGatewayProxyResponse {
 		},
 		Body: string(b),
 	}
+}
+
+// repeatedQuery returns the first name, in sorted order, of a query
+// parameter the request gives more than once, "" when there is none. Every
+// parameter of the API takes one value, and API Gateway hands the function
+// only the last of repeated values in QueryStringParameters: a request such
+// as ?wait=1&wait=20 is refused rather than read as one of them.
+func repeatedQuery(req events.APIGatewayProxyRequest) string {
+	var names []string
+	for k, vs := range req.MultiValueQueryStringParameters {
+		if len(vs) > 1 {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return names[0]
 }
 
 func queryInt(req events.APIGatewayProxyRequest, name string, def, minV, maxV int64) (int64, error) {

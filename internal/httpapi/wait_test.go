@@ -37,3 +37,26 @@ func TestGetRunWaitIsBoundedByMaxWait(t *testing.T) {
 	status, out = f.call(forbidden)
 	require.Equal(t, 403, status, "authorization comes before any wait: %v", out)
 }
+
+// TestRepeatedQueryParameterIsRefused: every parameter takes one value, and
+// API Gateway passes the function only the last of repeated ones, so
+// ?wait=1&wait=20 is a 400 naming the parameter, on every operation,
+// rather than read as either value.
+func TestRepeatedQueryParameterIsRefused(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	for _, path := range []string{"/runs/" + r.ID, "/runs/" + r.ID + "/events", "/approvals"} {
+		repeated := req("GET", path, alice, "")
+		repeated.QueryStringParameters = map[string]string{"limit": "20", "wait": "20"}
+		repeated.MultiValueQueryStringParameters = map[string][]string{"limit": {"20"}, "wait": {"1", "20"}}
+		status, out := f.call(repeated)
+		require.Equal(t, 400, status, "%s: %v", path, out)
+		require.Contains(t, fmt.Sprint(out), `query parameter "wait" is given more than once`, path)
+
+		once := repeated
+		once.QueryStringParameters = map[string]string{"limit": "20"}
+		once.MultiValueQueryStringParameters = map[string][]string{"limit": {"20"}}
+		status, out = f.call(once)
+		require.Equal(t, 200, status, "%s: %v", path, out)
+	}
+}

@@ -75,7 +75,8 @@ func (w *rowWatch) changed(id string) {
 // the watch; call it when done waiting.
 func (s *Store) Watch(id string) (<-chan struct{}, func()) { return s.watch.watch(id) }
 
-// Waiters returns how many GetAfter calls wait on run id now.
+// Waiters returns how many watches of run id are held now: the GetAfter
+// calls waiting on it and any other holder of Watch.
 func (s *Store) Waiters(id string) int {
 	s.watch.mu.Lock()
 	defer s.watch.mu.Unlock()
