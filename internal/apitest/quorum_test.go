@@ -172,3 +172,37 @@ func TestQuorumVotesThroughLinks(t *testing.T) {
 	}
 	waitAs(t, s, c, "frank", id, "COMPLETED")
 }
+
+// TestQuorumVoterIsNoLongerAsked: once a person has voted (here through
+// the API), the run leaves their inbox while it stays in the others', and
+// their mailed link answers that they voted instead of showing the form.
+func TestQuorumVoterIsNoLongerAsked(t *testing.T) {
+	s := start(t, apitest.Options{Principals: append([]string{"frank"}, quorumVoters...), Governance: governance(t, quorumDirectory, quorumPolicy)})
+	c := s.Client(t)
+	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"update pricing","approvers":["group:five"]}`)
+	id := run["id"].(string)
+	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
+	run = notified(t, s, c, "frank", id)
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
+	if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 202 {
+		t.Fatalf("ann's vote: %d %v", status, out)
+	}
+	for who, want := range map[string]int{"ann": 0, "bob": 1, "erin": 1} {
+		_, inbox, _ := call(t, s, c, "GET", "/approvals", who, "", "")
+		if n := len(inbox["approvals"].([]any)); n != want {
+			t.Errorf("%s's inbox has %d entries after ann's vote, want %d: %v", who, n, want, inbox)
+		}
+	}
+	status, page := get(t, s, c, "GET", s.URL+annLink, "")
+	if status != 409 || !strings.Contains(page, "You already voted (approve)") || strings.Contains(page, "<form") {
+		t.Errorf("ann's link after her vote: %d, want 409 saying she voted and no form:\n%s", status, page)
+	}
+	if status, _ := get(t, s, c, "HEAD", s.URL+annLink, ""); status != 409 {
+		t.Errorf("HEAD of ann's link: %d, want 409", status)
+	}
+	bobLink := linkPath(t, s.WaitLinks(t, "bob@example.com", 1)[0])
+	if status, page := get(t, s, c, "GET", s.URL+bobLink, ""); status != 200 || !strings.Contains(page, "1 of 2 approvals") {
+		t.Errorf("bob's link: %d, want the form with ann's vote", status)
+	}
+}

@@ -3,13 +3,16 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,9 +205,12 @@ func header(req events.APIGatewayProxyRequest, name string) string {
 // parser) saw.
 func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 	if ct := header(req, "Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return errorf(runs.EUnsupportedMedia, "Content-Type must be application/json")
+		// JSON is UTF-8 (RFC 8259), so a charset other than that is refused
+		// rather than ignored. No Content-Type at all is taken as JSON, as
+		// API Gateway does.
+		mt, params, err := mime.ParseMediaType(ct)
+		if cs, ok := params["charset"]; err != nil || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
+			return errorf(runs.EUnsupportedMedia, "Content-Type must be application/json (charset utf-8, if any)")
 		}
 	}
 	b, err := body(req, max)
@@ -249,9 +255,9 @@ func jsonProblem(err error) string {
 		case te.Pointer == "":
 			return fmt.Sprintf("the body must be a JSON object, not %s", kindName(te.Kind))
 		case te.Kind == '0' && len(te.Value) <= 40:
-			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.Pointer), te.GoType, te.Value)
+			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.Pointer), jsonTypeName(te.GoType), te.Value)
 		}
-		return fmt.Sprintf("field %.80q must be %s, not %s", member(te.Pointer), te.GoType, kindName(te.Kind))
+		return fmt.Sprintf("field %.80q must be %s, not %s", member(te.Pointer), jsonTypeName(te.GoType), kindName(te.Kind))
 	}
 	return "malformed JSON"
 }
@@ -260,6 +266,43 @@ func jsonProblem(err error) string {
 // messages.0.role.
 func member(p jsontext.Pointer) string {
 	return strings.Join(slices.Collect(p.Tokens()), ".")
+}
+
+// jsonTypeName names the JSON a Go type decodes from, for an error message:
+// "an array", never the Go type ([]loop.ClientResult), which is internal
+// detail.
+func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "another kind of value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		return "a string (an RFC 3339 time)"
+	case t == reflect.TypeFor[json.RawMessage]():
+		return "a JSON value"
+	case reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()):
+		return "a string"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another kind of value"
 }
 
 func kindName(k jsontext.Kind) string {

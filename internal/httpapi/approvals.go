@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"github.com/agentgate/agentgate/internal/identity"
 	"mime"
 	"net/http"
 	"net/url"
@@ -127,6 +129,12 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		if err != nil {
 			return events.APIGatewayProxyResponse{}, err
 		}
+	} else if v, ok := voteOf(a.Directory, r, t.Approver); ok {
+		// Under a quorum the run still waits, but not for this person:
+		// say so instead of a form whose answer would be refused.
+		resp = page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
+			"You already voted (%s) on this approval; it waits for %d more approval(s) from others.",
+			v.Action, max(r.VotesNeeded-r.Approvals(), 0))))
 	} else {
 		// The form posts to the page's own URL, so it works behind any API
 		// Gateway stage prefix.
@@ -216,4 +224,16 @@ func (a *API) heldTextPage(ctx context.Context, req events.APIGatewayProxyReques
 		return events.APIGatewayProxyResponse{}, err
 	}
 	return page(approvalpage.Problem(status, msg)), nil
+}
+
+// voteOf returns the vote the person behind approver cast on r's current
+// suspension, if any.
+func voteOf(dir *identity.Directory, r *runs.Run, approver string) (runs.Vote, bool) {
+	key := runs.SubjectKey(dir, approver)
+	for _, v := range r.Votes {
+		if key != "" && v.Person == key {
+			return v, true
+		}
+	}
+	return runs.Vote{}, false
 }

@@ -39,9 +39,9 @@ func v2Problem(err error) string {
 		case te.JSONPointer == "":
 			return fmt.Sprintf("the body must be a JSON object, not %s", kindName(te.JSONKind))
 		case te.GoType != nil && te.JSONKind == '0' && len(te.JSONValue) <= 40:
-			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.JSONPointer), te.GoType, te.JSONValue)
+			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.JSONPointer), jsonTypeName(te.GoType), te.JSONValue)
 		case te.GoType != nil:
-			return fmt.Sprintf("field %.80q must be %s, not %s", member(te.JSONPointer), te.GoType, kindName(te.JSONKind))
+			return fmt.Sprintf("field %.80q must be %s, not %s", member(te.JSONPointer), jsonTypeName(te.GoType), kindName(te.JSONKind))
 		}
 		return fmt.Sprintf("field %.80q is not valid", member(te.JSONPointer))
 	}

@@ -80,6 +80,9 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 	if err := decodeJSON(req, routes.MaxToolResultsBody, &b); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
+	if err := requireResultMembers(req); err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
 	r, err := a.Store.Get(ctx, id)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
@@ -109,4 +112,33 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
 	return jsonResponse(http.StatusAccepted, viewOf(next)), nil
+}
+
+// requireResultMembers refuses (422, as a missing tool_results_id or
+// results is) a tool-results body, already decoded strictly, whose results
+// leave out call_id or content, or give null for one: a result without
+// content would otherwise reach the model as an empty result.
+func requireResultMembers(req events.APIGatewayProxyRequest) error {
+	raw, err := body(req, routes.MaxToolResultsBody)
+	if err != nil {
+		return err
+	}
+	var present struct {
+		Results []struct {
+			CallID  *string `json:"call_id"`
+			Content *string `json:"content"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &present); err != nil {
+		return errorf(runs.EBadRequest, "body is not valid: malformed JSON")
+	}
+	for i, r := range present.Results {
+		switch {
+		case r.CallID == nil:
+			return errorf(runs.EInvalid, "results[%d].call_id is required (a string)", i)
+		case r.Content == nil:
+			return errorf(runs.EInvalid, "results[%d].content is required (a string; empty for no output)", i)
+		}
+	}
+	return nil
 }

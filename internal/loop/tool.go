@@ -281,6 +281,14 @@ func (tb *Toolbox) add(t Tool) error {
 	if err != nil {
 		return err
 	}
+	if def.Client {
+		// A caller's schema: the compiler checks no keyword's value
+		// against the meta-schema, and a misspelled type would make
+		// every input fail (or pass) at the call rather than here.
+		if err := checkTypeNames(def.InputSchema); err != nil {
+			return fmt.Errorf("tool %q: input schema does not compile: %w", def.Name, err)
+		}
+	}
 	hash, err := DefinitionHash(def)
 	if err != nil {
 		return err
@@ -544,4 +552,78 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 		buf.Write(b)
 	}
 	return nil
+}
+
+// jsonTypes are the type names of JSON Schema.
+var jsonTypes = []string{"null", "boolean", "object", "array", "number", "string", "integer"}
+
+// dataKeywords hold instance data, not schemas: a "type" member in them is
+// data.
+var dataKeywords = []string{"enum", "const", "default", "examples"}
+
+// checkTypeNames reports a "type" keyword anywhere in the schema raw whose
+// value is a string, or an array of strings, that is not a JSON Schema type
+// name. A "type" member whose value is an object or a boolean is a property
+// named type (under properties and the like), which is not checked itself.
+func checkTypeNames(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	var walk func(v any, at string) error
+	walk = func(v any, at string) error {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, sub := range t {
+				if slices.Contains(dataKeywords, k) {
+					continue
+				}
+				if k == "type" {
+					names, ok := typeNames(sub)
+					for _, n := range names {
+						if !slices.Contains(jsonTypes, n) {
+							return fmt.Errorf("%s/type: %q is not a JSON Schema type (one of %v)", at, n, jsonTypes)
+						}
+					}
+					if ok {
+						continue
+					}
+				}
+				if err := walk(sub, at+"/"+k); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for i, sub := range t {
+				if err := walk(sub, fmt.Sprintf("%s/%d", at, i)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(v, "")
+}
+
+// typeNames returns the names a "type" value gives, and whether the value
+// was a type name or a list of them (not a schema of a property named type).
+func typeNames(v any) ([]string, bool) {
+	switch t := v.(type) {
+	case string:
+		return []string{t}, true
+	case []any:
+		var out []string
+		for _, e := range t {
+			s, ok := e.(string)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	return nil, false
 }

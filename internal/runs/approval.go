@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/identity"
@@ -313,6 +314,12 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				}
 			}
 			next.Votes = append(next.Votes, Vote{By: d.Decider, Person: d.Voter, Action: d.Decision.Action, Via: d.Via, At: now})
+			if i := slices.Index(next.InboxKeys, d.Voter); i >= 0 {
+				// The voter has decided: the run no longer waits for them,
+				// so it leaves their inbox (the others keep it).
+				w.DropInbox = append(w.DropInbox, InboxKey{Approver: d.Voter, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
+				next.InboxKeys = slices.Delete(slices.Clone(next.InboxKeys), i, i+1)
+			}
 			w.Events = append(w.Events, Event{Type: EventVote, Actor: d.Decider, Data: mustJSON(VoteEventData{
 				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Action: d.Decision.Action,
 				Person: d.Voter, Approvals: next.Approvals(), VotesNeeded: cur.VotesNeeded,

@@ -239,17 +239,31 @@ func (r *StartRequest) Purpose() string {
 	if text == "" && len(r.Messages) > 0 {
 		text = r.Messages[len(r.Messages)-1].Text()
 	}
-	if len(text) > 300 {
-		cut := 300
-		for cut > 0 && !utf8Start(text[cut]) {
-			cut--
-		}
-		text = text[:cut] + "…"
-	}
-	return text
+	return shortPurpose(text)
 }
 
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+// MaxPurposeChars bounds a purpose: at most this many characters (the
+// spec's 300), the last one "…" when the text was cut.
+const MaxPurposeChars = 300
+
+// shortPurpose returns text when it has at most MaxPurposeChars characters,
+// else its first MaxPurposeChars-1 characters and "…"; either way at most
+// runs.MaxPurposeBytes bytes (300 characters of four bytes would not fit).
+func shortPurpose(text string) string {
+	if utf8.RuneCountInString(text) <= MaxPurposeChars && len(text) <= runs.MaxPurposeBytes {
+		return text
+	}
+	const ellipsis = "…"
+	cut := 0
+	for n := 0; n < MaxPurposeChars-1 && cut < len(text); n++ {
+		_, w := utf8.DecodeRuneInString(text[cut:])
+		if cut+w > runs.MaxPurposeBytes-len(ellipsis) {
+			break
+		}
+		cut += w
+	}
+	return text[:cut] + ellipsis
+}
 
 // IsEmail reports whether an approver entry is an e-mail address.
 func IsEmail(approver string) bool {

@@ -92,6 +92,26 @@ func testInbox(t *testing.T, e *Env) {
 		require.NoError(t, err)
 	})
 
+	t.Run("a vote takes the run out of the voter's inbox only", func(t *testing.T) {
+		r := e.waitingFor(t, "alice", []string{"bob", "carol", "dave"}, runs.Suspension{VotesNeeded: 2})
+		r, err := e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Voter: "bob", Via: runs.ViaAPI, Decision: Approve})
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusWaiting, r.Status, "one vote of two")
+		assert.Equal(t, []string{"carol", "dave"}, r.InboxKeys)
+		e.Unchanged(t, r)
+		assertIDs(t, "bob")
+		assertIDs(t, "carol", r.ID)
+		assertIDs(t, "dave", r.ID)
+		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "carol", Voter: "carol", Via: runs.ViaAPI, Decision: Approve})
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusResuming, r.Status, "the second vote decides")
+		assert.Empty(t, r.InboxKeys)
+		assertIDs(t, "carol")
+		assertIDs(t, "dave")
+		_, err = e.Store.Cancel(ctx, r, "alice")
+		require.NoError(t, err)
+	})
+
 	t.Run("canonical keys: case, +tags, role sessions; groups by name", func(t *testing.T) {
 		role := "arn:aws:iam::123456789012:role/Approvers"
 		r := e.waitingFor(t, "alice", []string{"Dana+ops@Example.COM", role, "group:sre", "not a principal"}, runs.Suspension{})
