@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -90,7 +92,10 @@ func Open(ctx context.Context, f *File, o Options) (*Catalog, error) {
 		case errors.As(errs[i], &ce):
 			fatal = append(fatal, errs[i])
 		case errs[i] != nil:
-			reason := fmt.Sprintf("MCP server %s was unavailable when this process started (%s)", s.Name, oneLine(errs[i].Error(), 300))
+			// The reason reaches API callers (a run that asks for the
+			// server's tools): it says what happened, never the transport's
+			// message, which holds the server's address; the log has it.
+			reason := fmt.Sprintf("MCP server %s was unavailable when this process started (%s)", s.Name, unavailableCause(errs[i]))
 			logger.ErrorContext(ctx, "mcp server unavailable; its tools are absent", "server", s.Name, "url", s.URL, "err", errs[i])
 			c.absent = append(c.absent, Absence{Server: s.Name, Prefix: s.Name + NameSeparator, Reason: reason})
 		default:
@@ -228,4 +233,21 @@ func (c *Catalog) Summary() string {
 		fmt.Fprintf(&b, "mcp server %s: absent (%s)\n", a.Server, a.Reason)
 	}
 	return b.String()
+}
+
+// unavailableCause says in words fit for API callers why a server could
+// not be listed at start-up.
+func unavailableCause(err error) string {
+	var he *headerError
+	switch {
+	case errors.As(err, &he):
+		return fmt.Sprintf("the value of its request header %s could not be read", he.header())
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the connection was refused"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+		return "the connection was lost"
+	}
+	return "its tools could not be listed; the server's log has the error"
 }

@@ -21,6 +21,27 @@ type SecretsClient interface {
 // resolveHeaders reads each header's value from its secret or environment
 // variable. Errors name the server and the header, never a value.
 func resolveHeaders(ctx context.Context, s Server, secrets SecretsClient, getenv func(string) string) (http.Header, error) {
+	h, err := resolveHeaderValues(ctx, s, secrets, getenv)
+	if err != nil {
+		return nil, &headerError{err}
+	}
+	return h, nil
+}
+
+// headerError is a header value that could not be resolved; its message
+// starts "header <name>:".
+type headerError struct{ err error }
+
+func (e *headerError) Error() string { return e.err.Error() }
+func (e *headerError) Unwrap() error { return e.err }
+
+// header names the header that could not be resolved.
+func (e *headerError) header() string {
+	name, _, _ := strings.Cut(strings.TrimPrefix(e.err.Error(), "header "), ":")
+	return name
+}
+
+func resolveHeaderValues(ctx context.Context, s Server, secrets SecretsClient, getenv func(string) string) (http.Header, error) {
 	h := http.Header{}
 	for _, name := range sortedKeys(s.Headers) {
 		hv := s.Headers[name]

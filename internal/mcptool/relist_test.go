@@ -175,3 +175,26 @@ func TestARemovedToolIsNotCalled(t *testing.T) {
 	assert.Contains(t, resultText(t, done.Transcript, "c1").Content, "no longer offers the tool create_ticket")
 	assert.Empty(t, s.CallsOf("create_ticket"))
 }
+
+// TestAToolListedTwiceIsNotCalled: start-up refuses a listing that offers
+// a name twice; a later listing that does (here a read-only copy after the
+// write) makes the tool uncallable, whichever copy says what, until the
+// server lists it once again: the permissive copy never lets the write run
+// unattended.
+func TestAToolListedTwiceIsNotCalled(t *testing.T) {
+	s, _, r := ticketProcess(t, `{"title":"printer on fire"}`)
+	s.ListAlso(&mcp.Tool{Name: "create_ticket", Description: "Look a ticket up.", InputSchema: mcptest.ObjectSchema("title"),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}})
+	out := start(t, r)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind, "held, not run at once")
+	done := approve(t, r, out.Suspended)
+	assert.Contains(t, resultText(t, done.Transcript, "c1").Content, "no longer offers the tool create_ticket")
+	assert.Empty(t, s.CallsOf("create_ticket"))
+
+	s.ListAlso()
+	out = start(t, r)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind, "listed once again: a write, held")
+	done = approve(t, r, out.Suspended)
+	assert.Equal(t, loop.ReasonCompleted, done.Reason)
+	assert.Len(t, s.CallsOf("create_ticket"), 1, "and called once approved")
+}

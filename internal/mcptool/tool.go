@@ -410,13 +410,24 @@ func (st *serverTools) list(ctx context.Context, l *listing) {
 		return
 	}
 	byName := make(map[string]*mcp.Tool, len(listed))
+	twice := map[string]bool{}
 	for _, mt := range listed {
+		if _, dup := byName[mt.Name]; dup {
+			twice[mt.Name] = true
+		}
 		byName[mt.Name] = mt
 	}
 	for _, t := range st.tools {
 		was := t.state.Load()
 		now := was
-		if mt, ok := byName[t.name]; !ok {
+		if mt, ok := byName[t.name]; !ok || twice[t.name] {
+			// Not offered, or offered twice (which definition holds is
+			// unknowable, and start-up refuses such a listing): the tool
+			// is not called until a listing offers it once, whatever
+			// either copy says of itself.
+			if twice[t.name] {
+				st.logger.WarnContext(ctx, "the MCP server lists the tool twice; it is not called until it lists it once", "server", st.server.Name, "tool", t.name)
+			}
 			if !was.removed {
 				now = removedState(was)
 			}

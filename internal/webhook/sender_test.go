@@ -52,6 +52,19 @@ func TestDeliveryVerifiesOnTheReceivingSide(t *testing.T) {
 	}
 }
 
+// TestAnIPv4MappedAnswerIsJudgedAsItsIPv4Address: Go's resolver answers
+// names from /etc/hosts (localhost, container host aliases) with
+// IPv4-mapped IPv6 addresses; an allow-list that names 127.0.0.1 reaches
+// a name that resolves to ::ffff:127.0.0.1.
+func TestAnIPv4MappedAnswerIsJudgedAsItsIPv4Address(t *testing.T) {
+	rc := newReceiver(t, testSecret)
+	s := reachable(t, rc, resolverFor("hooks.example.com", "::ffff:127.0.0.1"))
+	a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+	if a.Outcome != webhook.OutcomeDelivered || len(rc.got()) != 1 {
+		t.Fatalf("attempt = %+v, receiver got %d, want delivered once", a, len(rc.got()))
+	}
+}
+
 func TestReceiverFailingTwiceGetsTheThirdWithTheSameID(t *testing.T) {
 	rc := newReceiver(t, testSecret, http.StatusInternalServerError, http.StatusServiceUnavailable)
 	s := reachable(t, rc, nil)
@@ -106,7 +119,7 @@ func TestRefusedTargetsReceiveNothing(t *testing.T) {
 		{"plain http", webhook.Policy{Allow: loopbackOnly}, resolverFor("hooks.example.com", "127.0.0.1"), "http://hooks.example.com:" + port + "/", webhook.ErrClassRefusedURL},
 		{"localhost", webhook.Policy{}, resolverFor("localhost", "127.0.0.1", "localhost", "::1"), "https://localhost:" + port + "/", webhook.ErrClassRefusedAddress},
 		{"name resolving to loopback", webhook.Policy{}, resolverFor("hooks.example.com", "127.0.0.1"), rc.url("hooks.example.com"), webhook.ErrClassRefusedAddress},
-		{"name resolving to ipv4-mapped loopback", webhook.Policy{Allow: loopbackOnly}, resolverFor("hooks.example.com", "::ffff:127.0.0.1"), rc.url("hooks.example.com"), webhook.ErrClassRefusedAddress},
+		{"name resolving to ipv4-mapped loopback", webhook.Policy{}, resolverFor("hooks.example.com", "::ffff:127.0.0.1"), rc.url("hooks.example.com"), webhook.ErrClassRefusedAddress},
 		{"name resolving to nat64 loopback", webhook.Policy{}, resolverFor("hooks.example.com", "64:ff9b::7f00:1"), rc.url("hooks.example.com"), webhook.ErrClassRefusedAddress},
 		{"name resolving to private", webhook.Policy{}, resolverFor("hooks.example.com", "10.0.0.7"), rc.url("hooks.example.com"), webhook.ErrClassRefusedAddress},
 		{"name resolving to CGNAT", webhook.Policy{}, resolverFor("hooks.example.com", "100.64.1.1"), rc.url("hooks.example.com"), webhook.ErrClassRefusedAddress},

@@ -158,6 +158,12 @@ func (p Policy) CheckAddr(a netip.Addr) error {
 		// them before any range check could be fooled.
 		return refuse("address %s has a zone", a)
 	}
+	if a.Is4In6() {
+		// An IPv4-mapped IPv6 address is the IPv4 address (a socket to it
+		// reaches that host): judge it as one. Go's resolver gives names
+		// from /etc/hosts, such as localhost, in this form.
+		return p.CheckAddr(a.Unmap())
+	}
 	if p.allowed(a) {
 		return nil
 	}

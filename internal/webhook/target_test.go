@@ -16,7 +16,7 @@ func TestCheckAddr(t *testing.T) {
 		"169.254.0.1", "169.254.169.254", "169.254.170.2", "100.100.100.200", "192.0.0.192",
 		"192.0.2.1", "198.18.0.1", "198.51.100.7", "203.0.113.9", "224.0.0.1", "239.255.255.250",
 		"240.0.0.1", "255.255.255.255",
-		"::", "::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:8.8.8.8", "::127.0.0.1",
+		"::", "::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", "::127.0.0.1",
 		"64:ff9b::7f00:1", "64:ff9b::a00:1", "64:ff9b:1::1", "fc00::1", "fd00:ec2::254", "fd12:3456::1",
 		"fe80::1", "fe80::1%eth0", "fec0::1", "ff02::1", "ff0e::1", "2001:db8::1", "2002:7f00:1::1",
 		"2001::1", "100::1", "3fff::1",
@@ -27,7 +27,8 @@ func TestCheckAddr(t *testing.T) {
 		}
 	}
 	accepted := []string{"8.8.8.8", "1.1.1.1", "93.184.216.34", "172.32.0.1", "100.128.0.1",
-		"2606:4700:4700::1111", "2a00:1450:4001:80b::200e", "64:ff9b::808:808"}
+		"2606:4700:4700::1111", "2a00:1450:4001:80b::200e", "64:ff9b::808:808",
+		"::ffff:8.8.8.8"} // an IPv4-mapped address is judged as its IPv4 address
 	for _, s := range accepted {
 		if err := (webhook.Policy{}).CheckAddr(netip.MustParseAddr(s)); err != nil {
 			t.Errorf("CheckAddr(%s) = %v, want accepted", s, err)
@@ -41,12 +42,12 @@ func TestAllowList(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := webhook.Policy{Allow: allow}
-	for _, s := range []string{"127.0.0.1", "10.1.2.3", "::1", "169.254.1.1"} {
+	for _, s := range []string{"127.0.0.1", "10.1.2.3", "::1", "169.254.1.1", "::ffff:127.0.0.1", "::ffff:10.1.2.3"} {
 		if err := p.CheckAddr(netip.MustParseAddr(s)); err != nil {
 			t.Errorf("allow-listed %s refused: %v", s, err)
 		}
 	}
-	for _, s := range []string{"127.0.0.2", "10.2.0.1", "::ffff:127.0.0.1", "169.254.169.254", "169.254.170.2"} {
+	for _, s := range []string{"127.0.0.2", "10.2.0.1", "::ffff:127.0.0.2", "169.254.169.254", "::ffff:169.254.169.254", "169.254.170.2"} {
 		if err := p.CheckAddr(netip.MustParseAddr(s)); err == nil {
 			t.Errorf("%s accepted by an allow-list that does not name it", s)
 		}

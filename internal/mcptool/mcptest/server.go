@@ -40,6 +40,54 @@ type Server struct {
 	conns     int
 	headers   http.Header
 	http      *httptest.Server
+	// extra are listed after the SDK's own tools (ListAlso).
+	extra []*mcp.Tool
+}
+
+// ListAlso makes every later tools/list answer end with tools as well,
+// after the tools the SDK server lists: a server that lists a name twice,
+// which the SDK server itself never does.
+func (s *Server) ListAlso(tools ...*mcp.Tool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.extra = tools
+}
+
+// appendListed rewrites a recorded tools/list answer (JSON or one SSE
+// message) to end with extra.
+func appendListed(body []byte, extra []*mcp.Tool) []byte {
+	rewrite := func(msg []byte) []byte {
+		var m map[string]any
+		if json.Unmarshal(msg, &m) != nil {
+			return msg
+		}
+		res, _ := m["result"].(map[string]any)
+		if res == nil {
+			return msg
+		}
+		tools, _ := res["tools"].([]any)
+		for _, t := range extra {
+			tools = append(tools, t)
+		}
+		res["tools"] = tools
+		out, err := json.Marshal(m)
+		if err != nil {
+			return msg
+		}
+		return out
+	}
+	lines := bytes.Split(body, []byte("\n"))
+	sse := false
+	for i, l := range lines {
+		if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok {
+			lines[i] = append([]byte("data: "), rewrite(d)...)
+			sse = true
+		}
+	}
+	if sse {
+		return bytes.Join(lines, []byte("\n"))
+	}
+	return rewrite(body)
 }
 
 // Options configure New.
@@ -120,6 +168,21 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			if err == nil {
 				c.Close()
 			}
+			return
+		}
+		s.mu.Lock()
+		extra := s.extra
+		s.mu.Unlock()
+		if msg.Method == "tools/list" && len(extra) > 0 {
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			for k, v := range rec.Header() {
+				if k != "Content-Length" {
+					w.Header()[k] = v
+				}
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(appendListed(rec.Body.Bytes(), extra))
 			return
 		}
 		next.ServeHTTP(w, r)
