@@ -47,7 +47,7 @@ func SummarizeHandOver(calls []loop.ClientCall) []ClientCallSummary {
 	return fitSummary(MaxHandOverCallsSize, func(in, _ int) []ClientCallSummary {
 		out := make([]ClientCallSummary, len(calls))
 		for i, c := range calls {
-			out[i] = ClientCallSummary{ID: c.ID, Name: cutText(c.Name, SummaryToolBytes, "…"), InputSize: len(c.Input), Edited: c.Edited}
+			out[i] = ClientCallSummary{ID: c.ID, Name: cutText(c.Name, SummaryToolBytes, "…"), InputSize: inputSize(c.Input), Edited: c.Edited}
 			out[i].Input, out[i].InputTruncated = shortenInput(c.Input, in)
 		}
 		return out
@@ -79,7 +79,7 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 	for _, c := range st.PendingCalls {
 		s := CallSummary{
 			ID: c.ID, Tool: cutText(c.Name, SummaryToolBytes, "…"), NeedsApproval: c.NeedsApproval, Effect: c.Effect,
-			InputSize: len(c.Input),
+			InputSize: inputSize(c.Input),
 			Rule:      c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
 		}
 		s.Input, s.InputTruncated = shortenInput(c.Input, inMax)
@@ -200,4 +200,15 @@ func largestParts(st *loop.SuspendedState) string {
 	}
 	fmt.Fprintf(&b, "; the transcript holds %d bytes of text, tool inputs and results (each held input is counted there too)", text+len(st.Transcript.System))
 	return b.String()
+}
+
+// inputSize is the length of a call's input as the state blob keeps it and
+// GET /runs/{id}/calls/{call_id}?part=input serves it: compact JSON (the
+// model's own spacing does not survive the state's encoding).
+func inputSize(input json.RawMessage) int {
+	var b bytes.Buffer
+	if json.Compact(&b, input) != nil {
+		return len(input)
+	}
+	return b.Len()
 }

@@ -81,3 +81,15 @@ func TestFinalOutputStaysWithinTheRowLimit(t *testing.T) {
 	assert.Equal(t, len(text), got.TextSize)
 	assert.True(t, strings.HasPrefix(text, strings.TrimSuffix(got.Text, "…")))
 }
+
+// TestInputSizeIsTheServedInputs: a model may space its JSON; the state
+// keeps the input compact, and GET /runs/{id}/calls/{call_id}?part=input
+// serves that, so input_size counts the compact form.
+func TestInputSizeIsTheServedInputs(t *testing.T) {
+	spaced := json.RawMessage(`{ "path" : "a.md",  "text": "x y" }`)
+	compact := `{"path":"a.md","text":"x y"}`
+	got := SummarizeHandOver([]loop.ClientCall{{ID: "c1", Name: "w", Input: spaced}})
+	if len(got) != 1 || got[0].InputSize != len(compact) {
+		t.Fatalf("hand-over input_size %v, want %d", got, len(compact))
+	}
+}

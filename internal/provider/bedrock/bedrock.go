@@ -193,7 +193,8 @@ func message(msg loop.Message, withStatus bool) (types.Message, error) {
 			if b.IsError {
 				if withStatus {
 					tr.Status = types.ToolResultStatusError
-				} else {
+				} else if !strings.HasPrefix(content, errorPrefix) {
+					// Our own error results already start so: not "Error: Error:".
 					content = errorPrefix + content
 				}
 			}

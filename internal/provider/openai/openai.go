@@ -176,7 +176,8 @@ func messageParams(msg loop.Message) ([]sdk.ChatCompletionMessageParamUnion, err
 				return nil, fmt.Errorf("tool_result block for %s in a %s message", b.ToolUseID, msg.Role)
 			}
 			content := b.Content
-			if b.IsError {
+			if b.IsError && !strings.HasPrefix(content, errorPrefix) {
+				// Our own error results already start so: not "Error: Error:".
 				content = errorPrefix + content
 			}
 			out = append(out, sdk.ToolMessage(content, b.ToolUseID))

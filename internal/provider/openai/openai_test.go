@@ -258,6 +258,14 @@ func TestMessageMapping(t *testing.T) {
 			want: `[{"content":"ok","tool_call_id":"call_1","role":"tool"},{"content":"and then?","role":"user"}]`,
 		},
 		{
+			name: "an error result is marked once",
+			msg: loop.Message{Role: loop.RoleUser, Content: []loop.Block{
+				loop.ToolResultBlock("call_1", loop.Result{Content: "boom", IsError: true}),
+				loop.ToolResultBlock("call_2", loop.Result{Content: "Error: tool \"w\" was denied by the approver.", IsError: true}),
+			}},
+			want: `[{"content":"Error: boom","tool_call_id":"call_1","role":"tool"},{"content":"Error: tool \"w\" was denied by the approver.","tool_call_id":"call_2","role":"tool"}]`,
+		},
+		{
 			name: "several user texts become parts",
 			msg:  loop.Message{Role: loop.RoleUser, Content: []loop.Block{loop.TextBlock("a"), loop.TextBlock("b")}},
 			want: `[{"content":[{"text":"a","type":"text"},{"text":"b","type":"text"}],"role":"user"}]`,
