@@ -538,6 +538,9 @@ func testIdempotentWrites(t *testing.T, b Backend) {
 	put(t, b, "doc.md", "changed\n")
 	again := call(t, write, "run1/-/call1", `{"text":"v1\n","path":"doc.md"}`)
 	wantResult(t, again, false, first.Content)
+	if first.Replayed || !again.Replayed {
+		t.Errorf("Replayed = %v for the first call and %v for the repeat, want false and true (the audit trail tells them apart)", first.Replayed, again.Replayed)
+	}
 	if text, _ := get(t, b, "doc.md"); text != "changed\n" {
 		t.Errorf("document = %q after the repeated write, want %q", text, "changed\n")
 	}

@@ -402,7 +402,7 @@ func (s *toolset) once(ctx context.Context, tool string, input json.RawMessage, 
 		if rec.Tool != tool || rec.InputSHA256 != inputHash {
 			return loop.ErrorResult("this call's idempotency key was already used by a different %s call; nothing was changed", rec.Tool), nil
 		}
-		return loop.Result{Content: rec.Result}, nil
+		return loop.Result{Content: rec.Result, Replayed: true}, nil
 	}
 	res, err := apply()
 	if err != nil || res.IsError {

@@ -791,7 +791,7 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 			return true, fmt.Errorf("fence after %s: %w", c.ID, err)
 		}
 	}
-	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, BaseChanged: res.BaseChanged, Action: act.Action, Rule: c.Rule}
+	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, BaseChanged: res.BaseChanged, Replayed: res.Replayed, Action: act.Action, Rule: c.Rule}
 	if c.ApprovedBy != "" {
 		st.ApprovedByRule = "remembered, by " + c.ApprovedBy
 	}

@@ -70,6 +70,12 @@ type Result struct {
 	// The loop records it on the call's tool_executed step; it is not part
 	// of the transcript and is never encoded.
 	BaseChanged bool `json:"-"`
+	// Replayed is set by a tool that answered a call its idempotency key
+	// had already applied (a retry after a crash) with the first call's
+	// result, applying nothing again. The loop records it on the call's
+	// tool_executed step, so the audit trail tells a replay from a second
+	// execution; it is not part of the transcript and is never encoded.
+	Replayed bool `json:"-"`
 }
 
 // ErrorResult returns an error result with the formatted message.

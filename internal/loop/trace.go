@@ -40,6 +40,10 @@ type Step struct {
 	// effect, because what its preview was computed from changed after
 	// review (Result.BaseChanged).
 	BaseChanged bool `json:"base_changed,omitempty"`
+	// Replayed says the tool answered from the record of an earlier
+	// execution under the same idempotency key and applied nothing again
+	// (Result.Replayed).
+	Replayed bool `json:"replayed,omitempty"`
 	// Action is what the decision did with this call (approve, deny, edit) on resume.
 	Action Action `json:"action,omitempty"`
 	// Rule names the policy rule that decided the call; ApprovedByRule says
