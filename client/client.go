@@ -255,12 +255,19 @@ func ErrorCode(err error) string {
 	return ""
 }
 
-// resolve turns an API path ("/runs/x") into a URL under the endpoint.
+// resolve turns an API path whose segments are already escaped
+// ("/runs/x/calls/sp%20ace") into a URL under the endpoint. The escaped
+// form is the URL's RawPath, so a segment is escaped once on the wire
+// (setting Path alone would escape its "%" again).
 func (c *Client) resolve(path string) *url.URL {
 	p, q, _ := strings.Cut(path, "?")
 	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + p
-	u.RawPath = ""
+	raw := strings.TrimRight(c.base.EscapedPath(), "/") + p
+	if unescaped, err := url.PathUnescape(raw); err == nil {
+		u.Path, u.RawPath = unescaped, raw
+	} else {
+		u.Path, u.RawPath = strings.TrimRight(c.base.Path, "/")+p, ""
+	}
 	u.RawQuery = q
 	return &u
 }

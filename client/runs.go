@@ -137,7 +137,8 @@ func (c *Client) SubmitToolResults(ctx context.Context, id string, res ToolResul
 }
 
 // PendingApprovalsPage returns one page of the caller's approval inbox
-// (GET /approvals; planned, issue #16: servers answer 404 until it lands).
+// (GET /approvals): the runs waiting for the caller's decision, newest
+// suspension first.
 // cursor is the previous page's NextCursor ("" for the first); limit 0 is
 // the server's default.
 func (c *Client) PendingApprovalsPage(ctx context.Context, cursor string, limit int) (*ApprovalPage, error) {

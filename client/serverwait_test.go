@@ -222,3 +222,31 @@ func TestWaitNotifyHearsRetriesAndAnswers(t *testing.T) {
 		t.Errorf("heard %q for an error that ends the Wait, want nothing", heard)
 	}
 }
+
+// TestPathSegmentsAreEscapedOnce: ids are escaped once on the wire (a call
+// id "sp ace" is /calls/sp%20ace, not sp%2520ace), under an endpoint with
+// a stage path too.
+func TestPathSegmentsAreEscapedOnce(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.EscapedPath())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"run_id":"r1","call":{"id":"x","tool":"t"},"part":"input","size":2,"offset":0,"text":"{}"}`))
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL+"/prod", client.WithBearerToken("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"sp ace", "hash#1", "pct%41", "q?x", "uni_é", "sl/ash"} {
+		_, _ = c.HeldCallTextPage(ctx(t), "r 1", id, "input", 0)
+	}
+	want := []string{"/prod/runs/r%201/calls/sp%20ace", "/prod/runs/r%201/calls/hash%231", "/prod/runs/r%201/calls/pct%2541",
+		"/prod/runs/r%201/calls/q%3Fx", "/prod/runs/r%201/calls/uni_%C3%A9", "/prod/runs/r%201/calls/sl%2Fash"}
+	if !slices.Equal(got, want) {
+		t.Errorf("paths on the wire:\n%q\nwant\n%q", got, want)
+	}
+}

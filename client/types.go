@@ -272,7 +272,8 @@ type RunLinks struct {
 	ToolResults string `json:"tool_results,omitempty"`
 }
 
-// Vote is one approver's vote (planned, issue #14).
+// Vote is one person's vote on a suspension that needs more than one
+// approval (a quorum).
 type Vote struct {
 	By     string    `json:"by"`
 	Action Action    `json:"action"`
@@ -333,7 +334,8 @@ type Run struct {
 	// still needed. ToolResults are the client calls to execute (only
 	// while WAITING_FOR_TOOL_RESULTS).
 	ToolResults *PendingToolResults `json:"tool_results,omitempty"`
-	// Votes and VotesNeeded are planned (#14).
+	// Votes are the votes cast on the current suspension under a quorum;
+	// VotesNeeded is the approvals still missing.
 	Votes       []Vote `json:"votes,omitempty"`
 	VotesNeeded *int   `json:"votes_needed,omitempty"`
 }
@@ -379,8 +381,8 @@ type ToolResults struct {
 	Results       []ToolResult `json:"results"`
 }
 
-// PendingApproval is one entry of the caller's approval inbox (planned,
-// issue #16).
+// PendingApproval is one entry of the caller's approval inbox: a run
+// waiting for the caller's decision.
 type PendingApproval struct {
 	RunID        string    `json:"run_id"`
 	SuspensionID string    `json:"suspension_id"`
