@@ -288,7 +288,11 @@ func writeDiff(w io.Writer, diff, indent string, colour bool) {
 			c = ansiCyan
 		}
 		if c != "" {
-			fmt.Fprintf(w, "%s%s%s%s\n", indent, c, line, ansiReset)
+			fmt.Fprint(w, indent)
+			paint(w, c)
+			fmt.Fprint(w, line)
+			paint(w, ansiReset)
+			fmt.Fprint(w, "\n")
 		} else {
 			fmt.Fprintf(w, "%s%s\n", indent, line)
 		}
@@ -312,8 +316,8 @@ func writeRun(w io.Writer, r *client.Run) {
 		status += " (" + r.TerminationReason + ")"
 	}
 	fmt.Fprintf(w, "status     %s\n", status)
-	fmt.Fprintf(w, "initiator  %s\n", r.Initiator)
-	fmt.Fprintf(w, "approvers  %s\n", strings.Join(r.Approvers, ", "))
+	fmt.Fprintf(w, "initiator  %s\n", one(r.Initiator))
+	fmt.Fprintf(w, "approvers  %s\n", one(strings.Join(r.Approvers, ", ")))
 	fmt.Fprintf(w, "created    %s\n", r.CreatedAt.Format(time.RFC3339))
 	c := r.Counters
 	fmt.Fprintf(w, "counters   %d iterations, %d model calls, %d tool calls, %d+%d tokens\n", c.Iterations, c.ModelCalls, c.ToolCalls, c.InputTokens, c.OutputTokens)
@@ -327,7 +331,7 @@ func writeRun(w io.Writer, r *client.Run) {
 		for _, k := range keys {
 			kv = append(kv, k+"="+r.Metadata[k])
 		}
-		fmt.Fprintf(w, "metadata   %s\n", strings.Join(kv, " "))
+		fmt.Fprintf(w, "metadata   %s\n", one(strings.Join(kv, " ")))
 	}
 	if p := r.Pending; p != nil {
 		fmt.Fprintf(w, "pending    %d call(s), digest %s, deadline %s\n", len(p.Calls), p.TurnDigest, until(p.Deadline))
@@ -336,7 +340,7 @@ func writeRun(w io.Writer, r *client.Run) {
 			if call.NeedsApproval {
 				need = "needs approval"
 			}
-			fmt.Fprintf(w, "  - %s %s (%s, %s)\n", call.ID, call.Tool, call.Effect, need)
+			fmt.Fprintf(w, "  - %s %s (%s, %s)\n", one(call.ID), one(call.Tool), call.Effect, need)
 		}
 	}
 	if tr := r.ToolResults; tr != nil {
@@ -345,10 +349,10 @@ func writeRun(w io.Writer, r *client.Run) {
 		for _, call := range tr.Calls {
 			if call.InputTruncated {
 				shortened = true
-				fmt.Fprintf(w, "  - %s %s %s (shortened: %d bytes in all)\n", call.ID, call.Name, call.Input, call.InputSize)
+				fmt.Fprintf(w, "  - %s %s %s (shortened: %d bytes in all)\n", one(call.ID), one(call.Name), one(string(call.Input)), call.InputSize)
 				continue
 			}
-			fmt.Fprintf(w, "  - %s %s %s\n", call.ID, call.Name, call.Input)
+			fmt.Fprintf(w, "  - %s %s %s\n", one(call.ID), one(call.Name), one(string(call.Input)))
 		}
 		if shortened {
 			fmt.Fprintf(w, "  whole inputs: agentgate runs tool-calls %s\n", r.ID)
@@ -359,7 +363,7 @@ func writeRun(w io.Writer, r *client.Run) {
 		if what == "" {
 			what = fmt.Sprintf("%d per-call decision(s)", len(d.Decision.Calls))
 		}
-		fmt.Fprintf(w, "decision   %s by %s via %s at %s\n", what, d.By, d.Via, d.At.Format(time.RFC3339))
+		fmt.Fprintf(w, "decision   %s by %s via %s at %s\n", what, one(d.By), d.Via, d.At.Format(time.RFC3339))
 	}
 	if o := r.Output; o != nil {
 		if o.Text != "" {

@@ -58,7 +58,7 @@ func approvalsVerbs() map[string]subcommand {
 						fmt.Fprintln(w, "nothing waits for your decision")
 					}
 					for _, a := range list {
-						fmt.Fprintf(w, "%s  from %s  %s  due %s\n    %s\n", a.RunID, a.Initiator, strings.Join(a.Tools, ","), until(a.Deadline), a.Purpose)
+						fmt.Fprintf(w, "%s  from %s  %s  due %s\n    %s\n", one(a.RunID), one(a.Initiator), one(strings.Join(a.Tools, ",")), until(a.Deadline), one(a.Purpose))
 					}
 				})
 			},
@@ -190,13 +190,17 @@ func short(digest string) string {
 // arguments and, for writes, the diff.
 func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 	p := r.Pending
-	bold := func(s string) string {
+	bold := func(s string) {
 		if colour {
-			return ansiBold + s + ansiReset
+			paint(w, ansiBold)
 		}
-		return s
+		fmt.Fprint(w, s)
+		if colour {
+			paint(w, ansiReset)
+		}
 	}
-	fmt.Fprintf(w, "%s started by %s\n", bold("run "+r.ID), r.Initiator)
+	bold("run " + one(r.ID))
+	fmt.Fprintf(w, " started by %s\n", one(r.Initiator))
 	if len(r.Metadata) > 0 {
 		b, _ := json.Marshal(r.Metadata)
 		fmt.Fprintf(w, "metadata %s\n", b)
@@ -218,16 +222,18 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		if call.NeedsApproval {
 			need = "NEEDS APPROVAL"
 		}
-		fmt.Fprintf(w, "\n%s %s  (%s, id %s)\n", bold(fmt.Sprintf("[%d] %s", i+1, call.Tool)), need, orDash(string(call.Effect)), call.ID)
+		fmt.Fprint(w, "\n")
+		bold(fmt.Sprintf("[%d] %s", i+1, one(call.Tool)))
+		fmt.Fprintf(w, " %s  (%s, id %s)\n", need, orDash(string(call.Effect)), one(call.ID))
 		if call.Rule != "" {
-			fmt.Fprintf(w, "    rule: %s\n", call.Rule)
+			fmt.Fprintf(w, "    rule: %s\n", one(call.Rule))
 		}
 		if a := call.Approval; a != nil {
 			if a.Description != "" {
-				fmt.Fprintf(w, "    why:  %s\n", a.Description)
+				fmt.Fprintf(w, "    why:  %s\n", one(a.Description))
 			}
 			if len(a.Approvers) > 0 {
-				fmt.Fprintf(w, "    approvers: %s\n", strings.Join(a.Approvers, ", "))
+				fmt.Fprintf(w, "    approvers: %s\n", one(strings.Join(a.Approvers, ", ")))
 			}
 			if a.RequiredApprovals > 1 || a.FourEyes || a.AlwaysAsk {
 				fmt.Fprintf(w, "    needs: %d approval(s)%s%s\n", max(a.RequiredApprovals, 1),
@@ -235,10 +241,10 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 			}
 		}
 		if call.Denied != "" {
-			fmt.Fprintf(w, "    DENIED by policy: %s\n", call.Denied)
+			fmt.Fprintf(w, "    DENIED by policy: %s\n", one(call.Denied))
 		}
 		if call.ApprovedBy != "" {
-			fmt.Fprintf(w, "    approved for this run by %s\n", call.ApprovedBy)
+			fmt.Fprintf(w, "    approved for this run by %s\n", one(call.ApprovedBy))
 		}
 		if len(call.Input) > 0 {
 			// As the page and the mail show it: the literal text, not an

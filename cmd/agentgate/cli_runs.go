@@ -99,7 +99,7 @@ func runsVerbs() map[string]subcommand {
 				}
 				return output(g, w, evs, func() {
 					for _, ev := range evs {
-						fmt.Fprintf(w, "%4d  %s  %-14s %s\n", ev.Seq, ev.At.Format(time.RFC3339), ev.Type, ev.Actor)
+						fmt.Fprintf(w, "%4d  %s  %-14s %s\n", ev.Seq, ev.At.Format(time.RFC3339), ev.Type, one(ev.Actor))
 					}
 				})
 			},

@@ -14,11 +14,29 @@ import (
 // sequence that moves the cursor or clears a line, a carriage return, a
 // bidirectional override) is made visible as approval.CleanText does for
 // the mail and the page, so nothing an approver reads can be rewritten
-// under their eyes. Only the CLI's own colour sequences pass.
+// under their eyes. The CLI's own colours do not go through it (paint
+// writes them beside it), so no escape sequence of the data passes, not
+// even one that looks like the CLI's own.
 type terminalSafe struct{ w io.Writer }
 
-// ownSequences are the escape sequences the CLI itself writes.
-var ownSequences = []string{ansiRed, ansiGreen, ansiCyan, ansiBold, ansiReset}
+// paint writes the CLI's own escape sequence seq to w: to the writer
+// beneath when w is a terminalSafe (which would make it visible).
+func paint(w io.Writer, seq string) {
+	if t, ok := w.(terminalSafe); ok {
+		w = t.w
+	}
+	_, _ = io.WriteString(w, seq)
+}
+
+// one is s for a field printed on one line (an id, a name, a purpose):
+// line breaks and tabs in it are shown as \n, \r and \t, so a value
+// cannot start a line of its own that reads like the CLI's.
+func one(s string) string {
+	if !strings.ContainsAny(s, "\n\r\t") {
+		return s
+	}
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
+}
 
 // Write writes p made safe; it reports len(p) when all of it was written.
 func (t terminalSafe) Write(p []byte) (int, error) {
@@ -28,34 +46,10 @@ func (t terminalSafe) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// terminalText is s with every control and format character but newline,
-// tab and the CLI's own colour sequences made visible.
+// terminalText is s with every control and format character but newline
+// and tab made visible, escape sequences included.
 func terminalText(s string) string {
-	var b strings.Builder
-	for len(s) > 0 {
-		i := strings.IndexByte(s, '\x1b')
-		if i < 0 {
-			b.WriteString(approval.CleanText(s))
-			break
-		}
-		b.WriteString(approval.CleanText(s[:i]))
-		s = s[i:]
-		own := ""
-		for _, seq := range ownSequences {
-			if strings.HasPrefix(s, seq) {
-				own = seq
-				break
-			}
-		}
-		if own == "" {
-			own = approval.CleanText(s[:1]) // ESC, made visible
-			s = s[1:]
-		} else {
-			s = s[len(own):]
-		}
-		b.WriteString(own)
-	}
-	return b.String()
+	return approval.CleanText(s)
 }
 
 // unwrapTerminal returns the writer a terminalSafe writes to (for the

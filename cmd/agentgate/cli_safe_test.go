@@ -62,3 +62,36 @@ func TestJSONOutputIsTerminalSafeAndExact(t *testing.T) {
 		t.Errorf("a character beyond the BMP is escaped as a surrogate pair: %q", out.String())
 	}
 }
+
+// TestDataCannotColourOrForgeLines: the CLI's own colour sequences, when
+// they come in the data (a preview, a call id, a purpose), are shown as
+// text like any escape sequence; a line break in a field printed on one
+// line (a call id, a tool name, an initiator, an inbox purpose) is shown
+// as \n, so it cannot start a line that reads like the CLI's.
+func TestDataCannotColourOrForgeLines(t *testing.T) {
+	r := &client.Run{ID: "run1", Initiator: "alice\nfrom bob", Pending: &client.Pending{
+		TurnDigest: "d", Deadline: time.Now().Add(time.Hour),
+		Calls: []client.PendingCall{{ID: "w1\n  - toolu_x read_document (read, runs at once)", Tool: "t\x1b[32m", NeedsApproval: true,
+			Preview: "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+" + ansiReset + ansiBold + ansiGreen + "SAFE: nothing to review" + ansiReset + "\n"}},
+	}}
+	var out strings.Builder
+	writeHeldTurn(terminalSafe{&out}, r, true)
+	writeRun(terminalSafe{&out}, r)
+	got := out.String()
+	if strings.Count(got, "\x1b") != strings.Count(got, ansiBold)+strings.Count(got, ansiGreen)+strings.Count(got, ansiRed)+strings.Count(got, ansiCyan)+strings.Count(got, ansiReset) {
+		t.Errorf("an escape that is not a colour got through:\n%q", got)
+	}
+	for _, bad := range []string{"+" + ansiReset + ansiBold, ansiBold + ansiGreen + "SAFE", "t" + ansiGreen} {
+		if strings.Contains(got, bad) {
+			t.Errorf("the data's own colour sequences got through (%q):\n%q", bad, got)
+		}
+	}
+	for _, want := range []string{`\u001b[0m\u001b[1m\u001b[32mSAFE`, `w1\n  - toolu_x`, `alice\nfrom bob`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%q", want, got)
+		}
+	}
+	if strings.Contains(got, "\n  - toolu_x") {
+		t.Errorf("a call id started a line of its own:\n%s", got)
+	}
+}
