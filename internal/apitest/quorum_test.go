@@ -146,8 +146,12 @@ func TestQuorumVotesThroughLinks(t *testing.T) {
 			t.Errorf("the approval mail does not show %q", want)
 		}
 	}
-	if status, _, _ := call(t, s, c, "POST", annLink, "", formCT, form("digest", digest, "action", "approve")); status != 200 {
-		t.Fatalf("ann's link: %d", status)
+	voted := (&apitest.Caller{URL: s.URL, HTTP: c}).Call(t, "POST", annLink, formCT, form("digest", digest, "action", "approve"))
+	if voted.Status != 200 || !strings.Contains(string(voted.Body), "Your vote was recorded") || !strings.Contains(string(voted.Body), "1 more approval") {
+		t.Fatalf("ann's link: %d, want the page to say her vote was recorded and 1 more approval is needed:\n%s", voted.Status, voted.Body)
+	}
+	if status, page := get(t, s, c, "GET", s.URL+annLink, ""); status != 409 || !strings.Contains(page, "You already voted (approve)") || strings.Contains(page, "already decided") {
+		t.Errorf("ann's used link while the vote goes on: %d, want 409 saying she voted, not that it was decided:\n%s", status, page)
 	}
 	_, run, _ = call(t, s, c, "GET", "/runs/"+id, "frank", "", "")
 	if run["status"] != "WAITING_FOR_APPROVAL" || run["votes_needed"] != float64(1) {

@@ -1,6 +1,7 @@
 package approvalpage
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -185,6 +186,9 @@ type DecidedPage struct {
 	Decision loop.Decision
 	// Calls are the pending calls, to name the tools of a per-call decision.
 	Calls []runs.CallSummary
+	// StillNeeded, when above 0, says the decision was a vote of a quorum
+	// and how many approvals the run still waits for.
+	StillNeeded int
 }
 
 // Decided renders "your decision was recorded" with status 200: approved,
@@ -212,6 +216,9 @@ func Decided(p DecidedPage) (status int, html string) {
 		if d.Message != "" {
 			v.Paragraphs = append(v.Paragraphs, "Your reason: "+approval.CleanText(d.Message))
 		}
+	case p.StillNeeded > 0:
+		v.Title = "Your vote was recorded"
+		v.Paragraphs = []string{fmt.Sprintf("Approved. The run waits for %d more approval(s) from others before it continues.", p.StillNeeded)}
 	default:
 		v.Paragraphs = []string{"Approved. The run continues."}
 	}

@@ -57,6 +57,14 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if !t.UsedAt.IsZero() && r.Status == runs.StatusWaiting && r.SuspensionID == t.SuspensionID {
+		// The link was used for a vote of a quorum that is not complete:
+		// the suspension is not decided yet.
+		if v, ok := voteOf(a.Directory, r, t.Approver); ok {
+			p := votedPage(v, r)
+			return nil, nil, &p, nil
+		}
+	}
 	decided := !t.UsedAt.IsZero() || r.SuspensionID != t.SuspensionID ||
 		(r.Status != runs.StatusWaiting && r.Decision != nil && r.Status != runs.StatusExpired)
 	switch {
@@ -132,9 +140,7 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 	} else if v, ok := voteOf(a.Directory, r, t.Approver); ok {
 		// Under a quorum the run still waits, but not for this person:
 		// say so instead of a form whose answer would be refused.
-		resp = page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
-			"You already voted (%s) on this approval; it waits for %d more approval(s) from others.",
-			v.Action, max(r.VotesNeeded-r.Approvals(), 0))))
+		resp = votedPage(v, r)
 	} else {
 		// The form posts to the page's own URL, so it works behind any API
 		// Gateway stage prefix.
@@ -194,7 +200,20 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		}
 		return page(approvalpage.Problem(status, msg)), nil
 	}
-	return page(approvalpage.Decided(approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls})), nil
+	still := 0
+	if next.Status == runs.StatusWaiting {
+		still = max(next.VotesNeeded-next.Approvals(), 1)
+	}
+	return page(approvalpage.Decided(approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls, StillNeeded: still})), nil
+}
+
+// votedPage says, with 409, that the person behind a link already voted on
+// the run's current suspension (through it or otherwise), which still
+// waits for others.
+func votedPage(v runs.Vote, r *runs.Run) events.APIGatewayProxyResponse {
+	return page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
+		"You already voted (%s) on this approval; it waits for %d more approval(s) from others.",
+		v.Action, max(r.VotesNeeded-r.Approvals(), 0))))
 }
 
 func deref(p *events.APIGatewayProxyResponse) events.APIGatewayProxyResponse {
