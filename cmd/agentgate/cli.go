@@ -21,6 +21,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"golang.org/x/term"
+
 	"github.com/agentgate/agentgate/client"
 )
 
@@ -248,14 +250,15 @@ func jsonForTerminal(s string) string {
 	return b.String()
 }
 
-// isCharDevice reports whether w is a terminal (a character device).
+// isCharDevice reports whether w is a terminal.
 func isCharDevice(w any) bool {
 	f, ok := unwrapTerminal(w).(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	// A terminal, not any character device: /dev/null is one too, and a
+	// command run from cron or CI with stdin from it must not prompt.
+	return term.IsTerminal(int(f.Fd())) //nolint:gosec // a file descriptor fits an int
 }
 
 // useColour: on a terminal, unless NO_COLOR is set.

@@ -59,7 +59,15 @@ func runsVerbs() map[string]subcommand {
 						return err
 					}
 				}
-				return output(g, w, r, func() { writeRun(w, r) })
+				if err := output(g, w, r, func() { writeRun(w, r) }); err != nil {
+					return err
+				}
+				if start.wait && r.Status.Terminal() && r.Status != client.StatusCompleted {
+					// As runs wait: a script tells a run that failed from one
+					// that waits or completed by the exit code.
+					return fmt.Errorf("run %s ended %s (%s)", r.ID, r.Status, one(r.TerminationReason))
+				}
+				return nil
 			},
 		},
 		"get": {
@@ -248,7 +256,7 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.clientTools, "client-tools", "", "tools you execute yourself: a JSON array of {name, description, input_schema, effect, requires_approval} (- for standard input)")
 	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you (repeatable)")
 	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results (10s to 168h; default 1h)")
-	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or tool results, or ends")
+	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or tool results, or ends; exit 1 if it ends other than COMPLETED")
 	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long")
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,18 @@ func TestDataCannotColourOrForgeLines(t *testing.T) {
 	}
 	if strings.Contains(got, "\n  - toolu_x") {
 		t.Errorf("a call id started a line of its own:\n%s", got)
+	}
+}
+
+// TestDevNullIsNoTerminal: /dev/null is a character device but no
+// terminal; a command whose input or output is it does not prompt or colour.
+func TestDevNullIsNoTerminal(t *testing.T) {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isCharDevice(f) || isCharDevice(terminalSafe{f}) {
+		t.Errorf("%s counts as a terminal", os.DevNull)
 	}
 }

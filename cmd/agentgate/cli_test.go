@@ -306,3 +306,25 @@ func TestRetryNotice(t *testing.T) {
 		t.Errorf("notices:\n%q\nwant\n%q", w.String(), want)
 	}
 }
+
+// TestRunsStartWaitExitsOneWhenTheRunFails: `runs start --wait` prints the
+// run and exits 1 when it ended other than COMPLETED, as `runs wait` does.
+func TestRunsStartWaitExitsOneWhenTheRunFails(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "empty.json")
+	if err := os.WriteFile(script, []byte(`{"turns":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := startLocal(context.Background(), serveOptions{
+		addr: "127.0.0.1:0", dir: t.TempDir(), tokens: cliTokens, mailOut: io.Discard, model: "scripted:" + script,
+		logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	e := &cliEnv{t: t, url: s.URL}
+	code, out, errOut := e.cli("alice", "runs", "start", "--prompt", "x", "--approver", "bob", "--wait")
+	if code != 1 || !strings.Contains(out, "FAILED") || !strings.Contains(errOut, "ended FAILED") {
+		t.Errorf("exit %d, want 1 with the run printed and the end said:\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}

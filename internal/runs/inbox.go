@@ -154,7 +154,10 @@ func leaveInbox(cur, next *Run, w *Write) {
 		return
 	}
 	for _, k := range cur.InboxKeys {
-		w.DropInbox = append(w.DropInbox, InboxKey{Approver: k, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
+		key := InboxKey{Approver: k, RunID: cur.ID, SuspendedAt: cur.SuspendedAt}
+		if !slices.Contains(w.DropInbox, key) { // a final vote already drops its voter's
+			w.DropInbox = append(w.DropInbox, key)
+		}
 	}
 	next.InboxKeys = nil
 }
