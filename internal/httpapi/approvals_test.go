@@ -265,7 +265,7 @@ func TestLinkBadForms(t *testing.T) {
 		{"multipart", "multipart/form-data; boundary=x", good, http.StatusUnsupportedMediaType, "application/x-www-form-urlencoded"},
 		{"no Content-Type", "", good, http.StatusUnsupportedMediaType, "application/x-www-form-urlencoded"},
 		{"malformed Content-Type", formType + "; ;;", good, http.StatusUnsupportedMediaType, "application/x-www-form-urlencoded"},
-		{"oversized form", formType, good + "&message=" + strings.Repeat("x", 17<<10), http.StatusRequestEntityTooLarge, "The form is too large."},
+		{"oversized form", formType, good + "&message=" + strings.Repeat("x", 65<<10), http.StatusRequestEntityTooLarge, "The form is too large."},
 		{"malformed encoding", formType, "digest=%zz&action=approve", http.StatusBadRequest, "The form could not be read."},
 		{"empty form", formType, "", http.StatusUnprocessableEntity, "no turn digest"},
 		{"no digest", formType, "action=approve", http.StatusUnprocessableEntity, "no turn digest"},

@@ -71,8 +71,11 @@ const (
 	MaxDecisionBody = 64 << 10
 	// MaxCancelBody caps POST /runs/{id}/cancel (no body, or {}).
 	MaxCancelBody = 1 << 10
-	// MaxFormBody caps the approval page's form (POST /approvals/{token}).
-	MaxFormBody = 16 << 10
+	// MaxFormBody caps the approval page's form (POST /approvals/{token}):
+	// as large as a decision through the API, so a reason typed to the
+	// form's 2000-character limit fits even in four-byte characters sent
+	// percent-encoded (24 KiB), with another call's beside it.
+	MaxFormBody = 64 << 10
 	// MaxToolResultsBody caps POST /runs/{id}/tool-results; the contents of
 	// the results are bounded further (runs.MaxToolResultSize each,
 	// runs.MaxToolResultsSize together).
