@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -39,7 +40,10 @@ func init() {
 
 // serveOptions configure a local server.
 type serveOptions struct {
-	addr       string
+	addr string
+	// publicURL is the base of the approval links ("": the listen
+	// address, with localhost for an unspecified host).
+	publicURL  string
 	dir        string
 	model      string
 	tokens     map[string]string // bearer token -> principal
@@ -89,6 +93,11 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	if len(o.remote) > 0 {
 		return startRemote(ctx, ln, base, o)
 	}
+	links, err := linkBase(o.publicURL, ln.Addr())
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	model, err := serveModel(ctx, o.model)
 	if err != nil {
 		ln.Close()
@@ -104,7 +113,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		ln.Close()
 		return nil, err
 	}
-	a, disp, closeStore, err := openApp(ctx, o, base, model, tools, gov)
+	a, disp, closeStore, err := openApp(ctx, o, links, model, tools, gov)
 	if err != nil {
 		ln.Close()
 		_ = tools.Close()
@@ -130,6 +139,28 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		every(ctx, o.sweepEvery, func() { _, _ = a.Sweeper.Sweep(ctx) })
 	}()
 	return s, nil
+}
+
+// linkBase is the base URL of the approval links: public when given (an
+// absolute http(s) URL without query or fragment), else the listen
+// address, where an unspecified host (0.0.0.0, ::), which no browser can
+// open, becomes localhost.
+func linkBase(public string, addr net.Addr) (string, error) {
+	if public != "" {
+		u, err := url.Parse(public)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return "", fmt.Errorf("--public-url %q is not an http(s) URL without user, query or fragment", public)
+		}
+		return strings.TrimRight(public, "/"), nil
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
 }
 
 // openApp builds the in-process application: on the embedded store by
@@ -247,6 +278,7 @@ func (s *localServer) Close() error {
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	public := fs.String("public-url", "", "base URL approvers open the approval links at, e.g. https://agentgate.example.com (default: http://<listen address>, localhost for 0.0.0.0 or [::])")
 	dir := fs.String("dir", ".agentgate", "folder for the embedded store, documents (content/) and mail (outbox/)")
 	model := fs.String("model", "", "model spec as the Lambdas take it: scripted:<file>, bedrock:<id>, openai:<model> (AGENTGATE_OPENAI_BASE_URL for compatible servers), anthropic:<model> (default: the built-in demo script)")
 	tools := fs.String("tools", "", "tool-sources file: MCP servers whose tools the model may call, behind the approval gate (see README)")
@@ -277,7 +309,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := startLocal(ctx, serveOptions{addr: *addr, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, publicURL: *public, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime"
 	"testing"
@@ -58,5 +59,32 @@ func TestCloseAnswersHeldRequests(t *testing.T) {
 	}
 	if got.Version != run.Version || got.Status != "WAITING_FOR_APPROVAL" {
 		t.Errorf("the held request answered %+v, want the run as it was (version %d)", got, run.Version)
+	}
+}
+
+// TestLinkBase: approval links use --public-url when given, else the listen
+// address, where an unspecified host becomes localhost.
+func TestLinkBase(t *testing.T) {
+	for _, tt := range []struct{ public, addr, want string }{
+		{"", "127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"", "0.0.0.0:8080", "http://localhost:8080"},
+		{"", "[::]:8080", "http://localhost:8080"},
+		{"https://agentgate.example.com/", "0.0.0.0:8080", "https://agentgate.example.com"},
+		{"https://example.com/gate", "0.0.0.0:8080", "https://example.com/gate"},
+	} {
+		addr, err := net.ResolveTCPAddr("tcp", tt.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := linkBase(tt.public, addr)
+		if err != nil || got != tt.want {
+			t.Errorf("linkBase(%q, %s) = %q, %v; want %q", tt.public, tt.addr, got, err, tt.want)
+		}
+	}
+	addr, _ := net.ResolveTCPAddr("tcp", "127.0.0.1:1")
+	for _, bad := range []string{"ftp://x", "example.com", "https://x/?a=1", "https://u:p@x", "https://x/#f"} {
+		if _, err := linkBase(bad, addr); err == nil {
+			t.Errorf("linkBase(%q) accepted", bad)
+		}
 	}
 }
