@@ -93,7 +93,12 @@ func (g *globalFlags) client() (*client.Client, error) {
 	if cliHTTPClient != nil {
 		opts = append(opts, client.WithHTTPClient(cliHTTPClient))
 	}
-	return client.New(g.endpoint, opts...)
+	c, err := client.New(g.endpoint, opts...)
+	if err != nil && g.token == "" {
+		// The client's message names its Go options; say it in flags.
+		return nil, fmt.Errorf("no --token (or %s) for a local server, so requests are signed with SigV4 for the deployed API, which needs --region (or AWS_REGION) and AWS credentials: %w", EnvToken, err)
+	}
+	return c, err
 }
 
 // retryNotice returns the CLI's WithWaitNotify function: a wait that

@@ -29,7 +29,7 @@ func approvalsVerbs() map[string]subcommand {
 		limit           int
 	)
 	digestFlag := func(fs *flag.FlagSet) {
-		fs.StringVar(&digest, "digest", "", "the turn digest you reviewed (printed by `approvals show`); without it, the turn is shown and you are asked (on a terminal)")
+		fs.StringVar(&digest, "digest", "", "the `digest` you reviewed (printed by approvals show); without it, the turn is shown and you are asked (on a terminal)")
 	}
 	return map[string]subcommand{
 		"list": {

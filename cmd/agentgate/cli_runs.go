@@ -377,7 +377,7 @@ type decideFlags struct {
 }
 
 func (d *decideFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&d.digest, "digest", "", "the turn digest you reviewed (pending.turn_digest; `agentgate approvals show` prints it)")
+	fs.StringVar(&d.digest, "digest", "", "the turn `digest` you reviewed (pending.turn_digest; agentgate approvals show prints it)")
 	fs.BoolVar(&d.approve, "approve", false, "approve the whole turn")
 	fs.BoolVar(&d.deny, "deny", false, "deny the whole turn")
 	fs.StringVar(&d.message, "message", "", "the reason of a denial (shown to the model)")

@@ -328,3 +328,14 @@ func TestRunsStartWaitExitsOneWhenTheRunFails(t *testing.T) {
 		t.Errorf("exit %d, want 1 with the run printed and the end said:\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
+
+// TestHelpExitsZero: -h of every command prints its usage and exits 0, as
+// the API commands' --help does.
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"serve", "-h"}, {"init", "-h"}, {"demo", "-h"}, {"runs", "start", "--help"}} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Errorf("agentgate %v: exit %d, want 0\n%s", args, code, errOut.String())
+		}
+	}
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,7 +39,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if err := cmd.run(ctx, args[1:], stdout); err != nil {
+	if err := cmd.run(ctx, args[1:], stdout); errors.Is(err, flag.ErrHelp) {
+		return 0 // -h: the flag package printed the usage
+	} else if err != nil {
 		// An API error's message may quote what a caller sent.
 		fmt.Fprintf(stderr, "agentgate %s: %s\n", args[0], terminalText(err.Error()))
 		return 1
