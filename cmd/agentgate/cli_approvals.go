@@ -39,6 +39,9 @@ func approvalsVerbs() map[string]subcommand {
 				if len(args) > 0 {
 					return fmt.Errorf("unexpected arguments %q", args)
 				}
+				if limit < 0 {
+					return fmt.Errorf("--limit %d: give 0 (all) or more", limit)
+				}
 				c, err := g.client()
 				if err != nil {
 					return err

@@ -116,7 +116,7 @@ func runsVerbs() map[string]subcommand {
 			usage: "ID [--status S]... [--timeout D]", summary: "wait until the run reaches a status (default: any terminal one); exit 1 if it ends otherwise",
 			flags: func(fs *flag.FlagSet) {
 				fs.Var(&statuses, "status", "a status to wait for, e.g. WAITING_FOR_APPROVAL (repeatable)")
-				fs.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
+				fs.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long (0: wait without a limit)")
 			},
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
 				id, err := oneID(args)
@@ -184,6 +184,9 @@ func runsVerbs() map[string]subcommand {
 
 // waitFor is client.Wait bounded by timeout.
 func waitFor(ctx context.Context, c *client.Client, id string, timeout time.Duration, want []client.Status) (*client.Run, error) {
+	if timeout < 0 {
+		return nil, fmt.Errorf("--timeout %s: give a duration of 0 (no limit) or more", timeout)
+	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -257,7 +260,7 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you (repeatable)")
 	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results (10s to 168h; default 1h)")
 	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or tool results, or ends; exit 1 if it ends other than COMPLETED")
-	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long")
+	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (0: wait without a limit)")
 }
 
 func readInput(name string) ([]byte, error) {
@@ -279,6 +282,9 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		if err := dec.Decode(&req); err != nil {
 			return req, fmt.Errorf("--body: %w", err)
 		}
+	}
+	if s.promptFile != "" && s.prompt != "" {
+		return req, errors.New("give --prompt or --prompt-file, not both")
 	}
 	if s.promptFile != "" {
 		b, err := readInput(s.promptFile)
@@ -434,8 +440,23 @@ func (d *decideFlags) decision() (client.Decision, error) {
 }
 
 // parseCallDecision reads ID=approve, ID=deny[:reason] or ID=edit:@file.
+// The id ends at the first "=" that an action follows, so a call id may
+// hold "=" (c=1=approve) and a reason too (c1=deny:a=b).
 func parseCallDecision(spec string) (client.CallDecision, error) {
-	id, rest, ok := strings.Cut(spec, "=")
+	id, rest, ok := "", "", false
+	for i := range len(spec) {
+		if spec[i] != '=' {
+			continue
+		}
+		action, _, _ := strings.Cut(spec[i+1:], ":")
+		if a := client.Action(action); a == client.Approve || a == client.Deny || a == client.Edit {
+			id, rest, ok = spec[:i], spec[i+1:], true
+			break
+		}
+	}
+	if !ok {
+		id, rest, ok = strings.Cut(spec, "=") // for the messages below
+	}
 	if !ok || id == "" {
 		return client.CallDecision{}, fmt.Errorf("--call %q: want ID=approve, ID=deny[:reason] or ID=edit:@file.json", spec)
 	}

@@ -339,3 +339,49 @@ func TestHelpExitsZero(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictingOrInvalidFlagsAreRefused: values the CLI would otherwise
+// drop or misread end the command with a message instead.
+func TestConflictingOrInvalidFlagsAreRefused(t *testing.T) {
+	prompt := filepath.Join(t.TempDir(), "p.txt")
+	if err := os.WriteFile(prompt, []byte("from the file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "start", "--prompt", "x", "--prompt-file", prompt, "--approver", "bob"}, "not both"},
+		{[]string{"runs", "wait", "r1", "--timeout", "-1s"}, "--timeout -1s"},
+		{[]string{"approvals", "list", "--limit", "-1"}, "--limit -1"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append(tt.args, "--endpoint", "http://127.0.0.1:1", "--token", "t")
+		if code := run(context.Background(), args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("agentgate %v: exit %d, stderr %q; want 1 and %q", tt.args, code, errOut.String(), tt.want)
+		}
+	}
+}
+
+// TestParseCallDecision: the call id ends at the first "=" an action
+// follows, so ids and deny reasons may hold "=".
+func TestParseCallDecision(t *testing.T) {
+	for _, tt := range []struct {
+		spec, id, action, msg string
+	}{
+		{"c1=approve", "c1", "approve", ""},
+		{"c=1=approve", "c=1", "approve", ""},
+		{"c1=deny:a=b", "c1", "deny", "a=b"},
+		{"k=v=deny:x=deny:y", "k=v", "deny", "x=deny:y"},
+	} {
+		cd, err := parseCallDecision(tt.spec)
+		if err != nil || cd.CallID != tt.id || string(cd.Action) != tt.action || cd.Message != tt.msg {
+			t.Errorf("parseCallDecision(%q) = %+v, %v; want id %q action %q message %q", tt.spec, cd, err, tt.id, tt.action, tt.msg)
+		}
+	}
+	for _, bad := range []string{"c1", "=approve", "c1=bless", "c1=approve:x"} {
+		if _, err := parseCallDecision(bad); err == nil {
+			t.Errorf("parseCallDecision(%q) accepted", bad)
+		}
+	}
+}
