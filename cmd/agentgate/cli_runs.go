@@ -91,6 +91,12 @@ func runsVerbs() map[string]subcommand {
 				fs.IntVar(&limit, "limit", 0, "print at most this many events (0: all)")
 			},
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
+				switch {
+				case after < 0:
+					return fmt.Errorf("--after %d: give 0 (from the start) or more", after)
+				case limit < 0:
+					return fmt.Errorf("--limit %d: give 0 (all) or more", limit)
+				}
 				id, c, err := g.runClient(args)
 				if err != nil {
 					return err

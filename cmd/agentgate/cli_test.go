@@ -354,6 +354,8 @@ func TestConflictingOrInvalidFlagsAreRefused(t *testing.T) {
 		{[]string{"runs", "start", "--prompt", "x", "--prompt-file", prompt, "--approver", "bob"}, "not both"},
 		{[]string{"runs", "wait", "r1", "--timeout", "-1s"}, "--timeout -1s"},
 		{[]string{"approvals", "list", "--limit", "-1"}, "--limit -1"},
+		{[]string{"runs", "events", "r1", "--limit", "-1"}, "--limit -1"},
+		{[]string{"runs", "events", "r1", "--after", "-3"}, "--after -3"},
 	} {
 		var out, errOut bytes.Buffer
 		args := append(tt.args, "--endpoint", "http://127.0.0.1:1", "--token", "t")

@@ -209,7 +209,7 @@ func TestLinkPagesMatchSpec(t *testing.T) {
 		{"malformed link", "GET", "/approvals/short", "", "", 404},
 		{"post unknown link", "POST", bogus, formCT, form("digest", digest, "action", "approve"), 404},
 		{"post not a form", "POST", link, "text/plain", "action=approve", 415},
-		{"post too large", "POST", link, formCT, form("digest", digest, "action", "deny", "message", strings.Repeat("x", 17<<10)), 413},
+		{"post too large", "POST", link, formCT, form("digest", digest, "action", "deny", "message", strings.Repeat("x", 65<<10)), 413},
 		{"post no digest", "POST", link, formCT, form("action", "approve"), 422},
 		{"post undecided call", "POST", link, formCT, form("digest", digest, "action", "per_call"), 422},
 		{"post approve", "POST", link, formCT, form("digest", digest, "action", "approve"), 200},

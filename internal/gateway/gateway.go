@@ -12,11 +12,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/agentgate/agentgate/internal/approvalpage"
 	"github.com/agentgate/agentgate/internal/routes"
 )
 
@@ -103,18 +105,33 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !authenticated && maxBody > MaxLinkBody {
 		maxBody = MaxLinkBody // the approval form is small; its token is checked by the handler
 	}
+	// The approval-link routes answer a person's browser: their refusals
+	// are the HTML problem page, as the handler's are.
+	refuseHere := func(status int, code, msg string) {
+		if authenticated {
+			refuse(w, status, code, msg)
+			return
+		}
+		refusePage(w, r, status, msg)
+	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		// Go's URL.Query drops a malformed pair silently (?limit=%zz), which
+		// would read as a request without the parameter.
+		refuseHere(http.StatusBadRequest, "bad_request", "the query string is malformed")
+		return
+	}
 	if r.ContentLength > maxBody {
-		refuse(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the gateway's limit")
+		refuseHere(http.StatusRequestEntityTooLarge, "too_large", "the body is over the gateway's limit")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			refuse(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the gateway's limit")
+			refuseHere(http.StatusRequestEntityTooLarge, "too_large", "the body is over the gateway's limit")
 			return
 		}
-		refuse(w, http.StatusBadRequest, "bad_request", "the body could not be read")
+		refuseHere(http.StatusBadRequest, "bad_request", "the body could not be read")
 		return
 	}
 	req := g.event(r, body, resource, m.Params)
@@ -228,6 +245,19 @@ func writeResponse(w http.ResponseWriter, resp events.APIGatewayProxyResponse) {
 
 // refuse answers without reading the request body and closes the
 // connection afterwards, so an unread upload is never drained.
+// refusePage answers like refuse with the approval pages' problem page.
+func refusePage(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	w.Header().Set("Connection", "close")
+	code, html := approvalpage.Problem(status, msg+".")
+	for k, v := range approvalpage.Headers() {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(code)
+	if r.Method != http.MethodHead {
+		_, _ = io.WriteString(w, html)
+	}
+}
+
 func refuse(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Connection", "close")
 	writeJSON(w, status, code, msg)

@@ -182,3 +182,42 @@ func TestRoutesFollowTheTable(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalsOnLinkRoutesArePages: the approval-link routes answer a
+// person's browser, so the gateway's own refusals there (a body over the
+// link limit, a malformed query string) are the HTML problem page; the API
+// routes keep JSON. A malformed query pair is refused, not dropped.
+func TestRefusalsOnLinkRoutesArePages(t *testing.T) {
+	var calls atomic.Int64
+	g := &Gateway{StartRun: echoHandler(&calls), Resume: echoHandler(&calls), Tokens: map[string]string{"good": "alice"}}
+	for _, tt := range []struct {
+		name, method, target, auth string
+		size                       int64
+		want                       int
+		html                       bool
+	}{
+		{"link, body over its limit", "POST", "/approvals/tok", "", MaxLinkBody + 1, 413, true},
+		{"link, malformed query", "GET", "/approvals/tok?call=%zz", "", 0, 400, true},
+		{"API, malformed query", "GET", "/runs/r1/events?limit=1&limit=%zz", "Bearer good", 0, 400, false},
+		{"API, semicolon pair", "GET", "/runs/r1?wait=1;wait=2", "Bearer good", 0, 400, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, tt.target, &countingBody{left: tt.size})
+			if tt.auth != "" {
+				r.Header.Set("Authorization", tt.auth)
+			}
+			w := httptest.NewRecorder()
+			g.ServeHTTP(w, r)
+			ct := w.Header().Get("Content-Type")
+			if w.Code != tt.want || strings.HasPrefix(ct, "text/html") != tt.html {
+				t.Errorf("%d %s, want %d (html %v): %s", w.Code, ct, tt.want, tt.html, w.Body)
+			}
+			if tt.html && w.Header().Get("Content-Security-Policy") == "" {
+				t.Errorf("a page without the pages' security headers: %v", w.Header())
+			}
+		})
+	}
+	if calls.Load() != 0 {
+		t.Errorf("handler called %d times for refused requests", calls.Load())
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/agentgate/agentgate/internal/approvalpage"
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/policy"
@@ -102,7 +103,17 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allo
 		return events.APIGatewayProxyResponse{}, errorf(runs.EMethodNotAllowed, "method %s is not allowed on %s; use %s", req.HTTPMethod, m.Route.Path, strings.Join(m.Allow, ", "))
 	}
 	if name := repeatedQuery(req); name != "" {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "query parameter %q is given more than once", name)
+		msg := fmt.Sprintf("query parameter %q is given more than once", name)
+		switch m.Route.Operation {
+		case routes.OpApprovalPage, routes.OpApprovalPageHead, routes.OpApprovalDecide:
+			// A person's browser: the problem page, as every answer there.
+			p := page(approvalpage.Problem(http.StatusBadRequest, "The link's address is malformed: "+msg+"."))
+			if req.HTTPMethod == http.MethodHead {
+				p.Body = ""
+			}
+			return p, nil
+		}
+		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "%s", msg)
 	}
 	param := func(name string) string {
 		if v := req.PathParameters[name]; v != "" {

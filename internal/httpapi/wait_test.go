@@ -60,3 +60,23 @@ func TestRepeatedQueryParameterIsRefused(t *testing.T) {
 		require.Equal(t, 200, status, "%s: %v", path, out)
 	}
 }
+
+// TestRepeatedQueryParameterOnALinkIsAPage: on the approval-link routes a
+// repeated parameter gets the HTML problem page, as every answer there.
+func TestRepeatedQueryParameterOnALinkIsAPage(t *testing.T) {
+	f := newFixture(t)
+	for _, method := range []string{"GET", "HEAD", "POST"} {
+		r := req(method, "/approvals/abc", "", "")
+		r.QueryStringParameters = map[string]string{"call": "b"}
+		r.MultiValueQueryStringParameters = map[string][]string{"call": {"a", "b"}}
+		resp, err := f.api.Handle(t.Context(), r)
+		require.NoError(t, err)
+		require.Equal(t, 400, resp.StatusCode, method)
+		require.Contains(t, resp.Headers["Content-Type"], "text/html", method)
+		if method != "HEAD" {
+			require.Contains(t, resp.Body, "given more than once", method)
+		} else {
+			require.Empty(t, resp.Body)
+		}
+	}
+}

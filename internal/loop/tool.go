@@ -328,13 +328,35 @@ func compileSchema(def Definition) (*jsonschema.Resolved, error) {
 	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("tool %q: input schema does not compile: %w", def.Name, err)
+		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, schemaProblem(err))
 	}
 	r, err := s.Resolve(nil)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: input schema does not compile: %w", def.Name, err)
+		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, schemaProblem(err))
 	}
 	return r, nil
+}
+
+// schemaProblem says what is wrong with a schema in the schema's own terms:
+// the keyword whose value has the wrong JSON type, never the compiler's Go
+// types ("map[string]*jsonschema.Schema"), which callers cannot act on.
+func schemaProblem(err error) string {
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) {
+		field := ute.Field
+		if i := strings.LastIndex(field, "."); i >= 0 {
+			field = field[i+1:]
+		}
+		if field == "" {
+			return fmt.Sprintf("a schema cannot be a JSON %s", ute.Value)
+		}
+		return fmt.Sprintf("keyword %q cannot have a JSON %s as its value", field, ute.Value)
+	}
+	msg := err.Error()
+	for _, internal := range []string{"jsonschema.Schema: ", "<anonymous schema>: "} {
+		msg = strings.ReplaceAll(msg, internal, "")
+	}
+	return msg
 }
 
 // Lookup returns the named tool.
@@ -563,14 +585,20 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 // jsonTypes are the type names of JSON Schema.
 var jsonTypes = []string{"null", "boolean", "object", "array", "number", "string", "integer"}
 
-// dataKeywords hold instance data, not schemas: a "type" member in them is
-// data.
-var dataKeywords = []string{"enum", "const", "default", "examples"}
+// Keywords whose values are schemas (JSON Schema draft 2020-12 and
+// draft-07): one schema, a list of them, or a map of names to them.
+var (
+	schemaKeywords = []string{"items", "additionalItems", "additionalProperties", "not", "if", "then", "else",
+		"contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
+	schemaListKeywords = []string{"allOf", "anyOf", "oneOf", "prefixItems", "items"}
+	schemaMapKeywords  = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+)
 
-// checkTypeNames reports a "type" keyword anywhere in the schema raw whose
-// value is a string, or an array of strings, that is not a JSON Schema type
-// name. A "type" member whose value is an object or a boolean is a property
-// named type (under properties and the like), which is not checked itself.
+// checkTypeNames reports a "type" keyword of the schema raw, or of any
+// schema in it (reached through the keywords that hold schemas; other
+// keywords, such as enum, const, default, dependentRequired or a vendor's
+// x-..., hold data and are not looked into), that is not a JSON Schema
+// type name or a non-empty list of distinct ones.
 func checkTypeNames(raw json.RawMessage) error {
 	if len(raw) == 0 {
 		return nil
@@ -579,57 +607,70 @@ func checkTypeNames(raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return err
 	}
-	var walk func(v any, at string) error
-	walk = func(v any, at string) error {
-		switch t := v.(type) {
-		case map[string]any:
-			for k, sub := range t {
-				if slices.Contains(dataKeywords, k) {
-					continue
-				}
-				if k == "type" {
-					names, ok := typeNames(sub)
-					for _, n := range names {
-						if !slices.Contains(jsonTypes, n) {
-							return fmt.Errorf("%s/type: %q is not a JSON Schema type (one of %v)", at, n, jsonTypes)
-						}
-					}
-					if ok {
-						continue
-					}
-				}
-				if err := walk(sub, at+"/"+k); err != nil {
-					return err
-				}
-			}
-		case []any:
-			for i, sub := range t {
-				if err := walk(sub, fmt.Sprintf("%s/%d", at, i)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return walk(v, "")
+	return checkSchemaTypes(v, "")
 }
 
-// typeNames returns the names a "type" value gives, and whether the value
-// was a type name or a list of them (not a schema of a property named type).
-func typeNames(v any) ([]string, bool) {
+func checkSchemaTypes(v any, at string) error {
+	schema, ok := v.(map[string]any)
+	if !ok {
+		return nil // a boolean schema, or a value the compiler judges
+	}
+	for k, sub := range schema {
+		switch {
+		case k == "type":
+			if err := checkTypeValue(sub, at+"/type"); err != nil {
+				return err
+			}
+		case slices.Contains(schemaMapKeywords, k):
+			if m, ok := sub.(map[string]any); ok {
+				for name, s := range m {
+					if err := checkSchemaTypes(s, at+"/"+k+"/"+name); err != nil {
+						return err
+					}
+				}
+			}
+		case slices.Contains(schemaListKeywords, k) || slices.Contains(schemaKeywords, k):
+			if list, ok := sub.([]any); ok {
+				for i, s := range list {
+					if err := checkSchemaTypes(s, fmt.Sprintf("%s/%s/%d", at, k, i)); err != nil {
+						return err
+					}
+				}
+			} else if err := checkSchemaTypes(sub, at+"/"+k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkTypeValue checks the value of a "type" keyword.
+func checkTypeValue(v any, at string) error {
+	var names []string
 	switch t := v.(type) {
 	case string:
-		return []string{t}, true
+		names = []string{t}
 	case []any:
-		var out []string
+		if len(t) == 0 {
+			return fmt.Errorf("%s: an empty list names no type", at)
+		}
 		for _, e := range t {
 			s, ok := e.(string)
 			if !ok {
-				return nil, false
+				return fmt.Errorf("%s: a list of type names holds %v", at, e)
 			}
-			out = append(out, s)
+			if slices.Contains(names, s) {
+				return fmt.Errorf("%s: %q is listed twice", at, s)
+			}
+			names = append(names, s)
 		}
-		return out, true
+	default:
+		return fmt.Errorf("%s: must be a type name or a list of them", at)
 	}
-	return nil, false
+	for _, n := range names {
+		if !slices.Contains(jsonTypes, n) {
+			return fmt.Errorf("%s: %q is not a JSON Schema type (one of %v)", at, n, jsonTypes)
+		}
+	}
+	return nil
 }

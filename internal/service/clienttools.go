@@ -141,7 +141,7 @@ func checkClientToolName(name string) error {
 // "object": the models take tool input as an object. Whether it compiles
 // is checked when the toolbox is built.
 func checkObjectSchema(raw json.RawMessage) error {
-	if len(bytes.TrimSpace(raw)) == 0 {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
 		return fmt.Errorf("is required")
 	}
 	var doc map[string]json.RawMessage

@@ -236,7 +236,7 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 		if err := p.CheckAddr(a); err != nil {
 			return nil, err
 		}
-		if !p.allowed(a) {
+		if !p.allowed(a.Unmap()) {
 			return nil, refuse("an IP address as host is accepted only when the allow-list names it; use a DNS name")
 		}
 		return u, nil

@@ -96,6 +96,7 @@ func TestCheckURL(t *testing.T) {
 		{"too long", webhook.Policy{}, "https://hooks.example.com/" + strings.Repeat("a", webhook.MaxURLLength), false},
 		{"allow-listed literal", local, "http://127.0.0.1:8080/a", true},
 		{"literal outside the allow-list", local, "http://127.0.0.2:8080/a", false},
+		{"allow-listed literal, ipv4-mapped", local, "http://[::ffff:127.0.0.1]:8080/a", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
