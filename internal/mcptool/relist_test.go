@@ -187,8 +187,9 @@ func TestAToolListedTwiceIsNotCalled(t *testing.T) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}})
 	out := start(t, r)
 	require.Equal(t, loop.OutcomeSuspended, out.Kind, "held, not run at once")
+	assert.Contains(t, out.Suspended.Previews["c1"], "The server lists this tool twice")
 	done := approve(t, r, out.Suspended)
-	assert.Contains(t, resultText(t, done.Transcript, "c1").Content, "no longer offers the tool create_ticket")
+	assert.Contains(t, resultText(t, done.Transcript, "c1").Content, "lists the tool create_ticket twice; it was not called")
 	assert.Empty(t, s.CallsOf("create_ticket"))
 
 	s.ListAlso()

@@ -109,8 +109,9 @@ type toolState struct {
 	def  loop.Definition
 	h    hints
 	rule rule
-	// removed: the listing no longer offers the tool.
-	removed bool
+	// removed: the listing no longer offers the tool, or (twice) offers
+	// it more than once.
+	removed, twice bool
 }
 
 var (
@@ -217,7 +218,10 @@ func (t *remoteTool) Preview(_ context.Context, input json.RawMessage) (string, 
 			fmt.Fprintf(&b, "\nServer: %s", oneLine(info.Description, 300))
 		}
 	}
-	if st.removed {
+	switch {
+	case st.twice:
+		fmt.Fprintf(&b, "\nThe server lists this tool twice, so which definition holds is unknown: the call will fail.")
+	case st.removed:
 		fmt.Fprintf(&b, "\nThe server no longer offers this tool: the call will fail.")
 	}
 	fmt.Fprintf(&b, "\n%s", st.rule.why)
@@ -244,7 +248,10 @@ func (t *remoteTool) Preview(_ context.Context, input json.RawMessage) (string, 
 func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Result, error) {
 	s := t.server.server
 	st := t.state.Load()
-	if st.removed {
+	switch {
+	case st.twice:
+		return loop.ErrorResult("Error: the MCP server %s lists the tool %s twice; it was not called", s.Name, t.name), nil
+	case st.removed:
 		return loop.ErrorResult("Error: the MCP server %s no longer offers the tool %s; it was not called", s.Name, t.name), nil
 	}
 	key := loop.IdempotencyKey(ctx)
@@ -428,8 +435,9 @@ func (st *serverTools) list(ctx context.Context, l *listing) {
 			if twice[t.name] {
 				st.logger.WarnContext(ctx, "the MCP server lists the tool twice; it is not called until it lists it once", "server", st.server.Name, "tool", t.name)
 			}
-			if !was.removed {
+			if !was.removed || was.twice != twice[t.name] {
 				now = removedState(was)
+				now.twice = twice[t.name]
 			}
 		} else if fresh, err := stateOf(st.server, mt); err == nil {
 			now = fresh
