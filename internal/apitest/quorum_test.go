@@ -119,17 +119,25 @@ func runQuorumRace(t *testing.T, opts ...func(*apitest.Options)) {
 
 func TestQuorumUnderConcurrency(t *testing.T) { runQuorumRace(t) }
 
-// TestQuorumVotesThroughLinks: each approver's link is their vote; the
-// approval page and the mail show the rule, the votes so far and who is
-// still needed; the initiator cannot vote; the same person twice is 409.
-func TestQuorumVotesThroughLinks(t *testing.T) {
+// quorumWaiting starts a server with the quorum policy and a run of frank's
+// that waits for two of the five, notified; it returns the run's id and
+// turn digest.
+func quorumWaiting(t *testing.T) (*apitest.Server, *http.Client, string, string) {
+	t.Helper()
 	s := start(t, apitest.Options{Principals: append([]string{"frank"}, quorumVoters...), Governance: governance(t, quorumDirectory, quorumPolicy)})
 	c := s.Client(t)
 	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"update pricing","approvers":["group:five"]}`)
 	id := run["id"].(string)
 	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
 	run = notified(t, s, c, "frank", id)
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	return s, c, id, run["pending"].(map[string]any)["turn_digest"].(string)
+}
+
+// TestQuorumVotesThroughLinks: each approver's link is their vote; the
+// approval page and the mail show the rule, the votes so far and who is
+// still needed; the initiator cannot vote; the same person twice is 409.
+func TestQuorumVotesThroughLinks(t *testing.T) {
+	s, c, id, digest := quorumWaiting(t)
 	if n := len(s.Links("frank@example.com")); n != 0 {
 		t.Errorf("the initiator got %d links", n)
 	}
@@ -153,7 +161,7 @@ func TestQuorumVotesThroughLinks(t *testing.T) {
 	if status, page := get(t, s, c, "GET", s.URL+annLink, ""); status != 409 || !strings.Contains(page, "You already voted (approve)") || strings.Contains(page, "already decided") {
 		t.Errorf("ann's used link while the vote goes on: %d, want 409 saying she voted, not that it was decided:\n%s", status, page)
 	}
-	_, run, _ = call(t, s, c, "GET", "/runs/"+id, "frank", "", "")
+	_, run, _ := call(t, s, c, "GET", "/runs/"+id, "frank", "", "")
 	if run["status"] != "WAITING_FOR_APPROVAL" || run["votes_needed"] != float64(1) {
 		t.Fatalf("after one vote: %v / %v, want waiting with 1 needed", run["status"], run["votes_needed"])
 	}
@@ -181,13 +189,7 @@ func TestQuorumVotesThroughLinks(t *testing.T) {
 // the API), the run leaves their inbox while it stays in the others', and
 // their mailed link answers that they voted instead of showing the form.
 func TestQuorumVoterIsNoLongerAsked(t *testing.T) {
-	s := start(t, apitest.Options{Principals: append([]string{"frank"}, quorumVoters...), Governance: governance(t, quorumDirectory, quorumPolicy)})
-	c := s.Client(t)
-	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"update pricing","approvers":["group:five"]}`)
-	id := run["id"].(string)
-	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
-	run = notified(t, s, c, "frank", id)
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	s, c, id, digest := quorumWaiting(t)
 	annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
 	if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 202 {
 		t.Fatalf("ann's vote: %d %v", status, out)
