@@ -114,6 +114,12 @@ func serverWait(want, timeout time.Duration) time.Duration {
 	return max(w.Truncate(time.Second), 0)
 }
 
+// Errors of New for a client that signs with SigV4 (no WithBearerToken).
+var (
+	ErrNoRegion      = errors.New("client: no region for SigV4: set AWS_REGION or use WithRegion")
+	ErrNoCredentials = errors.New("client: the AWS configuration has no credentials")
+)
+
 // DefaultUserAgent is sent unless WithUserAgent says otherwise.
 const DefaultUserAgent = "agentgate-go-client/1"
 
@@ -173,10 +179,10 @@ func New(endpoint string, opts ...Option) (*Client, error) {
 			region = cfg.Region
 		}
 		if region == "" {
-			return nil, errors.New("client: no region for SigV4: set AWS_REGION or use WithRegion")
+			return nil, ErrNoRegion
 		}
 		if cfg.Credentials == nil {
-			return nil, errors.New("client: the AWS configuration has no credentials")
+			return nil, ErrNoCredentials
 		}
 		c.auth = sigV4(aws.NewCredentialsCache(cfg.Credentials), region, v4.NewSigner())
 	}

@@ -94,7 +94,7 @@ func (g *globalFlags) client() (*client.Client, error) {
 		opts = append(opts, client.WithHTTPClient(cliHTTPClient))
 	}
 	c, err := client.New(g.endpoint, opts...)
-	if err != nil && g.token == "" {
+	if errors.Is(err, client.ErrNoRegion) || errors.Is(err, client.ErrNoCredentials) {
 		// The client's message names its Go options; say it in flags.
 		return nil, fmt.Errorf("no --token (or %s) for a local server, so requests are signed with SigV4 for the deployed API, which needs --region (or AWS_REGION) and AWS credentials: %w", EnvToken, err)
 	}

@@ -63,8 +63,9 @@ func runsVerbs() map[string]subcommand {
 					return err
 				}
 				if start.wait && r.Status.Terminal() && r.Status != client.StatusCompleted {
-					// As runs wait: a script tells a run that failed from one
-					// that waits or completed by the exit code.
+					// A script tells a run that failed (or was cancelled or
+					// expired) from one that waits or completed by the exit
+					// code; runs wait does so with --status COMPLETED.
 					return fmt.Errorf("run %s ended %s (%s)", r.ID, r.Status, one(r.TerminationReason))
 				}
 				return nil

@@ -91,6 +91,10 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	}
 	base := "http://" + ln.Addr().String()
 	if len(o.remote) > 0 {
+		if o.publicURL != "" {
+			ln.Close()
+			return nil, errors.New("--public-url does not apply with --remote: the Lambda bootstraps make the links (AGENTGATE_PUBLIC_BASE_URL in their environment)")
+		}
 		return startRemote(ctx, ln, base, o)
 	}
 	links, err := linkBase(o.publicURL, ln.Addr())
@@ -148,7 +152,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 func linkBase(public string, addr net.Addr) (string, error) {
 	if public != "" {
 		u, err := url.Parse(public)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
 			return "", fmt.Errorf("--public-url %q is not an http(s) URL without user, query or fragment", public)
 		}
 		return strings.TrimRight(public, "/"), nil
@@ -182,8 +186,8 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if cfg.PublicBaseURL == "" {
-		cfg.PublicBaseURL = base
+	if cfg.PublicBaseURL == "" || o.publicURL != "" {
+		cfg.PublicBaseURL = base // --public-url over AGENTGATE_PUBLIC_BASE_URL
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {

@@ -82,7 +82,7 @@ func TestLinkBase(t *testing.T) {
 		}
 	}
 	addr, _ := net.ResolveTCPAddr("tcp", "127.0.0.1:1")
-	for _, bad := range []string{"ftp://x", "example.com", "https://x/?a=1", "https://u:p@x", "https://x/#f"} {
+	for _, bad := range []string{"ftp://x", "example.com", "https://x/?a=1", "https://x?", "https://u:p@x", "https://x/#f"} {
 		if _, err := linkBase(bad, addr); err == nil {
 			t.Errorf("linkBase(%q) accepted", bad)
 		}

@@ -28,8 +28,8 @@ const (
 	// DefaultMaxBody is API Gateway's own payload limit.
 	DefaultMaxBody = 10 << 20
 	// MaxLinkBody caps what an unauthenticated approval-link request may
-	// send (the decision form is at most 16 KB).
-	MaxLinkBody = 64 << 10
+	// send: the decision form's own limit (routes.MaxFormBody).
+	MaxLinkBody = routes.MaxFormBody
 )
 
 // Handler is an API Gateway proxy handler, the signature of the Lambdas' HTTP path.
@@ -243,8 +243,6 @@ func writeResponse(w http.ResponseWriter, resp events.APIGatewayProxyResponse) {
 	_, _ = w.Write(body)
 }
 
-// refuse answers without reading the request body and closes the
-// connection afterwards, so an unread upload is never drained.
 // refusePage answers like refuse with the approval pages' problem page.
 func refusePage(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	w.Header().Set("Connection", "close")
@@ -258,6 +256,8 @@ func refusePage(w http.ResponseWriter, r *http.Request, status int, msg string) 
 	}
 }
 
+// refuse answers without reading the request body and closes the
+// connection afterwards, so an unread upload is never drained.
 func refuse(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Connection", "close")
 	writeJSON(w, status, code, msg)

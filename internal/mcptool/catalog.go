@@ -241,7 +241,7 @@ func unavailableCause(err error) string {
 	var he *headerError
 	switch {
 	case errors.As(err, &he):
-		return fmt.Sprintf("the value of its request header %s could not be read", he.header())
+		return fmt.Sprintf("the value of its request header %s could not be read", he.name)
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer in time"
 	case errors.Is(err, syscall.ECONNREFUSED):

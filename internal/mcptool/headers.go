@@ -21,27 +21,25 @@ type SecretsClient interface {
 // resolveHeaders reads each header's value from its secret or environment
 // variable. Errors name the server and the header, never a value.
 func resolveHeaders(ctx context.Context, s Server, secrets SecretsClient, getenv func(string) string) (http.Header, error) {
-	h, err := resolveHeaderValues(ctx, s, secrets, getenv)
+	h, name, err := resolveHeaderValues(ctx, s, secrets, getenv)
 	if err != nil {
-		return nil, &headerError{err}
+		return nil, &headerError{name: name, err: err}
 	}
 	return h, nil
 }
 
-// headerError is a header value that could not be resolved; its message
-// starts "header <name>:".
-type headerError struct{ err error }
+// headerError is a header value that could not be resolved.
+type headerError struct {
+	name string // the header's
+	err  error
+}
 
 func (e *headerError) Error() string { return e.err.Error() }
 func (e *headerError) Unwrap() error { return e.err }
 
-// header names the header that could not be resolved.
-func (e *headerError) header() string {
-	name, _, _ := strings.Cut(strings.TrimPrefix(e.err.Error(), "header "), ":")
-	return name
-}
-
-func resolveHeaderValues(ctx context.Context, s Server, secrets SecretsClient, getenv func(string) string) (http.Header, error) {
+// resolveHeaderValues returns the headers, or the name of the one that
+// could not be resolved and why.
+func resolveHeaderValues(ctx context.Context, s Server, secrets SecretsClient, getenv func(string) string) (http.Header, string, error) {
 	h := http.Header{}
 	for _, name := range sortedKeys(s.Headers) {
 		hv := s.Headers[name]
@@ -49,40 +47,40 @@ func resolveHeaderValues(ctx context.Context, s Server, secrets SecretsClient, g
 		switch {
 		case hv.SecretARN != "":
 			if secrets == nil {
-				return nil, fmt.Errorf("header %s: no Secrets Manager client to read %s", name, hv.SecretARN)
+				return nil, name, fmt.Errorf("header %s: no Secrets Manager client to read %s", name, hv.SecretARN)
 			}
 			v, err := secrets.SecretString(ctx, hv.SecretARN)
 			if errors.Is(err, awscall.ErrNoSecretString) {
-				return nil, fmt.Errorf("header %s: secret %s has no string value", name, hv.SecretARN)
+				return nil, name, fmt.Errorf("header %s: secret %s has no string value", name, hv.SecretARN)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("header %s: read secret %s: %w", name, hv.SecretARN, err)
+				return nil, name, fmt.Errorf("header %s: read secret %s: %w", name, hv.SecretARN, err)
 			}
 			value = v
 			if hv.JSONKey != "" {
 				var obj map[string]any
 				if err := json.Unmarshal([]byte(value), &obj); err != nil {
-					return nil, fmt.Errorf("header %s: secret %s is not a JSON object, so json_key %q cannot be read", name, hv.SecretARN, hv.JSONKey)
+					return nil, name, fmt.Errorf("header %s: secret %s is not a JSON object, so json_key %q cannot be read", name, hv.SecretARN, hv.JSONKey)
 				}
 				v, ok := obj[hv.JSONKey].(string)
 				if !ok {
-					return nil, fmt.Errorf("header %s: secret %s has no string field %q", name, hv.SecretARN, hv.JSONKey)
+					return nil, name, fmt.Errorf("header %s: secret %s has no string field %q", name, hv.SecretARN, hv.JSONKey)
 				}
 				value = v
 			}
 		default:
 			value = getenv(hv.Env)
 			if value == "" {
-				return nil, fmt.Errorf("header %s: environment variable %s is not set", name, hv.Env)
+				return nil, name, fmt.Errorf("header %s: environment variable %s is not set", name, hv.Env)
 			}
 		}
 		value = strings.TrimSpace(value)
 		if value == "" || strings.ContainsAny(value, "\r\n") {
-			return nil, fmt.Errorf("header %s: the value is empty or holds line breaks", name)
+			return nil, name, fmt.Errorf("header %s: the value is empty or holds line breaks", name)
 		}
 		h.Set(name, hv.Prefix+value)
 	}
-	return h, nil
+	return h, "", nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

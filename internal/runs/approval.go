@@ -318,7 +318,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				// The voter has decided: the run no longer waits for them,
 				// so it leaves their inbox (the others keep it).
 				w.DropInbox = append(w.DropInbox, InboxKey{Approver: d.Voter, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
-				next.InboxKeys = slices.Delete(slices.Clone(next.InboxKeys), i, i+1)
+				next.InboxKeys = slices.Delete(next.InboxKeys, i, i+1) // next is cur's deep copy
 			}
 			w.Events = append(w.Events, Event{Type: EventVote, Actor: d.Decider, Data: mustJSON(VoteEventData{
 				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Action: d.Decision.Action,

@@ -80,7 +80,9 @@ type Write struct {
 	// NewInbox entries are stored (the approver's inbox index).
 	NewInbox []InboxEntry
 	// DropInbox entries are deleted; deleting what does not exist is not
-	// an error.
+	// an error. Each key at most once (DynamoDB refuses two operations on
+	// one item of a transaction; the embedded store refuses it too, so the
+	// unit tests find it).
 	DropInbox []InboxKey
 }
 

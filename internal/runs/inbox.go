@@ -154,9 +154,10 @@ func leaveInbox(cur, next *Run, w *Write) {
 		return
 	}
 	for _, k := range cur.InboxKeys {
-		key := InboxKey{Approver: k, RunID: cur.ID, SuspendedAt: cur.SuspendedAt}
-		if !slices.Contains(w.DropInbox, key) { // a final vote already drops its voter's
-			w.DropInbox = append(w.DropInbox, key)
+		// A final vote already drops its voter's entry: each key once
+		// (DynamoDB refuses two operations on one item in a transaction).
+		if !slices.ContainsFunc(w.DropInbox, func(d InboxKey) bool { return d.Approver == k && d.RunID == cur.ID }) {
+			w.DropInbox = append(w.DropInbox, InboxKey{Approver: k, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
 		}
 	}
 	next.InboxKeys = nil

@@ -47,8 +47,9 @@ func SummarizeHandOver(calls []loop.ClientCall) []ClientCallSummary {
 	return fitSummary(MaxHandOverCallsSize, func(in, _ int) []ClientCallSummary {
 		out := make([]ClientCallSummary, len(calls))
 		for i, c := range calls {
-			out[i] = ClientCallSummary{ID: c.ID, Name: cutText(c.Name, SummaryToolBytes, "…"), InputSize: inputSize(c.Input), Edited: c.Edited}
-			out[i].Input, out[i].InputTruncated = shortenInput(c.Input, in)
+			input := compactInput(c.Input)
+			out[i] = ClientCallSummary{ID: c.ID, Name: cutText(c.Name, SummaryToolBytes, "…"), InputSize: len(input), Edited: c.Edited}
+			out[i].Input, out[i].InputTruncated = shortenInput(input, in)
 		}
 		return out
 	})
@@ -79,10 +80,10 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 	for _, c := range st.PendingCalls {
 		s := CallSummary{
 			ID: c.ID, Tool: cutText(c.Name, SummaryToolBytes, "…"), NeedsApproval: c.NeedsApproval, Effect: c.Effect,
-			InputSize: inputSize(c.Input),
+			InputSize: len(compactInput(c.Input)),
 			Rule:      c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
 		}
-		s.Input, s.InputTruncated = shortenInput(c.Input, inMax)
+		s.Input, s.InputTruncated = shortenInput(compactInput(c.Input), inMax)
 		if p := st.Previews[c.ID]; p != "" {
 			s.PreviewSize = len(p)
 			if len(p) <= preMax {
@@ -202,13 +203,14 @@ func largestParts(st *loop.SuspendedState) string {
 	return b.String()
 }
 
-// inputSize is the length of a call's input as the state blob keeps it and
-// GET /runs/{id}/calls/{call_id}?part=input serves it: compact JSON (the
-// model's own spacing does not survive the state's encoding).
-func inputSize(input json.RawMessage) int {
+// compactInput is a call's input as the state blob keeps it and GET
+// /runs/{id}/calls/{call_id}?part=input serves it: compact JSON (the
+// model's own spacing does not survive the state's encoding). input_size
+// and the shortening both go by it.
+func compactInput(input json.RawMessage) json.RawMessage {
 	var b bytes.Buffer
 	if json.Compact(&b, input) != nil {
-		return len(input)
+		return input
 	}
-	return b.Len()
+	return b.Bytes()
 }

@@ -87,9 +87,13 @@ func TestFinalOutputStaysWithinTheRowLimit(t *testing.T) {
 // serves that, so input_size counts the compact form.
 func TestInputSizeIsTheServedInputs(t *testing.T) {
 	spaced := json.RawMessage(`{ "path" : "a.md",  "text": "x y" }`)
-	compact := `{"path":"a.md","text":"x y"}`
+	// What the state keeps: the call through the transcript's encoding.
+	kept, err := loop.MarshalJSON(loop.ClientCall{ID: "c1", Name: "w", Input: spaced})
+	require.NoError(t, err)
+	var back loop.ClientCall
+	require.NoError(t, json.Unmarshal(kept, &back))
 	got := SummarizeHandOver([]loop.ClientCall{{ID: "c1", Name: "w", Input: spaced}})
-	if len(got) != 1 || got[0].InputSize != len(compact) {
-		t.Fatalf("hand-over input_size %v, want %d", got, len(compact))
-	}
+	require.Len(t, got, 1)
+	assert.Equal(t, len(back.Input), got[0].InputSize, "input_size is the kept input's length")
+	assert.False(t, got[0].InputTruncated)
 }

@@ -18,7 +18,7 @@ func TestShortPurpose(t *testing.T) {
 		{"short", "file the report", "file the report"},
 		{"exactly 300", strings.Repeat("a", 300), strings.Repeat("a", 300)},
 		{"301", strings.Repeat("a", 301), strings.Repeat("a", 299) + "…"},
-		{"300 four-byte characters fit", strings.Repeat("😀", 255), strings.Repeat("😀", 255)},
+		{"255 four-byte characters fit", strings.Repeat("😀", 255), strings.Repeat("😀", 255)},
 		{"four-byte characters over the byte limit", strings.Repeat("😀", 300), strings.Repeat("😀", 255) + "…"},
 		{"two-byte characters", strings.Repeat("é", 400), strings.Repeat("é", 299) + "…"},
 	} {

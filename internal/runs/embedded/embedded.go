@@ -200,6 +200,14 @@ type encodedWrite struct {
 }
 
 func encodeWrite(w runs.Write) (*encodedWrite, error) {
+	for i, k := range w.DropInbox {
+		for _, other := range w.DropInbox[:i] {
+			if other.Approver == k.Approver && other.RunID == k.RunID {
+				// As DynamoDB would: the write names one item twice.
+				return nil, fmt.Errorf("inbox entry of %s dropped twice in one write", k.Approver)
+			}
+		}
+	}
 	var e encodedWrite
 	var err error
 	if e.row, err = json.Marshal(w.Run); err != nil {
