@@ -50,6 +50,11 @@ func ParseAllowList(s string) ([]netip.Prefix, error) {
 			if p != p.Masked() {
 				return nil, fmt.Errorf("webhook allow-list entry %q: host bits set (did you mean %s?)", f, p.Masked())
 			}
+			if p.Addr().Is4In6() && p.Bits() >= 96 {
+				// Addresses are judged in their IPv4 form (CheckAddr): so
+				// is an entry written in IPv4-mapped form.
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
 			out = append(out, p)
 			continue
 		}
@@ -60,6 +65,7 @@ func ParseAllowList(s string) ([]netip.Prefix, error) {
 		if a.Zone() != "" {
 			return nil, fmt.Errorf("webhook allow-list entry %q: zoned addresses are not supported", f)
 		}
+		a = a.Unmap() // judged in IPv4 form, as CheckAddr judges addresses
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out, nil

@@ -52,6 +52,15 @@ func TestAllowList(t *testing.T) {
 			t.Errorf("%s accepted by an allow-list that does not name it", s)
 		}
 	}
+	mapped, err := webhook.ParseAllowList("::ffff:127.0.0.1 ::ffff:10.9.0.0/112")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"127.0.0.1", "::ffff:127.0.0.1", "10.9.3.4"} {
+		if err := (webhook.Policy{Allow: mapped}).CheckAddr(netip.MustParseAddr(s)); err != nil {
+			t.Errorf("an allow-list in IPv4-mapped form refuses %s: %v", s, err)
+		}
+	}
 	exact, _ := webhook.ParseAllowList("169.254.169.254")
 	if err := (webhook.Policy{Allow: exact}).CheckAddr(netip.MustParseAddr("169.254.169.254")); err != nil {
 		t.Errorf("metadata address named exactly is still refused: %v", err)
