@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -238,7 +239,22 @@ func (c *Catalog) Summary() string {
 // unavailableCause says in words fit for API callers why a server could
 // not be listed at start-up.
 func unavailableCause(err error) string {
-	var he *headerError
+	if c := transportCause(err); c != "" {
+		return c
+	}
+	return "its tools could not be listed; the server's log has the error"
+}
+
+// transportCause says in words fit for a run's readers (the model, API
+// callers, approvers) what went wrong between agentgate and an MCP server,
+// or "" when the error is none of the kinds it knows. It never quotes the
+// transport's message, which names the server's address; the log line of
+// the failure has the whole error.
+func transportCause(err error) string {
+	var (
+		he  *headerError
+		dns *net.DNSError
+	)
 	switch {
 	case errors.As(err, &he):
 		return fmt.Sprintf("the value of its request header %s could not be read", he.name)
@@ -246,8 +262,10 @@ func unavailableCause(err error) string {
 		return "no answer in time"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "the connection was refused"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+	case errors.As(err, &dns):
+		return "its host name could not be resolved"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "the connection was lost"
 	}
-	return "its tools could not be listed; the server's log has the error"
+	return ""
 }

@@ -273,7 +273,8 @@ func TestRetries(t *testing.T) {
 		res, err := tl.Call(context.Background(), json.RawMessage(`{"title":"a"}`))
 		require.NoError(t, err, "nothing happened, so it is a tool failure the model can see, not an unknown outcome")
 		assert.True(t, res.IsError)
-		assert.Contains(t, res.Content, "could not be reached, create_ticket did not run")
+		assert.Contains(t, res.Content, "could not be reached, create_ticket did not run (the connection was refused)")
+		assert.NotContains(t, res.Content, strings.TrimPrefix(s.URL, "http://"), "the model is not told the server's address")
 		assert.Empty(t, s.CallsOf("create_ticket"))
 	})
 	t.Run("a write whose connection died after sending is never sent again", func(t *testing.T) {
@@ -299,6 +300,18 @@ func TestRetries(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, res.Content, "customer 42")
 		assert.Len(t, s.CallsOf("find_customer"), 2)
+	})
+	t.Run("a read whose connection dies on every attempt is an error result naming no address", func(t *testing.T) {
+		s := crmServer(t, mcptest.Options{})
+		c := open(t, file(t, mcptool.Server{Name: "crm", URL: s.URL, TrustAnnotations: true}), mcptool.Options{})
+		tl, _ := toolbox(t, c).Lookup("crm__find_customer")
+		s.DropCallsOf("find_customer", 3)
+		res, err := tl.Call(context.Background(), json.RawMessage(`{"query":"acme"}`))
+		require.NoError(t, err, "a read's lost answer leaves nothing undone: the model sees an error result")
+		assert.True(t, res.IsError)
+		assert.Equal(t, "Error: the MCP server crm gave no usable answer to find_customer in 3 attempts (the connection was lost)", res.Content,
+			"the read reached the server, so it is not said not to have run")
+		assert.Len(t, s.CallsOf("find_customer"), 3)
 	})
 	t.Run("a server-side protocol error is a tool failure", func(t *testing.T) {
 		s := crmServer(t, mcptest.Options{})

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -179,5 +180,6 @@ func TestServerDownAtResumeRunsNothingAndTellsTheModel(t *testing.T) {
 	require.NoError(t, err)
 	res := resultText(t, out.Transcript, "c1")
 	assert.True(t, res.IsError)
-	assert.Contains(t, res.Content, "MCP server crm could not be reached")
+	assert.Contains(t, res.Content, "MCP server crm could not be reached (the connection was refused)")
+	assert.NotContains(t, res.Content, strings.TrimPrefix(s.URL, "http://"), "the model is not told the server's address")
 }

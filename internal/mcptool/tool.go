@@ -299,9 +299,14 @@ func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Resu
 	case ce != nil && ce.outcome == outcomeRefused:
 		log.InfoContext(ctx, "mcp tool call", "outcome", "refused_by_server", "err", err)
 		return loop.ErrorResult("Error: the MCP server %s refused the call of %s: %s", s.Name, t.name, oneLine(err.Error(), 500)), nil
-	case ce != nil && ce.outcome == outcomeNotSent, read:
+	case ce != nil && ce.outcome == outcomeNotSent:
 		log.WarnContext(ctx, "mcp tool call", "outcome", "unreachable", "err", err)
-		return loop.ErrorResult("Error: the MCP server %s could not be reached, %s did not run: %s", s.Name, t.name, oneLine(err.Error(), 300)), nil
+		return loop.ErrorResult("Error: the MCP server %s could not be reached, %s did not run (%s)", s.Name, t.name, callCause(err)), nil
+	case read:
+		// The read may have reached the server (and run there): only
+		// its answer is missing. It reads, so nothing is left undone.
+		log.WarnContext(ctx, "mcp tool call", "outcome", "no_answer", "err", err)
+		return loop.ErrorResult("Error: the MCP server %s gave no usable answer to %s in %d attempts (%s)", s.Name, t.name, attempts, callCause(err)), nil
 	default:
 		// The write may have happened: the fence decides (interrupted_write).
 		log.ErrorContext(ctx, "mcp tool call", "outcome", "unknown", "err", err)
@@ -322,6 +327,15 @@ func unknownCause(err error, timeout time.Duration) string {
 	default:
 		return "the request may have reached the server, and no usable answer came"
 	}
+}
+
+// callCause is transportCause for a call or a listing that failed: what
+// went wrong, never the transport's message with the server's address.
+func callCause(err error) string {
+	if c := transportCause(err); c != "" {
+		return c
+	}
+	return "the request failed; the agentgate log has the error"
 }
 
 // maxAttempts bounds the attempts of one call (within its timeout).
@@ -413,7 +427,8 @@ func (st *serverTools) list(ctx context.Context, l *listing) {
 	defer cancel()
 	listed, err := st.conn.listTools(ctx)
 	if err != nil {
-		l.err = fmt.Errorf("MCP server %s could not be reached: %w", st.server.Name, err)
+		st.logger.WarnContext(ctx, "mcp tools/list", "server", st.server.Name, "err", err)
+		l.err = fmt.Errorf("MCP server %s could not be reached (%s)", st.server.Name, callCause(err))
 		return
 	}
 	byName := make(map[string]*mcp.Tool, len(listed))
