@@ -74,13 +74,13 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 	next.UpdatedAt = now
 	s.schedule(cur, next, &w, now)
 	next.DueAt = s.dueAt(next)
-	next.WriteID = newWriteID()
 	for i := range w.Events {
 		next.LastSeq++
 		w.Events[i].RunID = cur.ID
 		w.Events[i].Seq = next.LastSeq
 		w.Events[i].At = now
 	}
+	SealWriteID(next)
 	w.Run = next
 	w.ExpectVersion = cur.Version
 	err := s.rows.Write(ctx, w)

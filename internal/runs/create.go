@@ -98,7 +98,7 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 		r.Metadata = maps.Clone(in.Metadata)
 	}
 	r.DueAt = s.dueAt(r)
-	r.WriteID = newWriteID()
+	SealWriteID(r)
 	ev := Event{RunID: r.ID, Seq: 1, Type: EventRunStarted, At: now, Actor: in.Initiator,
 		Data: mustJSON(struct {
 			Approvers []string `json:"approvers,omitempty"`

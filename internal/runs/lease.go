@@ -79,12 +79,13 @@ func (s *Store) ClaimOnWrite(ctx context.Context, id, owner string) (*Run, error
 // a write just returned it to the one who dispatched the worker (the row
 // that write committed), and the claim is made from it. It is only a hint:
 // the segment's first write is conditional on snap's status and version
-// like any other, and on its WriteID (the random id of the write that
-// committed it), so a snapshot that is stale (the run was cancelled, or
-// another worker got there first) makes that write fail with EConflict, as
-// a row read just before that change would, and so does one that is not
-// the stored row at all (whoever made it does not know the stored row's
-// WriteID). A RowStore that remembers
+// like any other, and on its WriteID (the id of the write that committed
+// it), so a snapshot that is stale (the run was cancelled, or another
+// worker got there first) makes that write fail with EConflict, as a row
+// read just before that change would. A snapshot whose content is not
+// what its WriteID digests (changed after its write, writeid.go) is
+// refused with EInvalid, and one that digests right but is not the
+// stored row fails that write's condition. A RowStore that remembers
 // the rows it read or wrote (RowPrimer) is told of snap, so the claim makes
 // the segment's writes no dearer than a read would have. Only a QUEUED or
 // RESUMING snapshot is claimed from (a take-over reads: Claim). Codes:
@@ -99,6 +100,11 @@ func (s *Store) ClaimSnapshot(snap *Run, owner string) (*Run, error) {
 	}
 	if snap.Status != StatusQueued && snap.Status != StatusResuming {
 		return nil, Errorf(EConflict, "run %s is %s in the snapshot, not waiting for a worker", snap.ID, snap.Status)
+	}
+	if !snap.writtenAsIs() {
+		// Changed since its write (or written before WriteIDs were
+		// digests): its content cannot be trusted (writeid.go).
+		return nil, Errorf(EInvalid, "the snapshot is not the row its write committed")
 	}
 	next, ev, err := s.claimed(snap, owner, s.now())
 	if err != nil {

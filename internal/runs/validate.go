@@ -49,13 +49,6 @@ func NewRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// newWriteID returns a random id for one write (32 hex digits, all random).
-func newWriteID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // ValidRunID reports whether id may name a run: 1 to 64 characters out of
 // letters, digits, '-' and '_' (ids appear in keys and S3 paths).
 func ValidRunID(id string) bool {

@@ -46,7 +46,9 @@ type Job struct {
 	// sweep's), it reads the run. It is only a hint: the worker's first
 	// write is conditional on the snapshot's status, version and write id,
 	// so a stale one fails that write as a row read just before the change
-	// would, and one that is not the stored row is never written over it.
+	// would, and one that is not the stored row is never written over it;
+	// one whose content no longer matches its write id (edited after its
+	// write) is not claimed from at all (runs.SealWriteID).
 	// It holds what the row holds (the start request, the held calls), as
 	// the table does. Omitted when its JSON is over MaxSnapshotSize.
 	Snapshot json.RawMessage `json:"snapshot,omitempty"`

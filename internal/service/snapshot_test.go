@@ -198,6 +198,16 @@ func TestSnapshotDoubtfulReadsAsToday(t *testing.T) {
 			m["status"], m["lease_owner"], m["lease_until"] = "RUNNING", "w/old", "2026-12-03T11:00:00Z"
 		})},
 		{"waiting", edit(func(m map[string]any) { m["status"] = "WAITING_FOR_APPROVAL" })},
+		// Changed under the stored write id: the content no longer matches
+		// it (runs.SealWriteID), so none of it is trusted.
+		{"approvers changed", edit(func(m map[string]any) { m["approvers"] = []any{"mallory@example.com"} })},
+		{"initiator changed", edit(func(m map[string]any) { m["initiator"] = "mallory" })},
+		{"its time moved", edit(func(m map[string]any) {
+			at, err := time.Parse(time.RFC3339Nano, m["updated_at"].(string))
+			if err == nil {
+				m["updated_at"] = at.Add(time.Millisecond).Format(time.RFC3339Nano)
+			}
+		})},
 		{"settled", edit(func(m map[string]any) { m["status"] = "COMPLETED" })},
 	}
 	for _, tt := range tests {
@@ -212,6 +222,8 @@ func TestSnapshotDoubtfulReadsAsToday(t *testing.T) {
 			got := e.get(t, r.ID)
 			assert.Equal(t, runs.StatusWaiting, got.Status, "the run went on as after a read")
 			assert.Equal(t, r.Version+1, got.Version, "claim, steps and suspension in one write")
+			assert.Equal(t, r.Approvers, got.Approvers, "the stored approvers, not the job's")
+			assert.Equal(t, r.Initiator, got.Initiator)
 		})
 	}
 }

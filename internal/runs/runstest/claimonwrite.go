@@ -270,17 +270,30 @@ func testClaimSnapshot(t *testing.T, e *Env) {
 }
 
 // testClaimSnapshotNotStored: a snapshot of the stored status and version
-// that is not the stored row (another write id: made up, not returned by
-// the write that committed the row) is not written over the row: the
-// first write fails and stores nothing.
+// that is not the stored row is never written over the row. One whose
+// content was changed under the stored write id (its approvers) is refused
+// at once; one made up whole (its write id digests its content, but is not
+// the stored row's) is claimed from, and the first write fails and stores
+// nothing.
 func testClaimSnapshotNotStored(t *testing.T, e *Env) {
 	ctx := t.Context()
 	q := e.Queued(t)
 	forged := q.Clone()
-	forged.WriteID = runs.NewRunID()
 	forged.Approvers = []string{"mallory"}
+	_, err := e.Store.ClaimSnapshot(forged, "w1")
+	AssertCode(t, runs.EInvalid, err)
+	forged = q.Clone()
+	forged.UpdatedAt = forged.UpdatedAt.Add(time.Second)
+	_, err = e.Store.ClaimSnapshot(forged, "w1")
+	AssertCode(t, runs.EInvalid, err)
+	forged.WriteID = runs.NewRunID()
+	_, err = e.Store.ClaimSnapshot(forged, "w1")
+	AssertCode(t, runs.EInvalid, err)
+
+	forged.Approvers = []string{"mallory"}
+	runs.SealWriteID(forged)
 	r, err := e.Store.ClaimSnapshot(forged, "w1")
-	require.NoError(t, err, "a snapshot is not checked against the store")
+	require.NoError(t, err, "a consistent snapshot is not checked against the store")
 	sp, _ := e.Suspension(r, "s1")
 	_, err = e.Store.Suspend(ctx, r, "w1", sp)
 	AssertCode(t, runs.EConflict, err)
