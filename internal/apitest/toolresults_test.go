@@ -225,7 +225,7 @@ func runClientToolsStory(t *testing.T, store func(*apitest.Options)) {
 		{"not JSON", "alice", "text/plain", good, 415},
 		{"JSON in another charset", "alice", "application/json; charset=latin1", good, 415},
 		{"a result without content", "alice", jsonCT, `{"tool_results_id":"` + trID + `","results":[{"call_id":"c1"},` + result("c2", "b") + `]}`, 422},
-		{"a result with null content", "alice", jsonCT, `{"tool_results_id":"` + trID + `","results":[{"call_id":"c1","content":null},` + result("c2", "b") + `]}`, 422},
+		{"a result with null content (a wrong type)", "alice", jsonCT, `{"tool_results_id":"` + trID + `","results":[{"call_id":"c1","content":null},` + result("c2", "b") + `]}`, 400},
 		{"no tool-results id", "alice", jsonCT, `{"results":[` + result("c1", "a") + `,` + result("c2", "b") + `]}`, 422},
 		{"wrong tool-results id", "alice", jsonCT, submission("tr-other", result("c1", "a"), result("c2", "b")), 409},
 		{"no results", "alice", jsonCT, submission(trID), 422},

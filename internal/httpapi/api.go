@@ -215,30 +215,38 @@ func header(req events.APIGatewayProxyRequest, name string) string {
 // differ from what a reader of the body (a proxy, an auditor, another
 // parser) saw.
 func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
+	_, err := decodeJSONGiven(req, max, v)
+	return err
+}
+
+// decodeJSONGiven is decodeJSON, also returning the members the body gives
+// (not null), by JSON pointer ("/results/0/content").
+func decodeJSONGiven(req events.APIGatewayProxyRequest, max int, v any) (givenMembers, error) {
 	if ct := header(req, "Content-Type"); ct != "" {
 		// JSON is UTF-8 (RFC 8259), so a charset other than that is refused
 		// rather than ignored. No Content-Type at all is taken as JSON, as
 		// API Gateway does.
 		mt, params, err := mime.ParseMediaType(ct)
 		if cs, ok := params["charset"]; err != nil || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
-			return errorf(runs.EUnsupportedMedia, "Content-Type must be application/json (charset utf-8, if any)")
+			return nil, errorf(runs.EUnsupportedMedia, "Content-Type must be application/json (charset utf-8, if any)")
 		}
 	}
 	b, err := body(req, max)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		return errorf(runs.EBadRequest, "body is empty; send a JSON object")
+		return nil, errorf(runs.EBadRequest, "body is empty; send a JSON object")
 	}
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		// JSON's null decodes into a struct as nothing at all; a body must be an object.
-		return errorf(runs.EBadRequest, "body is not valid: the body must be a JSON object, not null")
+		return nil, errorf(runs.EBadRequest, "body is not valid: the body must be a JSON object, not null")
 	}
-	if err := decodeStrict(b, v); err != nil {
-		return errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
+	given, err := decodeStrictGiven(b, v)
+	if err != nil {
+		return nil, errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
 	}
-	return nil
+	return given, nil
 }
 
 // jsonProblem describes a decoding error for the caller, naming the member

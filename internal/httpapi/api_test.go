@@ -414,3 +414,12 @@ func TestStartRefusesApproversThatCannotBeCompared(t *testing.T) {
 	assert.Equal(t, "required_approvals must be between 1 and 20", out["error"].(map[string]any)["message"],
 		"the policy's own message, without the mark")
 }
+
+func TestNullIsRefusedAsAWrongType(t *testing.T) {
+	f := newFixture(t)
+	status, out := f.call(req("POST", "/runs", alice, `{"prompt":"x","approvers":["bob@example.com"],"required_approvals":null}`))
+	assert.Equal(t, 400, status, "the spec and API Gateway's model call null a wrong type: %v", out)
+	assert.Equal(t, `body is not valid: field "required_approvals" must be an integer, not null`, out["error"].(map[string]any)["message"])
+	status, out = f.call(req("POST", "/runs", alice, `{"prompt":"x","approvers":["bob@example.com"],"metadata":{"a":null}}`))
+	assert.Equal(t, 400, status, "a null metadata value is not stored as \"\": %v", out)
+}

@@ -119,10 +119,11 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		return events.APIGatewayProxyResponse{}, err
 	}
 	var sr service.StartRequest
-	if err := decodeJSON(req, routes.MaxStartBody, &sr); err != nil {
+	given, err := decodeJSONGiven(req, routes.MaxStartBody, &sr)
+	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	if sr.RequiredApprovals == 0 && memberGiven(req, routes.MaxStartBody, "required_approvals") {
+	if sr.RequiredApprovals == 0 && given["/required_approvals"] {
 		// 0 is how the request type spells "not given" (the policy's
 		// number); written out, it is below the spec's minimum of 1.
 		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)
@@ -498,19 +499,4 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 		}
 	}
 	return jsonResponse(http.StatusOK, page), nil
-}
-
-// memberGiven reports whether the JSON object body of req, already decoded
-// strictly, has a top-level member name (whatever its value).
-func memberGiven(req events.APIGatewayProxyRequest, max int, name string) bool {
-	raw, err := body(req, max)
-	if err != nil {
-		return false
-	}
-	var members map[string]json.RawMessage
-	if json.Unmarshal(raw, &members) != nil {
-		return false
-	}
-	_, ok := members[name]
-	return ok
 }

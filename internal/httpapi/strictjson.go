@@ -22,8 +22,9 @@ import (
 //   - a walk over that value and v's type refuses every member name that is
 //     not exactly one of the struct's JSON names (no unknown and no
 //     case-variant names) and every value of a JSON kind its Go type cannot
-//     hold (a number that is not an integer of the field's size included),
-//     naming the member by its JSON pointer (*shapeError);
+//     hold (a number that is not an integer of the field's size included,
+//     and null anywhere but in a raw value, where JSON v2 would decode the
+//     zero value), naming the member by its JSON pointer (*shapeError);
 //   - encoding/json then fills v from a body it can no longer read
 //     differently: every name matches exactly and every value fits.
 //
@@ -31,14 +32,33 @@ import (
 // string-keyed maps, structs and json.RawMessage; a type the walk does not
 // know is left to encoding/json.
 func decodeStrict(b []byte, v any) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(b))
-	if err := walkValue(dec, reflect.TypeOf(v).Elem(), ""); err != nil {
-		return err
+	_, err := decodeStrictGiven(b, v)
+	return err
+}
+
+// givenMembers holds the JSON pointers of the members a body gives, so a
+// handler can tell a member written out with its type's zero value (0, "",
+// false) from one left out, without decoding the body again. null is given
+// only to raw values (a tool's input), where it is data.
+type givenMembers map[string]bool
+
+// decodeStrictGiven is decodeStrict, also returning the members given.
+func decodeStrictGiven(b []byte, v any) (givenMembers, error) {
+	w := walker{dec: jsontext.NewDecoder(bytes.NewReader(b)), given: givenMembers{}}
+	if err := w.value(reflect.TypeOf(v).Elem(), ""); err != nil {
+		return nil, err
 	}
-	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return errTrailingData
+	if _, err := w.dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return nil, errTrailingData
 	}
-	return json.Unmarshal(b, v)
+	return w.given, json.Unmarshal(b, v)
+}
+
+// walker reads one JSON value with dec, checking it against a Go type and
+// noting the members given.
+type walker struct {
+	dec   *jsontext.Decoder
+	given givenMembers
 }
 
 // errTrailingData: the body holds more than one JSON value.
@@ -66,11 +86,12 @@ func (e *shapeError) Error() string {
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
 
-// walkValue reads the next value from dec, at ptr, checking it against t.
+// value reads the next value from w.dec, at ptr, checking it against t.
 // A value of a kind t cannot hold is refused as JSON v2 refuses it: at its
 // first token for a struct, map or slice, after reading it through for a
 // scalar (a syntactic error inside it then comes first).
-func walkValue(dec *jsontext.Decoder, t reflect.Type, ptr jsontext.Pointer) error {
+func (w *walker) value(t reflect.Type, ptr jsontext.Pointer) error {
+	dec := w.dec
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -86,21 +107,28 @@ func walkValue(dec *jsontext.Decoder, t reflect.Type, ptr jsontext.Pointer) erro
 		_, err := dec.ReadValue()
 		return err
 	case kind == 'n':
-		_, err := dec.ReadToken()
-		return err
+		// null is no value of a member, an item or a map entry: the spec
+		// gives none of them null, and API Gateway's request models (the
+		// spec's types) refuse it too. JSON v2 and encoding/json would
+		// decode it as the zero value, a null approver as "", a null
+		// metadata value as "". A raw value (a tool's input) may be null.
+		if _, err := dec.ReadToken(); err != nil {
+			return err
+		}
+		return &shapeError{Pointer: ptr, GoType: t, Kind: kind}
 	case kind == '{' && t.Kind() == reflect.Struct:
-		return walkObject(dec, ptr, func(name string) (reflect.Type, bool) {
+		return w.object(ptr, func(name string) (reflect.Type, bool) {
 			f, ok := jsonFields(t)[name]
 			return f, ok
 		})
 	case kind == '{' && t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
-		return walkObject(dec, ptr, func(string) (reflect.Type, bool) { return t.Elem(), true })
+		return w.object(ptr, func(string) (reflect.Type, bool) { return t.Elem(), true })
 	case kind == '[' && t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8:
 		if _, err := dec.ReadToken(); err != nil {
 			return err
 		}
 		for i := 0; dec.PeekKind() != ']'; i++ {
-			if err := walkValue(dec, t.Elem(), ptr.AppendToken(strconv.Itoa(i))); err != nil {
+			if err := w.value(t.Elem(), ptr.AppendToken(strconv.Itoa(i))); err != nil {
 				return err
 			}
 		}
@@ -146,9 +174,10 @@ func composite(t reflect.Type) bool {
 	return false
 }
 
-// walkObject reads an object at ptr, each member's value checked against
-// the type field returns for its name (false: an unknown name).
-func walkObject(dec *jsontext.Decoder, ptr jsontext.Pointer, field func(name string) (reflect.Type, bool)) error {
+// object reads an object at ptr, each member's value checked against the
+// type field returns for its name (false: an unknown name).
+func (w *walker) object(ptr jsontext.Pointer, field func(name string) (reflect.Type, bool)) error {
+	dec := w.dec
 	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
@@ -161,7 +190,9 @@ func walkObject(dec *jsontext.Decoder, ptr jsontext.Pointer, field func(name str
 		if !ok {
 			return &shapeError{Pointer: ptr.AppendToken(name.String()), Unknown: true}
 		}
-		if err := walkValue(dec, ft, ptr.AppendToken(name.String())); err != nil {
+		at := ptr.AppendToken(name.String())
+		w.given[string(at)] = true
+		if err := w.value(ft, at); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/service"
 )
@@ -61,6 +63,9 @@ func sameAsJSONv2[T any](t *testing.T, body []byte) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%T from %q:\n%+v\nJSON v2 decodes\n%+v", got, body, got, want)
 		}
+	case gotErr != nil && wantErr == nil && refusedNull(gotErr):
+		// The one difference on purpose: JSON v2 decodes null as the
+		// zero value, decodeStrict refuses it (as the spec's types do).
 	case gotErr == nil || wantErr == nil:
 		t.Errorf("%T from %q: decodeStrict %v, JSON v2 %v", got, body, gotErr, wantErr)
 	default:
@@ -87,6 +92,11 @@ func sameAsJSONv2[T any](t *testing.T, body []byte) {
 			t.Errorf("%T from %q: %q, JSON v2's answer was %q", got, body, g, w)
 		}
 	}
+}
+
+func refusedNull(err error) bool {
+	var se *shapeError
+	return errors.As(err, &se) && se.Kind == 'n'
 }
 
 func malformed(problem string) bool {
@@ -127,4 +137,43 @@ func FuzzDecodeStrictIsJSONv2(f *testing.F) {
 		sameAsJSONv2[DecisionBody](t, body)
 		sameAsJSONv2[ToolResultsBody](t, body)
 	})
+}
+
+func TestDecodeStrictGivenNamesTheMembersGiven(t *testing.T) {
+	var b ToolResultsBody
+	given, err := decodeStrictGiven([]byte(`{"tool_results_id":"t","results":[{"call_id":"c1","content":""},{"call_id":"c2","is_error":false},{"call_id":"c~/3"}]}`), &b)
+	require.NoError(t, err)
+	assert.Equal(t, givenMembers{
+		"/tool_results_id": true, "/results": true,
+		"/results/0/call_id": true, "/results/0/content": true,
+		"/results/1/call_id": true, "/results/1/is_error": true,
+		"/results/2/call_id": true,
+	}, given, "an empty string and false are given")
+	require.Len(t, b.Results, 3)
+
+	var sr service.StartRequest
+	given, err = decodeStrictGiven([]byte(`{"prompt":"x","messages":[{"role":"user","content":[{"type":"tool_use","input":null}]}],"metadata":{"a/b":"1"}}`), &sr)
+	require.NoError(t, err, "a raw value (a tool's input) may be null")
+	assert.True(t, given["/messages/0/content/0/input"])
+	assert.True(t, given["/metadata/a~1b"], "map keys are members too, escaped as JSON pointers escape them")
+}
+
+func TestNullIsNoValueOfAMember(t *testing.T) {
+	for body, problem := range map[string]string{
+		`{"prompt":"x","required_approvals":null}`: `field "required_approvals" must be an integer, not null`,
+		`{"prompt":null}`:                          `field "prompt" must be a string, not null`,
+		`{"approvers":[null]}`:                     `field "approvers.0" must be a string, not null`,
+		`{"metadata":{"a":null}}`:                  `field "metadata.a" must be a string, not null`,
+		`{"four_eyes":null}`:                       `field "four_eyes" must be a boolean, not null`,
+		`{"messages":null}`:                        `field "messages" must be an array, not null`,
+	} {
+		var sr service.StartRequest
+		err := decodeStrict([]byte(body), &sr)
+		require.Error(t, err, body)
+		assert.Equal(t, problem, jsonProblem(err), body)
+	}
+	var b ToolResultsBody
+	err := decodeStrict([]byte(`{"tool_results_id":"t","results":[{"call_id":"c","content":null}]}`), &b)
+	require.Error(t, err)
+	assert.Equal(t, `field "results.0.content" must be a string, not null`, jsonProblem(err))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -77,10 +78,11 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 		return events.APIGatewayProxyResponse{}, err
 	}
 	var b ToolResultsBody
-	if err := decodeJSON(req, routes.MaxToolResultsBody, &b); err != nil {
+	given, err := decodeJSONGiven(req, routes.MaxToolResultsBody, &b)
+	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	if err := requireResultMembers(req); err != nil {
+	if err := requireResultMembers(b.Results, given); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
 	r, err := a.Store.Get(ctx, id)
@@ -118,25 +120,12 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 // results is) a tool-results body, already decoded strictly, whose results
 // leave out call_id or content, or give null for one: a result without
 // content would otherwise reach the model as an empty result.
-func requireResultMembers(req events.APIGatewayProxyRequest) error {
-	raw, err := body(req, routes.MaxToolResultsBody)
-	if err != nil {
-		return err
-	}
-	var present struct {
-		Results []struct {
-			CallID  *string `json:"call_id"`
-			Content *string `json:"content"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(raw, &present); err != nil {
-		return errorf(runs.EBadRequest, "body is not valid: malformed JSON")
-	}
-	for i, r := range present.Results {
+func requireResultMembers(results []loop.ClientResult, given givenMembers) error {
+	for i := range results {
 		switch {
-		case r.CallID == nil:
+		case !given["/results/"+strconv.Itoa(i)+"/call_id"]:
 			return errorf(runs.EInvalid, "results[%d].call_id is required (a string)", i)
-		case r.Content == nil:
+		case !given["/results/"+strconv.Itoa(i)+"/content"]:
 			return errorf(runs.EInvalid, "results[%d].content is required (a string; empty for no output)", i)
 		}
 	}
