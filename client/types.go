@@ -258,9 +258,13 @@ type RecordedDecision struct {
 
 // Output is the final output of a settled run.
 type Output struct {
-	Text   string `json:"text,omitempty"`
-	Reason string `json:"reason"`
-	Detail string `json:"detail,omitempty"`
+	Text string `json:"text,omitempty"`
+	// TextTruncated is set when Text was cut to fit the run's row;
+	// TextSize is then the whole text's size in bytes.
+	TextTruncated bool   `json:"text_truncated,omitempty"`
+	TextSize      int    `json:"text_size,omitempty"`
+	Reason        string `json:"reason"`
+	Detail        string `json:"detail,omitempty"`
 }
 
 // RunLinks are the run's routes, relative to the API's base URL.

@@ -94,7 +94,13 @@ func (a *API) Handle(ctx context.Context, req events.APIGatewayProxyRequest) (ev
 // route finds the request's route in a.Routes and calls its handler; for a
 // known path with another method it sets allow to the path's methods.
 func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allow *[]string) (events.APIGatewayProxyResponse, error) {
+	// API Gateway names the resource it matched (and its pathParameters):
+	// that, not the path, which a custom domain's base path (/v1/runs/…)
+	// may lengthen. Events without one (tests, hand-made) go by the path.
 	m, ok := a.Routes.Lookup(req.HTTPMethod, req.Path)
+	if req.Resource != "" {
+		m, ok = a.Routes.LookupResource(req.HTTPMethod, req.Resource)
+	}
 	if !ok {
 		return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", req.HTTPMethod, redactPath(req.Path))
 	}
@@ -378,11 +384,11 @@ func repeatedQuery(req events.APIGatewayProxyRequest) string {
 }
 
 func queryInt(req events.APIGatewayProxyRequest, name string, def, minV, maxV int64) (int64, error) {
-	s := req.QueryStringParameters[name]
-	if s == "" {
+	s, given := req.QueryStringParameters[name]
+	if !given {
 		return def, nil
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := strconv.ParseInt(s, 10, 64) // "" (?wait=) too is no integer
 	if err != nil || n < minV || n > maxV {
 		return 0, errorf(runs.EBadRequest, "query parameter %s must be an integer from %d to %d", name, minV, maxV)
 	}

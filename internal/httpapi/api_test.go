@@ -423,3 +423,47 @@ func TestNullIsRefusedAsAWrongType(t *testing.T) {
 	status, out = f.call(req("POST", "/runs", alice, `{"prompt":"x","approvers":["bob@example.com"],"metadata":{"a":null}}`))
 	assert.Equal(t, 400, status, "a null metadata value is not stored as \"\": %v", out)
 }
+
+func TestCancelTakesNoBodyOrAnEmptyObject(t *testing.T) {
+	f := newFixture(t)
+	path := func() string { return "/runs/" + f.waitingRun().ID + "/cancel" }
+	plain := req("POST", path(), alice, `{}`)
+	plain.Headers["Content-Type"] = "text/plain"
+	status, out := f.call(plain)
+	assert.Equal(t, 415, status, "a body is JSON, as on every route: %v", out)
+	for _, body := range []string{"", "{}", "{ }\n", " {}", "{" + strings.Repeat(" ", 1022) + "}", " \n"} {
+		status, out := f.call(req("POST", path(), alice, body))
+		assert.Equal(t, 200, status, "body %q: %v", body, out)
+	}
+	status, out = f.call(req("POST", path(), alice, `{"why":"x"}`))
+	assert.Equal(t, 400, status)
+	assert.Equal(t, `cancel takes no body, or an empty JSON object: unknown field "why"`, out["error"].(map[string]any)["message"])
+}
+
+func TestRoutesByTheResourceAPIGatewayMatched(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	get := req("GET", "/v1/runs/"+r.ID, alice, "")
+	get.Resource, get.PathParameters = "/runs/{id}", map[string]string{"id": r.ID}
+	status, out := f.call(get)
+	assert.Equal(t, 200, status, "a custom domain's base path lengthens the path, not the resource: %v", out)
+	assert.Equal(t, r.ID, out["id"])
+
+	status, _ = f.call(req("POST", "/runs/", alice, `{"prompt":"x","approvers":["b@example.com"]}`))
+	assert.Equal(t, 404, status, "a trailing slash is no route's")
+}
+
+func TestHeldCallOffsetMustBeWhereAPageBegins(t *testing.T) {
+	f := newFixture(t)
+	r := f.waitingRun()
+	get := func(offset string) (int, map[string]any) {
+		q := req("GET", "/runs/"+r.ID+"/calls/tu_write", alice, "")
+		q.QueryStringParameters = map[string]string{"part": "input", "offset": offset}
+		return f.call(q)
+	}
+	status, out := get("0")
+	require.Equal(t, 200, status, out)
+	status, out = get("1")
+	assert.Equal(t, 422, status, "a byte inside the first page: %v", out)
+	assert.Contains(t, out["error"].(map[string]any)["message"], "use 0 or a next_offset")
+}

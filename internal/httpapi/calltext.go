@@ -123,7 +123,7 @@ func (a *API) callText(ctx context.Context, r *runs.Run, callID, part string, of
 	if part == PartInput {
 		text = string(call.Input)
 	}
-	if offset > int64(len(text)) || (offset < int64(len(text)) && !utf8.RuneStart(text[offset])) {
+	if offset > int64(len(text)) || (offset < int64(len(text)) && !utf8.RuneStart(text[offset])) || !pageStart(text, int(offset), MaxTextPage, cost) {
 		return HeldText{}, errorf(runs.EInvalid, "offset %d is not where a page of the %s (%d bytes) begins: use 0 or a next_offset", offset, part, len(text))
 	}
 	page, next := textPage(text, int(offset), MaxTextPage, cost)
@@ -132,6 +132,16 @@ func (a *API) callText(ctx context.Context, r *runs.Run, callID, part string, of
 		ht.NextOffset = next
 	}
 	return ht, nil
+}
+
+// pageStart reports whether a page begins at offset: 0, or where the
+// pages from 0 on (textPage, with the same budget and costs) reach it.
+func pageStart(text string, offset, budget int, cost func(r rune, size int) int) bool {
+	at := 0
+	for at < offset {
+		_, at = textPage(text, at, budget, cost)
+	}
+	return at == offset
 }
 
 // textPage returns the text from offset on whose characters cost at most

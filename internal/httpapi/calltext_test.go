@@ -39,3 +39,20 @@ func TestTextPagesCoverTheText(t *testing.T) {
 		}
 	}
 }
+
+func TestPageStart(t *testing.T) {
+	const budget = 100
+	text := strings.Repeat("ab€", 400)
+	_, next := textPage(text, 0, budget, jsonCost)
+	if next >= len(text) {
+		t.Fatalf("one page holds all of %d bytes", len(text))
+	}
+	for _, c := range []struct {
+		offset int
+		want   bool
+	}{{0, true}, {next, true}, {next - 2, false}, {1, false}, {len(text), true}} {
+		if got := pageStart(text, c.offset, budget, jsonCost); got != c.want {
+			t.Errorf("pageStart at %d of %d (first page ends at %d) = %v", c.offset, len(text), next, got)
+		}
+	}
+}

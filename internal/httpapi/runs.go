@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -407,8 +409,16 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
 	if b, err := body(req, routes.MaxCancelBody); err != nil {
 		return events.APIGatewayProxyResponse{}, err
-	} else if len(b) > 0 && string(b) != "{}" {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "cancel takes no body")
+	} else if len(bytes.TrimSpace(b)) > 0 {
+		// No body, or an empty JSON object (whitespace and all), sent as
+		// JSON like every other body.
+		var empty struct{}
+		if err := decodeJSON(req, routes.MaxCancelBody, &empty); err != nil {
+			if runs.ErrorCode(err) == runs.EBadRequest {
+				return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "cancel takes no body, or an empty JSON object: %s", strings.TrimPrefix(runs.ErrorMessage(err), "body is not valid: "))
+			}
+			return events.APIGatewayProxyResponse{}, err
+		}
 	}
 	r, who, err := a.readable(ctx, req, id)
 	if err != nil {

@@ -139,12 +139,30 @@ type Match struct {
 	Params map[string]string
 }
 
-// Lookup finds method and path (the request's path, leading and trailing
-// slashes ignored) in t; ok is false when no route has that path.
+// Lookup finds method and path (the request's path) in t; ok is false when
+// no route has that path. The path must be spelled as the routes are: a
+// leading slash, no trailing one, no empty segment (/runs/, //runs and
+// /runs//x are no route's, as the spec's paths are not).
 func (t Table) Lookup(method, path string) (m Match, ok bool) {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
+	rest, abs := strings.CutPrefix(path, "/")
+	if !abs {
+		return m, false
+	}
+	segs := strings.Split(rest, "/")
+	return t.lookup(method, func(r Route) (map[string]string, bool) { return matchPath(r.Path, segs) })
+}
+
+// LookupResource finds method and a route's own template (API Gateway's
+// resource, such as /runs/{id}) in t: what the deployed REST API matched,
+// whatever base path a custom domain puts in front of the request's path.
+// The match has no Params: the event's pathParameters hold them.
+func (t Table) LookupResource(method, resource string) (m Match, ok bool) {
+	return t.lookup(method, func(r Route) (map[string]string, bool) { return nil, r.Path == resource })
+}
+
+func (t Table) lookup(method string, match func(Route) (map[string]string, bool)) (m Match, ok bool) {
 	for _, r := range t {
-		params, same := matchPath(r.Path, segs)
+		params, same := match(r)
 		if !same {
 			continue
 		}

@@ -42,7 +42,11 @@ func TestLookup(t *testing.T) {
 		params       map[string]string
 	}{
 		{"POST", "/runs", true, true, OpStartRun, []string{"POST"}, map[string]string{}},
-		{"POST", "/runs/", true, true, OpStartRun, []string{"POST"}, map[string]string{}},
+		{"POST", "/runs/", false, false, "", nil, nil},
+		{"POST", "//runs", false, false, "", nil, nil},
+		{"POST", "runs", false, false, "", nil, nil},
+		{"GET", "/healthz/", false, false, "", nil, nil},
+		{"GET", "/runs/r1/", false, false, "", nil, nil},
 		{"GET", "/runs", true, false, OpStartRun, []string{"POST"}, map[string]string{}},
 		{"GET", "/runs/r1", true, true, OpGetRun, []string{"GET"}, map[string]string{"id": "r1"}},
 		{"DELETE", "/runs/r1", true, false, OpGetRun, []string{"GET"}, map[string]string{"id": "r1"}},
@@ -65,6 +69,9 @@ func TestLookup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			m, ok := All().Lookup(tt.method, tt.path)
+			if !ok {
+				m.Params = nil
+			}
 			if ok != tt.found || m.Allowed != tt.allowed || m.Route.Operation != tt.op ||
 				!slices.Equal(m.Allow, tt.allow) || !maps.Equal(m.Params, tt.params) {
 				t.Errorf("got found=%v %+v, want found=%v allowed=%v op=%q allow=%v params=%v",
@@ -95,5 +102,19 @@ func TestParams(t *testing.T) {
 	}
 	if got := Params("/runs"); got != nil {
 		t.Errorf("got %v", got)
+	}
+}
+
+func TestLookupResource(t *testing.T) {
+	m, ok := All().LookupResource("POST", "/runs/{id}/decision")
+	if !ok || !m.Allowed || m.Route.Operation != OpDecide || m.Params != nil {
+		t.Errorf("got %v %+v", ok, m)
+	}
+	m, ok = All().LookupResource("GET", "/runs/{id}/decision")
+	if !ok || m.Allowed || !slices.Equal(m.Allow, []string{"POST"}) {
+		t.Errorf("got %v %+v", ok, m)
+	}
+	if _, ok := All().LookupResource("GET", "/runs/r1"); ok {
+		t.Error("a path is not a resource")
 	}
 }

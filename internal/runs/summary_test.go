@@ -80,6 +80,13 @@ func TestFinalOutputStaysWithinTheRowLimit(t *testing.T) {
 	assert.True(t, got.TextTruncated)
 	assert.Equal(t, len(text), got.TextSize)
 	assert.True(t, strings.HasPrefix(text, strings.TrimSuffix(got.Text, "…")))
+	assert.Greater(t, len(out), MaxOutputSize-16, "as much of the text is kept as fits")
+
+	plain := strings.Repeat("x", MaxOutputSize+20000)
+	out = FinalOutput(plain, loop.ReasonCompleted, "")
+	assert.LessOrEqual(t, len(out), MaxOutputSize)
+	require.NoError(t, json.Unmarshal(out, &got))
+	assert.Greater(t, len(got.Text), MaxOutputSize-100, "an output just over the limit keeps nearly all that fits, not half")
 }
 
 // TestInputSizeIsTheServedInputs: a model may space its JSON; the state

@@ -247,11 +247,28 @@ func FinalOutput(text string, reason loop.TerminationReason, detail string) json
 		Detail        string                 `json:"detail,omitempty"`
 	}
 	o := output{Text: text, Reason: reason, Detail: cutText(detail, 2000, "…")}
-	for limit := MaxOutputSize; ; limit /= 2 {
-		b, err := json.Marshal(o)
-		if err == nil && len(b) <= MaxOutputSize {
-			return b
-		}
-		o.Text, o.TextTruncated, o.TextSize = cutText(text, limit, "…"), true, len(text)
+	b, err := json.Marshal(o)
+	if err == nil && len(b) <= MaxOutputSize {
+		return b
 	}
+	// Keep as much of the text as fits, escapes included: the largest cut
+	// (in bytes of the text) whose JSON is within the limit.
+	o.TextTruncated, o.TextSize = true, len(text)
+	encode := func(n int) []byte {
+		o.Text = cutText(text, n, "…")
+		b, err := json.Marshal(o)
+		if err != nil || len(b) > MaxOutputSize {
+			return nil
+		}
+		return b
+	}
+	lo, hi := 0, min(len(text), MaxOutputSize)
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; encode(mid) != nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return encode(lo)
 }
