@@ -58,6 +58,11 @@ func TestLambdaWithoutCELRefusesConditions(t *testing.T) {
 	for _, fn := range []string{"startrun", "resume"} {
 		out := start(fn, filepath.Join(examples, "policy.json"))
 		require.Contains(t, out, "start-up failed", fn)
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "start-up failed") {
+				require.Equal(t, 1, strings.Count(line, `"function":`), "%s: the log line names the function once: %s", fn, line)
+			}
+		}
 		for _, rule := range []string{`rules[0] \"no-prod-deletes\"`, `rules[1] \"drafts\"`, `rules[2] \"pricing\"`, `rules[4] \"secret-reads\"`} {
 			require.Contains(t, out, rule, "%s: every rule with a condition is named", fn)
 		}

@@ -13,7 +13,7 @@ import (
 func main() {
 	entry, err := awswire.Purge(context.Background(), os.Getenv)
 	if err != nil {
-		slog.Error("start-up failed", "function", "purge", "err", err)
+		slog.Error("start-up failed", "err", err) // the default logger names the function
 		os.Exit(1)
 	}
 	lambda.Start(entry.Handle)

@@ -14,7 +14,7 @@ import (
 func main() {
 	entry, err := app.LambdaEntry(context.Background(), app.StartRun, provider.FromEnv)
 	if err != nil {
-		slog.Error("start-up failed", "function", "startrun", "err", err)
+		slog.Error("start-up failed", "err", err) // the default logger names the function
 		os.Exit(1)
 	}
 	lambda.Start(entry.Handle)

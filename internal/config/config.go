@@ -97,8 +97,15 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 	}
 	if c.PublicBaseURL != "" {
 		u, err := url.Parse(c.PublicBaseURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return Config{}, fmt.Errorf("%s=%q: want an absolute http(s) URL", EnvPublicBaseURL, c.PublicBaseURL)
+		switch {
+		case err != nil:
+			return Config{}, fmt.Errorf("%s: not a URL; want an absolute http(s) URL", EnvPublicBaseURL)
+		case u.User != nil:
+			// Links are mailed: a password in them would be sent to every
+			// approver (and is not echoed here, which goes to the log).
+			return Config{}, fmt.Errorf("%s=%q: want a URL without user or password", EnvPublicBaseURL, u.Redacted())
+		case (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+			return Config{}, fmt.Errorf("%s=%q: want an absolute http(s) URL without query or fragment", EnvPublicBaseURL, c.PublicBaseURL)
 		}
 	}
 	return c, nil

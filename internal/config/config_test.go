@@ -25,15 +25,24 @@ func TestLoadDefaultsAndRequired(t *testing.T) {
 
 func TestLoadRejectsMalformed(t *testing.T) {
 	for name, m := range map[string]map[string]string{
-		"ttl":      {EnvApprovalTTL: "soon"},
-		"ttl low":  {EnvApprovalTTL: "1s"},
-		"shards":   {EnvDueShards: "0"},
-		"base url": {EnvPublicBaseURL: "ftp://x"},
-		"retain":   {EnvRetention: "-1h"},
+		"ttl":               {EnvApprovalTTL: "soon"},
+		"ttl low":           {EnvApprovalTTL: "1s"},
+		"shards":            {EnvDueShards: "0"},
+		"base url":          {EnvPublicBaseURL: "ftp://x"},
+		"base url query":    {EnvPublicBaseURL: "https://x.example/?a=1"},
+		"base url fragment": {EnvPublicBaseURL: "https://x.example/#top"},
+		"retain":            {EnvRetention: "-1h"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Load(env(m))
 			assert.Error(t, err)
 		})
 	}
+}
+
+func TestPublicBaseURLWithAPasswordIsRefusedWithoutEchoingIt(t *testing.T) {
+	_, err := Load(env(map[string]string{EnvPublicBaseURL: "https://user:SUPERSECRET@gate.example.com/"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "without user or password")
+	assert.NotContains(t, err.Error(), "SUPERSECRET", "the error goes to the log")
 }

@@ -166,8 +166,8 @@ func (g *Gateway) authenticate(r *http.Request) (string, bool) {
 	if auth == "" {
 		return "", true
 	}
-	token, found := strings.CutPrefix(auth, "Bearer ")
-	if !found {
+	scheme, token, found := strings.Cut(auth, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") { // schemes are case-insensitive (RFC 9110)
 		return "", false
 	}
 	for t, p := range g.Tokens {

@@ -60,6 +60,7 @@ func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
 		{"not bearer, 10 MB", "/runs/r1/decision", "Basic eDp5", 10 << 20, 401, 0},
 		{"good token, over the limit", "/runs", "Bearer good", 10 << 20, 413, 1<<20 + 1},
 		{"good token, small", "/runs", "Bearer good", 100, 200, 100},
+		{"good token, lower-case scheme", "/runs", "bearer good", 100, 200, 100},
 		// Two Authorization headers (one per line here) are ambiguous, in
 		// either order and even when both hold the same good token.
 		{"good then bad token", "/runs", "Bearer good\nBearer nope", 100, 401, 0},
@@ -91,8 +92,8 @@ func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
 			}
 		})
 	}
-	if calls.Load() != 2 {
-		t.Errorf("handler called %d times, want 2", calls.Load())
+	if calls.Load() != 3 {
+		t.Errorf("handler called %d times, want 3 (the small good-token requests and the form)", calls.Load())
 	}
 }
 

@@ -198,10 +198,17 @@ func body(req events.APIGatewayProxyRequest, max int) ([]byte, error) {
 }
 
 func header(req events.APIGatewayProxyRequest, name string) string {
+	// One name in several spellings (content-type and Content-Type, which
+	// a hand-made event can hold) is read the same way every time: the
+	// spelling first in byte order, not the first in Go's map order.
+	found, value := "", ""
 	for k, v := range req.Headers {
-		if strings.EqualFold(k, name) {
-			return v
+		if strings.EqualFold(k, name) && (found == "" || k < found) {
+			found, value = k, v
 		}
+	}
+	if found != "" {
+		return value
 	}
 	for k, v := range req.MultiValueHeaders {
 		if strings.EqualFold(k, name) && len(v) > 0 {

@@ -467,3 +467,15 @@ func TestHeldCallOffsetMustBeWhereAPageBegins(t *testing.T) {
 	assert.Equal(t, 422, status, "a byte inside the first page: %v", out)
 	assert.Contains(t, out["error"].(map[string]any)["message"], "use 0 or a next_offset")
 }
+
+func TestAHeaderInTwoSpellingsIsReadTheSameEveryTime(t *testing.T) {
+	f := newFixture(t)
+	seen := map[int]int{}
+	for range 20 {
+		r := req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"]}`)
+		r.Headers = map[string]string{"content-type": "text/plain", "Content-Type": "application/json"}
+		status, _ := f.call(r)
+		seen[status]++
+	}
+	assert.Equal(t, map[int]int{202: 20}, seen, "Content-Type (first in byte order) is the one read")
+}

@@ -145,7 +145,7 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	default:
 		return fmt.Errorf("claim run %s: %w", job.RunID, err)
 	}
-	log.InfoContext(ctx, "claimed run", "status_was", job.Kind, "claim_written", !cur.UnwrittenClaim(), "from_snapshot", fromSnapshot)
+	log.InfoContext(ctx, "claimed run", "claim_written", !cur.UnwrittenClaim(), "from_snapshot", fromSnapshot)
 	seg := &segmentRun{w: w, cur: cur, owner: owner, log: log, job: job, started: w.now(), outer: ctx}
 	seg.claimBy = w.claimBy(cur, seg.started)
 	var req StartRequest
