@@ -43,6 +43,7 @@ var limitConstants = map[string]int{
 	"service.MaxClientToolDescription": service.MaxClientToolDescription,
 	"service.MaxClientToolSchema":      service.MaxClientToolSchema,
 	"service.MaxToolExecutors":         service.MaxToolExecutors,
+	"service.MaxRequireApproval":       service.MaxRequireApproval,
 	"routes.MaxToolResultsBody":        routes.MaxToolResultsBody,
 	"runs.MaxToolResultSize":           runs.MaxToolResultSize,
 	"runs.MaxToolResultsSize":          runs.MaxToolResultsSize,
