@@ -1,6 +1,8 @@
 package app
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -110,7 +112,7 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 	a, err := New(Deps{
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, ToolSources: o.ToolSources,
 		Mailer:        approval.NewOutboxMailer(filepath.Join(o.Dir, "outbox"), "agentgate@localhost", out),
-		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: "local",
+		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: localOwner(),
 		Routes: routes.All(), Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now, Governance: o.Governance,
 		SegmentBudget: o.SegmentBudget, MaxWait: runs.MaxWait,
 	})
@@ -120,4 +122,14 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 	}
 	disp.Worker = a.Worker
 	return &Local{App: a, Dispatcher: disp, Dir: o.Dir, db: db}, nil
+}
+
+// localOwner names this process's workers ("local-<8 hex digits>/..." are
+// their lease owners), so that its start-up pass tells the leases of a
+// previous process's workers (all dead: the store's file admits one
+// process) from its own.
+func localOwner() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "local-" + hex.EncodeToString(b[:])
 }

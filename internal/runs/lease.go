@@ -204,6 +204,24 @@ func (s *Store) Redispatch(ctx context.Context, cur *Run, actor string) (*Run, e
 	}{next.Reclaims})}}})
 }
 
+// EndLease ends the lease of a RUNNING run now, for a caller that knows
+// its holder is gone: serve on the embedded store at start-up (the file
+// admits one process, so a lease held by any process before it is held by
+// a dead one). The run is then taken over as after an expired lease (a
+// reclaim from its position, or FAILED/interrupted_write when a write's
+// outcome is unknown), at once instead of after the lease. The write is
+// conditional on cur's version: a run that moved on meanwhile is EConflict.
+func (s *Store) EndLease(ctx context.Context, cur *Run) (*Run, error) {
+	if cur == nil || cur.Status != StatusRunning {
+		return nil, Errorf(EConflict, "run is not RUNNING")
+	}
+	next := cur.Clone()
+	if now := s.now(); now.Before(next.LeaseUntil) {
+		next.LeaseUntil = now
+	}
+	return s.commit(ctx, cur, next, Write{})
+}
+
 // RenewLease extends owner's lease on a RUNNING run by LeaseTTL (the
 // worker's heartbeat while a long model or tool call runs), writing the
 // steps cur holds unwritten (AddStep) with it. Codes:

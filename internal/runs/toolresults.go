@@ -2,6 +2,8 @@ package runs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -185,10 +187,33 @@ func (s *Store) HandOver(ctx context.Context, cur *Run, owner string, h HandOff)
 	type callRef struct {
 		ID   string `json:"id"`
 		Tool string `json:"tool"`
+		// Edited calls keep the model's input beside the approver's (the
+		// decision event's), as tool_executed does for builtin and MCP
+		// calls: the state that holds it is deleted with the run.
+		Edited              bool            `json:"edited,omitempty"`
+		OriginalInput       json.RawMessage `json:"original_input,omitempty"`
+		OriginalInputSHA256 string          `json:"original_input_sha256,omitempty"`
+		OriginalInputSize   int             `json:"original_input_size,omitempty"`
 	}
 	calls := make([]callRef, len(rec.Calls))
 	for i, c := range rec.Calls {
-		calls[i] = callRef{c.ID, c.Name}
+		calls[i] = callRef{ID: c.ID, Tool: c.Name}
+	}
+	budget := MaxEventDataSize / 2 // the originals kept whole, together; the rest by digest
+	for i, c := range st.HandOver.Calls {
+		if !c.Edited {
+			continue
+		}
+		calls[i].Edited = true
+		if orig, ok := modelInput(st.Transcript, c.ID); ok {
+			if len(orig) <= loop.MaxAuditInputBytes && len(orig) <= budget {
+				calls[i].OriginalInput = orig
+				budget -= len(orig)
+			} else {
+				sum := sha256.Sum256(orig)
+				calls[i].OriginalInputSHA256, calls[i].OriginalInputSize = hex.EncodeToString(sum[:]), len(orig)
+			}
+		}
 	}
 	ev := Event{Type: EventHandedOver, Actor: owner, Data: mustJSON(struct {
 		ToolResultsID string    `json:"tool_results_id"`
@@ -355,4 +380,22 @@ func (s *Store) expireToolResults(ctx context.Context, cur *Run) (*Run, error) {
 	}
 	s.dropStates(ctx, r.ID, blobs)
 	return r, nil
+}
+
+// modelInput is the input the model gave call id in the transcript's last
+// assistant turn (the held turn).
+func modelInput(t loop.Transcript, id string) (json.RawMessage, bool) {
+	for i := len(t.Messages) - 1; i >= 0; i-- {
+		m := t.Messages[i]
+		if m.Role != loop.RoleAssistant {
+			continue
+		}
+		for _, b := range m.Content {
+			if b.Type == loop.BlockToolUse && b.ID == id {
+				return b.Input, true
+			}
+		}
+		return nil, false
+	}
+	return nil, false
 }

@@ -129,3 +129,45 @@ func TestRecoverDispatchesWaitingWorkAtOnce(t *testing.T) {
 	require.NoError(t, e.worker.Handle(ctx, e.jobs[0]))
 	assert.Equal(t, runs.StatusWaiting, e.get(t, queued.ID).Status)
 }
+
+// TestRecoverTakesOverAPreviousProcessesRuns: at start-up on a store only
+// one process opens, a RUNNING run whose lease another process's worker
+// holds is taken over at once (that worker died with its process), not
+// after its lease; a run this process's own worker holds is left alone.
+func TestRecoverTakesOverAPreviousProcessesRuns(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.sweeper.Owner = "this"
+	running := func(owner string) *runs.Run {
+		r := e.start(t)
+		cur, err := e.store.ClaimOnWrite(ctx, r.ID, owner)
+		require.NoError(t, err)
+		cur, err = e.store.RenewLease(ctx, cur, owner) // the claim, written
+		require.NoError(t, err)
+		require.Equal(t, runs.StatusRunning, cur.Status)
+		return cur
+	}
+	dead := running("gone/w1")
+	mine := running("this/w2")
+
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, sum.Reaped, "an ordinary sweep waits out the lease")
+
+	sum, err = e.sweeper.Recover(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Reaped)
+	assert.Equal(t, []service.Job{{Kind: service.JobRun, RunID: dead.ID}}, e.jobs)
+	assert.Equal(t, "this/w2", e.get(t, mine.ID).LeaseOwner, "this process's own worker keeps its run")
+
+	require.NoError(t, e.worker.Handle(ctx, e.jobs[0]))
+	got := e.get(t, dead.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status, "taken over from its request (no write had happened)")
+	evs, err := e.store.Events(ctx, dead.ID, 0, 100)
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	assert.Contains(t, types, runs.EventReclaimed)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
@@ -62,6 +63,10 @@ type Sweeper struct {
 	MaxRuns        int
 	Logger         *slog.Logger
 	Now            func() time.Time
+	// Owner is this process's worker owner (its workers' lease owners
+	// begin with Owner + "/"): Recover takes the other owners' leases for
+	// dead ones.
+	Owner string
 }
 
 // Sweep runs one pass and logs a summary line.
@@ -117,10 +122,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 }
 
 // Recover dispatches, at once, every QUEUED or RESUMING run whose dispatch
-// grace has not run out yet, then runs an ordinary Sweep. A process that
-// starts on a store no other process dispatches from (serve on the embedded
-// store) calls it at start-up: jobs dispatched by a previous process died
-// with it, so waiting out their grace period would only delay them.
+// grace has not run out yet, and takes over every RUNNING run whose lease
+// another owner than this process's holds (its lease ended now:
+// runs.Store.EndLease), then runs an ordinary Sweep. A process that starts
+// on a store no other process opens (serve on the embedded store) calls
+// it at start-up: the jobs and workers of a previous process died with
+// it, so waiting out their grace period or lease would only delay them.
 func (s *Sweeper) Recover(ctx context.Context) (SweepSummary, error) {
 	now := time.Now
 	if s.Now != nil {
@@ -130,12 +137,26 @@ func (s *Sweeper) Recover(ctx context.Context) (SweepSummary, error) {
 	var sum SweepSummary
 	cursor := ""
 	for {
-		page, next, err := s.Store.Due(ctx, at.Add(s.Store.DispatchGrace()), 100, cursor)
+		page, next, err := s.Store.Due(ctx, at.Add(max(s.Store.DispatchGrace(), s.Store.LeaseTTL())), 100, cursor)
 		if err != nil {
 			return sum, fmt.Errorf("recover: %w", err)
 		}
 		for _, r := range page {
-			if r.Status != runs.StatusQueued && r.Status != runs.StatusResuming {
+			switch {
+			case r.Status == runs.StatusQueued || r.Status == runs.StatusResuming:
+			case r.Status == runs.StatusRunning && !r.LeaseExpired(at) && s.Owner != "" && !strings.HasPrefix(r.LeaseOwner, s.Owner+"/"):
+				// Ended here, taken over by the Sweep below (as after
+				// an expired lease).
+				if _, err := s.Store.EndLease(ctx, r); err != nil {
+					if runs.ErrorCode(err) != runs.EConflict {
+						sum.Errors++
+						s.logger().WarnContext(ctx, "recover: lease not ended", "run_id", r.ID, "err", err)
+					}
+					continue
+				}
+				s.logger().InfoContext(ctx, "recover: ended the lease of a previous process's worker", "run_id", r.ID, "previous_owner", r.LeaseOwner)
+				continue
+			default:
 				continue
 			}
 			sum.Scanned++

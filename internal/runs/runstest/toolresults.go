@@ -100,7 +100,8 @@ func testHandOver(t *testing.T, e *Env) {
 	assert.Equal(t, runs.EventHandedOver, types[len(types)-1])
 	evs, err := e.Store.Events(ctx, r.ID, r.LastSeq-1, 1)
 	require.NoError(t, err)
-	assert.JSONEq(t, `[{"id":"c1","tool":"lookup"},{"id":"c2","tool":"order"}]`, string(mustField(t, evs[0].Data, "calls")), "the event names the calls, never their inputs")
+	assert.JSONEq(t, `[{"id":"c1","tool":"lookup"},{"id":"c2","tool":"order","edited":true,"original_input":{"sku":"A","qty":1}}]`, string(mustField(t, evs[0].Data, "calls")),
+		"the event names the calls, and keeps the model's input of an edited one (the decision event has the approver's)")
 	_, err = e.Store.LoadToolResults(ctx, r)
 	AssertCode(t, runs.ENotFound, err)
 
