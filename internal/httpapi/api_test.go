@@ -479,3 +479,10 @@ func TestAHeaderInTwoSpellingsIsReadTheSameEveryTime(t *testing.T) {
 	}
 	assert.Equal(t, map[int]int{202: 20}, seen, "Content-Type (first in byte order) is the one read")
 }
+
+func TestAMessageWithoutContentIsRefused(t *testing.T) {
+	f := newFixture(t)
+	status, out := f.call(req("POST", "/runs", alice, `{"messages":[{"role":"user","content":[]}],"approvers":["b@example.com"]}`))
+	assert.Equal(t, 422, status, out)
+	assert.Equal(t, "messages[0].content is empty; a message holds at least one block", out["error"].(map[string]any)["message"])
+}

@@ -136,6 +136,11 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 			// and a missing member decode alike). Found by FuzzStartRun.
 			return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "body is not valid: messages[%d].content is required (an array of blocks)", i)
 		}
+		if len(m.Content) == 0 {
+			// Every provider refuses a message without content: the run
+			// would only fail at its first model call.
+			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "messages[%d].content is empty; a message holds at least one block", i)
+		}
 	}
 	if err := sr.Validate(a.Tools); err != nil {
 		return events.APIGatewayProxyResponse{}, err
