@@ -133,9 +133,13 @@ func TestSnapshotClaimPrimesParts(t *testing.T) {
 		forged := r.Clone()
 		forged.Request = json.RawMessage(`{"prompt":"` + strings.Repeat("another prompt ", 200) + `"}`)
 		store, keys := worker(t, true)
-		// The worker's table is primed with the forged request's part, at
-		// the stored version: the write leaves the part out, and its
-		// condition (the stored row names the part with that hash) fails.
+		_, err := store.ClaimSnapshot(forged, "w1")
+		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "changed under the stored write id: refused at once (got %v)", err)
+		// Made up whole (its write id digests it): the worker's table is
+		// primed with the forged request's part, at the stored version;
+		// the write leaves the part out, and its condition (the stored
+		// write id, the stored row naming the part with that hash) fails.
+		runs.SealWriteID(forged)
 		cur, err := store.ClaimSnapshot(forged, "w1")
 		require.NoError(t, err)
 		_, err = store.RenewLease(ctx, cur, "w1")
