@@ -57,7 +57,7 @@ var allRoutes = routes.All()
 // ServeHTTP adapts one request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
-	m, ok := allRoutes.Lookup(r.Method, path)
+	m, ok := allRoutes.LookupEscaped(r.Method, r.URL.EscapedPath())
 	if !ok {
 		writeJSON(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+path)
 		return

@@ -222,3 +222,22 @@ func TestRefusalsOnLinkRoutesArePages(t *testing.T) {
 		t.Errorf("handler called %d times for refused requests", calls.Load())
 	}
 }
+
+// TestAnEscapedSlashStaysInItsParameter: a call id holding "/" sent
+// escaped (%2F, as the Go client sends it) is one path parameter, as on
+// API Gateway, not two segments.
+func TestAnEscapedSlashStaysInItsParameter(t *testing.T) {
+	var got events.APIGatewayProxyRequest
+	h := func(_ context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		got = req
+		return events.APIGatewayProxyResponse{StatusCode: 204}, nil
+	}
+	g := &Gateway{StartRun: h, Resume: h, Tokens: map[string]string{"good": "alice"}}
+	r := httptest.NewRequest("GET", "/runs/r1/calls/a%2Fb%20c", nil)
+	r.Header.Set("Authorization", "Bearer good")
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	if w.Code != 204 || got.Resource != "/runs/{id}/calls/{call_id}" || got.PathParameters["call_id"] != "a/b c" {
+		t.Errorf("got %d, resource %q, parameters %v", w.Code, got.Resource, got.PathParameters)
+	}
+}

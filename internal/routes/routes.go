@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -149,6 +150,27 @@ func (t Table) Lookup(method, path string) (m Match, ok bool) {
 		return m, false
 	}
 	segs := strings.Split(rest, "/")
+	return t.lookup(method, func(r Route) (map[string]string, bool) { return matchPath(r.Path, segs) })
+}
+
+// LookupEscaped is Lookup for a path as sent, percent-escapes and all
+// (url.URL.EscapedPath): it splits the path at its slashes, then unescapes
+// each segment, so a parameter may hold an escaped slash (a call id
+// "a/b" sent as a%2Fb), as API Gateway's matching allows. A segment that
+// does not unescape is no route's.
+func (t Table) LookupEscaped(method, escaped string) (m Match, ok bool) {
+	rest, abs := strings.CutPrefix(escaped, "/")
+	if !abs {
+		return m, false
+	}
+	segs := strings.Split(rest, "/")
+	for i, seg := range segs {
+		u, err := url.PathUnescape(seg)
+		if err != nil {
+			return m, false
+		}
+		segs[i] = u
+	}
 	return t.lookup(method, func(r Route) (map[string]string, bool) { return matchPath(r.Path, segs) })
 }
 

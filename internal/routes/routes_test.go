@@ -118,3 +118,16 @@ func TestLookupResource(t *testing.T) {
 		t.Error("a path is not a resource")
 	}
 }
+
+func TestLookupEscaped(t *testing.T) {
+	m, ok := All().LookupEscaped("GET", "/runs/r1/calls/a%2Fb%20c")
+	if !ok || !m.Allowed || m.Route.Operation != OpGetHeldCall || m.Params["call_id"] != "a/b c" || m.Params["id"] != "r1" {
+		t.Errorf("got %v %+v", ok, m)
+	}
+	if _, ok := All().LookupEscaped("GET", "/runs/r1/calls/a/b"); ok {
+		t.Error("an unescaped slash separates segments")
+	}
+	if _, ok := All().LookupEscaped("GET", "/runs/r1/calls/%zz"); ok {
+		t.Error("a segment that does not unescape is no route's")
+	}
+}
