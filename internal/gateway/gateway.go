@@ -170,6 +170,7 @@ func (g *Gateway) authenticate(r *http.Request) (string, bool) {
 	if !found || !strings.EqualFold(scheme, "Bearer") { // schemes are case-insensitive (RFC 9110)
 		return "", false
 	}
+	token = strings.TrimLeft(token, " ") // 1*SP after the scheme
 	for t, p := range g.Tokens {
 		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
 			return p, true

@@ -61,6 +61,7 @@ func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
 		{"good token, over the limit", "/runs", "Bearer good", 10 << 20, 413, 1<<20 + 1},
 		{"good token, small", "/runs", "Bearer good", 100, 200, 100},
 		{"good token, lower-case scheme", "/runs", "bearer good", 100, 200, 100},
+		{"good token after two spaces", "/runs", "Bearer  good", 100, 200, 100},
 		// Two Authorization headers (one per line here) are ambiguous, in
 		// either order and even when both hold the same good token.
 		{"good then bad token", "/runs", "Bearer good\nBearer nope", 100, 401, 0},
@@ -92,8 +93,8 @@ func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
 			}
 		})
 	}
-	if calls.Load() != 3 {
-		t.Errorf("handler called %d times, want 3 (the small good-token requests and the form)", calls.Load())
+	if calls.Load() != 4 {
+		t.Errorf("handler called %d times, want 4 (the small good-token requests and the form)", calls.Load())
 	}
 }
 

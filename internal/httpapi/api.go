@@ -97,9 +97,14 @@ func (a *API) route(ctx context.Context, req events.APIGatewayProxyRequest, allo
 	// API Gateway names the resource it matched (and its pathParameters):
 	// that, not the path, which a custom domain's base path (/v1/runs/…)
 	// may lengthen. Events without one (tests, hand-made) go by the path.
-	m, ok := a.Routes.Lookup(req.HTTPMethod, req.Path)
+	var (
+		m  routes.Match
+		ok bool
+	)
 	if req.Resource != "" {
 		m, ok = a.Routes.LookupResource(req.HTTPMethod, req.Resource)
+	} else {
+		m, ok = a.Routes.Lookup(req.HTTPMethod, req.Path)
 	}
 	if !ok {
 		return events.APIGatewayProxyResponse{}, errorf(runs.ENotFound, "no route for %s %s", req.HTTPMethod, redactPath(req.Path))

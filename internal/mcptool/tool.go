@@ -306,7 +306,11 @@ func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Resu
 		// The read may have reached the server (and run there): only
 		// its answer is missing. It reads, so nothing is left undone.
 		log.WarnContext(ctx, "mcp tool call", "outcome", "no_answer", "err", err)
-		return loop.ErrorResult("Error: the MCP server %s gave no usable answer to %s in %d attempts (%s)", s.Name, t.name, attempts, callCause(err)), nil
+		tries := fmt.Sprintf("%d attempts", attempts)
+		if attempts == 1 {
+			tries = "its one attempt"
+		}
+		return loop.ErrorResult("Error: the MCP server %s gave no usable answer to %s in %s (%s)", s.Name, t.name, tries, callCause(err)), nil
 	default:
 		// The write may have happened: the fence decides (interrupted_write).
 		log.ErrorContext(ctx, "mcp tool call", "outcome", "unknown", "err", err)
@@ -428,7 +432,11 @@ func (st *serverTools) list(ctx context.Context, l *listing) {
 	listed, err := st.conn.listTools(ctx)
 	if err != nil {
 		st.logger.WarnContext(ctx, "mcp tools/list", "server", st.server.Name, "err", err)
-		l.err = fmt.Errorf("MCP server %s could not be reached (%s)", st.server.Name, callCause(err))
+		if c := transportCause(err); c != "" {
+			l.err = fmt.Errorf("MCP server %s could not be reached (%s)", st.server.Name, c)
+		} else {
+			l.err = fmt.Errorf("MCP server %s did not list its tools; the agentgate log has the error", st.server.Name)
+		}
 		return
 	}
 	byName := make(map[string]*mcp.Tool, len(listed))

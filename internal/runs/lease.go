@@ -104,7 +104,7 @@ func (s *Store) ClaimSnapshot(snap *Run, owner string) (*Run, error) {
 	if !snap.writtenAsIs() {
 		// Changed since its write (or written before WriteIDs were
 		// digests): its content cannot be trusted (writeid.go).
-		return nil, Errorf(EInvalid, "the snapshot is not the row its write committed")
+		return nil, ErrSnapshotAltered
 	}
 	next, ev, err := s.claimed(snap, owner, s.now())
 	if err != nil {

@@ -280,9 +280,11 @@ type Run struct {
 	// waiting, lease expiry when running, dispatch grace when queued or
 	// resuming, retention when terminal); the due index is ordered by it.
 	DueAt time.Time `json:"due_at,omitzero"`
-	// WriteID is a random id of the write that produced this version. It
-	// lets Store recognise its own write when a response was lost and a
-	// retry then failed its condition.
+	// WriteID is the id of the write that produced this version (32 hex
+	// digits: random, or for a row that waits for a worker 8 random and a
+	// digest of them and the row, SealWriteID). It lets Store recognise its
+	// own write when a response was lost and a retry then failed its
+	// condition, and a worker tell a job's row from an altered one.
 	WriteID string `json:"write_id,omitempty"`
 	// LastSeq is the sequence number of the run's last event.
 	LastSeq int64 `json:"last_seq"`

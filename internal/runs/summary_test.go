@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -103,4 +104,30 @@ func TestInputSizeIsTheServedInputs(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, len(back.Input), got[0].InputSize, "input_size is the kept input's length")
 	assert.False(t, got[0].InputTruncated)
+}
+
+// TestHandedOverCallsStayWithinTheEventLimit: the originals of edited
+// calls are kept whole only while their encoding (escapes count) fits.
+func TestHandedOverCallsStayWithinTheEventLimit(t *testing.T) {
+	big := json.RawMessage(`{"q":"` + strings.Repeat("<", 4<<10) + `"}`) // 24 KiB encoded
+	st := &loop.SuspendedState{HandOver: &loop.HandOver{}}
+	var blocks []loop.Block
+	rec := &HandOverRecord{}
+	for i := range 8 {
+		id := fmt.Sprintf("c%d", i)
+		blocks = append(blocks, loop.ToolUseBlock(id, "order", big))
+		st.HandOver.Calls = append(st.HandOver.Calls, loop.ClientCall{ID: id, Name: "order", Input: json.RawMessage(`{"q":"x"}`), Edited: true})
+		rec.Calls = append(rec.Calls, ClientCallSummary{ID: id, Name: "order"})
+	}
+	st.Transcript = loop.Transcript{Messages: []loop.Message{loop.UserText("hi"), {Role: loop.RoleAssistant, Content: blocks}}}
+	calls := handedOverCalls(st, rec)
+	data := mustJSON(calls)
+	assert.LessOrEqual(t, len(data), MaxEventDataSize/2+4096, "%d bytes", len(data))
+	assert.NotEmpty(t, calls[0].OriginalInput, "the first original fits")
+	assert.NotEmpty(t, calls[1].OriginalInput)
+	assert.Empty(t, calls[2].OriginalInput, "the third would pass half the event limit, encoded")
+	last := calls[len(calls)-1]
+	assert.Empty(t, last.OriginalInput)
+	assert.Equal(t, len(big), last.OriginalInputSize, "the rest by digest and size")
+	assert.Len(t, last.OriginalInputSHA256, 64)
 }

@@ -184,43 +184,13 @@ func (s *Store) HandOver(ctx context.Context, cur *Run, owner string, h HandOff)
 	next.Counters = st.Counters
 	next.LeaseOwner, next.LeaseUntil = "", time.Time{}
 	next.Reclaims = 0 // the run got somewhere
-	type callRef struct {
-		ID   string `json:"id"`
-		Tool string `json:"tool"`
-		// Edited calls keep the model's input beside the approver's (the
-		// decision event's), as tool_executed does for builtin and MCP
-		// calls: the state that holds it is deleted with the run.
-		Edited              bool            `json:"edited,omitempty"`
-		OriginalInput       json.RawMessage `json:"original_input,omitempty"`
-		OriginalInputSHA256 string          `json:"original_input_sha256,omitempty"`
-		OriginalInputSize   int             `json:"original_input_size,omitempty"`
-	}
-	calls := make([]callRef, len(rec.Calls))
-	for i, c := range rec.Calls {
-		calls[i] = callRef{ID: c.ID, Tool: c.Name}
-	}
-	budget := MaxEventDataSize / 2 // the originals kept whole, together; the rest by digest
-	for i, c := range st.HandOver.Calls {
-		if !c.Edited {
-			continue
-		}
-		calls[i].Edited = true
-		if orig, ok := modelInput(st.Transcript, c.ID); ok {
-			if len(orig) <= loop.MaxAuditInputBytes && len(orig) <= budget {
-				calls[i].OriginalInput = orig
-				budget -= len(orig)
-			} else {
-				sum := sha256.Sum256(orig)
-				calls[i].OriginalInputSHA256, calls[i].OriginalInputSize = hex.EncodeToString(sum[:]), len(orig)
-			}
-		}
-	}
+	calls := handedOverCalls(st, rec)
 	ev := Event{Type: EventHandedOver, Actor: owner, Data: mustJSON(struct {
-		ToolResultsID string    `json:"tool_results_id"`
-		Calls         []callRef `json:"calls"`
-		Deadline      time.Time `json:"deadline"`
-		StateSHA256   string    `json:"state_sha256"`
-		StateSize     int64     `json:"state_size"`
+		ToolResultsID string           `json:"tool_results_id"`
+		Calls         []handedOverCall `json:"calls"`
+		Deadline      time.Time        `json:"deadline"`
+		StateSHA256   string           `json:"state_sha256"`
+		StateSize     int64            `json:"state_size"`
 	}{rec.ID, calls, rec.Deadline, ref.SHA256, ref.Size})}
 	// A failed write leaves an orphan blob under the run's prefix; purge
 	// deletes the prefix with the run.
@@ -398,4 +368,48 @@ func modelInput(t loop.Transcript, id string) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return nil, false
+}
+
+// handedOverCall is a call in the handed_over event. Edited calls keep the
+// model's input beside the approver's (the decision event's), as
+// tool_executed does for builtin and MCP calls: the state that holds it is
+// deleted with the run.
+type handedOverCall struct {
+	ID                  string          `json:"id"`
+	Tool                string          `json:"tool"`
+	Edited              bool            `json:"edited,omitempty"`
+	OriginalInput       json.RawMessage `json:"original_input,omitempty"`
+	OriginalInputSHA256 string          `json:"original_input_sha256,omitempty"`
+	OriginalInputSize   int             `json:"original_input_size,omitempty"`
+}
+
+// handedOverCalls lists the calls of the handed_over event: the originals
+// of edited calls whole while they fit half of MaxEventDataSize together
+// (as encoded: escapes count), each at most loop.MaxAuditInputBytes, the
+// others by digest and size.
+func handedOverCalls(st *loop.SuspendedState, rec *HandOverRecord) []handedOverCall {
+	calls := make([]handedOverCall, len(rec.Calls))
+	for i, c := range rec.Calls {
+		calls[i] = handedOverCall{ID: c.ID, Tool: c.Name}
+	}
+	budget := MaxEventDataSize / 2
+	for i, c := range st.HandOver.Calls {
+		if !c.Edited || i >= len(calls) {
+			continue
+		}
+		calls[i].Edited = true
+		orig, ok := modelInput(st.Transcript, c.ID)
+		if !ok {
+			continue
+		}
+		enc, err := json.Marshal(orig)
+		if err == nil && len(orig) <= loop.MaxAuditInputBytes && len(enc) <= budget {
+			calls[i].OriginalInput = orig
+			budget -= len(enc)
+			continue
+		}
+		sum := sha256.Sum256(orig)
+		calls[i].OriginalInputSHA256, calls[i].OriginalInputSize = hex.EncodeToString(sum[:]), len(orig)
+	}
+	return calls
 }

@@ -30,6 +30,11 @@ import (
 // first write (model calls, reads) and then fails its condition; it
 // writes nothing and executes no write (a write needs its fence, a write).
 
+// ErrSnapshotAltered is ClaimSnapshot's answer (EInvalid) to a snapshot
+// whose WriteID does not digest its content: a job edited after its
+// dispatch, or a row of a version before the digests.
+var ErrSnapshotAltered = Errorf(EInvalid, "the snapshot is not the row its write committed: its content does not match its write id")
+
 // SealWriteID gives r the WriteID of a write that commits it as it is:
 // call it after every other change of the row. Store's writes do; tests
 // use it to make a consistent snapshot that is not the stored row.

@@ -137,7 +137,6 @@ func TestRecoverDispatchesWaitingWorkAtOnce(t *testing.T) {
 func TestRecoverTakesOverAPreviousProcessesRuns(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	e.sweeper.Owner = "this"
 	running := func(owner string) *runs.Run {
 		r := e.start(t)
 		cur, err := e.store.ClaimOnWrite(ctx, r.ID, owner)
@@ -154,6 +153,13 @@ func TestRecoverTakesOverAPreviousProcessesRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, sum.Reaped, "an ordinary sweep waits out the lease")
 
+	e.sweeper.Owner = ""
+	sum, err = e.sweeper.Recover(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, sum.Reaped, "a sweeper that does not know its own workers ends no lease")
+	assert.Equal(t, "gone/w1", e.get(t, dead.ID).LeaseOwner)
+
+	e.sweeper.Owner = "this"
 	sum, err = e.sweeper.Recover(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Reaped)

@@ -144,6 +144,9 @@ func (s *Sweeper) Recover(ctx context.Context) (SweepSummary, error) {
 		for _, r := range page {
 			switch {
 			case r.Status == runs.StatusQueued || r.Status == runs.StatusResuming:
+				if r.DueAt.After(at.Add(s.Store.DispatchGrace())) {
+					continue // dispatched in this pass already (its due time moved on), or not ours to hurry
+				}
 			case r.Status == runs.StatusRunning && !r.LeaseExpired(at) && s.Owner != "" && !strings.HasPrefix(r.LeaseOwner, s.Owner+"/"):
 				// Ended here, taken over by the Sweep below (as after
 				// an expired lease).

@@ -204,12 +204,22 @@ func (w *Worker) claim(ctx context.Context, job Job, owner string, log *slog.Log
 		if err == nil {
 			return cur, true, nil
 		}
+		if errors.Is(err, runs.ErrSnapshotAltered) {
+			// Someone edited the job (or a deploy is under way): worth
+			// seeing, as a forged decision would be.
+			log.WarnContext(ctx, "job's snapshot does not match its write id; reading the run", "job", job.Kind)
+			return w.claimByReading(ctx, job, owner)
+		}
 		why = runs.ErrorMessage(err)
 	}
 	if why != "" {
 		log.InfoContext(ctx, "snapshot not used; reading the run", "why", why)
 	}
-	cur, err = w.Store.ClaimOnWrite(ctx, job.RunID, owner)
+	return w.claimByReading(ctx, job, owner)
+}
+
+func (w *Worker) claimByReading(ctx context.Context, job Job, owner string) (*runs.Run, bool, error) {
+	cur, err := w.Store.ClaimOnWrite(ctx, job.RunID, owner)
 	return cur, false, err
 }
 

@@ -249,8 +249,10 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 }
 
 // requestToken makes TransactWriteItems idempotent for the SDK's retries:
-// every write carries a fresh random WriteID (32 hex digits), so a retry of
-// the same write is deduplicated and no other write shares its token.
+// every write carries a fresh WriteID (32 hex digits: random, or random
+// and a digest of the row, whose version and time differ from any other
+// write's; runs.SealWriteID), so a retry of the same write is
+// deduplicated and no other write shares its token.
 func requestToken(w runs.Write) *string {
 	if w.Run.WriteID == "" || len(w.Run.WriteID) > 36 {
 		return nil
