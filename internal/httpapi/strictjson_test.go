@@ -68,6 +68,8 @@ func sameAsJSONv2[T any](t *testing.T, body []byte) {
 		// zero value, decodeStrict refuses it (as the spec's types do).
 	case gotErr == nil || wantErr == nil:
 		t.Errorf("%T from %q: decodeStrict %v, JSON v2 %v", got, body, gotErr, wantErr)
+	case refusedNull(gotErr):
+		// Both refuse, JSON v2 for something after the null it takes.
 	default:
 		g, w := jsonProblem(gotErr), v2Problem(wantErr)
 		// JSON v2 leaves the number out of some of its errors (a number in
@@ -112,7 +114,7 @@ var strictSeeds = []string{
 	`{"tool_results_id":"tr_1","results":[{"call_id":"c1","content":"ok","is_error":false}]}`,
 	`{"prompt":`, `{"prompt" "x"}`, `{"Prompt":"x"}`, `{"prompt":"x","prompt":"y"}`, `{"metadata":{"a":"1","a":"2"}}`,
 	`[1]`, `1`, `"s"`, `null`, `true`, `{}`, `{} {}`, `{}x`, `{"max_iterations":1.5}`, `{"max_iterations":"3"}`,
-	`{"max_iterations":99999999999999999999}`, `{"max_tokens":-1e3}`, `{"four_eyes":null}`, `{"four_eyes":"yes"}`,
+	`{"max_iterations":99999999999999999999}`, `{"max_tokens":-1e3}`, `{"four_eyes":null}`, `{"four_eyes":"yes"}`, `{"prompt":null,"colour":1}`, `{"prompt":null,"prompt":"x"}`,
 	`{"approvers":"bob"}`, `{"approvers":[1]}`, `{"approvers":[null]}`, `{"metadata":{"a":1}}`, `{"metadata":[]}`,
 	`{"messages":[{"role":1}]}`, `{"messages":[{"content":[{"input":{"x":1,"x":2}}]}]}`, `{"prompt":"x\ud800"}`,
 	"{\"prompt\":\"x\xff\"}", `{"calls":[{"call_id":"a","colour":1}]}`, `{"calls":{}}`, `{"action":true}`, `{"turn_digest":{"a":[1,2]}}`,
