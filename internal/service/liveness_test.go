@@ -171,9 +171,5 @@ func TestRecoverTakesOverAPreviousProcessesRuns(t *testing.T) {
 	assert.Equal(t, runs.StatusWaiting, got.Status, "taken over from its request (no write had happened)")
 	evs, err := e.store.Events(ctx, dead.ID, 0, 100)
 	require.NoError(t, err)
-	var types []string
-	for _, ev := range evs {
-		types = append(types, ev.Type)
-	}
-	assert.Contains(t, types, runs.EventReclaimed)
+	assert.Contains(t, eventTypes(evs), runs.EventReclaimed)
 }

@@ -184,11 +184,7 @@ func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
 	assert.Equal(t, runs.StatusWaiting, e.get(t, queued.ID).Status)
 	evs, err := e.store.Events(ctx, lost.ID, 0, 100)
 	require.NoError(t, err)
-	var types []string
-	for _, ev := range evs {
-		types = append(types, ev.Type)
-	}
-	assert.Contains(t, types, runs.EventReclaimed)
+	assert.Contains(t, eventTypes(evs), runs.EventReclaimed)
 
 	e.clock.Advance(49 * time.Hour) // past retention of the settled runs
 	sum, err = e.sweeper.Sweep(ctx)
