@@ -59,6 +59,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	m, ok := allRoutes.LookupEscaped(r.Method, r.URL.EscapedPath())
 	if !ok {
+		if strings.HasPrefix(path, "/approvals/") {
+			// A person's browser, on a link's address spelled otherwise
+			// (a slash added): the problem page, as on every link route.
+			refusePage(w, r, http.StatusNotFound, "This approval link's address is not valid")
+			return
+		}
 		writeJSON(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+path)
 		return
 	}

@@ -242,3 +242,22 @@ func TestAnEscapedSlashStaysInItsParameter(t *testing.T) {
 		t.Errorf("got %d, resource %q, parameters %v", w.Code, got.Resource, got.PathParameters)
 	}
 }
+
+// TestALinkAddressSpelledOtherwiseIsAPage: a link route's path with a
+// slash added is no route, answered as the link routes answer a browser.
+func TestALinkAddressSpelledOtherwiseIsAPage(t *testing.T) {
+	var calls atomic.Int64
+	g := &Gateway{StartRun: echoHandler(&calls), Resume: echoHandler(&calls), Tokens: map[string]string{"good": "alice"}}
+	for _, path := range []string{"/approvals/abc/", "/approvals//abc"} {
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != 404 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
+			t.Errorf("%s: %d %q", path, w.Code, w.Header().Get("Content-Type"))
+		}
+	}
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, httptest.NewRequest("GET", "/runs/r1/", nil))
+	if w.Code != 404 || !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
+		t.Errorf("/runs/r1/: %d %q", w.Code, w.Header().Get("Content-Type"))
+	}
+}

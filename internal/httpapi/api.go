@@ -240,14 +240,8 @@ func decodeJSON(req events.APIGatewayProxyRequest, max int, v any) error {
 // decodeJSONGiven is decodeJSON, also returning the members the body gives
 // (not null), by JSON pointer ("/results/0/content").
 func decodeJSONGiven(req events.APIGatewayProxyRequest, max int, v any) (givenMembers, error) {
-	if ct := header(req, "Content-Type"); ct != "" {
-		// JSON is UTF-8 (RFC 8259), so a charset other than that is refused
-		// rather than ignored. No Content-Type at all is taken as JSON, as
-		// API Gateway does.
-		mt, params, err := mime.ParseMediaType(ct)
-		if cs, ok := params["charset"]; err != nil || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
-			return nil, errorf(runs.EUnsupportedMedia, "Content-Type must be application/json (charset utf-8, if any)")
-		}
+	if err := jsonMediaType(req); err != nil {
+		return nil, err
 	}
 	b, err := body(req, max)
 	if err != nil {
@@ -265,6 +259,21 @@ func decodeJSONGiven(req events.APIGatewayProxyRequest, max int, v any) (givenMe
 		return nil, errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
 	}
 	return given, nil
+}
+
+// jsonMediaType refuses (415) a Content-Type other than JSON. JSON is
+// UTF-8 (RFC 8259), so a charset other than that is refused rather than
+// ignored. No Content-Type at all is taken as JSON, as API Gateway does.
+func jsonMediaType(req events.APIGatewayProxyRequest) error {
+	ct := header(req, "Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if cs, ok := params["charset"]; err != nil || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
+		return errorf(runs.EUnsupportedMedia, "Content-Type must be application/json (charset utf-8, if any)")
+	}
+	return nil
 }
 
 // jsonProblem describes a decoding error for the caller, naming the member

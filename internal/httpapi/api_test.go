@@ -431,6 +431,10 @@ func TestCancelTakesNoBodyOrAnEmptyObject(t *testing.T) {
 	plain.Headers["Content-Type"] = "text/plain"
 	status, out := f.call(plain)
 	assert.Equal(t, 415, status, "a body is JSON, as on every route: %v", out)
+	blank := req("POST", path(), alice, "   ")
+	blank.Headers["Content-Type"] = "text/plain"
+	status, out = f.call(blank)
+	assert.Equal(t, 415, status, "a blank body sent as text too: %v", out)
 	for _, body := range []string{"", "{}", "{ }\n", " {}", "{" + strings.Repeat(" ", 1022) + "}", " \n"} {
 		status, out := f.call(req("POST", path(), alice, body))
 		assert.Equal(t, 200, status, "body %q: %v", body, out)

@@ -141,7 +141,9 @@ func pageStart(text string, offset, budget int, cost func(r rune, size int) int)
 	for at < offset {
 		_, at = textPage(text, at, budget, cost)
 	}
-	return at == offset
+	// The end is no page's start (no next_offset points there), unless
+	// the text is empty.
+	return at == offset && (offset < len(text) || offset == 0)
 }
 
 // textPage returns the text from offset on whose characters cost at most

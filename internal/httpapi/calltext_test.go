@@ -50,7 +50,7 @@ func TestPageStart(t *testing.T) {
 	for _, c := range []struct {
 		offset int
 		want   bool
-	}{{0, true}, {next, true}, {next - 2, false}, {1, false}, {len(text), true}} {
+	}{{0, true}, {next, true}, {next - 2, false}, {1, false}, {len(text), false}} {
 		if got := pageStart(text, c.offset, budget, jsonCost); got != c.want {
 			t.Errorf("pageStart at %d of %d (first page ends at %d) = %v", c.offset, len(text), next, got)
 		}

@@ -414,7 +414,11 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
 	if b, err := body(req, routes.MaxCancelBody); err != nil {
 		return events.APIGatewayProxyResponse{}, err
-	} else if len(bytes.TrimSpace(b)) > 0 {
+	} else if len(b) > 0 && len(bytes.TrimSpace(b)) == 0 {
+		if err := jsonMediaType(req); err != nil {
+			return events.APIGatewayProxyResponse{}, err // blank, but sent as something else than JSON
+		}
+	} else if len(b) > 0 {
 		// No body, or an empty JSON object (whitespace and all), sent as
 		// JSON like every other body.
 		var empty struct{}

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -426,9 +427,25 @@ func (tb *Toolbox) ValidateInput(name string, input json.RawMessage) error {
 		return fmt.Errorf("input is not valid JSON: %w", err)
 	}
 	if err := s.Validate(v); err != nil {
-		return fmt.Errorf("input does not match the schema of %q: %s", name, oneLine(err.Error()))
+		return fmt.Errorf("input does not match the schema of %q: %s", name, inputProblem(err))
 	}
 	return nil
+}
+
+// inputProblem is a validation error as one line for the caller: the
+// validator prints a null value as Go's "<invalid reflect.Value>", and it
+// quotes the value it refuses, which may be large.
+func inputProblem(err error) string {
+	msg := strings.ReplaceAll(oneLine(err.Error()), "<invalid reflect.Value>", "null")
+	const max = 1000
+	if len(msg) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
 }
 
 // toolEntry is a tool's compiled schema and definition hash. For a
