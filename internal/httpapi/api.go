@@ -261,6 +261,20 @@ func decodeJSONGiven(req events.APIGatewayProxyRequest, max int, v any) (givenMe
 	return given, nil
 }
 
+// plainInteger reports whether s is written as the spec's integers are:
+// digits without a sign or leading zeros ("0", "74"; not "+0" or "0074").
+func plainInteger(s string) bool {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // jsonMediaType refuses (415) a Content-Type other than JSON. JSON is
 // UTF-8 (RFC 8259), so a charset other than that is refused rather than
 // ignored. No Content-Type at all is taken as JSON, as API Gateway does.
@@ -410,7 +424,7 @@ func queryInt(req events.APIGatewayProxyRequest, name string, def, minV, maxV in
 		return def, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64) // "" (?wait=) too is no integer
-	if err != nil || n < minV || n > maxV {
+	if err != nil || n < minV || n > maxV || !plainInteger(s) {
 		return 0, errorf(runs.EBadRequest, "query parameter %s must be an integer from %d to %d", name, minV, maxV)
 	}
 	return n, nil

@@ -56,3 +56,11 @@ func TestPageStart(t *testing.T) {
 		}
 	}
 }
+
+func TestPlainInteger(t *testing.T) {
+	for s, want := range map[string]bool{"0": true, "74": true, "1000": true, "": false, "+0": false, "0074": false, "-1": false, "1e3": false, " 1": false} {
+		if got := plainInteger(s); got != want {
+			t.Errorf("plainInteger(%q) = %v", s, got)
+		}
+	}
+}
