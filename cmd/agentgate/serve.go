@@ -66,6 +66,9 @@ type serveOptions struct {
 	// segmentBudget, when positive, is how long a worker's segment may run
 	// before the run is checkpointed and continued by a new job.
 	segmentBudget time.Duration
+	// retention is how long settled runs are kept on the embedded store
+	// (0: AGENTGATE_RETENTION, else runs.DefaultRetention).
+	retention time.Duration
 }
 
 // localServer is a running local agentgate.
@@ -176,7 +179,15 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 		if err := seedDocuments(o.dir); err != nil {
 			return nil, nil, nil, fmt.Errorf("seed documents: %w", err)
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget})
+		retention := o.retention
+		if retention <= 0 {
+			r, err := config.RetentionFrom(os.Getenv)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			retention = r
+		}
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -188,6 +199,9 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	}
 	if cfg.PublicBaseURL == "" || o.publicURL != "" {
 		cfg.PublicBaseURL = base // --public-url over AGENTGATE_PUBLIC_BASE_URL
+	}
+	if o.retention > 0 {
+		cfg.Retention = o.retention // --retention over AGENTGATE_RETENTION
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -290,6 +304,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable; visible to other local users in the process list: prefer --token-file); default: one generated for principal 'local-user'")
 	fs.Func("token-file", "file of bearer tokens, one principal=token per line (blank lines and lines starting with # are skipped; repeatable)", tokens.readFile)
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
+	retention := fs.Duration("retention", 0, "how long settled runs are kept before the sweep purges them (default: $"+config.EnvRetention+", else 720h)")
 	segment := fs.Duration("segment-budget", 0, "how long a worker works on a run before it checkpoints it and continues it in a new job (0: no limit; a Lambda stops before its timeout)")
 	store := fs.String("store", "embedded", "embedded (bbolt file in --dir) or aws (DynamoDB+S3 named by AGENTGATE_TABLE and AGENTGATE_BUCKET, endpoint from AWS_ENDPOINT_URL)")
 	whFile := fs.String("webhook-secret-file", "", "enable webhooks, signing with the whsec_ secrets in this file (created with a new secret when missing)")
@@ -303,6 +318,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *retention != 0 && (*retention < time.Second || *retention > 10*365*24*time.Hour) {
+		return fmt.Errorf("--retention %s: want a duration from 1s to 87600h", *retention)
+	}
 	if len(tokens) == 0 {
 		tok := gateway.NewToken()
 		tokens = tokenFlag{tok: "local-user"}
@@ -313,7 +331,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := startLocal(ctx, serveOptions{addr: *addr, publicURL: *public, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, publicURL: *public, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment, retention: *retention})
 	if err != nil {
 		return err
 	}

@@ -111,6 +111,12 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 	return c, nil
 }
 
+// RetentionFrom reads AGENTGATE_RETENTION alone (serve on the embedded
+// store, which needs none of the rest): runs.DefaultRetention when unset.
+func RetentionFrom(getenv func(string) string) (time.Duration, error) {
+	return duration(getenv, EnvRetention, runs.DefaultRetention, time.Second, 10*365*24*time.Hour)
+}
+
 func duration(getenv func(string) string, name string, def, lo, hi time.Duration) (time.Duration, error) {
 	s := getenv(name)
 	if s == "" {

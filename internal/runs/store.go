@@ -99,3 +99,6 @@ func (s *Store) DispatchGrace() time.Duration { return s.opts.DispatchGrace }
 
 // LeaseTTL is how long a claim or a renewal holds a run.
 func (s *Store) LeaseTTL() time.Duration { return s.opts.LeaseTTL }
+
+// Retention is how long a settled run is kept before the sweep purges it.
+func (s *Store) Retention() time.Duration { return s.opts.Retention }
