@@ -143,6 +143,14 @@ func TestErrors(t *testing.T) {
 			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{}})
 			return err
 		}, 422, client.CodeUnprocessable},
+		{"start: approvers left nil", func() error {
+			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x"})
+			return err
+		}, 422, client.CodeUnprocessable},
+		{"start: a message's content left nil", func() error {
+			_, err := alice.StartRun(ctx, client.StartRunRequest{Messages: []client.Message{{Role: "user"}}, Approvers: []string{"bob"}})
+			return err
+		}, 422, client.CodeUnprocessable},
 		{"start: unknown tool", func() error {
 			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, AllowedTools: []string{"rm_rf"}})
 			return err

@@ -16,6 +16,20 @@ import (
 // StartRun starts a run (POST /runs). The answer comes at once, with the
 // run QUEUED; use Wait to follow it.
 func (c *Client) StartRun(ctx context.Context, req StartRunRequest) (*Run, error) {
+	// Go's nil slice encodes as null, which the API refuses as a wrong
+	// type; sent empty, a missing approver or block gets the API's own
+	// answer ("at least one approver").
+	if req.Approvers == nil {
+		req.Approvers = []string{}
+	}
+	if req.Messages != nil {
+		req.Messages = slices.Clone(req.Messages)
+		for i := range req.Messages {
+			if req.Messages[i].Content == nil {
+				req.Messages[i].Content = []Block{}
+			}
+		}
+	}
 	var r Run
 	if err := c.do(ctx, "POST", "/runs", req, &r); err != nil {
 		return nil, err
@@ -129,6 +143,9 @@ func (c *Client) ClientCallInput(ctx context.Context, id string, call ClientCall
 // of concurrent submissions exactly one wins, the others get a 409 Error.
 // Only the initiator or a tool executor of the run may submit (403).
 func (c *Client) SubmitToolResults(ctx context.Context, id string, res ToolResults) (*Run, error) {
+	if res.Results == nil {
+		res.Results = []ToolResult{} // not null (see StartRun)
+	}
 	var r Run
 	if err := c.do(ctx, "POST", "/runs/"+url.PathEscape(id)+"/tool-results", res, &r); err != nil {
 		return nil, err
