@@ -28,6 +28,7 @@ import (
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/service"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
 
@@ -131,6 +132,18 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	srv := newHTTPServer(gw)
 	ctx, stop := context.WithCancel(ctx)
 	s := &localServer{URL: base, App: a, Dispatcher: disp, closeStore: closeStore, tools: tools, srv: srv, done: make(chan struct{}), stop: stop}
+	// A transition that schedules a webhook delivery names its run here,
+	// and the sweep's goroutine makes the first attempt at once; a notice
+	// dropped because the queue is full waits for the next sweep.
+	scheduled := make(chan string, 1024)
+	if a.Sweeper.Webhooks != nil {
+		a.Sweeper.Store.NotifyScheduled(func(runID string) {
+			select {
+			case scheduled <- runID:
+			default:
+			}
+		})
+	}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		defer close(s.done)
@@ -143,7 +156,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		} else {
 			_, _ = a.Sweeper.Sweep(ctx)
 		}
-		every(ctx, o.sweepEvery, func() { _, _ = a.Sweeper.Sweep(ctx) })
+		sweepAndDeliver(ctx, o.sweepEvery, a.Sweeper, scheduled)
 	}()
 	return s, nil
 }
@@ -459,6 +472,29 @@ func newHTTPServer(h http.Handler) *http.Server {
 
 // every calls fn every period until ctx ends, and returns when it does; a
 // period of zero or less never calls fn.
+// sweepAndDeliver sweeps every period (never when period is 0) and, in
+// between, makes the first webhook attempts of the runs scheduled names:
+// one goroutine does both, so a sweep and a delivery never attempt the
+// same entry at once.
+func sweepAndDeliver(ctx context.Context, period time.Duration, sw *service.Sweeper, scheduled <-chan string) {
+	var tick <-chan time.Time
+	if period > 0 {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			_, _ = sw.Sweep(ctx)
+		case id := <-scheduled:
+			_, _ = sw.DeliverRun(ctx, id)
+		}
+	}
+}
+
 func every(ctx context.Context, period time.Duration, fn func()) {
 	if period <= 0 {
 		<-ctx.Done()

@@ -72,7 +72,7 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 	}
 	next.Version = cur.Version + 1
 	next.UpdatedAt = now
-	s.schedule(cur, next, &w, now)
+	scheduled := s.schedule(cur, next, &w, now)
 	next.DueAt = s.dueAt(next)
 	for i := range w.Events {
 		next.LastSeq++
@@ -87,12 +87,14 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 	s.watch.changed(cur.ID)
 	if err != nil {
 		fresh, err := s.explain(ctx, cur, w, err)
-		if fresh != nil && fresh.WriteID == next.WriteID {
-			// Our own write landed and only its response was lost (an SDK
-			// retry then failed its condition): that is success.
-			return next.Clone(), nil, nil
+		// Unless our own write landed and only its response was lost (an
+		// SDK retry then failed its condition), which is success.
+		if fresh == nil || fresh.WriteID != next.WriteID {
+			return nil, fresh, err
 		}
-		return nil, fresh, err
+	}
+	if scheduled {
+		s.notifyScheduled(next)
 	}
 	return next.Clone(), nil, nil
 }

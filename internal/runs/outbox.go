@@ -48,18 +48,18 @@ const (
 )
 
 // schedule adds the outbox entries of the transition cur -> next to next,
-// and the matching events to w.
-func (s *Store) schedule(cur, next *Run, w *Write, now time.Time) {
+// and the matching events to w; it reports whether it added any.
+func (s *Store) schedule(cur, next *Run, w *Write, now time.Time) (added bool) {
 	if s.opts.Outbound == nil || next.Webhook == nil {
-		return
+		return false
 	}
 	if next.Status == cur.Status && next.SuspensionID == cur.SuspensionID {
-		return
+		return false
 	}
 	entries, err := s.opts.Outbound(next, now)
 	if err != nil {
 		s.opts.Logger.Warn("webhook not scheduled", "run_id", next.ID, "status", next.Status, "err", err)
-		return
+		return false
 	}
 	for _, e := range entries {
 		if slices.ContainsFunc(next.Outbox, func(o OutboxEntry) bool { return o.ID == e.ID }) {
@@ -72,6 +72,29 @@ func (s *Store) schedule(cur, next *Run, w *Write, now time.Time) {
 		}
 		next.Outbox = append(next.Outbox, e)
 		w.Events = append(w.Events, Event{Type: EventWebhookScheduled, Actor: "agentgate", Data: mustJSON(outboxEventData{ID: e.ID, Type: e.Type})})
+		added = true
+	}
+	return added
+}
+
+// NotifyScheduled has fn told the id of every run on which a write of this
+// Store scheduled outbox entries that may be sent at once (the run is
+// waiting or has ended), after the write is durable, so that a process
+// that sends deliveries can make their first attempt now rather than at
+// its next sweep. fn runs on the writer's goroutine and must not block; a
+// notice it drops costs only the wait for the next sweep. nil stops it.
+func (s *Store) NotifyScheduled(fn func(runID string)) {
+	if fn == nil {
+		s.scheduled.Store(nil)
+		return
+	}
+	s.scheduled.Store(&fn)
+}
+
+// notifyScheduled tells NotifyScheduled's function about r.
+func (s *Store) notifyScheduled(r *Run) {
+	if fn := s.scheduled.Load(); fn != nil && outboxSendable(r.Status) {
+		(*fn)(r.ID)
 	}
 }
 

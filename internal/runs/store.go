@@ -3,6 +3,7 @@ package runs
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +59,8 @@ type Store struct {
 	watch     rowWatch
 	stopWaits chan struct{}
 	stopOnce  sync.Once
+	// scheduled is NotifyScheduled's function (outbox.go).
+	scheduled atomic.Pointer[func(runID string)]
 }
 
 // NewStore returns a Store over the given adapters.

@@ -3,7 +3,9 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -33,6 +35,33 @@ type webhookAttemptData struct {
 	State   webhook.DeliveryState `json:"state"`
 	Next    time.Time             `json:"next_attempt_at,omitzero"`
 	Attempt webhook.Attempt       `json:"attempt"`
+}
+
+// DeliverRun makes the due webhook attempts of one run now: the first
+// attempt of a delivery its last write scheduled (runs.Store.NotifyScheduled
+// names the run), instead of at the next sweep. A run that is executing,
+// or is gone, is left to the sweep. Like Sweep, it must not run at the
+// same time as a Sweep of the same process (their attempts would not see
+// each other's records); serve runs both on one goroutine.
+func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, error) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	at := now()
+	sum := SweepSummary{started: at}
+	r, err := s.Store.Get(ctx, runID)
+	switch {
+	case runs.ErrorCode(err) == runs.ENotFound:
+		return sum, nil
+	case err != nil:
+		s.logger().WarnContext(ctx, "webhook: run not read for its first attempts; the sweep makes them", "run_id", runID, "err", err)
+		return sum, fmt.Errorf("deliver run %s: %w", runID, err)
+	}
+	if r.OutboxSendable() {
+		s.deliver(ctx, r, at, &sum, s.logger())
+	}
+	return sum, nil
 }
 
 // deliver makes one attempt at every due outbox entry of r and records each
@@ -74,7 +103,11 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 			a = webhook.Attempt{At: now, Outcome: webhook.OutcomeFailed, Error: errClassNotConfigured}
 			d.Record(a, sched)
 		default:
-			a = s.Webhooks.Send(ctx, d)
+			if made, ok := s.unrecorded.take(e.ID); ok {
+				a = made // made before; its record was refused (see below)
+			} else {
+				a = s.Webhooks.Send(ctx, d)
+			}
 			d.Record(a, sched)
 		}
 		sum.Deliveries++
@@ -94,7 +127,15 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 		fresh, err := s.Store.RecordOutbox(ctx, r, e.ID, next, runs.Event{Type: runs.EventWebhookAttempt, Actor: "purge", Data: data})
 		if err != nil {
 			// The attempt stays unrecorded and is made again (same
-			// webhook-id): at least once.
+			// webhook-id): at least once. One that ended the delivery
+			// (the receiver took it, or said 410) is remembered by this
+			// process instead: when the run moved on meanwhile (a
+			// decision taken as soon as the receiver was told), the
+			// entry comes up again once the run stops, and is then
+			// recorded as it was rather than sent again.
+			if d.State != webhook.DeliveryPending && s.Webhooks != nil {
+				s.unrecorded.keep(e.ID, a)
+			}
 			log.WarnContext(ctx, "sweep: webhook attempt not recorded", "run_id", r.ID, "webhook_id", e.ID, "err", err)
 			return r
 		}
@@ -103,4 +144,34 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 		r = fresh
 	}
 	return r
+}
+
+// maxUnrecorded bounds the attempts a process remembers as made but not
+// recorded; past it, such an attempt is made again (at least once).
+const maxUnrecorded = 1024
+
+// unrecordedAttempts are attempts that ended their delivery but whose
+// record was refused, by webhook-id.
+type unrecordedAttempts struct {
+	mu   sync.Mutex
+	made map[string]webhook.Attempt
+}
+
+func (u *unrecordedAttempts) keep(id string, a webhook.Attempt) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.made == nil {
+		u.made = map[string]webhook.Attempt{}
+	}
+	if len(u.made) < maxUnrecorded {
+		u.made[id] = a
+	}
+}
+
+func (u *unrecordedAttempts) take(id string) (webhook.Attempt, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a, ok := u.made[id]
+	delete(u.made, id)
+	return a, ok
 }

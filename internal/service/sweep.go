@@ -67,6 +67,8 @@ type Sweeper struct {
 	// begin with Owner + "/"): Recover takes the other owners' leases for
 	// dead ones.
 	Owner string
+	// unrecorded holds attempts made but not recorded (deliver.go).
+	unrecorded unrecordedAttempts
 }
 
 // Sweep runs one pass and logs a summary line.

@@ -96,6 +96,31 @@ func testOutbox(t *testing.T, h Harness) {
 		assert.Equal(t, string(runs.StatusCancelled), r.Outbox[0].Type)
 	})
 
+	t.Run("NotifyScheduled names a run whose new entries may be sent", func(t *testing.T) {
+		var named []string
+		e.Store.NotifyScheduled(func(id string) { named = append(named, id) })
+		defer e.Store.NotifyScheduled(nil)
+		r := create()
+		r, err := e.Store.Claim(ctx, r.ID, "w1")
+		require.NoError(t, err)
+		assert.Empty(t, named, "a claim schedules nothing")
+		sp, _ := e.Suspension(r, "s1")
+		r, err = e.Store.Suspend(ctx, r, "w1", sp)
+		require.NoError(t, err)
+		assert.Equal(t, []string{r.ID}, named, "the suspension scheduled an entry on a waiting run")
+		r, err = e.Store.RecordOutbox(ctx, r, r.Outbox[0].ID, nil, runs.Event{})
+		require.NoError(t, err)
+		assert.Len(t, named, 1, "recording an attempt schedules nothing")
+		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decision: Approve, Decider: "bob", Via: runs.ViaAPI})
+		require.NoError(t, err)
+		r, err = e.Store.Claim(ctx, r.ID, "w1")
+		require.NoError(t, err)
+		assert.Len(t, named, 1, "nothing new while it executes")
+		_, err = e.Store.Settle(ctx, r, "w1", runs.Settlement{Status: runs.StatusCompleted})
+		require.NoError(t, err)
+		assert.Equal(t, []string{r.ID, r.ID}, named, "the settle scheduled the terminal entry")
+	})
+
 	t.Run("not while executing", func(t *testing.T) {
 		r := create()
 		r, err := e.Store.Claim(ctx, r.ID, "w1")

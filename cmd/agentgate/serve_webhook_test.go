@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/webhook"
+)
+
+// TestServeSendsAWebhookAtOnce: the local server makes a delivery's first
+// attempt as soon as the transition that scheduled it is written, not at
+// its next sweep (an hour away here, and the start-up sweep ran before the
+// run existed): the receiver is told the run waits, and then that it
+// completed, each verified with the Standard Webhooks reference library.
+// The receiver approves before it answers the first delivery, so the run
+// is resuming when that attempt is recorded (refused: a record never
+// conflicts with a worker); the attempt is recorded once the run stops,
+// not made again, so the next delivery is the completion.
+func TestServeSendsAWebhookAtOnce(t *testing.T) {
+	secret, err := webhook.GenerateSecret()
+	require.NoError(t, err)
+	signer, err := webhook.NewSigner(secret)
+	require.NoError(t, err)
+	verifier, err := standardwebhooks.NewWebhook(secret)
+	require.NoError(t, err)
+
+	type got struct {
+		verified bool
+		payload  webhook.Payload
+	}
+	type pendingRun struct {
+		Pending struct {
+			TurnDigest string `json:"turn_digest"`
+		} `json:"pending"`
+	}
+	received := make(chan got, 16)
+	var bob *apitest.Caller
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		g := got{verified: verifier.Verify(body, r.Header) == nil}
+		_ = json.Unmarshal(body, &g.payload)
+		if g.payload.Type == "run.waiting_for_approval" {
+			id := g.payload.Data.RunID
+			var run pendingRun
+			err := bob.DoJSON(r.Context(), "GET", "/runs/"+id, nil, http.StatusOK, &run)
+			if err == nil {
+				err = bob.DoJSON(r.Context(), "POST", "/runs/"+id+"/decision",
+					map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+			}
+			assert.NoError(t, err, "the decision the receiver takes")
+		}
+		received <- g
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rcv.Close)
+
+	allow, err := webhook.ParseAllowList("127.0.0.1")
+	require.NoError(t, err)
+	s, err := startLocal(context.Background(), serveOptions{addr: "127.0.0.1:0", dir: t.TempDir(),
+		tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}, sweepEvery: time.Hour,
+		mailOut: io.Discard, logger: slog.New(slog.DiscardHandler),
+		webhooks: &app.Webhooks{Signer: signer, Policy: webhook.Policy{AllowHTTP: true, Allow: allow}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	alice := &apitest.Caller{URL: s.URL, Token: "alice-token"}
+	bob = &apitest.Caller{URL: s.URL, Token: "bob-token"}
+
+	next := func(want string) got {
+		t.Helper()
+		select {
+		case g := <-received:
+			assert.True(t, g.verified, "signature")
+			assert.Equal(t, want, string(g.payload.Type))
+			return g
+		case <-time.After(time.Minute): // a guard against hanging, not a speed check
+			t.Fatalf("no %s delivery without a sweep", want)
+			return got{}
+		}
+	}
+
+	var run struct {
+		ID string `json:"id"`
+	}
+	alice.Do(t, "POST", "/runs", map[string]any{
+		"prompt":      "The Team plan now costs 12 EUR per user and month. Update the pricing page.",
+		"approvers":   []string{"bob"},
+		"webhook_url": rcv.URL + "/hooks",
+	}, http.StatusAccepted, &run)
+	assert.Equal(t, run.ID, next("run.waiting_for_approval").payload.Data.RunID)
+	assert.Equal(t, run.ID, next("run.completed").payload.Data.RunID, "the first delivery is not sent again")
+	alice.WaitStatus(t, run.ID, "COMPLETED", nil)
+
+	// The completion's attempt is recorded after the receiver answered.
+	var attempts []string
+	for deadline := time.Now().Add(time.Minute); len(attempts) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var events struct {
+			Events []struct {
+				Type string         `json:"type"`
+				Data map[string]any `json:"data"`
+			} `json:"events"`
+		}
+		alice.Do(t, "GET", "/runs/"+run.ID+"/events", nil, http.StatusOK, &events)
+		attempts = attempts[:0]
+		for _, e := range events.Events {
+			if e.Type == "webhook_attempt" {
+				attempts = append(attempts, e.Data["type"].(string)+" "+e.Data["state"].(string))
+			}
+		}
+	}
+	assert.Equal(t, []string{"run.waiting_for_approval delivered", "run.completed delivered"}, attempts, "each attempt recorded once")
+}
