@@ -351,3 +351,49 @@ func TestGroupApproversOnly(t *testing.T) {
 		t.Errorf("the initiator got links: %v", mailed)
 	}
 }
+
+// TestAnEditStaysUnderItsRule: an approver's edit is judged by the policy
+// as the call would have been (the tester's bypass: an approver the run
+// named, outside finance, edited a write onto the pricing page, and a
+// delete onto a production document a deny rule protects). Both are 422
+// and nothing is written; an edit that stays under the call's rule runs.
+func TestAnEditStaysUnderItsRule(t *testing.T) {
+	sc := script(toolUse("w1", "write_document", `{"path":"pages/x.md","text":"x\n"}`))
+	s, c := policyServer(t, sc, testDirectory, testPolicy)
+	_, run, _ := call(t, s, c, "POST", "/runs", "bob", jsonCT, `{"prompt":"p","approvers":["ann"]}`)
+	id := run["id"].(string)
+	run = waitAs(t, s, c, "bob", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	edit := func(input string) string {
+		return `{"turn_digest":"` + digest + `","calls":[{"call_id":"w1","action":"edit","input":` + input + `}]}`
+	}
+	status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, edit(`{"path":"pages/pricing.md","text":"Team: free (edited)\n"}`))
+	if status != 422 || !strings.Contains(errMessage(out), `falls under policy rule "pricing"`) {
+		t.Fatalf("edit onto the pricing page: %d %v, want 422 naming the pricing rule", status, out)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "content", "pages", "pricing.md")); err == nil {
+		b, _ := os.ReadFile(filepath.Join(s.Dir, "content", "pages", "pricing.md"))
+		if strings.Contains(string(b), "free (edited)") {
+			t.Fatal("the refused edit was written")
+		}
+	}
+	if status, out, _ = call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, edit(`{"path":"pages/y.md","text":"y\n"}`)); status != 202 {
+		t.Fatalf("edit under the same rule: %d %v", status, out)
+	}
+	waitAs(t, s, c, "bob", id, "COMPLETED")
+	if b, err := os.ReadFile(filepath.Join(s.Dir, "content", "pages", "y.md")); err != nil || string(b) != "y\n" {
+		t.Fatalf("pages/y.md = %q, %v", b, err)
+	}
+
+	sc = script(toolUse("d1", "delete_document", `{"path":"pages/x.md"}`))
+	s, c = policyServer(t, sc, testDirectory, testPolicy)
+	_, run, _ = call(t, s, c, "POST", "/runs", "bob", jsonCT, `{"prompt":"p","approvers":["ann"]}`)
+	id = run["id"].(string)
+	run = waitAs(t, s, c, "bob", id, "WAITING_FOR_APPROVAL")
+	digest = run["pending"].(map[string]any)["turn_digest"].(string)
+	body := `{"turn_digest":"` + digest + `","calls":[{"call_id":"d1","action":"edit","input":{"path":"prod/a.md"}}]}`
+	status, out, _ = call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, body)
+	if status != 422 || !strings.Contains(errMessage(out), `refused by policy rule "no-prod-deletes"`) {
+		t.Fatalf("edit of a delete onto prod/: %d %v, want 422 naming the deny rule", status, out)
+	}
+}

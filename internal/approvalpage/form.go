@@ -108,7 +108,18 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 	}
 	d := loop.Decision{TurnDigest: digest}
 
-	switch action := form.Get(FieldAction); action {
+	action := form.Get(FieldAction)
+	if action == ActionApprove || action == ActionDeny {
+		// A call marked otherwise than the whole turn's button (the form's
+		// radio buttons do not stop Approve all or Deny all): which one
+		// the approver meant is not for us to guess.
+		for _, c := range pending {
+			if choice := form.Get(CallFieldPrefix + c.ID); choice != "" && choice != action {
+				return loop.Decision{}, invalid("call %.80q is marked %s but the whole turn was sent as %s: press \"Submit per-call decisions\" to decide call by call, or clear that choice", c.ID, choice, action)
+			}
+		}
+	}
+	switch action {
 	case "":
 		return loop.Decision{}, invalid("the form has no action: press Approve or Deny")
 	case ActionApprove:

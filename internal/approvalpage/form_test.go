@@ -37,8 +37,12 @@ func TestParseDecision(t *testing.T) {
 	}{
 		{name: "approve", form: browser("digest", digest, "action", "approve"),
 			want: loop.Decision{TurnDigest: digest, Action: loop.ActionApprove}},
-		{name: "approve drops a typed reason and ignores radios", form: form("digest", digest, "action", "approve", "message", "meh", "call.toolu_01", "deny"),
+		{name: "approve drops a typed reason; a radio marked approve agrees", form: form("digest", digest, "action", "approve", "message", "meh", "call.toolu_01", "approve"),
 			want: loop.Decision{TurnDigest: digest, Action: loop.ActionApprove}},
+		{name: "approve all with a call marked deny", form: browser("digest", digest, "action", "approve", "call.toolu_01", "deny"),
+			wantErr: `call "toolu_01" is marked deny but the whole turn was sent as approve`},
+		{name: "deny all with a call marked approve", form: browser("digest", digest, "action", "deny", "call.toolu_02", "approve"),
+			wantErr: `call "toolu_02" is marked approve but the whole turn was sent as deny`},
 		{name: "deny with reason", form: form("digest", digest, "action", "deny", "message", "  wrong file\r\nuse b.md  ", "reason.toolu_01", "", "reason.toolu_02", ""),
 			want: loop.Decision{TurnDigest: digest, Action: loop.ActionDeny, Message: "wrong file\nuse b.md"}},
 		{name: "deny without reason", form: form("digest", digest, "action", "deny"),

@@ -559,9 +559,9 @@ func TestPreviewsAreCapturedForApprovalCalls(t *testing.T) {
 func TestValidateDecisionMatchesResume(t *testing.T) {
 	_, st := heldTurn(t, &execLog{})
 	tools := testTools(t, &execLog{}, nil)
-	assert.NoError(t, loop.ValidateDecision(tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionDeny}))
-	assert.ErrorIs(t, loop.ValidateDecision(tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Action: loop.ActionDeny}), loop.ErrDigestMismatch)
-	assert.ErrorIs(t, loop.ValidateDecision(tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}}}), loop.ErrInvalidDecision)
+	assert.NoError(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionDeny}))
+	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Action: loop.ActionDeny}), loop.ErrDigestMismatch)
+	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}}}), loop.ErrInvalidDecision)
 }
 
 func TestTruncatedOrRefusedTurnsRunNoCalls(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -133,7 +135,7 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if err := heldTurnMatches(state); err != nil {
 		return Outcome{}, err
 	}
-	actions, err := resolveDecision(r.Tools, state.PendingCalls, state.TurnDigest, d)
+	actions, err := resolveDecision(ctx, r.Tools, r.Policy, state.PendingCalls, state.TurnDigest, d)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -148,7 +150,7 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if len(asked) > 0 {
 		// An edit is checked again against the schema the source confirmed
 		// (this process's copy may have been older).
-		if actions, err = resolveDecision(r.Tools, state.PendingCalls, state.TurnDigest, d); err != nil {
+		if actions, err = resolveDecision(ctx, r.Tools, r.Policy, state.PendingCalls, state.TurnDigest, d); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -198,11 +200,77 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 
 // ValidateDecision checks a decision against a held turn without running
 // anything: the digest, the shape, that every call needing approval is
-// decided, and that edits match the tool's schema. It returns an error
-// wrapping ErrDigestMismatch or ErrInvalidDecision.
-func ValidateDecision(tools *Toolbox, calls []PendingCall, digest string, d Decision) error {
-	_, err := resolveDecision(tools, calls, digest, d)
+// decided, and that edits match the tool's schema and stay under the
+// policy rule their call was held for (pol: the run's Policy; nil: none).
+// It returns an error wrapping ErrDigestMismatch or ErrInvalidDecision.
+func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision) error {
+	_, err := resolveDecision(ctx, tools, pol, calls, digest, d)
 	return err
+}
+
+// judgeEdit asks the run's Policy about a held call with its edited input,
+// as planning would have: the edit stands when the policy allows that
+// call, or holds it under the very rule and approval terms the call was
+// held for (the approver was found eligible under those). Otherwise an
+// edit could run what no rule let this approver approve: a path a deny
+// rule protects, or one a stricter rule reserves to other approvers or
+// more of them.
+func judgeEdit(ctx context.Context, pol Policy, tools *Toolbox, held PendingCall, input json.RawMessage) error {
+	if pol == nil {
+		return nil
+	}
+	tool, ok := tools.Lookup(held.Name)
+	if !ok {
+		return nil // refused before: unknown tools are not edited
+	}
+	def := tool.Definition()
+	e := PendingCall{ID: held.ID, Name: held.Name, Input: input, Effect: def.Effect}
+	e.NeedsApproval = needsApproval(tool, def, e)
+	applyVerdict(&e, pol(ctx, PolicyQuery{Call: e, Definition: def}))
+	switch {
+	case e.Denied != "":
+		return fmt.Errorf("the edited input is refused by policy rule %q: %s", e.Rule, e.Denied)
+	case !e.NeedsApproval:
+		return nil
+	case held.NeedsApproval && e.Rule == held.Rule && sameApproval(e.Approval, held.Approval):
+		return nil
+	}
+	return fmt.Errorf("with the edited input the call falls under policy rule %q%s, not under rule %q it was held for; approve or deny the call as it is (a denial's message can say what to do instead)",
+		e.Rule, approvalTerms(e.Approval), held.Rule)
+}
+
+// sameApproval reports whether two calls' approval terms are the same.
+func sameApproval(a, b *ApprovalRule) bool {
+	var x, y ApprovalRule
+	if a != nil {
+		x = *a
+	}
+	if b != nil {
+		y = *b
+	}
+	return slices.Equal(x.Approvers, y.Approvers) && max(x.RequiredApprovals, 1) == max(y.RequiredApprovals, 1) &&
+		x.FourEyes == y.FourEyes && x.AlwaysAsk == y.AlwaysAsk
+}
+
+// approvalTerms describes a rule's approval terms for an error message.
+func approvalTerms(a *ApprovalRule) string {
+	if a == nil {
+		return ""
+	}
+	var parts []string
+	if len(a.Approvers) > 0 {
+		parts = append(parts, "approvers "+strings.Join(a.Approvers, ", "))
+	}
+	if a.RequiredApprovals > 1 {
+		parts = append(parts, fmt.Sprintf("%d approvals", a.RequiredApprovals))
+	}
+	if a.FourEyes {
+		parts = append(parts, "four eyes")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }
 
 func (r *Runner) check() error {
@@ -247,8 +315,9 @@ func heldTurnMatches(state *SuspendedState) error {
 	return nil
 }
 
-// resolveDecision turns a decision into one CallDecision per pending call.
-func resolveDecision(tools *Toolbox, calls []PendingCall, digest string, d Decision) (map[string]CallDecision, error) {
+// resolveDecision turns a decision into one CallDecision per pending call;
+// pol (nil: none) judges edited inputs (judgeEdit).
+func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision) (map[string]CallDecision, error) {
 	if d.TurnDigest != digest {
 		return nil, fmt.Errorf("%w: decision names %q, the held turn is %q", ErrDigestMismatch, d.TurnDigest, digest)
 	}
@@ -311,6 +380,9 @@ func resolveDecision(tools *Toolbox, calls []PendingCall, digest string, d Decis
 				return nil, fmt.Errorf("%w: calls[%d]: edited input: %w", ErrInvalidDecision, i, err)
 			}
 			cd.Input = canon
+			if err := judgeEdit(ctx, pol, tools, c, canon); err != nil {
+				return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
+			}
 		default:
 			return nil, fmt.Errorf("%w: calls[%d]: action must be approve, deny or edit, got %q", ErrInvalidDecision, i, cd.Action)
 		}

@@ -138,7 +138,7 @@ func TestPolicyVerdictTravelsInTheState(t *testing.T) {
 
 	// A per-call decision on the denied call is refused; approving the turn
 	// runs the write and still denies the refused call.
-	err = loop.ValidateDecision(r.Tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{
+	err = loop.ValidateDecision(t.Context(), r.Tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{
 		{CallID: "w1", Action: loop.ActionApprove}, {CallID: "d1", Action: loop.ActionApprove}}})
 	require.ErrorIs(t, err, loop.ErrInvalidDecision)
 	assert.Contains(t, err.Error(), `refused by policy rule "no-deletes"`)
@@ -214,7 +214,7 @@ func TestRememberRefusals(t *testing.T) {
 			out, err := r.Run(context.Background(), request("go"))
 			require.NoError(t, err)
 			st := out.Suspended
-			err = loop.ValidateDecision(r.Tools, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{tt.cd}})
+			err = loop.ValidateDecision(t.Context(), r.Tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{tt.cd}})
 			require.ErrorIs(t, err, loop.ErrInvalidDecision)
 			assert.True(t, strings.Contains(err.Error(), tt.want), "got %v, want %q", err, tt.want)
 		})
@@ -298,4 +298,62 @@ func TestUnapprovableDeniesBeforeSuspending(t *testing.T) {
 		assert.True(t, d1.NeedsApproval)
 		assert.Empty(t, d1.Denied)
 	})
+}
+
+// byPath is a Policy on write_doc's path: prod/ is denied, pricing is held
+// for two of finance, drafts/ runs without approval, the rest is held
+// under the default rule.
+func byPath(_ context.Context, q loop.PolicyQuery) loop.Verdict {
+	var in struct{ Path string }
+	_ = json.Unmarshal(q.Call.Input, &in)
+	switch {
+	case strings.HasPrefix(in.Path, "prod/"):
+		return loop.Verdict{Action: loop.VerdictDeny, Rule: "no-prod", Message: "production is never written by an agent"}
+	case in.Path == "pricing":
+		return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "pricing",
+			Approval: &loop.ApprovalRule{Approvers: []string{"group:finance"}, RequiredApprovals: 2, FourEyes: true}}
+	case strings.HasPrefix(in.Path, "drafts/"):
+		return loop.Verdict{Action: loop.VerdictAllow, Rule: "drafts"}
+	case q.Call.NeedsApproval:
+		return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "default"}
+	}
+	return loop.Verdict{Action: loop.VerdictAllow, Rule: "default"}
+}
+
+// TestAnEditIsJudgedByThePolicy: an approver's edit is asked of the policy
+// as the call would have been: it stands under the rule the call was held
+// for, or when the policy lets it run unasked; an edit into a denied path
+// or under a rule with other approval terms is refused, when the decision
+// is checked and again when it is applied, and nothing runs.
+func TestAnEditIsJudgedByThePolicy(t *testing.T) {
+	log := &execLog{}
+	r := newRunner(t, scriptModel(asst(use("w1", "write_doc", `{"path":"notes","text":"x"}`)), asst(say("done"))), log)
+	r.Policy = byPath
+	out, err := r.Run(t.Context(), request("go"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	st := out.Suspended
+	require.Equal(t, "default", st.PendingCalls[0].Rule)
+	edit := func(input string) loop.Decision {
+		return loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionEdit, Input: json.RawMessage(input)}}}
+	}
+	for _, tt := range []struct{ input, want string }{
+		{`{"path":"prod/site","text":"x"}`, `refused by policy rule "no-prod": production is never written by an agent`},
+		{`{"path":"pricing","text":"0 EUR"}`, `falls under policy rule "pricing" (approvers group:finance; 2 approvals; four eyes), not under rule "default"`},
+	} {
+		err := loop.ValidateDecision(t.Context(), r.Tools, r.Policy, st.PendingCalls, st.TurnDigest, edit(tt.input))
+		require.ErrorIs(t, err, loop.ErrInvalidDecision, tt.input)
+		assert.Contains(t, err.Error(), tt.want)
+		_, err = r.Resume(t.Context(), st, edit(tt.input))
+		require.ErrorIs(t, err, loop.ErrInvalidDecision, "the worker checks it again")
+	}
+	assert.Empty(t, log.list(), "no refused edit ran")
+
+	for _, input := range []string{`{"path":"other","text":"y"}`, `{"path":"drafts/a","text":"y"}`} {
+		assert.NoError(t, loop.ValidateDecision(t.Context(), r.Tools, r.Policy, st.PendingCalls, st.TurnDigest, edit(input)), input)
+	}
+	out, err = r.Resume(t.Context(), st, edit(`{"path":"other","text":"y"}`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{`write_doc({"path":"other","text":"y"})`}, log.list())
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/toolpattern"
@@ -319,25 +320,56 @@ func (p *Policy) evaluate(ctx context.Context, rules []rule, call Call, v *vars)
 			continue
 		}
 		// Fail closed: the stricter of "it matched" and "it did not".
+		evalErr := fmt.Sprintf("rule %q: %v", r.ID, err)
 		asMatched := p.outcome(r)
-		if asMatched.Action == Allow {
-			asMatched = p.requireApproval(r.ID, nil, 0, false, false, r.Description)
-		}
-		asMatched.EvalError = fmt.Sprintf("rule %q: %v", r.ID, err)
 		if asMatched.Action == Deny {
+			asMatched.EvalError = evalErr
 			return asMatched
 		}
 		rest := p.evaluate(ctx, rules[i+1:], call, v)
-		if rest.Action.strictness() > asMatched.Action.strictness() {
-			rest.EvalError = asMatched.EvalError
-			return rest
-		}
-		return asMatched
+		o := stricter(asMatched, rest, p.requireApproval(r.ID, nil, 0, false, false, r.Description))
+		o.EvalError = evalErr
+		return o
 	}
 	if call.NeedsApproval {
 		return p.requireApproval(RuleDefault, nil, 0, false, false, "")
 	}
 	return Outcome{Action: Allow, Rule: RuleDefault}
+}
+
+// stricter is the outcome of a rule whose condition could not be
+// evaluated: matched (its own outcome, allow or require_approval) or not
+// (rest, what the rules after it give). A deny in rest wins. An allow rule
+// reads as require_approval, on rest's terms when rest requires approval
+// (they are at least the deployment's defaults, and may name approvers, a
+// quorum or four-eyes a later rule asks for), else on the defaults
+// (asked). Two require_approval readings take the approvers either names
+// (both naming different ones cannot be met as both: the call is denied),
+// the higher quorum, and four-eyes and always_ask when either asks for
+// them: an error never loosens what either reading would demand.
+func stricter(matched, rest, asked Outcome) Outcome {
+	switch {
+	case rest.Action == Deny:
+		return rest
+	case matched.Action == Allow && rest.Action == RequireApproval:
+		return rest
+	case matched.Action == Allow:
+		return asked
+	case rest.Action != RequireApproval:
+		return matched
+	}
+	o := matched
+	switch {
+	case len(o.Approvers) == 0:
+		o.Approvers = rest.Approvers
+	case len(rest.Approvers) > 0 && !slices.Equal(slices.Sorted(slices.Values(o.Approvers)), slices.Sorted(slices.Values(rest.Approvers))):
+		return Outcome{Action: Deny, Rule: matched.Rule, Message: fmt.Sprintf(
+			"policy rule %q could not be evaluated, and it and rule %q name different approvers: refused rather than approved by either", matched.Rule, rest.Rule)}
+	}
+	o.RequiredApprovals = max(o.RequiredApprovals, rest.RequiredApprovals)
+	o.FourEyes = o.FourEyes || rest.FourEyes
+	o.AlwaysAsk = o.AlwaysAsk || rest.AlwaysAsk
+	return o
 }
 
 func evalCondition(ctx context.Context, c condition, v *vars) (bool, error) {

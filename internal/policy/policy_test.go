@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -353,4 +354,41 @@ func TestConcurrentEvaluate(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestAnEvaluationErrorKeepsALaterRulesTerms: an allow rule whose
+// condition fails reads as require_approval on the terms of the rule
+// after it that requires approval (the tester's bypass: a failing
+// "ticketed" allow rule took the call out of the pricing rule's
+// approvers, quorum and four-eyes); two require_approval readings keep
+// the stricter of each term, and different approvers are refused.
+func TestAnEvaluationErrorKeepsALaterRulesTerms(t *testing.T) {
+	dir, err := identity.LoadDirectory(filepath.Join("testdata", "directory.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compile(t, `{"version":1,"rules":[
+		{"id":"ticketed","tools":["write"],"when":"args.ticket == 'T-1'","outcome":"allow"},
+		{"id":"quorum","tools":["vote"],"when":"args.x.y","outcome":"require_approval","required_approvals":3},
+		{"id":"ops","tools":["deploy"],"when":"args.x.y","outcome":"require_approval","approvers":["group:interns"]},
+		{"id":"pricing","tools":["write","vote","deploy"],"when":"args.path == 'pricing'","outcome":"require_approval",
+		 "approvers":["group:finance"],"required_approvals":2,"four_eyes":true}
+	]}`, Options{Directory: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := func(tool string) Outcome {
+		return p.Evaluate(context.Background(), Call{Tool: tool, Args: json.RawMessage(`{"path":"pricing"}`), NeedsApproval: true}, nil)
+	}
+	o := eval("write")
+	if o.Action != RequireApproval || o.Rule != "pricing" || !slices.Equal(o.Approvers, []string{"group:finance"}) || o.RequiredApprovals != 2 || !o.FourEyes || o.EvalError == "" {
+		t.Errorf("failing allow before pricing = %+v, want pricing's terms", o)
+	}
+	o = eval("vote")
+	if o.Action != RequireApproval || o.Rule != "quorum" || !slices.Equal(o.Approvers, []string{"group:finance"}) || o.RequiredApprovals != 3 || !o.FourEyes {
+		t.Errorf("failing quorum rule before pricing = %+v, want 3 approvals by finance with four-eyes", o)
+	}
+	if o = eval("deploy"); o.Action != Deny || !strings.Contains(o.Message, "different approvers") {
+		t.Errorf("failing ops rule before pricing = %+v, want a denial", o)
+	}
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 
 	"github.com/agentgate/agentgate/internal/identity"
@@ -52,6 +53,24 @@ func runPolicy(pol *policy.Policy, dir *identity.Directory, r *runs.Run, req *St
 		}
 		return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: o.Rule, Approval: approval}
 	}
+}
+
+// DecisionPolicy is the loop Policy of run r as its worker plans with it
+// (the deployment policy with the run's facts and its own tightening), for
+// judging a decision's edits before the decision is recorded. A start
+// request that cannot be read holds every edit back (refused), as its
+// worker would fail the run.
+func DecisionPolicy(pol *policy.Policy, dir *identity.Directory, r *runs.Run, log *slog.Logger) loop.Policy {
+	var req StartRequest
+	if err := json.Unmarshal(r.Request, &req); err != nil {
+		return func(context.Context, loop.PolicyQuery) loop.Verdict {
+			return loop.Verdict{Action: loop.VerdictDeny, Rule: policy.RuleDefault, Message: "the run's start request cannot be read"}
+		}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return runPolicy(pol, dir, r, &req, log)
 }
 
 // unapprovable returns the loop's Unapprovable of run r: a held call
