@@ -331,7 +331,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *retention != 0 && (*retention < time.Second || *retention > 10*365*24*time.Hour) {
+	retentionGiven := false
+	fs.Visit(func(f *flag.Flag) { retentionGiven = retentionGiven || f.Name == "retention" })
+	if (retentionGiven || *retention != 0) && (*retention < time.Second || *retention > 10*365*24*time.Hour) {
 		return fmt.Errorf("--retention %s: want a duration from 1s to 87600h", *retention)
 	}
 	if len(tokens) == 0 {

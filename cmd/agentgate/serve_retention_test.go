@@ -34,7 +34,9 @@ func TestServeRetention(t *testing.T) {
 	assert.Equal(t, 2*time.Hour, start(t, 0).App.Store.Retention())
 	assert.Equal(t, time.Hour, start(t, time.Hour).App.Store.Retention(), "the flag over the environment")
 
-	err := runServe(context.Background(), []string{"--retention", "-1h"}, io.Discard)
-	require.Error(t, err)
-	assert.True(t, strings.Contains(err.Error(), "--retention"), err.Error())
+	for _, bad := range []string{"-1h", "0", "0s", "500ms"} {
+		err := runServe(context.Background(), []string{"--retention", bad}, io.Discard)
+		require.Error(t, err, bad)
+		assert.True(t, strings.Contains(err.Error(), "--retention"), err.Error())
+	}
 }

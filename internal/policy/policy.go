@@ -21,16 +21,6 @@ const (
 	Deny            Action = "deny"
 )
 
-func (a Action) strictness() int {
-	switch a {
-	case Allow:
-		return 0
-	case RequireApproval:
-		return 1
-	}
-	return 2 // deny, and anything unknown
-}
-
 // Reserved rule ids: the outcome when no rule matched, and (later) the
 // outcome of a call auto-approved by an approver's remember: "run".
 const (

@@ -508,8 +508,9 @@ func (s *Store) dueAt(r *Run) time.Time {
 }
 
 // LifecycleDue is when r has time-based work of its own (approval expiry
-// or reminder, tool-results expiry, lease expiry, dispatch grace, retention), leaving its
-// outbox aside: the run's DueAt is the earlier of the two.
+// or reminder, tool-results expiry, lease expiry, dispatch grace, retention,
+// which waits for a pending delivery), leaving its outbox aside: the run's
+// DueAt is the earlier of the two.
 func (s *Store) LifecycleDue(r *Run) time.Time {
 	switch r.Status {
 	case StatusQueued, StatusResuming:
@@ -527,6 +528,12 @@ func (s *Store) LifecycleDue(r *Run) time.Time {
 		}
 		return r.HandOver.Deadline
 	default:
+		// Retention waits for the run's deliveries: a run purged with its
+		// outbox would lose them (a receiver that is down gets its
+		// retries for up to a day, whatever the retention).
+		if o := r.OutboxDue(); !o.IsZero() && o.After(r.RetainUntil) {
+			return o
+		}
 		return r.RetainUntil
 	}
 }

@@ -268,6 +268,10 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			return nil
 		}
 		sum.Interrupted++
+	case r.Status.Terminal() && !now.Before(r.RetainUntil) && len(r.Outbox) > 0:
+		// Its deliveries first (runs.Store.LifecycleDue): purged once the
+		// last is delivered or given up.
+		sum.Skipped++
 	case r.Status.Terminal() && !now.Before(r.RetainUntil):
 		if err := s.Store.Purge(ctx, r.ID); err != nil {
 			return skipConflict(err, sum)
