@@ -95,6 +95,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if authenticated {
 		p, ok := g.authenticate(r)
 		switch {
+		case len(r.Header.Values("Authorization")) > 1:
+			refuse(w, http.StatusUnauthorized, "unauthorized", "send one Authorization header, not several")
+			return
 		case !ok:
 			refuse(w, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")
 			return

@@ -88,6 +88,9 @@ func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
 			if got := body.n.Load(); got > tt.maxRead+32<<10 {
 				t.Errorf("read %d bytes of the body, want at most about %d", got, tt.maxRead)
 			}
+			if strings.Contains(tt.auth, "\n") && !strings.Contains(w.Body.String(), "one Authorization header") {
+				t.Errorf("answer %s does not say why", w.Body)
+			}
 			if tt.want == 401 && body.n.Load() != 0 {
 				t.Errorf("read %d bytes of an unauthenticated body, want 0", body.n.Load())
 			}

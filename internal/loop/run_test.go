@@ -561,6 +561,10 @@ func TestValidateDecisionMatchesResume(t *testing.T) {
 	tools := testTools(t, &execLog{}, nil)
 	assert.NoError(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionDeny}))
 	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Action: loop.ActionDeny}), loop.ErrDigestMismatch)
+	// A malformed decision is that, whatever turn it names.
+	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Action: "maybe"}), loop.ErrInvalidDecision)
+	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Action: loop.ActionDeny,
+		Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionDeny}}}), loop.ErrInvalidDecision)
 	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}}}), loop.ErrInvalidDecision)
 }
 

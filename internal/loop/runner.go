@@ -318,6 +318,16 @@ func heldTurnMatches(state *SuspendedState) error {
 // resolveDecision turns a decision into one CallDecision per pending call;
 // pol (nil: none) judges edited inputs (judgeEdit).
 func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision) (map[string]CallDecision, error) {
+	// The decision's own shape first: a malformed decision is wrong
+	// whatever turn it names.
+	switch {
+	case d.Action != "" && len(d.Calls) > 0:
+		return nil, fmt.Errorf("%w: give either a turn action or per-call decisions, not both", ErrInvalidDecision)
+	case d.Action == "" && len(d.Calls) == 0:
+		return nil, fmt.Errorf("%w: the decision has neither a turn action nor per-call decisions", ErrInvalidDecision)
+	case d.Action != "" && d.Action != ActionApprove && d.Action != ActionDeny:
+		return nil, fmt.Errorf("%w: turn action must be %q or %q, got %q", ErrInvalidDecision, ActionApprove, ActionDeny, d.Action)
+	}
 	if d.TurnDigest != digest {
 		return nil, fmt.Errorf("%w: decision names %q, the held turn is %q", ErrDigestMismatch, d.TurnDigest, digest)
 	}
@@ -326,15 +336,7 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 		byID[c.ID] = c
 	}
 	out := make(map[string]CallDecision, len(calls))
-	switch {
-	case d.Action != "" && len(d.Calls) > 0:
-		return nil, fmt.Errorf("%w: give either a turn action or per-call decisions, not both", ErrInvalidDecision)
-	case d.Action == "" && len(d.Calls) == 0:
-		return nil, fmt.Errorf("%w: the decision has neither a turn action nor per-call decisions", ErrInvalidDecision)
-	case d.Action != "":
-		if d.Action != ActionApprove && d.Action != ActionDeny {
-			return nil, fmt.Errorf("%w: turn action must be %q or %q, got %q", ErrInvalidDecision, ActionApprove, ActionDeny, d.Action)
-		}
+	if d.Action != "" {
 		for _, c := range calls {
 			out[c.ID] = CallDecision{CallID: c.ID, Action: d.Action, Message: d.Message}
 		}

@@ -229,6 +229,9 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return nil, refuse("URL has a fragment")
 	}
+	if _, err := url.QueryUnescape(u.RawQuery); err != nil {
+		return nil, refuse("URL query has an invalid %%-escape")
+	}
 	host := u.Hostname()
 	if host == "" {
 		return nil, refuse("URL has no host")

@@ -90,6 +90,8 @@ func TestCheckURL(t *testing.T) {
 		{"empty", webhook.Policy{}, "", false},
 		{"user info", webhook.Policy{}, "https://user:pass@hooks.example.com/a", false},
 		{"fragment", webhook.Policy{}, "https://hooks.example.com/a#frag", false},
+		{"invalid escape in the query", webhook.Policy{}, "https://hooks.example.com/a?a=1&b=%zz", false},
+		{"a query", webhook.Policy{}, "https://hooks.example.com/a?a=1&b=%20", true},
 		{"loopback literal", webhook.Policy{}, "https://127.0.0.1/a", false},
 		{"private literal", webhook.Policy{}, "https://10.0.0.1/a", false},
 		{"metadata literal", webhook.Policy{}, "http://169.254.169.254/latest/meta-data/", false},
