@@ -46,8 +46,9 @@ const MaxReasonLength = 2000
 // needs an authenticated caller and schema validation, so edits go through
 // POST /runs/{id}/decision only, and "edit" is refused here.
 //
-// Every error is a *runs.Error with code runs.EInvalid whose message can be
-// shown to the approver: a missing, unknown or repeated field, a malformed
+// Every error is a *runs.Error whose message can be shown to the approver:
+// runs.EBadRequest for an unknown or repeated field, runs.EInvalid for a
+// missing field, a malformed
 // digest, a bad action, an unknown call id, or a reason over
 // MaxReasonLength characters.
 func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error) {
@@ -65,7 +66,7 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 	slices.Sort(keys)
 	for _, k := range keys {
 		if len(form[k]) > 1 {
-			return loop.Decision{}, invalid("field %.80q was sent more than once", k)
+			return loop.Decision{}, malformed("field %.80q was sent more than once", k)
 		}
 		v := form[k][0]
 		switch {
@@ -95,7 +96,7 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 				return loop.Decision{}, err
 			}
 		default:
-			return loop.Decision{}, invalid("unknown field %.80q", k)
+			return loop.Decision{}, malformed("unknown field %.80q", k)
 		}
 	}
 
@@ -195,4 +196,10 @@ func isDigest(s string) bool {
 
 func invalid(format string, args ...any) error {
 	return runs.Errorf(runs.EInvalid, format, args...)
+}
+
+// malformed is a form that is not one the page sends (a field it does not
+// have, or one sent twice): 400, as a malformed API body is.
+func malformed(format string, args ...any) error {
+	return runs.Errorf(runs.EBadRequest, format, args...)
 }

@@ -344,6 +344,8 @@ func TestStatusCodeRule(t *testing.T) {
 		{"duplicate approver", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com","b@example.com"]}`), 422, "unprocessable"},
 		{"20 approvers", req("POST", "/runs", alice, `{"prompt":"x","approvers":`+approvers(20)+`}`), 202, ""},
 		{"21 approvers", req("POST", "/runs", alice, `{"prompt":"x","approvers":`+approvers(21)+`}`), 413, "too_large"},
+		{"require_approval pattern of 128 characters", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"require_approval":["`+strings.Repeat("a", 128)+`"]}`), 202, ""},
+		{"require_approval pattern over 128 characters", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"require_approval":["`+strings.Repeat("a", 129)+`"]}`), 413, "too_large"},
 		{"prompt over 64 KB", req("POST", "/runs", alice, `{"prompt":"`+strings.Repeat("p", 65<<10)+`","approvers":["b@example.com"]}`), 413, "too_large"},
 		{"request over 128 KB", req("POST", "/runs", alice, bigRequest), 413, "too_large"},
 		{"start body over 256 KB", req("POST", "/runs", alice, `{"prompt":"`+strings.Repeat("p", 257<<10)+`"}`), 413, "too_large"},

@@ -168,10 +168,11 @@ func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
 	w := e.get(t, waiting.ID)
 	assert.Equal(t, runs.StatusExpired, w.Status)
 	assert.Equal(t, loop.ReasonApprovalExpired, w.Reason)
-	for _, id := range []string{fenced.ID, wrote.ID} {
+	for id, detail := range map[string]string{fenced.ID: "write call w1 may or may not have taken effect", wrote.ID: "a write of the run may or may not have taken effect"} {
 		f := e.get(t, id)
 		assert.Equal(t, runs.StatusFailed, f.Status)
 		assert.Equal(t, loop.ReasonInterruptedWrite, f.Reason)
+		assert.Contains(t, string(f.Output), detail, "the run's output says what is unknown")
 	}
 	assert.Equal(t, 0, e.writes, "nothing was executed by the sweep")
 

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"context"
 	"fmt"
 	"log/slog"
@@ -259,7 +260,7 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			return nil
 		}
 		reason := r.LostWorkerReason()
-		if _, err := s.Store.Settle(ctx, r, "", runs.Settlement{Status: runs.StatusFailed, Reason: reason}); err != nil {
+		if _, err := s.Store.Settle(ctx, r, "", runs.Settlement{Status: runs.StatusFailed, Reason: reason, Output: lostWorkerOutput(r, reason)}); err != nil {
 			return skipConflict(err, sum)
 		}
 		if reason == loop.ReasonWorkerLost {
@@ -299,4 +300,28 @@ func skipConflict(err error, sum *SweepSummary) error {
 		return nil
 	}
 	return err
+}
+
+// lostWorkerOutput is the output of a run the sweep ends because its
+// worker vanished: the reason, and for an interrupted write the call whose
+// outcome is unknown, as a worker that lives to see it says it.
+func lostWorkerOutput(r *runs.Run, reason loop.TerminationReason) json.RawMessage {
+	out := struct {
+		Reason loop.TerminationReason `json:"reason"`
+		Detail string                 `json:"detail"`
+	}{Reason: reason, Detail: "its workers kept vanishing before the run got further"}
+	if reason == loop.ReasonInterruptedWrite {
+		what := "write call " + oneLine(r.PendingEffect, 64)
+		for _, c := range r.PendingCalls {
+			if c.ID == r.PendingEffect {
+				what = fmt.Sprintf("write %s (call %s)", oneLine(c.Tool, 128), oneLine(c.ID, 64))
+			}
+		}
+		out.Detail = what + " may or may not have taken effect: the run's worker vanished while it was under way, and a write is never made twice"
+		if r.PendingEffect == "" {
+			out.Detail = "a write of the run may or may not have taken effect: its worker vanished after it and before the run recorded it, and a write is never made twice"
+		}
+	}
+	b, _ := json.Marshal(out)
+	return b
 }
