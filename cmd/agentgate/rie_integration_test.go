@@ -4,11 +4,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,10 +25,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/s3state"
+	"github.com/agentgate/agentgate/internal/webhook"
 )
 
 func endpoint() string {
@@ -175,6 +181,29 @@ func TestLambdasUnderRIE(t *testing.T) {
 	script := filepath.Join(dir, "script.json")
 	require.NoError(t, os.WriteFile(script, demoScript, 0o600))
 
+	// Webhooks: the signing secret in Secrets Manager on the emulator, and
+	// an https receiver on this machine whose certificate the functions
+	// trust (SSL_CERT_FILE), verifying with the reference library.
+	whSecret, err := webhook.GenerateSecret()
+	require.NoError(t, err)
+	secretOut, err := secretsmanager.NewFromConfig(awsCfg).CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+		Name: aws.String(fmt.Sprintf("agentgate-e2e-webhooks-%d", time.Now().UnixNano())), SecretString: aws.String(whSecret)})
+	require.NoError(t, err)
+	verifier, err := standardwebhooks.NewWebhook(whSecret)
+	require.NoError(t, err)
+	hooks := make(chan webhook.Payload, 16)
+	receiver := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var p webhook.Payload
+		if verifier.Verify(body, r.Header) == nil && json.Unmarshal(body, &p) == nil {
+			hooks <- p
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+	certFile := filepath.Join(dir, "receiver.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: receiver.Certificate().Raw}), 0o600))
+
 	serverAddr := freePort(t)
 	addrs := map[string]string{"startrun": freePort(t), "resume": freePort(t), "purge": freePort(t)}
 	// The emulators' output and the server's log go here from several
@@ -192,6 +221,7 @@ func TestLambdasUnderRIE(t *testing.T) {
 		"AGENTGATE_PUBLIC_BASE_URL=http://" + serverAddr,
 		"AWS_ENDPOINT_URL=" + endpoint(), "AWS_ENDPOINT_URL_LAMBDA=http://" + serverAddr,
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"AGENTGATE_WEBHOOK_SECRET=" + *secretOut.ARN, "AGENTGATE_WEBHOOK_ALLOW=127.0.0.1", "SSL_CERT_FILE=" + certFile,
 	}
 	for fn, addr := range addrs {
 		startRIE(t, bins["rie"], bins[fn], addr, freePort(t), append(env, "AWS_LAMBDA_FUNCTION_NAME="+fn), &logs)
@@ -235,6 +265,28 @@ func TestLambdasUnderRIE(t *testing.T) {
 	text, _ = io.ReadAll(doc.Body)
 	require.Contains(t, string(text), "12 EUR")
 	require.Equal(t, 1, toolExecutions(t, a.events(id), "write_document"), "the write ran exactly once")
+
+	// A run with a webhook: the workers make the first attempts when their
+	// jobs end (no purge runs here until the expiry below), signed with the
+	// secret they read from Secrets Manager.
+	hookTold := func(want string) webhook.Payload {
+		t.Helper()
+		select {
+		case p := <-hooks:
+			require.Equal(t, want, string(p.Type))
+			return p
+		case <-time.After(time.Minute): // a guard against hanging, not a speed check
+			t.Fatalf("no verified %s delivery from the workers", want)
+			return webhook.Payload{}
+		}
+	}
+	var withHook runJSON
+	a.do("POST", "/runs", map[string]any{"prompt": "Raise the Team price to 12 EUR.", "approvers": []string{"bob"},
+		"webhook_url": receiver.URL + "/hooks"}, http.StatusAccepted, &withHook)
+	require.Equal(t, withHook.ID, hookTold("run.waiting_for_approval").Data.RunID, "from startrun")
+	run = a.waitStatus(withHook.ID, "WAITING_FOR_APPROVAL")
+	b.do("POST", "/runs/"+withHook.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+	require.Equal(t, withHook.ID, hookTold("run.completed").Data.RunID, "from resume")
 
 	// expire and purge: the first run's 60-second window passed without a
 	// decision.

@@ -10,8 +10,8 @@ import (
 	"github.com/agentgate/agentgate/internal/webhook"
 )
 
-// sidReadWebhookSecret lets purge, the only function that signs webhook
-// deliveries, read the signing secret.
+// sidReadWebhookSecret lets the functions that sign webhook deliveries
+// (all three) read the signing secret, and nothing else of Secrets Manager.
 const sidReadWebhookSecret = "ReadWebhookSecret"
 
 // validateWebhooks checks the webhook props.
@@ -31,19 +31,22 @@ func validateWebhooks(p AgentgateStackProps) error {
 	return nil
 }
 
-// addWebhooks turns webhooks on: startrun checks a run's webhook_url
-// against the policy (it needs the variables, not the secret), purge sends
-// the deliveries and may read exactly the signing secret. Resume only
-// schedules deliveries with its transitions and needs neither.
+// addWebhooks turns webhooks on: every function gets the variables and may
+// read exactly the signing secret. startrun checks a run's webhook_url
+// against the policy; the workers (startrun and resume) make the first
+// attempt of the delivery their transition scheduled as soon as their job
+// ends, so a caller hears of a suspension or an ending at once; purge makes
+// the retries, and the first attempts of what the API and the sweep
+// ended (a cancel, an expiry).
 func addWebhooks(p AgentgateStackProps, fns functions) {
 	if p.WebhookSecretArn == "" {
 		return
 	}
-	for _, fn := range []awslambda.Function{fns.startrun, fns.purge} {
+	for _, fn := range []awslambda.Function{fns.startrun, fns.resume, fns.purge} {
 		fn.AddEnvironment(jsii.String(webhook.EnvSecret), jsii.String(p.WebhookSecretArn), nil)
 		if p.WebhookAllow != "" {
 			fn.AddEnvironment(jsii.String(webhook.EnvAllow), jsii.String(p.WebhookAllow), nil)
 		}
+		fn.AddToRolePolicy(allow(sidReadWebhookSecret, []string{"secretsmanager:GetSecretValue"}, []*string{jsii.String(p.WebhookSecretArn)}, nil))
 	}
-	fns.purge.AddToRolePolicy(allow(sidReadWebhookSecret, []string{"secretsmanager:GetSecretValue"}, []*string{jsii.String(p.WebhookSecretArn)}, nil))
 }

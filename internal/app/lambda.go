@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"sync"
+	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/agentgate/agentgate/internal/awsenv"
@@ -14,6 +18,8 @@ import (
 	"github.com/agentgate/agentgate/internal/lambdaentry"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/routes"
+	"github.com/agentgate/agentgate/internal/service"
+	"github.com/agentgate/agentgate/internal/webhook"
 )
 
 // Function names a worker Lambda (the purge function is wired by
@@ -74,5 +80,59 @@ func LambdaEntry(ctx context.Context, fn Function, newModel ModelFactory) (*lamb
 	if err != nil {
 		return nil, err
 	}
-	return &lambdaentry.Entry{API: a.API.Handle, Worker: a.Worker.Handle}, nil
+	entry := &lambdaentry.Entry{API: a.API.Handle, Worker: a.Worker.Handle}
+	if hooks != nil {
+		firstAttemptsAtJobEnd(entry, a, logger)
+	}
+	return entry, nil
+}
+
+// inlineDeliveryBudget bounds the time a worker spends, after its job, on
+// the first attempts of the deliveries its transitions scheduled: two
+// attempts at their longest (webhook.DefaultTimeout each); the rest wait
+// for the sweep.
+const inlineDeliveryBudget = 2 * webhook.DefaultTimeout
+
+// firstAttemptsAtJobEnd makes a worker function send the first attempt of
+// every delivery its job's writes scheduled (a suspension, an ending) once
+// the job is over, rather than leave it to purge's next sweep, up to a
+// minute later. API requests never wait for a receiver: what they schedule
+// (a cancel) goes with the sweep. An invocation near its deadline leaves
+// its attempts to the sweep too.
+func firstAttemptsAtJobEnd(entry *lambdaentry.Entry, a *App, logger *slog.Logger) {
+	var mu sync.Mutex
+	var scheduled []string
+	take := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		ids := scheduled
+		scheduled = nil
+		return ids
+	}
+	a.Sweeper.Store.NotifyScheduled(func(runID string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Contains(scheduled, runID) {
+			scheduled = append(scheduled, runID)
+		}
+	})
+	inline := &service.Sweeper{Store: a.Sweeper.Store, Webhooks: a.Sweeper.Webhooks, Schedule: a.Sweeper.Schedule,
+		DeliveryBudget: inlineDeliveryBudget, Logger: logger}
+	worker, api := entry.Worker, entry.API
+	entry.Worker = func(ctx context.Context, job service.Job) error {
+		err := worker(ctx, job)
+		for _, id := range take() {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < inlineDeliveryBudget+5*time.Second {
+				logger.InfoContext(ctx, "webhook: first attempt left to the sweep (the invocation is near its deadline)", "run_id", id)
+				continue
+			}
+			_, _ = inline.DeliverRun(ctx, id)
+		}
+		return err
+	}
+	entry.API = func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		resp, err := api(ctx, req)
+		take() // the sweep makes these
+		return resp, err
+	}
 }
