@@ -472,8 +472,6 @@ func newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// every calls fn every period until ctx ends, and returns when it does; a
-// period of zero or less never calls fn.
 // sweepAndDeliver sweeps every period (never when period is 0) and, in
 // between, makes the first webhook attempts of the runs scheduled names:
 // one goroutine does both, so a sweep and a delivery never attempt the
@@ -497,6 +495,8 @@ func sweepAndDeliver(ctx context.Context, period time.Duration, sw *service.Swee
 	}
 }
 
+// every calls fn every period until ctx ends, and returns when it does; a
+// period of zero or less never calls fn.
 func every(ctx context.Context, period time.Duration, fn func()) {
 	if period <= 0 {
 		<-ctx.Done()

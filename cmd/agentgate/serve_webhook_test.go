@@ -24,10 +24,12 @@ import (
 // its next sweep (an hour away here, and the start-up sweep ran before the
 // run existed): the receiver is told the run waits, and then that it
 // completed, each verified with the Standard Webhooks reference library.
-// The receiver approves before it answers the first delivery, so the run
-// is resuming when that attempt is recorded (refused: a record never
-// conflicts with a worker); the attempt is recorded once the run stops,
-// not made again, so the next delivery is the completion.
+// The receiver approves before it answers the first delivery, so its
+// record meets a run that moved on (resuming, refused: a record never
+// conflicts with a worker; or already completed, taken); either way the
+// attempt is recorded once and not made again, so the next delivery is
+// the completion (service.TestAnAttemptRecordedLateIsNotSentAgain holds
+// the refused case deterministically).
 func TestServeSendsAWebhookAtOnce(t *testing.T) {
 	secret, err := webhook.GenerateSecret()
 	require.NoError(t, err)

@@ -386,7 +386,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		// client call is refused as an unknown tool.
 		tools = a.Tools
 	}
-	err = loop.ValidateDecision(ctx, tools, service.DecisionPolicy(a.Policy, a.Directory, r, a.log()), r.HeldCalls(), r.TurnDigest, d)
+	err = loop.ValidateDecision(ctx, tools, service.DecisionPolicy(a.Policy, a.Directory, r, a.log().With("run_id", r.ID)), r.HeldCalls(), r.TurnDigest, d)
 	switch {
 	case errors.Is(err, loop.ErrDigestMismatch):
 		return nil, errorf(runs.EConflict, "the decision names turn %q but run %s waits on turn %q (reload the run and decide again)", d.TurnDigest, r.ID, r.TurnDigest)

@@ -223,10 +223,8 @@ func judgeEdit(ctx context.Context, pol Policy, tools *Toolbox, held PendingCall
 	if !ok {
 		return nil // refused before: unknown tools are not edited
 	}
-	def := tool.Definition()
-	e := PendingCall{ID: held.ID, Name: held.Name, Input: input, Effect: def.Effect}
-	e.NeedsApproval = needsApproval(tool, def, e)
-	applyVerdict(&e, pol(ctx, PolicyQuery{Call: e, Definition: def}))
+	e := PendingCall{ID: held.ID, Name: held.Name, Input: input}
+	judge(ctx, pol, tool, &e, "")
 	switch {
 	case e.Denied != "":
 		return fmt.Errorf("the edited input is refused by policy rule %q: %s", e.Rule, e.Denied)

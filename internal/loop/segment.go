@@ -362,16 +362,10 @@ func (s *segment) plan(ctx context.Context, uses []Block) []PendingCall {
 			calls = append(calls, c)
 			continue
 		}
-		def := tool.Definition()
-		c.Effect = def.Effect
 		if err := s.r.Tools.ValidateInput(u.Name, in); err != nil {
 			c.Rejected = err.Error()
 		}
-		c.NeedsApproval = needsApproval(tool, def, c)
-		if s.r.Policy != nil {
-			v := s.r.Policy(ctx, PolicyQuery{Call: c, Definition: def, RememberedBy: s.opts.Remembered[c.Name]})
-			applyVerdict(&c, v)
-		}
+		judge(ctx, s.r.Policy, tool, &c, s.opts.Remembered[c.Name])
 		calls = append(calls, c)
 	}
 	if s.r.Unapprovable != nil && needsApprovalIn(calls) {
@@ -431,6 +425,18 @@ func needsApproval(tool Tool, def Definition, c PendingCall) bool {
 	}
 	p, ok := tool.(ArgumentPolicy)
 	return ok && p.NeedsApproval(c.Input)
+}
+
+// judge marks c as its tool's own trigger and then the runner's Policy
+// (nil: none) say: planning a turn, and an approver's edit of a held call
+// (judgeEdit), judge a call alike.
+func judge(ctx context.Context, pol Policy, tool Tool, c *PendingCall, rememberedBy string) {
+	def := tool.Definition()
+	c.Effect = def.Effect
+	c.NeedsApproval = needsApproval(tool, def, *c)
+	if pol != nil {
+		applyVerdict(c, pol(ctx, PolicyQuery{Call: *c, Definition: def, RememberedBy: rememberedBy}))
+	}
 }
 
 // applyVerdict records a Policy's verdict on the call. An action it does

@@ -357,3 +357,22 @@ func TestAnEditIsJudgedByThePolicy(t *testing.T) {
 	assert.Equal(t, []string{`write_doc({"path":"other","text":"y"})`}, log.list())
 	assert.Equal(t, loop.ReasonCompleted, out.Reason)
 }
+
+// TestAnEditOfAnUnheldCallIsJudgedToo: a read that ran unasked in a held
+// turn, edited onto what a rule reserves to others, is refused: an edit
+// never brings a call under a rule its approver was not asked under.
+func TestAnEditOfAnUnheldCallIsJudgedToo(t *testing.T) {
+	log := &execLog{}
+	r := newRunner(t, scriptModel(asst(use("r1", "read_doc", `{"path":"notes"}`), use("w1", "write_doc", `{"path":"notes","text":"x"}`)), asst(say("done"))), log)
+	r.Policy = byPath
+	out, err := r.Run(t.Context(), request("go"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	st := out.Suspended
+	require.False(t, st.PendingCalls[0].NeedsApproval)
+	err = loop.ValidateDecision(t.Context(), r.Tools, r.Policy, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{
+		{CallID: "r1", Action: loop.ActionEdit, Input: json.RawMessage(`{"path":"pricing"}`)},
+		{CallID: "w1", Action: loop.ActionApprove}}})
+	require.ErrorIs(t, err, loop.ErrInvalidDecision)
+	assert.Contains(t, err.Error(), `falls under policy rule "pricing"`)
+}

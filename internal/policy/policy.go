@@ -318,6 +318,9 @@ func (p *Policy) evaluate(ctx context.Context, rules []rule, call Call, v *vars)
 		}
 		rest := p.evaluate(ctx, rules[i+1:], call, v)
 		o := stricter(asMatched, rest, p.requireApproval(r.ID, nil, 0, false, false, r.Description))
+		if rest.EvalError != "" {
+			evalErr += "; " + rest.EvalError // a later rule failed too
+		}
 		o.EvalError = evalErr
 		return o
 	}
@@ -333,10 +336,11 @@ func (p *Policy) evaluate(ctx context.Context, rules []rule, call Call, v *vars)
 // reads as require_approval, on rest's terms when rest requires approval
 // (they are at least the deployment's defaults, and may name approvers, a
 // quorum or four-eyes a later rule asks for), else on the defaults
-// (asked). Two require_approval readings take the approvers either names
-// (both naming different ones cannot be met as both: the call is denied),
-// the higher quorum, and four-eyes and always_ask when either asks for
-// them: an error never loosens what either reading would demand.
+// (asked). Two require_approval readings must let the same approvers
+// decide (a rule's approvers, or the run's when it names none), or the
+// call is denied: neither set may stand in for the other. Then the higher
+// quorum, and four-eyes and always_ask when either asks for them: an error
+// never loosens what either reading would demand.
 func stricter(matched, rest, asked Outcome) Outcome {
 	switch {
 	case rest.Action == Deny:
@@ -349,12 +353,11 @@ func stricter(matched, rest, asked Outcome) Outcome {
 		return matched
 	}
 	o := matched
-	switch {
-	case len(o.Approvers) == 0:
-		o.Approvers = rest.Approvers
-	case len(rest.Approvers) > 0 && !slices.Equal(slices.Sorted(slices.Values(o.Approvers)), slices.Sorted(slices.Values(rest.Approvers))):
+	if !slices.Equal(slices.Sorted(slices.Values(o.Approvers)), slices.Sorted(slices.Values(rest.Approvers))) {
+		// Who may approve differs (no approvers: the run's own): either
+		// reading would let in someone the other keeps out.
 		return Outcome{Action: Deny, Rule: matched.Rule, Message: fmt.Sprintf(
-			"policy rule %q could not be evaluated, and it and rule %q name different approvers: refused rather than approved by either", matched.Rule, rest.Rule)}
+			"policy rule %q could not be evaluated, and it and rule %q let different approvers decide: refused rather than approved by either", matched.Rule, rest.Rule)}
 	}
 	o.RequiredApprovals = max(o.RequiredApprovals, rest.RequiredApprovals)
 	o.FourEyes = o.FourEyes || rest.FourEyes

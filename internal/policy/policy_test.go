@@ -361,7 +361,8 @@ func TestConcurrentEvaluate(t *testing.T) {
 // after it that requires approval (the tester's bypass: a failing
 // "ticketed" allow rule took the call out of the pricing rule's
 // approvers, quorum and four-eyes); two require_approval readings keep
-// the stricter of each term, and different approvers are refused.
+// the stricter of each term, and different approvers (a rule's, or the
+// run's) are refused.
 func TestAnEvaluationErrorKeepsALaterRulesTerms(t *testing.T) {
 	dir, err := identity.LoadDirectory(filepath.Join("testdata", "directory.json"))
 	if err != nil {
@@ -384,9 +385,12 @@ func TestAnEvaluationErrorKeepsALaterRulesTerms(t *testing.T) {
 	if o.Action != RequireApproval || o.Rule != "pricing" || !slices.Equal(o.Approvers, []string{"group:finance"}) || o.RequiredApprovals != 2 || !o.FourEyes || o.EvalError == "" {
 		t.Errorf("failing allow before pricing = %+v, want pricing's terms", o)
 	}
-	o = eval("vote")
-	if o.Action != RequireApproval || o.Rule != "quorum" || !slices.Equal(o.Approvers, []string{"group:finance"}) || o.RequiredApprovals != 3 || !o.FourEyes {
-		t.Errorf("failing quorum rule before pricing = %+v, want 3 approvals by finance with four-eyes", o)
+	if o = eval("vote"); o.Action != Deny || !strings.Contains(o.Message, "different approvers") {
+		t.Errorf("failing quorum rule (the run's approvers) before pricing (finance) = %+v, want a denial", o)
+	}
+	o = p.Evaluate(context.Background(), Call{Tool: "vote", Args: json.RawMessage(`{"path":"other"}`), NeedsApproval: true}, nil)
+	if o.Action != RequireApproval || o.Rule != "quorum" || len(o.Approvers) != 0 || o.RequiredApprovals != 3 {
+		t.Errorf("failing quorum rule before the default = %+v, want its 3 approvals by the run's approvers", o)
 	}
 	if o = eval("deploy"); o.Action != Deny || !strings.Contains(o.Message, "different approvers") {
 		t.Errorf("failing ops rule before pricing = %+v, want a denial", o)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,11 +45,7 @@ type webhookAttemptData struct {
 // same time as a Sweep of the same process (their attempts would not see
 // each other's records); serve runs both on one goroutine.
 func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, error) {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
-	at := now()
+	at := s.now()
 	sum := SweepSummary{started: at}
 	r, err := s.Store.Get(ctx, runID)
 	switch {
@@ -72,10 +69,6 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 	if budget <= 0 {
 		budget = DefaultDeliveryBudget
 	}
-	clock := time.Now
-	if s.Now != nil {
-		clock = s.Now
-	}
 	sched := s.Schedule
 	if sched.Attempts == 0 {
 		sched = webhook.DefaultSchedule
@@ -85,12 +78,13 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 			continue
 		}
 		if (s.MaxDeliveries > 0 && sum.Deliveries >= s.MaxDeliveries) ||
-			clock().Sub(sum.started)+webhook.DefaultTimeout > budget {
+			s.now().Sub(sum.started)+webhook.DefaultTimeout > budget {
 			sum.More = true
 			return r
 		}
 		d, err := webhook.DeliveryOf(e)
 		var a webhook.Attempt
+		sent := false
 		switch {
 		case err != nil:
 			// Unreadable: give it up rather than retry forever.
@@ -107,6 +101,7 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 				a = made // made before; its record was refused (see below)
 			} else {
 				a = s.Webhooks.Send(ctx, d)
+				sent = true
 			}
 			d.Record(a, sched)
 		}
@@ -133,7 +128,7 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 			// decision taken as soon as the receiver was told), the
 			// entry comes up again once the run stops, and is then
 			// recorded as it was rather than sent again.
-			if d.State != webhook.DeliveryPending && s.Webhooks != nil {
+			if sent && d.State != webhook.DeliveryPending && runs.ErrorCode(err) == runs.EConflict {
 				s.unrecorded.keep(e.ID, a)
 			}
 			log.WarnContext(ctx, "sweep: webhook attempt not recorded", "run_id", r.ID, "webhook_id", e.ID, "err", err)
@@ -147,14 +142,16 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 }
 
 // maxUnrecorded bounds the attempts a process remembers as made but not
-// recorded; past it, such an attempt is made again (at least once).
+// recorded (the oldest is forgotten first: such an attempt is made again,
+// at least once).
 const maxUnrecorded = 1024
 
 // unrecordedAttempts are attempts that ended their delivery but whose
-// record was refused, by webhook-id.
+// record was refused, by webhook-id, oldest first.
 type unrecordedAttempts struct {
-	mu   sync.Mutex
-	made map[string]webhook.Attempt
+	mu    sync.Mutex
+	made  map[string]webhook.Attempt
+	order []string
 }
 
 func (u *unrecordedAttempts) keep(id string, a webhook.Attempt) {
@@ -163,8 +160,13 @@ func (u *unrecordedAttempts) keep(id string, a webhook.Attempt) {
 	if u.made == nil {
 		u.made = map[string]webhook.Attempt{}
 	}
-	if len(u.made) < maxUnrecorded {
-		u.made[id] = a
+	if _, ok := u.made[id]; !ok {
+		u.order = append(u.order, id)
+	}
+	u.made[id] = a
+	for len(u.order) > maxUnrecorded {
+		delete(u.made, u.order[0])
+		u.order = u.order[1:]
 	}
 }
 
@@ -172,6 +174,9 @@ func (u *unrecordedAttempts) take(id string) (webhook.Attempt, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	a, ok := u.made[id]
-	delete(u.made, id)
+	if ok {
+		delete(u.made, id)
+		u.order = slices.DeleteFunc(u.order, func(o string) bool { return o == id })
+	}
 	return a, ok
 }

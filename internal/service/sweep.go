@@ -74,10 +74,6 @@ type Sweeper struct {
 
 // Sweep runs one pass and logs a summary line.
 func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
 	log := s.Logger
 	if log == nil {
 		log = slog.Default()
@@ -88,7 +84,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	}
 	var sum SweepSummary
 	cursor := ""
-	at := now()
+	at := s.now()
 	sum.started = at
 	for {
 		page, next, err := s.Store.Due(ctx, at, min(100, maxRuns-sum.Scanned), cursor)
@@ -132,11 +128,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 // it at start-up: the jobs and workers of a previous process died with
 // it, so waiting out their grace period or lease would only delay them.
 func (s *Sweeper) Recover(ctx context.Context) (SweepSummary, error) {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
-	at := now()
+	at := s.now()
 	var sum SweepSummary
 	cursor := ""
 	for {
@@ -178,6 +170,14 @@ func (s *Sweeper) Recover(ctx context.Context) (SweepSummary, error) {
 	more, err := s.Sweep(ctx)
 	sum.add(more)
 	return sum, err
+}
+
+// now is the sweeper's clock (Now, else the wall clock).
+func (s *Sweeper) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 func (s *Sweeper) logger() *slog.Logger {
@@ -306,22 +306,17 @@ func skipConflict(err error, sum *SweepSummary) error {
 // worker vanished: the reason, and for an interrupted write the call whose
 // outcome is unknown, as a worker that lives to see it says it.
 func lostWorkerOutput(r *runs.Run, reason loop.TerminationReason) json.RawMessage {
-	out := struct {
-		Reason loop.TerminationReason `json:"reason"`
-		Detail string                 `json:"detail"`
-	}{Reason: reason, Detail: "its workers kept vanishing before the run got further"}
-	if reason == loop.ReasonInterruptedWrite {
-		what := "write call " + oneLine(r.PendingEffect, 64)
-		for _, c := range r.PendingCalls {
-			if c.ID == r.PendingEffect {
-				what = fmt.Sprintf("write %s (call %s)", oneLine(c.Tool, 128), oneLine(c.ID, 64))
-			}
-		}
-		out.Detail = what + " may or may not have taken effect: the run's worker vanished while it was under way, and a write is never made twice"
-		if r.PendingEffect == "" {
-			out.Detail = "a write of the run may or may not have taken effect: its worker vanished after it and before the run recorded it, and a write is never made twice"
+	if reason != loop.ReasonInterruptedWrite {
+		return terminationOutput(reason, "its workers kept vanishing before the run got further")
+	}
+	if r.PendingEffect == "" {
+		return terminationOutput(reason, "a write of the run may or may not have taken effect: its worker vanished after it and before the run recorded it, and a write is never made twice")
+	}
+	tool := ""
+	for _, c := range r.PendingCalls {
+		if c.ID == r.PendingEffect {
+			tool = c.Tool
 		}
 	}
-	b, _ := json.Marshal(out)
-	return b
+	return terminationOutput(reason, writeCallName(r.PendingEffect, tool)+" may or may not have taken effect: the run's worker vanished while it was under way, and a write is never made twice")
 }

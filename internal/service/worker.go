@@ -689,11 +689,12 @@ const maxUnknownWriteDetail = 500
 // log.
 func (s *segmentRun) unknownWriteDetail(err error) string {
 	id := s.cur.PendingEffect
-	what := "write call " + oneLine(id, 64)
 	mine := s.fenced.ID == id
+	tool := ""
 	if mine {
-		what = fmt.Sprintf("write %s (call %s)", oneLine(s.fenced.Name, 128), oneLine(id, 64))
+		tool = s.fenced.Name
 	}
+	what := writeCallName(id, tool)
 	var unknown *loop.OutcomeUnknownError
 	var why string
 	switch {
@@ -710,6 +711,26 @@ func (s *segmentRun) unknownWriteDetail(err error) string {
 		why = "an earlier worker of the run stamped its fence and vanished, and this worker did not reach the call again"
 	}
 	return truncate(what+" may or may not have taken effect: "+why, maxUnknownWriteDetail)
+}
+
+// writeCallName names a write call for the run's readers: its tool and
+// id, or its id alone when the tool is not known ("").
+func writeCallName(id, tool string) string {
+	if tool == "" {
+		return "write call " + oneLine(id, 64)
+	}
+	return fmt.Sprintf("write %s (call %s)", oneLine(tool, 128), oneLine(id, 64))
+}
+
+// terminationOutput is the output of a run that ended other than by its
+// model's answer: the reason and a detail for its readers (at most 2000
+// bytes).
+func terminationOutput(reason loop.TerminationReason, detail string) json.RawMessage {
+	output, _ := json.Marshal(struct {
+		Reason loop.TerminationReason `json:"reason"`
+		Detail string                 `json:"detail,omitempty"`
+	}{reason, truncate(detail, 2000)})
+	return output
 }
 
 // oneLine folds s onto one line of at most n bytes (a UTF-8 sequence is
@@ -789,11 +810,7 @@ func (s *segmentRun) checkpoint(ctx context.Context, out loop.Outcome) error {
 }
 
 func (s *segmentRun) settle(ctx context.Context, status runs.Status, reason loop.TerminationReason, detail string, c *loop.Counters) error {
-	output, _ := json.Marshal(struct {
-		Reason loop.TerminationReason `json:"reason"`
-		Detail string                 `json:"detail,omitempty"`
-	}{reason, truncate(detail, 2000)})
-	return s.settleOutput(ctx, status, reason, output, c)
+	return s.settleOutput(ctx, status, reason, terminationOutput(reason, detail), c)
 }
 
 func (s *segmentRun) settleOutput(ctx context.Context, status runs.Status, reason loop.TerminationReason, output json.RawMessage, c *loop.Counters) error {
