@@ -182,7 +182,11 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	}
 	d, err := approvalpage.ParseDecision(form, r.PendingCalls)
 	if err != nil {
-		return page(approvalpage.Problem(http.StatusUnprocessableEntity, runs.ErrorMessage(err))), nil
+		status := http.StatusUnprocessableEntity
+		if runs.ErrorCode(err) == runs.EBadRequest {
+			status = http.StatusBadRequest // a field the page does not have, or one sent twice
+		}
+		return page(approvalpage.Problem(status, runs.ErrorMessage(err))), nil
 	}
 	next, err := a.applyDecision(ctx, r, d, runs.NewDecision{Decider: t.Approver, Via: runs.ViaLink, Token: t})
 	if err != nil {

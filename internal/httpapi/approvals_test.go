@@ -273,8 +273,9 @@ func TestLinkBadForms(t *testing.T) {
 		{"no action", formType, "digest=" + digest, http.StatusUnprocessableEntity, "no action"},
 		{"unknown action", formType, "digest=" + digest + "&action=maybe", http.StatusUnprocessableEntity, "unknown action"},
 		{"edit through the page", formType, "digest=" + digest + "&action=edit", http.StatusUnprocessableEntity, "only possible through the API"},
-		{"action sent twice", formType, good + "&action=deny", http.StatusUnprocessableEntity, "more than once"},
-		{"unknown field", formType, good + "&approve_all=yes", http.StatusUnprocessableEntity, "unknown field"},
+		{"action sent twice", formType, good + "&action=deny", http.StatusBadRequest, "more than once"},
+		{"unknown field", formType, good + "&approve_all=yes", http.StatusBadRequest, "unknown field"},
+		{"a call marked deny, then Approve all", formType, good + "&call." + heldCallID(r) + "=deny", http.StatusUnprocessableEntity, "is marked deny"},
 		{"per-call choice for an unknown call", formType, "digest=" + digest + "&action=per_call&call.tu_nope=approve", http.StatusUnprocessableEntity, "unknown call id"},
 		{"reason too long", formType, "digest=" + digest + "&action=deny&message=" + strings.Repeat("x", 2001), http.StatusUnprocessableEntity, "at most 2000"},
 		{"digest of another turn", formType, "digest=" + strings.Repeat("0", 64) + "&action=approve", http.StatusConflict, "reload the run and decide again"},
@@ -558,4 +559,14 @@ func TestLinkConcurrentPosts(t *testing.T) {
 	f.drain()
 	assert.Equal(t, runs.StatusCompleted, f.run(r.ID).Status)
 	assert.Equal(t, 1, f.executions(r.ID, "write_document"))
+}
+
+// heldCallID is the id of the first call of r's held turn that needs approval.
+func heldCallID(r *runs.Run) string {
+	for _, c := range r.PendingCalls {
+		if c.NeedsApproval {
+			return c.ID
+		}
+	}
+	return ""
 }

@@ -565,6 +565,18 @@ func TestValidateDecisionMatchesResume(t *testing.T) {
 	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Action: "maybe"}), loop.ErrInvalidDecision)
 	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Action: loop.ActionDeny,
 		Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionDeny}}}), loop.ErrInvalidDecision)
+	for _, cd := range [][]loop.CallDecision{
+		{{CallID: "w1", Action: "maybe"}},
+		{{CallID: "w1", Action: loop.ActionApprove, Input: json.RawMessage(`{}`)}},
+		{{CallID: "w1", Action: loop.ActionEdit}},
+		{{CallID: "w1", Action: loop.ActionDeny, Remember: loop.RememberRun}},
+		{{CallID: "w1", Action: loop.ActionApprove, Remember: "forever"}},
+		{{CallID: "w1", Action: loop.ActionApprove}, {CallID: "w1", Action: loop.ActionDeny}},
+	} {
+		assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Calls: cd}), loop.ErrInvalidDecision, "%+v", cd)
+	}
+	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: "x", Message: "m",
+		Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionDeny}}}), loop.ErrInvalidDecision)
 	assert.ErrorIs(t, loop.ValidateDecision(t.Context(), tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}}}), loop.ErrInvalidDecision)
 }
 

@@ -135,7 +135,10 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if err := heldTurnMatches(state); err != nil {
 		return Outcome{}, err
 	}
-	actions, err := resolveDecision(ctx, r.Tools, r.Policy, state.PendingCalls, state.TurnDigest, d)
+	// Edits were judged by the policy when the decision was made
+	// (ValidateDecision); a policy deployed since, or a worker that takes
+	// over a resume half done, does not judge an accepted decision again.
+	actions, err := resolveDecision(ctx, r.Tools, nil, state.PendingCalls, state.TurnDigest, d)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -150,7 +153,7 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if len(asked) > 0 {
 		// An edit is checked again against the schema the source confirmed
 		// (this process's copy may have been older).
-		if actions, err = resolveDecision(ctx, r.Tools, r.Policy, state.PendingCalls, state.TurnDigest, d); err != nil {
+		if actions, err = resolveDecision(ctx, r.Tools, nil, state.PendingCalls, state.TurnDigest, d); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -233,8 +236,17 @@ func judgeEdit(ctx context.Context, pol Policy, tools *Toolbox, held PendingCall
 	case held.NeedsApproval && e.Rule == held.Rule && sameApproval(e.Approval, held.Approval):
 		return nil
 	}
-	return fmt.Errorf("with the edited input the call falls under policy rule %q%s, not under rule %q it was held for; approve or deny the call as it is (a denial's message can say what to do instead)",
-		e.Rule, approvalTerms(e.Approval), held.Rule)
+	const advice = "approve or deny the call as it is (a denial's message can say what to do instead)"
+	switch {
+	case !held.NeedsApproval:
+		return fmt.Errorf("with the edited input the call would need approval under policy rule %q%s, and the reviewed call needed none; %s",
+			e.Rule, approvalTerms(e.Approval), advice)
+	case e.Rule == held.Rule:
+		return fmt.Errorf("with the edited input policy rule %q asks for other approval terms%s than the reviewed call's; %s",
+			e.Rule, approvalTerms(e.Approval), advice)
+	}
+	return fmt.Errorf("with the edited input the call falls under policy rule %q%s, not under rule %q it was held for; %s",
+		e.Rule, approvalTerms(e.Approval), held.Rule, advice)
 }
 
 // sameApproval reports whether two calls' approval terms are the same.
@@ -326,6 +338,9 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 	case d.Action != "" && d.Action != ActionApprove && d.Action != ActionDeny:
 		return nil, fmt.Errorf("%w: turn action must be %q or %q, got %q", ErrInvalidDecision, ActionApprove, ActionDeny, d.Action)
 	}
+	if err := checkCallShapes(d); err != nil {
+		return nil, err
+	}
 	if d.TurnDigest != digest {
 		return nil, fmt.Errorf("%w: decision names %q, the held turn is %q", ErrDigestMismatch, d.TurnDigest, digest)
 	}
@@ -340,16 +355,10 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 		}
 		return out, nil
 	}
-	if d.Message != "" {
-		return nil, fmt.Errorf("%w: a message goes with a turn action or inside a per-call decision", ErrInvalidDecision)
-	}
 	for i, cd := range d.Calls {
 		c, ok := byID[cd.CallID]
 		if !ok {
 			return nil, fmt.Errorf("%w: calls[%d]: call %q is not pending in this turn", ErrInvalidDecision, i, cd.CallID)
-		}
-		if _, dup := out[cd.CallID]; dup {
-			return nil, fmt.Errorf("%w: calls[%d]: call %q is decided twice", ErrInvalidDecision, i, cd.CallID)
 		}
 		if c.Denied != "" {
 			return nil, fmt.Errorf("%w: calls[%d]: call %q was refused by policy rule %q; it never runs and cannot be decided", ErrInvalidDecision, i, cd.CallID, c.Rule)
@@ -357,18 +366,7 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 		if err := checkRemember(c, cd); err != nil {
 			return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
 		}
-		switch cd.Action {
-		case ActionApprove, ActionDeny:
-			if len(cd.Input) > 0 {
-				return nil, fmt.Errorf("%w: calls[%d]: input is only allowed with action %q", ErrInvalidDecision, i, ActionEdit)
-			}
-		case ActionEdit:
-			if len(cd.Input) == 0 {
-				return nil, fmt.Errorf("%w: calls[%d]: action edit needs the edited input", ErrInvalidDecision, i)
-			}
-			if t := bytes.TrimSpace(cd.Input); len(t) == 0 || t[0] != '{' {
-				return nil, fmt.Errorf("%w: calls[%d]: edited input must be a JSON object, as a tool's input is", ErrInvalidDecision, i)
-			}
+		if cd.Action == ActionEdit {
 			if _, ok := tools.Lookup(c.Name); !ok {
 				return nil, fmt.Errorf("%w: calls[%d]: %s, its call cannot be edited", ErrInvalidDecision, i, tools.Missing(c.Name))
 			}
@@ -383,8 +381,6 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 			if err := judgeEdit(ctx, pol, tools, c, canon); err != nil {
 				return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
 			}
-		default:
-			return nil, fmt.Errorf("%w: calls[%d]: action must be approve, deny or edit, got %q", ErrInvalidDecision, i, cd.Action)
 		}
 		out[cd.CallID] = cd
 	}
@@ -400,17 +396,53 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 	return out, nil
 }
 
-// checkRemember checks a per-call remember option: only "run", only with
-// approve or edit, only on a call that needs approval, and never when its
-// rule says always_ask or needs more than one approval.
+// checkCallShapes checks what per-call decisions must be whatever turn
+// they name: a message only beside a turn action, each call decided once,
+// a known action, input with edit and only with edit, and remember only
+// "run" beside approve or edit.
+func checkCallShapes(d Decision) error {
+	if len(d.Calls) > 0 && d.Message != "" {
+		return fmt.Errorf("%w: a message goes with a turn action or inside a per-call decision", ErrInvalidDecision)
+	}
+	seen := make(map[string]bool, len(d.Calls))
+	for i, cd := range d.Calls {
+		if seen[cd.CallID] {
+			return fmt.Errorf("%w: calls[%d]: call %q is decided twice", ErrInvalidDecision, i, cd.CallID)
+		}
+		seen[cd.CallID] = true
+		switch cd.Action {
+		case ActionApprove, ActionDeny:
+			if len(cd.Input) > 0 {
+				return fmt.Errorf("%w: calls[%d]: input is only allowed with action %q", ErrInvalidDecision, i, ActionEdit)
+			}
+		case ActionEdit:
+			if len(cd.Input) == 0 {
+				return fmt.Errorf("%w: calls[%d]: action edit needs the edited input", ErrInvalidDecision, i)
+			}
+			if t := bytes.TrimSpace(cd.Input); len(t) == 0 || t[0] != '{' {
+				return fmt.Errorf("%w: calls[%d]: edited input must be a JSON object, as a tool's input is", ErrInvalidDecision, i)
+			}
+		default:
+			return fmt.Errorf("%w: calls[%d]: action must be approve, deny or edit, got %q", ErrInvalidDecision, i, cd.Action)
+		}
+		switch {
+		case cd.Remember == "":
+		case cd.Remember != RememberRun:
+			return fmt.Errorf("%w: calls[%d]: remember must be %q, got %q", ErrInvalidDecision, i, RememberRun, cd.Remember)
+		case cd.Action == ActionDeny:
+			return fmt.Errorf("%w: calls[%d]: remember goes with approve or edit, not %s", ErrInvalidDecision, i, cd.Action)
+		}
+	}
+	return nil
+}
+
+// checkRemember checks a per-call remember option against its call: only
+// on a call that needs approval, and never when its rule says always_ask
+// or needs more than one approval.
 func checkRemember(c PendingCall, cd CallDecision) error {
 	switch {
 	case cd.Remember == "":
-		return nil
-	case cd.Remember != RememberRun:
-		return fmt.Errorf("remember must be %q, got %q", RememberRun, cd.Remember)
-	case cd.Action != ActionApprove && cd.Action != ActionEdit:
-		return fmt.Errorf("remember goes with approve or edit, not %s", cd.Action)
+		return nil // its value and action: checkCallShapes
 	case !c.NeedsApproval:
 		return fmt.Errorf("call %q needs no approval, so there is nothing to remember", c.ID)
 	case c.Approval != nil && c.Approval.AlwaysAsk:

@@ -96,7 +96,7 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		return runs.Errorf(runs.ETooLarge, "metadata: %d entries, at most %d allowed", len(r.Metadata), MaxMetadataEntries)
 	case len(r.RequireApproval) > MaxRequireApproval:
 		return runs.Errorf(runs.ETooLarge, "require_approval: %d patterns, at most %d allowed", len(r.RequireApproval), MaxRequireApproval)
-	case slices.ContainsFunc(r.RequireApproval, func(p string) bool { return len(p) > toolpattern.MaxLen }):
+	case slices.ContainsFunc(r.RequireApproval, func(p string) bool { return utf8.RuneCountInString(p) > toolpattern.MaxLen }):
 		return runs.Errorf(runs.ETooLarge, "require_approval: a pattern is longer than %d characters", toolpattern.MaxLen)
 	case r.RequiredApprovals < 0 || r.RequiredApprovals > policy.MaxRequiredApprovals:
 		return runs.Errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)

@@ -3,6 +3,7 @@ package toolpattern
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxLen is the longest pattern accepted.
@@ -19,13 +20,14 @@ func Parse(s string) (Pattern, error) {
 	if s == "" {
 		return Pattern{}, fmt.Errorf("empty tool pattern")
 	}
-	if len(s) > MaxLen {
-		return Pattern{}, fmt.Errorf("tool pattern %.20q… is longer than %d characters", s, MaxLen)
-	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; !nameByte(c) && c != '*' {
-			return Pattern{}, fmt.Errorf("tool pattern %q: character %q is not allowed (tool names use letters, digits, '_', '-', '.'; '*' matches any run of characters)", s, c)
+			r, _ := utf8.DecodeRuneInString(s[i:]) // the character, not its first byte
+			return Pattern{}, fmt.Errorf("tool pattern %q: character %q is not allowed (tool names use letters, digits, '_', '-', '.'; '*' matches any run of characters)", s, r)
 		}
+	}
+	if len(s) > MaxLen { // ASCII only by now: bytes are characters
+		return Pattern{}, fmt.Errorf("tool pattern %.20q… is longer than %d characters", s, MaxLen)
 	}
 	return Pattern{text: s, parts: strings.Split(s, "*")}, nil
 }

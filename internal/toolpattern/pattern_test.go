@@ -1,6 +1,9 @@
 package toolpattern
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestMatch(t *testing.T) {
 	tests := []struct {
@@ -44,6 +47,12 @@ func TestParseRefuses(t *testing.T) {
 		if _, err := Parse(s); err == nil {
 			t.Errorf("Parse(%q) accepted, want an error", s)
 		}
+	}
+	if _, err := Parse("aé"); err == nil || !strings.Contains(err.Error(), `character 'é'`) {
+		t.Errorf("Parse(aé) = %v, want the character named as it is", err)
+	}
+	if _, err := Parse(strings.Repeat("a", MaxLen)); err != nil {
+		t.Errorf("a pattern of %d characters: %v", MaxLen, err)
 	}
 }
 
