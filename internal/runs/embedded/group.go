@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -90,6 +91,16 @@ func (g *groupCommit) commit(batch []*pendingWrite) {
 		if failed < 0 {
 			for _, w := range batch {
 				w.done <- err
+			}
+			if len(batch) > 1 {
+				// The writers just woken wait in this goroutine's run
+				// queue (a channel send readies its receiver on the
+				// sender's P), behind the next commit's CPU work, until
+				// another P steals them or a sync hands this P over; and
+				// their next writes are what the next commit should hold.
+				// Let them run first. A lone writer (one client) is not
+				// held up: it waits for nobody and nobody waits for it.
+				runtime.Gosched()
 			}
 			return
 		}
