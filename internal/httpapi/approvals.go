@@ -182,11 +182,10 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	}
 	d, err := approvalpage.ParseDecision(form, r.PendingCalls)
 	if err != nil {
-		status := http.StatusUnprocessableEntity
-		if runs.ErrorCode(err) == runs.EBadRequest {
-			status = http.StatusBadRequest // a field the page does not have, or one sent twice
-		}
-		return page(approvalpage.Problem(status, runs.ErrorMessage(err))), nil
+		// 400 for a field the page does not have or one sent twice, 422
+		// for a decision that does not fit the turn.
+		_, status, msg := classify(err)
+		return page(approvalpage.Problem(status, msg)), nil
 	}
 	next, err := a.applyDecision(ctx, r, d, runs.NewDecision{Decider: t.Approver, Via: runs.ViaLink, Token: t})
 	if err != nil {

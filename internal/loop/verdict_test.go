@@ -373,3 +373,25 @@ func TestAnEditOfAnUnheldCallIsJudgedToo(t *testing.T) {
 	require.ErrorIs(t, err, loop.ErrInvalidDecision)
 	assert.Contains(t, err.Error(), `would need approval under policy rule "pricing"`)
 }
+
+// TestAnAcceptedEditIsNotJudgedAgain: an edit judged when its decision was
+// made runs at resume even if the policy has turned stricter since (a new
+// deployment, or a worker taking over a resume half done): the decision
+// was accepted under the policy in force then.
+func TestAnAcceptedEditIsNotJudgedAgain(t *testing.T) {
+	log := &execLog{}
+	r := newRunner(t, scriptModel(asst(use("w1", "write_doc", `{"path":"notes","text":"x"}`)), asst(say("done"))), log)
+	r.Policy = byPath
+	out, err := r.Run(t.Context(), request("go"))
+	require.NoError(t, err)
+	st := out.Suspended
+	d := loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionEdit, Input: json.RawMessage(`{"path":"other","text":"y"}`)}}}
+	require.NoError(t, loop.ValidateDecision(t.Context(), r.Tools, r.Policy, st.PendingCalls, st.TurnDigest, d))
+	r.Policy = func(context.Context, loop.PolicyQuery) loop.Verdict {
+		return loop.Verdict{Action: loop.VerdictDeny, Rule: "lockdown"}
+	}
+	out, err = r.Resume(t.Context(), st, d)
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+	assert.Equal(t, []string{`write_doc({"path":"other","text":"y"})`}, log.list())
+}

@@ -23,7 +23,7 @@ func Parse(s string) (Pattern, error) {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; !nameByte(c) && c != '*' {
 			r, _ := utf8.DecodeRuneInString(s[i:]) // the character, not its first byte
-			return Pattern{}, fmt.Errorf("tool pattern %q: character %q is not allowed (tool names use letters, digits, '_', '-', '.'; '*' matches any run of characters)", s, r)
+			return Pattern{}, fmt.Errorf("tool pattern %.40q: character %q is not allowed (tool names use letters, digits, '_', '-', '.'; '*' matches any run of characters)", s, r)
 		}
 	}
 	if len(s) > MaxLen { // ASCII only by now: bytes are characters

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -38,9 +39,6 @@ type DB struct {
 	group *groupCommit
 	// rows keeps recently read rows decoded (rowcache.go).
 	rows rowCache
-	// blobs holds state blobs put or deleted and not yet written
-	// (blobqueue.go).
-	blobs blobQueue
 }
 
 var (
@@ -92,18 +90,7 @@ func OpenStore(path string, opts runs.Options) (*runs.Store, *DB, error) {
 }
 
 // Close closes the database file.
-func (db *DB) Close() error {
-	// Deletes still queued are written now; blobs put whose row write
-	// never came are dropped (no row points at them).
-	if p := db.blobs.take(""); len(p.deletes) > 0 {
-		p.puts = nil
-		if err := db.bolt.Update(func(tx *bolt.Tx) error { return pending{deletes: p.deletes}.apply(tx) }); err != nil {
-			_ = db.bolt.Close()
-			return fmt.Errorf("delete state blobs: %w", err)
-		}
-	}
-	return db.bolt.Close()
-}
+func (db *DB) Close() error { return db.bolt.Close() }
 
 // GetRun implements runs.RowStore.
 func (db *DB) GetRun(_ context.Context, id string) (*runs.Run, error) {
@@ -259,11 +246,7 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 	if err != nil {
 		return err
 	}
-	blobs := db.blobs.take(id)
-	err = db.group.update(func(tx *bolt.Tx) error {
-		if err := blobs.apply(tx); err != nil {
-			return err
-		}
+	return db.group.update(func(tx *bolt.Tx) error {
 		old, err := db.getRowHeader(tx, id)
 		if err != nil {
 			return err
@@ -343,10 +326,6 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 		}
 		return tx.Bucket(bucketRuns).Put([]byte(id), enc.row)
 	})
-	if err == nil && !blobs.empty() {
-		db.blobs.done(blobs)
-	}
-	return err
 }
 
 // Events implements runs.RowStore.
@@ -533,21 +512,18 @@ func (db *DB) PutState(_ context.Context, runID string, state []byte) (runs.Stat
 	if err != nil {
 		return runs.StateRef{}, err
 	}
-	// Written with the run's next row write, the one that points at it
-	// (blobqueue.go).
-	db.blobs.put(runID, ref.Key, blob)
+	err = db.group.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBlobs).Put([]byte(ref.Key), blob)
+	})
+	if err != nil {
+		return runs.StateRef{}, fmt.Errorf("put state %s: %w", ref.Key, err)
+	}
 	return ref, nil
 }
 
 // LoadState implements runs.StateStore.
 func (db *DB) LoadState(_ context.Context, ref runs.StateRef) ([]byte, error) {
-	blob, queued, gone := db.blobs.get(ref.Key)
-	switch {
-	case queued:
-		return runs.DecodeBlob(ref, blob)
-	case gone:
-		return nil, runs.Errorf(runs.EGone, "state blob %s is missing", ref.Key)
-	}
+	var blob []byte
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		blob = bytes.Clone(tx.Bucket(bucketBlobs).Get([]byte(ref.Key)))
 		return nil
@@ -563,19 +539,24 @@ func (db *DB) LoadState(_ context.Context, ref runs.StateRef) ([]byte, error) {
 
 // DeleteStates implements runs.StateStore.
 func (db *DB) DeleteStates(_ context.Context, refs ...runs.StateRef) error {
-	// Deleted with the next row write of any run, or at Close
-	// (blobqueue.go): nobody waits for a delete.
-	for _, r := range refs {
-		if !r.IsZero() {
-			db.blobs.delete(r.Key)
-		}
+	if !slices.ContainsFunc(refs, func(r runs.StateRef) bool { return !r.IsZero() }) {
+		return nil
 	}
-	return nil
+	return db.group.update(func(tx *bolt.Tx) error {
+		for _, r := range refs {
+			if r.IsZero() {
+				continue
+			}
+			if err := tx.Bucket(bucketBlobs).Delete([]byte(r.Key)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // DeleteRunStates implements runs.StateStore.
 func (db *DB) DeleteRunStates(_ context.Context, runID string) error {
-	db.blobs.dropRun(runs.RunPrefix(runID))
 	return db.deletePrefix(runs.RunPrefix(runID))
 }
 
