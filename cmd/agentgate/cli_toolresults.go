@@ -56,11 +56,15 @@ func toolResultsVerb() subcommand {
 					return fmt.Errorf("run %s is %s: it does not wait for tool results", runID, r.Status)
 				}
 				sub.ToolResultsID = r.ToolResults.ToolResultsID
+				// Sent again later (a retry after a timeout), the same
+				// command would answer whatever hand-over is current then.
+				fmt.Fprintf(cliStderr, "no tool-results id given: answering the run's current hand-over %s (pass --tool-results-id %s, or put it in the file, so that sending this again cannot answer a later hand-over)\n",
+					sub.ToolResultsID, sub.ToolResultsID)
 			}
 			r, err := c.SubmitToolResults(ctx, runID, sub)
 			if err != nil {
 				if client.ErrorCode(err) == client.CodeConflict {
-					return fmt.Errorf("%w\nthe run no longer waits for these results (submitted already, or handed over again): look with `agentgate runs get %s`", err, runID)
+					return fmt.Errorf("%w\nthe run does not wait for these results (not handed over yet, submitted already, or handed over again): look with `agentgate runs get %s`", err, runID)
 				}
 				return err
 			}

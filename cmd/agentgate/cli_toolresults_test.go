@@ -89,7 +89,7 @@ func TestCLIToolResults(t *testing.T) {
 		{"not a tool executor", "bob", []string{"runs", "tool-results", r.ID, "--results", bare}, 1, "", "HTTP 403 forbidden"},
 		{"unauthenticated", "stranger", []string{"runs", "tool-results", r.ID, "--results", bare}, 1, "", "HTTP 401"},
 		{"an unknown run", "alice", []string{"runs", "tool-results", "nope", "--results", bare}, 1, "", "HTTP 404"},
-		{"submit", "carol", []string{"runs", "tool-results", r.ID, "--results", bare}, 0, "2 result(s) recorded", ""},
+		{"submit", "carol", []string{"runs", "tool-results", r.ID, "--results", bare}, 0, "2 result(s) recorded", "answering the run's current hand-over " + trID},
 		{"submit again", "carol", []string{"runs", "tool-results", r.ID, "--results", bare, "--tool-results-id", trID}, 1, "", "HTTP 409"},
 	}
 	for _, tt := range tests {

@@ -232,7 +232,7 @@ func (a *API) readable(ctx context.Context, req events.APIGatewayProxyRequest, i
 		return nil, "", err
 	}
 	if !runs.MayRead(a.Directory, r, who) {
-		return nil, "", errorf(runs.EForbidden, "%s is neither the initiator nor an approver of run %s", who, id)
+		return nil, "", errorf(runs.EForbidden, "%s is neither the initiator, an approver nor a tool executor of run %s", who, id)
 	}
 	return r, who, nil
 }

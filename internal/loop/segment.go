@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -723,6 +724,35 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 // StepToolDenied marks a call an approver denied; it never ran.
 const StepToolDenied StepKind = "tool_denied"
 
+// idempotencyKey is the key of call id in the turn being executed (the
+// transcript's last assistant message): "runID/suspensionID/callID", and
+// "#N" after it when the model reused that call id in N earlier turns (a
+// model's ids are its own; two different calls must never share a key,
+// and a replay of the same call must find the same one, which it does:
+// the turns before it are the same).
+func (s *segment) idempotencyKey(id string) string {
+	key := s.runID + "/" + s.suspensionID + "/" + id
+	last := len(s.tr.Messages) - 1
+	for last >= 0 && s.tr.Messages[last].Role != RoleAssistant {
+		last--
+	}
+	n := 0
+	for _, m := range s.tr.Messages[:max(last, 0)] {
+		if m.Role != RoleAssistant {
+			continue
+		}
+		for _, u := range m.ToolUses() {
+			if u.ID == id {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		key += "#" + strconv.Itoa(n)
+	}
+	return key
+}
+
 func denialResult(tool, reason string) Result {
 	if reason == "" {
 		return ErrorResult("Error: tool %q was denied by the approver.", tool)
@@ -741,7 +771,7 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 	}
 	pc := c
 	pc.Input = input
-	key := s.runID + "/" + s.suspensionID + "/" + c.ID
+	key := s.idempotencyKey(c.ID)
 	fenced := FencedCall{PendingCall: pc, Idempotent: def.Idempotent, Key: key}
 	if def.Effect == EffectWrite && s.r.Hooks.BeforeEffect != nil {
 		fenced.Checkpoint = s.checkpoint()

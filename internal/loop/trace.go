@@ -116,7 +116,8 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 
 // IdempotencyKey returns the key of the tool call being executed,
 // "runID/suspensionID/callID" ("-" for the suspension id before the first
-// suspension), or "" outside a tool call.
+// suspension; "#N" after it when the model reused the call id in N earlier
+// turns), or "" outside a tool call.
 func IdempotencyKey(ctx context.Context) string {
 	k, _ := ctx.Value(idempotencyKeyCtx{}).(string)
 	return k

@@ -395,3 +395,23 @@ func TestAnAcceptedEditIsNotJudgedAgain(t *testing.T) {
 	assert.Equal(t, loop.ReasonCompleted, out.Reason)
 	assert.Equal(t, []string{`write_doc({"path":"other","text":"y"})`}, log.list())
 }
+
+// TestAReusedCallIDGetsItsOwnKey: a model that reuses a tool_use id in a
+// later turn (ids are the model's own) gets a distinct idempotency key for
+// the later call, so a server that deduplicates on the key does not drop
+// a different write as a repeat; a unique id keeps the plain key.
+func TestAReusedCallIDGetsItsOwnKey(t *testing.T) {
+	log := &execLog{}
+	r := newRunner(t, scriptModel(
+		asst(use("c1", "write_doc", `{"path":"a","text":"first"}`)),
+		asst(use("c1", "write_doc", `{"path":"a","text":"second"}`)),
+		asst(use("c2", "write_doc", `{"path":"b","text":"x"}`)),
+		asst(say("done"))), log)
+	r.Policy = byTool(map[string]loop.Verdict{"write_doc": {Action: loop.VerdictAllow, Rule: "drafts"}})
+	out, err := r.Run(t.Context(), request("go"))
+	require.NoError(t, err)
+	require.Equal(t, loop.ReasonCompleted, out.Reason)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	assert.Equal(t, []string{"run-1/-/c1", "run-1/-/c1#1", "run-1/-/c2"}, log.keys)
+}

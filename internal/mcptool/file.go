@@ -164,7 +164,12 @@ func (f *File) validate(o ParseOptions) error {
 		if s.URL == "" {
 			bad("url", "is required")
 		} else if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-			bad("url", "%q must be an absolute http(s) URL without user info", s.URL)
+			shown := "it" // unparsable: it may hold a secret we cannot find
+			if err == nil {
+				u.RawQuery, u.Fragment = "", ""
+				shown = fmt.Sprintf("%q", u.Redacted()) // no password, query or fragment (they may hold keys)
+			}
+			bad("url", "%s must be an absolute http(s) URL without user info", shown)
 		} else if u.Scheme == "http" && len(s.Headers) > 0 && !loopback(u.Hostname()) {
 			bad("url", "headers would travel in clear text to %s: use https (plain http is allowed for loopback hosts only)", u.Host)
 		}

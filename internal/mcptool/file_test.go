@@ -55,6 +55,12 @@ func TestParseFileNamesTheServerAndField(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+	// A refused URL is named without its password, query or fragment.
+	_, err := mcptool.ParseFile([]byte(`{"servers":[{"name":"a","url":"http://user:s3cretpw@127.0.0.1:1/mcp?key=qsecret"}]}`), mcptool.ParseOptions{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "without user info")
+	assert.NotContains(t, err.Error(), "s3cretpw")
+	assert.NotContains(t, err.Error(), "qsecret")
 }
 
 func TestExposedName(t *testing.T) {
