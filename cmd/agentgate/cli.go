@@ -355,12 +355,19 @@ func writeRun(w io.Writer, r *client.Run) {
 		fmt.Fprintf(w, "tool calls %d for you to execute, tool-results id %s, deadline %s\n", len(tr.Calls), tr.ToolResultsID, until(tr.Deadline))
 		shortened := false
 		for _, call := range tr.Calls {
+			var notes []string
+			if call.Edited {
+				notes = append(notes, "input edited by an approver")
+			}
 			if call.InputTruncated {
 				shortened = true
-				fmt.Fprintf(w, "  - %s %s %s (shortened: %d bytes in all)\n", one(call.ID), one(call.Name), one(string(call.Input)), call.InputSize)
-				continue
+				notes = append(notes, fmt.Sprintf("shortened: %d bytes in all", call.InputSize))
 			}
-			fmt.Fprintf(w, "  - %s %s %s\n", one(call.ID), one(call.Name), one(string(call.Input)))
+			note := ""
+			if len(notes) > 0 {
+				note = " (" + strings.Join(notes, "; ") + ")"
+			}
+			fmt.Fprintf(w, "  - %s %s %s%s\n", one(call.ID), one(call.Name), one(string(call.Input)), note)
 		}
 		if shortened {
 			fmt.Fprintf(w, "  whole inputs: agentgate runs tool-calls %s\n", r.ID)

@@ -147,3 +147,36 @@ func TestCLIToolCallsWholeInputs(t *testing.T) {
 		t.Errorf("runs tool-calls: %d call(s), id %q, input of %d bytes; want the whole %d", len(got.Calls), got.ToolResultsID, len(got.Calls[0].Input.SKU), len(long))
 	}
 }
+
+// TestCLIMarksAnEditedHandedOverCall: a client call an approver edited
+// before it was handed over is marked so by `runs get`, as `runs
+// tool-calls` and --json mark it (edited).
+func TestCLIMarksAnEditedHandedOverCall(t *testing.T) {
+	e := startCLIEnvScripted(t, `{"turns":[
+ {"content":[{"type":"tool_use","id":"c1","name":"order","input":{"sku":"A","qty":1}}]},
+ {"content":[{"type":"text","text":"ordered"}]}]}`)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	edit := filepath.Join(dir, "edit.json")
+	for p, body := range map[string]string{
+		tools: `[{"name":"order","description":"order stock","effect":"write","input_schema":{"type":"object","properties":{"sku":{"type":"string"},"qty":{"type":"integer"}}}}]`,
+		edit:  `{"sku":"A","qty":2}`,
+	} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.runJSON("alice", "runs", "start", "--prompt", "order A", "--approver", "bob",
+		"--client-tools", tools, "--tool-executor", "carol", "--wait")
+	if r.Status != client.StatusWaiting || r.Pending == nil {
+		t.Fatalf("run %s is %s, want it waiting for approval", r.ID, r.Status)
+	}
+	if code, out, serr := e.cli("bob", "runs", "decide", r.ID, "--digest", r.Pending.TurnDigest, "--call", "c1=edit:@"+edit); code != 0 {
+		t.Fatalf("decide: exit %d\n%s\n%s", code, out, serr)
+	}
+	e.runJSON("alice", "runs", "wait", r.ID, "--status", "waiting_for_tool_results")
+	code, out, serr := e.cli("carol", "runs", "get", r.ID)
+	if code != 0 || !strings.Contains(out, `c1 order {"qty":2,"sku":"A"} (input edited by an approver)`) {
+		t.Errorf("runs get: exit %d\n%s\n%s", code, out, serr)
+	}
+}
