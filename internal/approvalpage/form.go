@@ -131,6 +131,11 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 		d.Action = loop.ActionDeny
 		d.Message, _ = reason(form.Get(FieldMessage), "the reason")
 	case ActionPerCall:
+		if m, _ := reason(form.Get(FieldMessage), ""); m != "" {
+			// The reason above the buttons goes with Deny all; per call,
+			// each denied call has its own (the API refuses both at once).
+			return loop.Decision{}, invalid("the reason above the buttons goes with \"Deny\"; with per-call decisions give each denied call its own reason")
+		}
 		for _, c := range pending {
 			if !c.NeedsApproval {
 				continue

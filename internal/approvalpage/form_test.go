@@ -55,6 +55,8 @@ func TestParseDecision(t *testing.T) {
 				{CallID: "toolu_01", Action: loop.ActionApprove},
 				{CallID: "toolu_02", Action: loop.ActionDeny, Message: "not now"},
 			}}},
+		{name: "per call with a whole-turn reason", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "deny", "message", "not now"),
+			wantErr: "with per-call decisions give each denied call its own reason"},
 		{name: "per call on a single-call turn", form: form("digest", digest, "action", "per_call", "call.toolu_01", "deny"),
 			pending: threeCalls()[:1],
 			want:    loop.Decision{TurnDigest: digest, Calls: []loop.CallDecision{{CallID: "toolu_01", Action: loop.ActionDeny}}}},
