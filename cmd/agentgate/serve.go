@@ -333,7 +333,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	retentionGiven := false
 	fs.Visit(func(f *flag.Flag) { retentionGiven = retentionGiven || f.Name == "retention" })
-	if (retentionGiven || *retention != 0) && (*retention < time.Second || *retention > 10*365*24*time.Hour) {
+	if retentionGiven && (*retention < time.Second || *retention > 10*365*24*time.Hour) {
 		return fmt.Errorf("--retention %s: want a duration from 1s to 87600h", *retention)
 	}
 	if len(tokens) == 0 {
