@@ -391,3 +391,45 @@ func TestAnEditStaysUnderItsRule(t *testing.T) {
 		t.Fatalf("edit of a delete onto prod/: %d %v, want 422 naming the deny rule", status, out)
 	}
 }
+
+// A policy rule's approvers who are not the run's keep read access once
+// the run moves on from the turn they were asked about (here to a turn only
+// the run's approver decides): before, GET /runs/{id} said 403 to the
+// person who had just approved.
+func TestRuleApproversStillReadAfterTheTurn(t *testing.T) {
+	sc := `{"turns":[{"content":[` + toolUse("w1", "write_document", `{"path":"pages/pricing.md","text":"Team: 12 EUR\n"}`) + `]},` +
+		`{"content":[` + toolUse("w2", "write_document", `{"path":"pages/news.md","text":"New prices\n"}`) + `]},` +
+		`{"content":[{"type":"text","text":"done"}]}]}`
+	s, c := policyServer(t, sc, testDirectory, testPolicy)
+	_, run, _ := call(t, s, c, "POST", "/runs", "ann", jsonCT, `{"prompt":"p","approvers":["bob"]}`)
+	id := run["id"].(string)
+	approve := func(who string) {
+		t.Helper()
+		run := waitAs(t, s, c, who, id, "WAITING_FOR_APPROVAL")
+		digest := run["pending"].(map[string]any)["turn_digest"].(string)
+		if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", who, jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 202 {
+			t.Fatalf("%s approves: %d %v", who, status, out)
+		}
+	}
+	readers := func(when string, who ...string) {
+		t.Helper()
+		for _, p := range who {
+			for _, path := range []string{"/runs/" + id, "/runs/" + id + "/events"} {
+				if status, out, _ := call(t, s, c, "GET", path, p, "", ""); status != 200 {
+					t.Errorf("%s: GET %s as %s: %d %v, want 200", when, path, p, status, out)
+				}
+			}
+		}
+		for _, p := range []string{"dave", "ci-bot"} {
+			if status, out, _ := call(t, s, c, "GET", "/runs/"+id, p, "", ""); status != 403 {
+				t.Errorf("%s: GET as %s, neither asked nor named: %d %v, want 403", when, p, status, out)
+			}
+		}
+	}
+	approve("carol") // the pricing rule: finance
+	waitAs(t, s, c, "bob", id, "WAITING_FOR_APPROVAL")
+	readers("second turn held", "carol", "bob", "ann")
+	approve("bob") // the news page: the run's approver
+	waitAs(t, s, c, "ann", id, "COMPLETED")
+	readers("completed", "carol", "bob", "ann")
+}

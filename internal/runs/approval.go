@@ -77,6 +77,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.SuspensionID = st.SuspensionID
 	next.TurnDigest = st.TurnDigest
 	next.PendingCalls = calls
+	next.RuleApprovers = RuleApprovers(cur.RuleApprovers, calls)
 	next.State = ref
 	next.Checkpoint = StateRef{} // the suspended state is where the run goes on
 	next.LeaseOwner, next.LeaseUntil = "", time.Time{}

@@ -97,8 +97,9 @@ func Eligible(dir *identity.Directory, r *Run, calls []CallSummary) []identity.E
 
 // MayRead reports whether who may see run r: its initiator's person, one
 // of its tool executors, a person its approvers name (directly or through
-// a group), or one the approvers of a policy rule name for one of its held
-// calls, compared canonically.
+// a group), or one the approvers of a policy rule name for a call of any
+// turn it held, now or before (Run.RuleApprovers; the held calls for rows
+// written before that was kept), compared canonically.
 func MayRead(dir *identity.Directory, r *Run, who string) bool {
 	p, err := identity.Parse(who)
 	if err != nil {
@@ -108,7 +109,7 @@ func MayRead(dir *identity.Directory, r *Run, who string) bool {
 	if isToolExecutor(dir, r, s) {
 		return true
 	}
-	lists := [][]string{r.Approvers}
+	lists := [][]string{r.Approvers, r.RuleApprovers}
 	for _, c := range r.PendingCalls {
 		if c.Approval != nil && len(c.Approval.Approvers) > 0 {
 			lists = append(lists, c.Approval.Approvers)
@@ -126,6 +127,23 @@ func MayRead(dir *identity.Directory, r *Run, who string) bool {
 		}
 	}
 	return false
+}
+
+// RuleApprovers returns prev with the approver entries of calls' policy
+// rules that it lacks appended, in order.
+func RuleApprovers(prev []string, calls []CallSummary) []string {
+	out := slices.Clone(prev)
+	for _, c := range calls {
+		if c.Approval == nil {
+			continue
+		}
+		for _, a := range c.Approval.Approvers {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 func refuse(msg string) error {

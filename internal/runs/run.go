@@ -187,6 +187,10 @@ type Run struct {
 	// Approvers may decide the run's suspensions (and get approval links):
 	// principals and "group:<name>" entries, as the run named them.
 	Approvers []string `json:"approvers,omitempty"`
+	// RuleApprovers are the approver entries policy rules named for the
+	// calls of every turn the run held (RuleApprovers), in the order first
+	// seen: the people asked keep read access once the run moves on.
+	RuleApprovers []string `json:"rule_approvers,omitempty"`
 	// FourEyes forbids the initiator's person, by any alias, to decide.
 	FourEyes bool `json:"four_eyes,omitempty"`
 	// Purpose is a short summary of what the run is for (approval mail and
@@ -350,6 +354,7 @@ func (r *Run) Clone() *Run {
 	c := *r
 	c.unwritten = nil
 	c.Approvers = slices.Clone(r.Approvers)
+	c.RuleApprovers = slices.Clone(r.RuleApprovers)
 	c.Metadata = maps.Clone(r.Metadata)
 	c.TokenHashes = slices.Clone(r.TokenHashes)
 	c.InboxKeys = slices.Clone(r.InboxKeys)
