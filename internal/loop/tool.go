@@ -385,6 +385,16 @@ func (tb *Toolbox) Missing(name string) string {
 	return fmt.Sprintf("unknown tool %q", name)
 }
 
+// AbsentPrefixes returns the prefixes of the tools noted as absent
+// (NoteAbsent), in the order noted.
+func (tb *Toolbox) AbsentPrefixes() []string {
+	out := make([]string, len(tb.absent))
+	for i, a := range tb.absent {
+		out[i] = a.prefix
+	}
+	return out
+}
+
 // noted reports whether a reason was noted for the named tool's absence.
 func (tb *Toolbox) noted(name string) bool {
 	for _, a := range tb.absent {

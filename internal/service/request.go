@@ -137,6 +137,9 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkRequireApproval(tools); err != nil {
+		return err
+	}
 	for i, name := range r.AllowedTools {
 		if _, ok := tools.Lookup(name); !ok {
 			return runs.Errorf(runs.EInvalid, "allowed_tools[%d]: %s (have %s)", i, tools.Missing(name), strings.Join(tools.Names(), ", "))
@@ -160,6 +163,27 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	}
 	if _, err := webhook.ParseEventTypes(r.WebhookEvents); err != nil {
 		return runs.Errorf(runs.EInvalid, "webhook_events: %v", err)
+	}
+	return nil
+}
+
+// checkRequireApproval refuses a require_approval pattern that matches
+// none of the run's tools (the deployment's and its client tools), nor
+// could match a tool of an MCP server absent at start-up: it tightens
+// nothing, and is most likely a typo the caller counts on (names are
+// case-sensitive). A pattern that does not parse is left to the policy's
+// check, which names what is wrong with it.
+func (r *StartRequest) checkRequireApproval(tools *loop.Toolbox) error {
+	names := tools.Names()
+	for i, s := range r.RequireApproval {
+		p, err := toolpattern.Parse(s)
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(names, p.Match) || slices.ContainsFunc(tools.AbsentPrefixes(), p.MayMatchUnder) {
+			continue
+		}
+		return runs.Errorf(runs.EInvalid, "require_approval[%d]: %q matches none of this run's tools, so it would tighten nothing (tool names are case-sensitive; have %s)", i, s, strings.Join(names, ", "))
 	}
 	return nil
 }

@@ -52,6 +52,20 @@ func nameByte(c byte) bool {
 // String returns the pattern as written.
 func (p Pattern) String() string { return p.text }
 
+// MayMatchUnder reports whether some tool name that starts with prefix
+// could match the pattern (whatever follows the prefix).
+func (p Pattern) MayMatchUnder(prefix string) bool {
+	switch {
+	case p.parts == nil:
+		return false
+	case len(p.parts) == 1:
+		return strings.HasPrefix(p.parts[0], prefix)
+	default:
+		first := p.parts[0]
+		return strings.HasPrefix(first, prefix) || strings.HasPrefix(prefix, first)
+	}
+}
+
 // IsZero reports whether p is the zero Pattern (which matches nothing).
 func (p Pattern) IsZero() bool { return p.parts == nil }
 
