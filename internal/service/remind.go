@@ -31,11 +31,17 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 	if err != nil {
 		return err
 	}
+	var none string
+	if len(links) == 0 {
+		// Recorded all the same, so the sweep does not come back for it.
+		none = "no approver who has not voted has a mailbox"
+	}
 	data, _ := json.Marshal(struct {
 		Channel  string `json:"channel"`
 		Reminder bool   `json:"reminder"`
 		Links    int    `json:"links"`
-	}{"email", reminder, len(links)})
+		NotSent  string `json:"not_sent,omitempty"`
+	}{"email", reminder, len(links), none})
 	// Tokens first, so every link mailed works the moment it arrives.
 	cur, err := w.Store.Renotify(ctx, r, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationSent, Reminder: reminder, Data: data}, grants)
 	if err != nil {

@@ -303,3 +303,34 @@ func TestRequireApprovalMustMatchATool(t *testing.T) {
 		assert.Contains(t, err.Error(), "tool names are case-sensitive; have read_document, lookup_order", "pattern %q", p)
 	}
 }
+
+// A run whose approvers have no mailbox (local names, IAM principals) gets
+// no reminder: a reminder is mail, and before, the sweep recorded a
+// `reminded` event that mailed nobody (links: 0).
+func TestNoReminderWithoutAMailbox(t *testing.T) {
+	e := newEnv(t)
+	e.sweeper.Remind = e.worker.Remind
+	ctx := context.Background()
+	req, _ := json.Marshal(service.StartRequest{Prompt: "note", Approvers: []string{"bob", "arn:aws:iam::123456789012:user/carol"}})
+	r, err := e.store.Create(ctx, runs.NewRun{Initiator: "alice", Approvers: []string{"bob", "arn:aws:iam::123456789012:user/carol"}, Request: req})
+	require.NoError(t, err)
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
+	got := e.get(t, r.ID)
+	require.Equal(t, runs.StatusWaiting, got.Status)
+	assert.True(t, got.RemindAt.IsZero(), "no reminder time")
+	assert.Empty(t, e.notes)
+
+	e.clock.Advance(50 * time.Minute)
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, sum.Reminded)
+	evs, err := e.store.Events(ctx, r.ID, 0, 100)
+	require.NoError(t, err)
+	for _, ev := range evs {
+		assert.NotEqual(t, runs.EventReminded, ev.Type, "a reminder that mails nobody")
+	}
+	e.clock.Advance(12 * time.Minute)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Expired, "the run still expires at its deadline")
+}

@@ -846,10 +846,16 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	if err != nil {
 		return err
 	}
+	var remindAt time.Time
+	if s.w.Notifier != nil && len(links) > 0 {
+		// A reminder is mail: without a mailbox to send to (approvers
+		// that are local names or IAM principals only), there is none.
+		remindAt = now.Add(s.ttl * 8 / 10)
+	}
 	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
 		State:       st,
 		Deadline:    deadline,
-		RemindAt:    now.Add(s.ttl * 8 / 10),
+		RemindAt:    remindAt,
 		Tokens:      grants,
 		Purpose:     s.cur.Purpose,
 		InboxKeys:   inbox,
