@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +77,49 @@ func TestCLIStoryOnMoto(t *testing.T) {
 	}
 	if code, _, serr := e.cli("alice", "runs", "cancel", r.ID); code != 1 || !strings.Contains(serr, "HTTP 409") {
 		t.Fatalf("cancel a completed run: exit %d %s", code, serr)
+	}
+}
+
+// TestServeRefusesAMissingTableOrBucket: `serve --store aws` checks at start
+// that its table and bucket exist; before, it started and every request
+// that touched the missing one answered 500.
+func TestServeRefusesAMissingTableOrBucket(t *testing.T) {
+	ctx := context.Background()
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
+		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
+	table, bucket := "agentgate-missing-"+suffix, "agentgate-missing-"+suffix
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": endpoint(), "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AGENTGATE_TABLE": table, "AGENTGATE_BUCKET": bucket, "AGENTGATE_PUBLIC_BASE_URL": "",
+	} {
+		t.Setenv(k, v)
+	}
+	serve := func() error {
+		s, err := startLocal(ctx, serveOptions{addr: "127.0.0.1:0", dir: t.TempDir(), tokens: cliTokens, mailOut: io.Discard, store: "aws",
+			logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+		if err == nil {
+			_ = s.Close()
+		}
+		return err
+	}
+	if err := serve(); err == nil || !strings.Contains(err.Error(), `table "`+table+`" (AGENTGATE_TABLE) does not exist`) || !strings.Contains(err.Error(), "agentgate init") {
+		t.Fatalf("serve without the table: %v", err)
+	}
+	if _, err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table); err != nil {
+		t.Fatal(err)
+	}
+	if err := serve(); err == nil || !strings.Contains(err.Error(), `bucket "`+bucket+`" (AGENTGATE_BUCKET) does not exist`) {
+		t.Fatalf("serve without the bucket: %v", err)
+	}
+	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
+	if _, err := s3state.CreateBucket(ctx, s3c, bucket, "us-east-1", "", 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := serve(); err != nil {
+		t.Fatalf("serve with both: %v", err)
 	}
 }

@@ -5,7 +5,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"errors"
 	"flag"
@@ -24,6 +29,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/awswire"
 	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/routes"
@@ -219,6 +225,9 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if err := checkAWSStore(ctx, awsCfg, cfg.Table, cfg.Bucket, o.logger); err != nil {
+		return nil, nil, nil, err
 	}
 	if err := os.MkdirAll(outbox, 0o700); err != nil {
 		return nil, nil, nil, err
@@ -512,4 +521,32 @@ func every(ctx context.Context, period time.Duration, fn func()) {
 			fn()
 		}
 	}
+}
+
+// checkAWSStore refuses to start on a table or bucket that does not exist:
+// every request that touched it would answer 500. Any other answer (no
+// permission to describe them, a network error) is logged and left to the
+// requests, which name the cause.
+func checkAWSStore(ctx context.Context, awsCfg aws.Config, table, bucket string, logger *slog.Logger) error {
+	where := "AWS " + awsCfg.Region
+	if awsCfg.BaseEndpoint != nil {
+		where = *awsCfg.BaseEndpoint
+	}
+	_, err := dynamodb.NewFromConfig(awsCfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	var noTable *ddbtypes.ResourceNotFoundException
+	switch {
+	case errors.As(err, &noTable):
+		return fmt.Errorf("table %q (AGENTGATE_TABLE) does not exist on %s: create it and the bucket with `agentgate init`", table, where)
+	case err != nil:
+		logger.Warn("could not check that the runs table exists", "table", table, "err", err)
+	}
+	_, err = awswire.NewS3(awsCfg).HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(bucket)})
+	var noBucket *s3types.NotFound
+	switch {
+	case errors.As(err, &noBucket):
+		return fmt.Errorf("bucket %q (AGENTGATE_BUCKET) does not exist on %s: create it and the table with `agentgate init`", bucket, where)
+	case err != nil:
+		logger.Warn("could not check that the state bucket exists", "bucket", bucket, "err", err)
+	}
+	return nil
 }
