@@ -301,6 +301,15 @@ func TestLambdasUnderRIE(t *testing.T) {
 	run = a.waitStatus(withHook.ID, "WAITING_FOR_APPROVAL")
 	b.do("POST", "/runs/"+withHook.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
 	require.Equal(t, withHook.ID, hookTold("run.completed").Data.RunID, "from resume")
+	// A cancel ends a waiting run in the API request, which no worker job
+	// follows: the request dispatches a deliver job to resume.
+	var toCancel runJSON
+	a.do("POST", "/runs", map[string]any{"prompt": "Raise the Team price to 12 EUR.", "approvers": []string{"bob"},
+		"webhook_url": receiver.URL + "/hooks"}, http.StatusAccepted, &toCancel)
+	require.Equal(t, toCancel.ID, hookTold("run.waiting_for_approval").Data.RunID, "from startrun")
+	a.waitStatus(toCancel.ID, "WAITING_FOR_APPROVAL")
+	a.do("POST", "/runs/"+toCancel.ID+"/cancel", nil, http.StatusOK, nil)
+	require.Equal(t, toCancel.ID, hookTold("run.cancelled").Data.RunID, "from the deliver job")
 
 	// expire and purge: the first run's 60-second window passed without a
 	// decision.

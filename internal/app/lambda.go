@@ -97,8 +97,9 @@ const inlineDeliveryBudget = 2 * webhook.DefaultTimeout
 // every delivery its job's writes scheduled (a suspension, an ending) once
 // the job is over, rather than leave it to purge's next sweep, up to a
 // minute later. API requests never wait for a receiver: what they schedule
-// (a cancel) goes with the sweep. An invocation near its deadline leaves
-// its attempts to the sweep too.
+// for a run no worker takes up (a cancel of a waiting run) goes to a
+// deliver job (service.JobDeliver) on the resume function. An invocation
+// near its deadline leaves its attempts to the sweep.
 func firstAttemptsAtJobEnd(entry *lambdaentry.Entry, a *App, logger *slog.Logger) {
 	var mu sync.Mutex
 	var scheduled []string
@@ -120,7 +121,17 @@ func firstAttemptsAtJobEnd(entry *lambdaentry.Entry, a *App, logger *slog.Logger
 		DeliveryBudget: inlineDeliveryBudget, Logger: logger}
 	worker, api := entry.Worker, entry.API
 	entry.Worker = func(ctx context.Context, job service.Job) error {
-		err := worker(ctx, job)
+		var err error
+		if job.Kind == service.JobDeliver {
+			if err := job.Validate(); err != nil {
+				return err
+			}
+			if _, err := inline.DeliverRun(ctx, job.RunID); err != nil {
+				logger.WarnContext(ctx, "webhook: deliver job failed; the sweep makes the attempts", "run_id", job.RunID, "err", err)
+			}
+		} else {
+			err = worker(ctx, job)
+		}
 		for _, id := range take() {
 			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < inlineDeliveryBudget+5*time.Second {
 				logger.InfoContext(ctx, "webhook: first attempt left to the sweep (the invocation is near its deadline)", "run_id", id)
@@ -132,7 +143,14 @@ func firstAttemptsAtJobEnd(entry *lambdaentry.Entry, a *App, logger *slog.Logger
 	}
 	entry.API = func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		resp, err := api(ctx, req)
-		take() // the sweep makes these
+		// A run the request left waiting or ended (a cancel) goes to no
+		// worker: a deliver job makes its first attempts, so the request
+		// waits for no receiver. A lost dispatch leaves them to the sweep.
+		for _, id := range take() {
+			if derr := a.Worker.Dispatch.Dispatch(ctx, service.Job{Kind: service.JobDeliver, RunID: id}); derr != nil {
+				logger.WarnContext(ctx, "webhook: deliver job not dispatched; the sweep makes the attempts", "run_id", id, "err", derr)
+			}
+		}
 		return resp, err
 	}
 }

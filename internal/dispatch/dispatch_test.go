@@ -44,17 +44,18 @@ func TestLambdaInvokesTheJobsFunctionAsynchronously(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &Lambda{Client: client, RunFunction: "run-fn", ResumeFunction: "resume-fn"}
-	for _, j := range []service.Job{{Kind: service.JobRun, RunID: "r1"}, {Kind: service.JobResume, RunID: "r2"}} {
+	for _, j := range []service.Job{{Kind: service.JobRun, RunID: "r1"}, {Kind: service.JobResume, RunID: "r2"}, {Kind: service.JobDeliver, RunID: "r3"}} {
 		if err := d.Dispatch(t.Context(), j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(api.calls) != 2 {
-		t.Fatalf("%d invokes, want 2", len(api.calls))
+	if len(api.calls) != 3 {
+		t.Fatalf("%d invokes, want 3", len(api.calls))
 	}
 	for i, want := range []struct{ path, payload string }{
 		{"/2015-03-31/functions/run-fn/invocations", `{"agentgate_job":{"kind":"run","run_id":"r1"}}`},
 		{"/2015-03-31/functions/resume-fn/invocations", `{"agentgate_job":{"kind":"resume","run_id":"r2"}}`},
+		{"/2015-03-31/functions/resume-fn/invocations", `{"agentgate_job":{"kind":"deliver","run_id":"r3"}}`},
 	} {
 		got := api.calls[i]
 		if got.path != want.path || got.invocationType != "Event" || got.payload != want.payload {
@@ -70,8 +71,8 @@ func TestLambdaInvokesTheJobsFunctionAsynchronously(t *testing.T) {
 	if err := (&Lambda{Client: client}).Dispatch(t.Context(), service.Job{Kind: service.JobRun, RunID: "r"}); err == nil {
 		t.Error("a job without a configured function was dispatched")
 	}
-	if len(api.calls) != 2 {
-		t.Errorf("%d invokes after the refused dispatches, want 2", len(api.calls))
+	if len(api.calls) != 3 {
+		t.Errorf("%d invokes after the refused dispatches, want 3", len(api.calls))
 	}
 }
 

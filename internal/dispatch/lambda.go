@@ -34,7 +34,9 @@ func (d *Lambda) Dispatch(ctx context.Context, job service.Job) error {
 		return err
 	}
 	fn := d.RunFunction
-	if job.Kind == service.JobResume {
+	if job.Kind == service.JobResume || job.Kind == service.JobDeliver {
+		// The resume function serves the requests that schedule a
+		// delivery without a worker job (a cancel) and may sign webhooks.
 		fn = d.ResumeFunction
 	}
 	if fn == "" {

@@ -19,6 +19,14 @@ type JobKind string
 const (
 	JobRun    JobKind = "run"
 	JobResume JobKind = "resume"
+	// JobDeliver makes the first attempts of a run's due webhook
+	// deliveries, nothing else: an API request whose write scheduled one
+	// and that hands the run to no worker (a cancel of a waiting run)
+	// dispatches it, so the receiver hears of it without waiting for the
+	// sweep and the request without waiting for the receiver. Only a
+	// function that may sign webhooks makes the attempts (app's
+	// firstAttemptsAtJobEnd); any other worker leaves them to the sweep.
+	JobDeliver JobKind = "deliver"
 )
 
 // MaxSnapshotSize bounds a job's snapshot (its JSON): a row whose encoding
@@ -138,7 +146,7 @@ func (j Job) Payload() []byte {
 
 // Validate checks the job's kind and run id.
 func (j Job) Validate() error {
-	if j.Kind != JobRun && j.Kind != JobResume {
+	if j.Kind != JobRun && j.Kind != JobResume && j.Kind != JobDeliver {
 		return fmt.Errorf("unknown job kind %q", j.Kind)
 	}
 	if j.RunID == "" {

@@ -334,3 +334,15 @@ func TestNoReminderWithoutAMailbox(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Expired, "the run still expires at its deadline")
 }
+
+// A deliver job (service.JobDeliver) only makes webhook attempts, in a
+// function that signs them; a plain worker leaves the run alone.
+func TestAPlainWorkerLeavesADeliverJob(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t)
+	require.NoError(t, e.worker.Handle(context.Background(), service.Job{Kind: service.JobDeliver, RunID: r.ID}))
+	got := e.get(t, r.ID)
+	assert.Equal(t, runs.StatusQueued, got.Status)
+	assert.Equal(t, r.Version, got.Version, "nothing written")
+	assert.Error(t, service.Job{Kind: service.JobDeliver}.Validate(), "a deliver job names its run")
+}

@@ -132,6 +132,10 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		return err
 	}
 	log := w.log().With("run_id", job.RunID, "job", job.Kind)
+	if job.Kind == JobDeliver {
+		log.InfoContext(ctx, "deliver job: this worker sends no webhooks; the sweep makes the attempts")
+		return nil
+	}
 	owner := fmt.Sprintf("%s/%s", w.Owner, randomHex(6))
 	// The claim is written with the segment's first write: a run worker
 	// that reads and suspends writes once, and one whose job carries a
