@@ -76,6 +76,9 @@ type serveOptions struct {
 	// retention is how long settled runs are kept on the embedded store
 	// (0: AGENTGATE_RETENTION, else runs.DefaultRetention).
 	retention time.Duration
+	// now is the clock of the embedded store, the workers and the sweep
+	// (nil: the wall clock; tests only).
+	now func() time.Time
 }
 
 // localServer is a running local agentgate.
@@ -206,7 +209,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 			}
 			retention = r
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention})
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention, Now: o.now})
 		if err != nil {
 			return nil, nil, nil, err
 		}

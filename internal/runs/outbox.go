@@ -45,6 +45,9 @@ const (
 	EventWebhookScheduled = "webhook_scheduled"
 	EventWebhookAttempt   = "webhook_attempt"
 	EventWebhookDropped   = "webhook_dropped"
+	// EventWebhookGivenUp records a delivery given up without an attempt
+	// that ended it: it waited too long for a process able to send it.
+	EventWebhookGivenUp = "webhook_given_up"
 )
 
 // schedule adds the outbox entries of the transition cur -> next to next,
@@ -138,6 +141,20 @@ func (s *Store) RecordOutbox(ctx context.Context, cur *Run, id string, next *Out
 	if ev.Actor == "" {
 		ev.Actor = "purge"
 	}
+	return s.replaceOutbox(ctx, cur, id, next, []Event{{Type: ev.Type, Actor: ev.Actor, Data: cloneRaw(ev.Data)}})
+}
+
+// PostponeOutbox replaces the outbox entry id of a waiting or terminal run
+// with next (a later due time, the sender's data) without an event: for an
+// entry whose attempt could not be made at all (no attempt to record), so
+// that it leaves the front of the due index. Codes as RecordOutbox.
+func (s *Store) PostponeOutbox(ctx context.Context, cur *Run, id string, next OutboxEntry) (*Run, error) {
+	return s.replaceOutbox(ctx, cur, id, &next, nil)
+}
+
+// replaceOutbox replaces (next) or removes (nil) the outbox entry id and
+// appends events, in one write.
+func (s *Store) replaceOutbox(ctx context.Context, cur *Run, id string, next *OutboxEntry, events []Event) (*Run, error) {
 	return s.retry(ctx, cur, func(cur *Run, _ time.Time) (*Run, Write, error) {
 		if !outboxSendable(cur.Status) {
 			return nil, Write{}, Errorf(EConflict, "run %s is %s; its outbox waits", cur.ID, cur.Status)
@@ -155,7 +172,7 @@ func (s *Store) RecordOutbox(ctx context.Context, cur *Run, id string, next *Out
 		} else {
 			n.Outbox = slices.Delete(n.Outbox, i, i+1)
 		}
-		return n, Write{Events: []Event{{Type: ev.Type, Actor: ev.Actor, Data: cloneRaw(ev.Data)}}}, nil
+		return n, Write{Events: slices.Clone(events)}, nil
 	}, func(fresh *Run) bool {
 		return outboxSendable(fresh.Status) && slices.ContainsFunc(fresh.Outbox, func(o OutboxEntry) bool { return o.ID == id })
 	})

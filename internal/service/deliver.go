@@ -25,8 +25,9 @@ type WebhookSender interface {
 // leave the rest due on the next tick.
 const DefaultDeliveryBudget = 2 * time.Minute
 
-// errClassNotConfigured is the error class of an attempt that could not be
-// made because this deployment has no webhook sender (no secret).
+// errClassNotConfigured is the error of a delivery given up because the
+// processes that found it due had no webhook sender (no signing secret)
+// for as long as its schedule's attempts would have taken.
 const errClassNotConfigured = "not_configured"
 
 // webhookAttemptData is the data of a webhook_attempt event.
@@ -36,6 +37,18 @@ type webhookAttemptData struct {
 	State   webhook.DeliveryState `json:"state"`
 	Next    time.Time             `json:"next_attempt_at,omitzero"`
 	Attempt webhook.Attempt       `json:"attempt"`
+}
+
+// webhookGivenUpData is the data of a webhook_given_up event: the delivery,
+// its final state, why, the attempts made before (none, or ones that
+// failed) and how long it waited for a process able to send it.
+type webhookGivenUpData struct {
+	ID       string                `json:"id"`
+	Type     webhook.EventType     `json:"type"`
+	State    webhook.DeliveryState `json:"state"`
+	Error    string                `json:"error"`
+	Attempts int                   `json:"attempts"`
+	WaitedMS int64                 `json:"waited_ms"`
 }
 
 // DeliverRun makes the due webhook attempts of one run now: the first
@@ -57,6 +70,7 @@ func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, e
 	}
 	if r.OutboxSendable() {
 		s.deliver(ctx, r, at, &sum, s.logger())
+		warnWaitingForSecret(ctx, s.logger(), sum)
 	}
 	return sum, nil
 }
@@ -83,6 +97,13 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 			return r
 		}
 		d, err := webhook.DeliveryOf(e)
+		if err == nil && s.Webhooks == nil {
+			var ok bool
+			if r, ok = s.waitForSecret(ctx, r, d, now, sched, sum, log); !ok {
+				return r
+			}
+			continue
+		}
 		var a webhook.Attempt
 		sent := false
 		switch {
@@ -93,9 +114,6 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 			a = webhook.Attempt{At: now, Outcome: webhook.OutcomeRefused, Error: webhook.ErrClassInternal}
 			d.Attempts++
 			a.Number = d.Attempts
-		case s.Webhooks == nil:
-			a = webhook.Attempt{At: now, Outcome: webhook.OutcomeFailed, Error: errClassNotConfigured}
-			d.Record(a, sched)
 		default:
 			if made, ok := s.unrecorded.take(e.ID); ok {
 				a = made // made before; its record was refused (see below)
@@ -139,6 +157,42 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 		r = fresh
 	}
 	return r
+}
+
+// waitForSecret handles the due delivery d of r when this process has no
+// webhook sender (no signing secret): no attempt can be made, and none is
+// counted. The entry is postponed by webhook.NoSecretRetry, in a write
+// without an event (an event per sweep would only repeat that the secret
+// is missing; Sweep logs that once), until it has waited for the
+// schedule's whole span: then it is given up, with one webhook_given_up
+// event (error not_configured). It returns the run as last written and
+// false when a write failed (the run is left to the next sweep).
+func (s *Sweeper) waitForSecret(ctx context.Context, r *runs.Run, d *webhook.Delivery, now time.Time, sched webhook.Schedule, sum *SweepSummary, log *slog.Logger) (*runs.Run, bool) {
+	sum.WaitingForSecret++
+	if !d.WaitForSecret(now, sched) {
+		entries, err := d.Entry()
+		if err != nil {
+			log.ErrorContext(ctx, "sweep: re-encode delivery", "run_id", r.ID, "webhook_id", d.ID, "err", err)
+			return r, true
+		}
+		fresh, err := s.Store.PostponeOutbox(ctx, r, d.ID, entries[0])
+		if err != nil {
+			log.WarnContext(ctx, "sweep: webhook delivery not postponed", "run_id", r.ID, "webhook_id", d.ID, "err", err)
+			return r, false
+		}
+		return fresh, true
+	}
+	sum.GivenUp++
+	data, _ := json.Marshal(webhookGivenUpData{ID: d.ID, Type: d.Type, State: webhook.DeliveryFailed, Error: errClassNotConfigured,
+		Attempts: d.Attempts, WaitedMS: d.WaitedForSecret(now).Milliseconds()})
+	fresh, err := s.Store.RecordOutbox(ctx, r, d.ID, nil, runs.Event{Type: runs.EventWebhookGivenUp, Actor: "purge", Data: data})
+	if err != nil {
+		log.WarnContext(ctx, "sweep: webhook delivery given up but not recorded", "run_id", r.ID, "webhook_id", d.ID, "err", err)
+		return r, false
+	}
+	log.WarnContext(ctx, "webhook delivery given up: no webhook secret configured", "run_id", r.ID, "webhook_id", d.ID, "type", d.Type,
+		"attempts", d.Attempts, "waited", d.WaitedForSecret(now).String())
+	return fresh, true
 }
 
 // maxUnrecorded bounds the attempts a process remembers as made but not

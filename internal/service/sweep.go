@@ -30,7 +30,12 @@ type SweepSummary struct {
 	Skipped     int `json:"skipped"`
 	// Deliveries counts webhook attempts.
 	Deliveries int `json:"webhook_attempts"`
-	Errors     int `json:"errors"`
+	// WaitingForSecret counts due webhook deliveries no attempt could be
+	// made at, for want of a sender (no signing secret): postponed, or
+	// given up (GivenUp) once they waited their schedule's span.
+	WaitingForSecret int `json:"webhooks_waiting_for_secret"`
+	GivenUp          int `json:"webhooks_given_up"`
+	Errors           int `json:"errors"`
 	// More is set when the sweep stopped at its bound with due work left.
 	More bool `json:"more"`
 	// started is when the sweep began (the delivery budget's start).
@@ -47,9 +52,10 @@ type Sweeper struct {
 	Dispatch Dispatcher
 	// Remind, when set, sends the reminder for a waiting run (80% of the window).
 	Remind func(ctx context.Context, r *runs.Run) error
-	// Webhooks sends the runs' due webhook deliveries (nil: this
-	// deployment has no signing secret, and due deliveries fail until
-	// they are given up).
+	// Webhooks sends the runs' due webhook deliveries (nil: this process
+	// has no signing secret; due deliveries wait for one without using up
+	// their attempts, and are given up once they waited their schedule's
+	// span: see waitForSecret).
 	Webhooks WebhookSender
 	// Schedule is the retry schedule of deliveries (zero:
 	// webhook.DefaultSchedule).
@@ -114,10 +120,22 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 			break
 		}
 	}
+	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
 		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded,
-		"skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "errors", sum.Errors, "more", sum.More)
+		"skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhooks_waiting_for_secret", sum.WaitingForSecret,
+		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
+}
+
+// warnWaitingForSecret logs, once for a sweep rather than for each
+// delivery, that deliveries were due and this process could not send them.
+func warnWaitingForSecret(ctx context.Context, log *slog.Logger, sum SweepSummary) {
+	if sum.WaitingForSecret == 0 {
+		return
+	}
+	log.WarnContext(ctx, "webhook deliveries are due but no webhook secret is configured: they wait for a process with the secret, without using up their attempts",
+		"deliveries", sum.WaitingForSecret, "given_up", sum.GivenUp, "retry_in", webhook.NoSecretRetry.String())
 }
 
 // Recover dispatches, at once, every QUEUED or RESUMING run whose dispatch
@@ -197,6 +215,9 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.Purged += o.Purged
 	sum.Reminded += o.Reminded
 	sum.Skipped += o.Skipped
+	sum.Deliveries += o.Deliveries
+	sum.WaitingForSecret += o.WaitingForSecret
+	sum.GivenUp += o.GivenUp
 	sum.Errors += o.Errors
 	sum.More = sum.More || o.More
 }

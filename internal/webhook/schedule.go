@@ -55,6 +55,21 @@ func (s Schedule) Delay(id string, attempt int) (time.Duration, bool) {
 	return d, true
 }
 
+// Span is the longest time a delivery's attempts take: the delays between
+// them without jitter, at most Window. A delivery that waited this long
+// without any attempt being possible (Delivery.WaitForSecret) is given up.
+func (s Schedule) Span() time.Duration {
+	var span time.Duration
+	d := s.Base
+	for n := 1; n < s.Attempts && span < s.Window; n++ {
+		span += min(d, s.Cap)
+		if d < s.Cap {
+			d *= time.Duration(s.Factor)
+		}
+	}
+	return min(span, s.Window)
+}
+
 // Next returns when attempt number attempt+1 of a delivery created at
 // created is due, given that attempt number attempt started at last and
 // failed; false when the delivery is to be given up.

@@ -118,3 +118,69 @@ func TestDeliveryRecord(t *testing.T) {
 		})
 	}
 }
+
+func TestScheduleSpan(t *testing.T) {
+	tests := []struct {
+		name string
+		s    webhook.Schedule
+		want time.Duration
+	}{
+		{"default: the nominal delays", webhook.DefaultSchedule, 23*time.Hour + 41*time.Minute},
+		{"bounded by the window", webhook.Schedule{Base: time.Hour, Factor: 2, Cap: 10 * time.Hour, Attempts: 100, Window: 5 * time.Hour}, 5 * time.Hour},
+		{"one attempt: none to wait for", webhook.Schedule{Base: time.Hour, Factor: 2, Cap: time.Hour, Attempts: 1, Window: 5 * time.Hour}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.s.Span(); got != tt.want {
+				t.Errorf("Span() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWaitingForASecretIsNotAnAttempt: WaitForSecret postpones a due
+// delivery by NoSecretRetry without counting an attempt, gives it up once
+// it waited the schedule's span, and the time waited does not count
+// against the window of the attempts made later.
+func TestWaitingForASecretIsNotAnAttempt(t *testing.T) {
+	s := webhook.DefaultSchedule
+	d := webhook.Delivery{ID: "msg_wait", CreatedAt: eventTime, State: webhook.DeliveryPending, NextAttemptAt: eventTime}
+	now := eventTime
+	for now.Before(eventTime.Add(20 * time.Hour)) {
+		if d.WaitForSecret(now, s) {
+			t.Fatalf("given up after %v, want after %v", now.Sub(eventTime), s.Span())
+		}
+		if want := now.Add(webhook.NoSecretRetry); !d.NextAttemptAt.Equal(want) {
+			t.Fatalf("next = %v, want %v", d.NextAttemptAt, want)
+		}
+		now = d.NextAttemptAt
+	}
+	if d.Attempts != 0 || d.Last != nil || d.State != webhook.DeliveryPending {
+		t.Fatalf("after waiting: attempts %d, last %v, state %s; want 0, nil, pending", d.Attempts, d.Last, d.State)
+	}
+
+	// A process with the secret: attempts fail, and are retried past the
+	// event's 24 h window by the 20 h waited.
+	for range 5 {
+		d.Record(webhook.Attempt{At: now, Outcome: webhook.OutcomeFailed}, s)
+		now = d.NextAttemptAt
+	}
+	if d.Attempts != 5 || d.State != webhook.DeliveryPending || !d.NextAttemptAt.After(eventTime.Add(s.Window)) {
+		t.Fatalf("attempts %d, state %s, next %v after the event; want 5, pending, later than the window",
+			d.Attempts, d.State, d.NextAttemptAt.Sub(eventTime))
+	}
+	if d.Waited != 20*time.Hour || !d.WaitingSince.IsZero() {
+		t.Fatalf("waited %v since %v, want 20h and no longer waiting", d.Waited, d.WaitingSince)
+	}
+
+	// Without a secret again: given up once the waits add up to the span.
+	for !d.WaitForSecret(now, s) {
+		now = d.NextAttemptAt
+	}
+	if got := d.WaitedForSecret(now); got != s.Span() {
+		t.Errorf("given up after waiting %v, want %v", got, s.Span())
+	}
+	if d.State != webhook.DeliveryFailed || d.Attempts != 5 {
+		t.Errorf("state %s, attempts %d; want failed, 5", d.State, d.Attempts)
+	}
+}

@@ -96,6 +96,33 @@ func testOutbox(t *testing.T, h Harness) {
 		assert.Equal(t, string(runs.StatusCancelled), r.Outbox[0].Type)
 	})
 
+	t.Run("postponed without an event", func(t *testing.T) {
+		r := create()
+		r, err := e.Store.Claim(ctx, r.ID, "w1")
+		require.NoError(t, err)
+		r, err = e.Store.Settle(ctx, r, "w1", runs.Settlement{Status: runs.StatusCompleted})
+		require.NoError(t, err)
+		require.Len(t, r.Outbox, 1)
+		before := e.eventTypes(t, r.ID)
+		now := e.Clock.Now().UTC().Truncate(time.Millisecond)
+		next := r.Outbox[0]
+		next.DueAt = now.Add(5 * time.Minute)
+		next.Data = json.RawMessage(`{"attempts":0,"waiting_since":"x"}`)
+		r, err = e.Store.PostponeOutbox(ctx, r, next.ID, next)
+		require.NoError(t, err)
+		assert.Equal(t, now.Add(5*time.Minute), r.DueAt, "due when postponed to")
+		assert.Equal(t, before, e.eventTypes(t, r.ID), "no event")
+		got, err := e.Store.Get(ctx, r.ID)
+		require.NoError(t, err)
+		assert.Equal(t, r, got)
+		assert.JSONEq(t, string(next.Data), string(got.Outbox[0].Data))
+		due, _, err := e.Store.Due(ctx, now, 100, "")
+		require.NoError(t, err)
+		assert.False(t, containsRun(due, r.ID), "out of the due index until then")
+		_, err = e.Store.PostponeOutbox(ctx, r, "msg_other", next)
+		AssertCode(t, runs.EConflict, err)
+	})
+
 	t.Run("NotifyScheduled names a run whose new entries may be sent", func(t *testing.T) {
 		var named []string
 		e.Store.NotifyScheduled(func(id string) { named = append(named, id) })
