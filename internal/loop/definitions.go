@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -116,7 +118,9 @@ func (s *segment) refreshHeld(ctx context.Context, calls []PendingCall) (changed
 }
 
 // MaxUnverifiedReasonBytes caps the reason a held call's unverified
-// definition gives (a longer one is cut, ending in "…").
+// definition gives (a longer one is cut, ending in "…"). The reason holds
+// nothing JSON escapes, so it takes at most this much of the run row's
+// summary of the turn (runs.MaxPendingCallsSize) per call.
 const MaxUnverifiedReasonBytes = 200
 
 // unverifiedBy is what approvers are told of a definition the source
@@ -126,8 +130,8 @@ func unverifiedBy(err error) *UnverifiedDefinition {
 	u := &UnverifiedDefinition{Reason: "its source could not be asked; the agentgate log has the error"}
 	var de *DefinitionUnavailableError
 	if errors.As(err, &de) {
-		if de.Cause != "" {
-			u.Reason = de.Cause
+		if c := plainReason(de.Cause); c != "" {
+			u.Reason = c
 		}
 		if !de.ListedAt.IsZero() {
 			u.ListedAt = de.ListedAt.UTC()
@@ -141,6 +145,18 @@ func unverifiedBy(err error) *UnverifiedDefinition {
 		u.Reason = u.Reason[:cut] + "…"
 	}
 	return u
+}
+
+// plainReason is s on one line with every character JSON or HTML would
+// escape, or a reader could not see (control and format characters,
+// invalid UTF-8), made a space.
+func plainReason(s string) string {
+	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) || strings.ContainsRune(`<>&"\`, r) {
+			return ' '
+		}
+		return r
+	}, s)), " ")
 }
 
 // noteUnverified marks the held calls whose tool's definition could not

@@ -320,6 +320,10 @@ func TestAHeldCallSaysWhenItsDefinitionCouldNotBeChecked(t *testing.T) {
 			&loop.UnverifiedDefinition{Reason: "its source could not be asked; the agentgate log has the error"}},
 		{"a long cause is cut", &loop.DefinitionUnavailableError{Cause: strings.Repeat("é", 150), Err: errors.New("x")},
 			&loop.UnverifiedDefinition{Reason: strings.Repeat("é", 98) + "…"}},
+		{"a cause with what JSON escapes", &loop.DefinitionUnavailableError{Cause: "header <X-Key>\n\u202e\x01 & \"quoted\\\xff", Err: errors.New("x")},
+			&loop.UnverifiedDefinition{Reason: "header X-Key quoted"}},
+		{"an empty cause", &loop.DefinitionUnavailableError{Cause: " \n", Err: errors.New("x")},
+			&loop.UnverifiedDefinition{Reason: "its source could not be asked; the agentgate log has the error"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
