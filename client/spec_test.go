@@ -28,6 +28,7 @@ func TestTypesMatchSpec(t *testing.T) {
 		"Counters":              client.Counters{},
 		"Pending":               client.Pending{},
 		"PendingCall":           client.PendingCall{},
+		"UnverifiedDefinition":  client.UnverifiedDefinition{},
 		"RecordedDecision":      client.RecordedDecision{},
 		"Decision":              client.Decision{},
 		"CallDecision":          client.CallDecision{},

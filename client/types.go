@@ -184,6 +184,21 @@ type PendingCall struct {
 	Denied string `json:"denied,omitempty"`
 	// ApprovedBy names who approved the tool for the rest of the run.
 	ApprovedBy string `json:"approved_by,omitempty"`
+	// DefinitionUnverified is set when the tool's server could not be
+	// asked for its definition as the turn was held: the call is shown on
+	// the definition listed before, which may be stale.
+	DefinitionUnverified *UnverifiedDefinition `json:"definition_unverified,omitempty"`
+}
+
+// UnverifiedDefinition says why a held call's tool definition could not
+// be checked against its server when the turn was held, and when the
+// definition shown was listed.
+type UnverifiedDefinition struct {
+	// Reason says in a few words why the listing failed ("the connection
+	// was refused", "no answer in time", ...).
+	Reason string `json:"reason"`
+	// ListedAt is when the definition shown was listed (zero: unknown).
+	ListedAt time.Time `json:"listed_at,omitzero"`
 }
 
 // HeldCallText is one page of the whole preview or input of a pending

@@ -349,6 +349,9 @@ func writeRun(w io.Writer, r *client.Run) {
 				need = "needs approval"
 			}
 			fmt.Fprintf(w, "  - %s %s (%s, %s)\n", one(call.ID), one(call.Tool), call.Effect, need)
+			if note := definitionNote(call); note != "" {
+				fmt.Fprintf(w, "    note: %s\n", note)
+			}
 		}
 	}
 	if tr := r.ToolResults; tr != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentgate/agentgate/client"
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/loop"
 )
 
 func init() {
@@ -249,6 +250,9 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		if call.ApprovedBy != "" {
 			fmt.Fprintf(w, "    approved for this run by %s\n", one(call.ApprovedBy))
 		}
+		if note := definitionNote(call); note != "" {
+			fmt.Fprintf(w, "    NOTE: %s\n", note)
+		}
 		if len(call.Input) > 0 {
 			// As the page and the mail show it: the literal text, not an
 			// encoder's \u003c; CleanText makes control characters visible.
@@ -267,4 +271,15 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// definitionNote is the note the page and the mail show when the call's
+// tool could not be checked against its server as the turn was held, on
+// one line with control characters made visible; "" when it was checked.
+func definitionNote(call client.PendingCall) string {
+	u := call.DefinitionUnverified
+	if u == nil {
+		return ""
+	}
+	return one(approval.CleanText(approval.DefinitionNote(&loop.UnverifiedDefinition{Reason: u.Reason, ListedAt: u.ListedAt})))
 }

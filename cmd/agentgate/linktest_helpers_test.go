@@ -62,6 +62,8 @@ type linkServerOptions struct {
 	script string
 	// store is "" (embedded) or "aws".
 	store string
+	// tools is a tool-sources file (serve --tools); empty: none.
+	tools string
 }
 
 var linkTokens = map[string]string{linkAliceToken: "alice", linkBobToken: "bob"}
@@ -79,7 +81,7 @@ func startLinkServer(t *testing.T, o linkServerOptions) *linkServer {
 	}
 	ls := &linkServer{t: t, dir: dir, mail: &syncBuffer{}, logs: &syncBuffer{}}
 	s, err := startLocal(context.Background(), serveOptions{
-		addr: "127.0.0.1:0", dir: dir, model: model, store: o.store, tokens: linkTokens,
+		addr: "127.0.0.1:0", dir: dir, model: model, store: o.store, tools: o.tools, tokens: linkTokens,
 		mailOut: ls.mail, logger: slog.New(slog.NewJSONHandler(ls.logs, nil)),
 	})
 	require.NoError(t, err)

@@ -56,6 +56,7 @@ func TestHandlerTypesMatchSpec(t *testing.T) {
 		{"Pending", httpapi.PendingView{}, true},
 		{"RecordedDecision", httpapi.DecisionView{}, true},
 		{"PendingCall", runs.CallSummary{}, true},
+		{"UnverifiedDefinition", loop.UnverifiedDefinition{}, true},
 		{"Counters", loop.Counters{}, true},
 		{"Event", runs.Event{}, true},
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -41,6 +42,11 @@ func TestComposeGolden(t *testing.T) {
 	}{
 		{"mail.txt", func(*approval.Message) {}},
 		{"reminder.txt", func(m *approval.Message) { m.Reminder = true; m.Calls = m.Calls[:1] }},
+		{"unverified.txt", func(m *approval.Message) {
+			m.Calls = m.Calls[:1]
+			m.Calls[0].DefinitionUnverified = &loop.UnverifiedDefinition{Reason: "the connection was refused",
+				ListedAt: time.Date(2026, 3, 14, 9, 5, 7, 0, time.UTC)}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,6 +104,9 @@ func TestComposeEscapes(t *testing.T) {
 		Input:         mustJSON(t, map[string]string{"content": hostile}),
 		NeedsApproval: true,
 		Preview:       "-old\n+" + hostile + "\u202etxt.exe",
+		// The note's reason is a fixed phrase of agentgate's, but is
+		// escaped like everything else.
+		DefinitionUnverified: &loop.UnverifiedDefinition{Reason: hostile},
 	}}
 	_, text, html, err := approval.Compose(m)
 	if err != nil {
@@ -115,7 +124,10 @@ func TestComposeEscapes(t *testing.T) {
 	}
 	// The text part is text/plain: hostile markup stays literal text (no
 	// mail client renders it), and only invisible characters are escaped.
-	for _, want := range []string{hostile, "<b>tool</b>", `\u202etxt.exe`} {
+	if !strings.Contains(html, "when this turn was held: &lt;script&gt;") {
+		t.Error("HTML part lacks the definition note with its reason escaped")
+	}
+	for _, want := range []string{hostile, "<b>tool</b>", `\u202etxt.exe`, "    note: The tool's definition could not be checked against the server when this turn was held: " + hostile + ". You are shown the definition this process listed before."} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text part lacks %q as literal text", want)
 		}

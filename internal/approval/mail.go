@@ -71,6 +71,10 @@ func (v mailView) text() string {
 			b.WriteString("\n    denied by policy: ")
 			b.WriteString(c.Denied)
 		}
+		if c.DefinitionNote != "" {
+			b.WriteString("\n    note: ")
+			b.WriteString(c.DefinitionNote)
+		}
 		b.WriteString("\n    arguments:\n      ")
 		b.WriteString(indent("      ", c.Arguments))
 		if c.Preview != "" {
@@ -181,6 +185,11 @@ func (v mailView) html() string {
 		if c.Denied != "" {
 			h.Raw("\n" + `<p style="margin:0 0 6px;font-size:13px">Denied by policy: `)
 			h.Text(c.Denied)
+			h.Raw("</p>")
+		}
+		if c.DefinitionNote != "" {
+			h.Raw("\n" + `<p style="margin:0 0 6px;padding:6px 8px;background:#fef3c7;border-radius:4px;font-size:13px">`)
+			h.Text(c.DefinitionNote)
 			h.Raw("</p>")
 		}
 		h.Raw("\n" + mailSubtitle + "Arguments</p>\n" + mailPre)

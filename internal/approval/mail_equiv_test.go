@@ -66,6 +66,9 @@ func randomMailView(r *rand.Rand) mailView {
 		if r.IntN(3) == 0 {
 			c.Denied = randomString(r)
 		}
+		if r.IntN(3) == 0 {
+			c.DefinitionNote = randomString(r)
+		}
 		if c.NeedsApproval {
 			v.NeedApproval++
 		}

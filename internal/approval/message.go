@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -121,6 +122,9 @@ type callView struct {
 	Rule          string
 	RuleNote      string
 	Denied        string
+	// DefinitionNote: the tool's definition could not be checked when the
+	// turn was held (DefinitionNote).
+	DefinitionNote string
 }
 
 // Compose renders m as a mail: a one-line subject, a plain-text body and an
@@ -157,6 +161,8 @@ func Compose(m Message) (subject, text, html string, err error) {
 			Rule:          CleanText(c.Rule),
 			RuleNote:      truncate(CleanText(RuleNote(c)), ValueLimit),
 			Denied:        truncate(CleanText(c.Denied), ValueLimit),
+			// The note is short (its reason is capped): never cut.
+			DefinitionNote: CleanText(DefinitionNote(c.DefinitionUnverified)),
 		})
 		if c.NeedsApproval {
 			v.NeedApproval++
@@ -316,4 +322,20 @@ func RuleNote(c runs.CallSummary) string {
 		parts = append(parts, "approvers: "+strings.Join(a.Approvers, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// DefinitionNote tells approvers (mail, page and CLI) that a held call's
+// tool could not be checked against its server when the turn was held
+// (runs.CallSummary.DefinitionUnverified), so the definition they review
+// (description, input schema, annotations) may be stale; "" for nil.
+func DefinitionNote(u *loop.UnverifiedDefinition) string {
+	if u == nil {
+		return ""
+	}
+	shown := "You are shown the definition this process listed before."
+	if !u.ListedAt.IsZero() {
+		shown = "You are shown the definition listed at " + u.ListedAt.UTC().Format("Mon, 02 Jan 2006 15:04:05 UTC") + "."
+	}
+	return "The tool's definition could not be checked against the server when this turn was held: " +
+		strings.TrimSuffix(oneLine(u.Reason), ".") + ". " + shown
 }

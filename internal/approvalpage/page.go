@@ -96,6 +96,9 @@ type callView struct {
 	Rule          string
 	RuleNote      string
 	Denied        string
+	// DefinitionNote: the tool's definition could not be checked when the
+	// turn was held (approval.DefinitionNote).
+	DefinitionNote string
 	// InputURL and PreviewURL, set when the summary shortened the input or
 	// the preview, open the whole of it (TextPage), with its size.
 	InputURL    string
@@ -136,17 +139,18 @@ func Confirm(p ConfirmPage) (status int, html string) {
 	}
 	for i, c := range p.Calls {
 		cv := callView{
-			Number:        i + 1,
-			ID:            c.ID,
-			DisplayID:     approval.CleanText(c.ID),
-			Tool:          approval.CleanText(c.Tool),
-			Effect:        approval.CleanText(string(c.Effect)),
-			NeedsApproval: c.NeedsApproval,
-			Arguments:     approval.CleanText(approval.PrettyArguments(c.Input)),
-			Preview:       approval.CleanText(c.Preview),
-			Rule:          approval.CleanText(c.Rule),
-			RuleNote:      approval.CleanText(approval.RuleNote(c)),
-			Denied:        approval.CleanText(c.Denied),
+			Number:         i + 1,
+			ID:             c.ID,
+			DisplayID:      approval.CleanText(c.ID),
+			Tool:           approval.CleanText(c.Tool),
+			Effect:         approval.CleanText(string(c.Effect)),
+			NeedsApproval:  c.NeedsApproval,
+			Arguments:      approval.CleanText(approval.PrettyArguments(c.Input)),
+			Preview:        approval.CleanText(c.Preview),
+			Rule:           approval.CleanText(c.Rule),
+			RuleNote:       approval.CleanText(approval.RuleNote(c)),
+			Denied:         approval.CleanText(c.Denied),
+			DefinitionNote: approval.CleanText(approval.DefinitionNote(c.DefinitionUnverified)),
 		}
 		if c.InputTruncated {
 			cv.InputURL, cv.InputSize = HeldTextURL(c.ID, "input", 0), c.InputSize

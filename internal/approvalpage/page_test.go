@@ -170,3 +170,26 @@ func TestHeaders(t *testing.T) {
 		t.Errorf("Headers = %v; want fresh security headers plus the content type", all)
 	}
 }
+
+// TestConfirmNotesADefinitionThatCouldNotBeChecked: a call held while its
+// tool's server could not be listed says so next to the call, escaped; the
+// other calls say nothing.
+func TestConfirmNotesADefinitionThatCouldNotBeChecked(t *testing.T) {
+	p := confirmPage()
+	p.Calls[0].DefinitionUnverified = &loop.UnverifiedDefinition{Reason: `<b>refused</b>` + "\u202e",
+		ListedAt: time.Date(2026, 3, 14, 9, 5, 7, 0, time.FixedZone("CET", 3600))}
+	_, body := approvalpage.Confirm(p)
+	assertSafe(t, body)
+	want := `<p class="notice" style="margin:0 0 4px">The tool&#39;s definition could not be checked against the server when this turn was held: ` +
+		`&lt;b&gt;refused&lt;/b&gt;\u202e. You are shown the definition listed at Sat, 14 Mar 2026 08:05:07 UTC.</p>`
+	if !strings.Contains(body, want) {
+		t.Errorf("page lacks %q", want)
+	}
+	if n := strings.Count(body, "could not be checked"); n != 1 {
+		t.Errorf("%d notes, want 1 (only the call whose definition was not checked)", n)
+	}
+	_, plain := approvalpage.Confirm(confirmPage())
+	if strings.Contains(plain, "could not be checked") {
+		t.Error("a call whose definition was checked carries a note")
+	}
+}

@@ -160,6 +160,11 @@ func (v confirmView) renderCall(h *approval.HTML, c callView) {
 		h.Text(c.Denied)
 		h.Raw(" (it never runs)</p>")
 	}
+	if c.DefinitionNote != "" {
+		h.Raw("\n<p class=\"notice\" style=\"margin:0 0 4px\">")
+		h.Text(c.DefinitionNote)
+		h.Raw("</p>")
+	}
 	h.Raw("\n<div class=\"muted\">Arguments</div>\n<pre>")
 	h.Text(c.Arguments)
 	h.Raw("</pre>")

@@ -62,6 +62,9 @@ func randomConfirm(r *rand.Rand) confirmView {
 			c.Denied = randomString(r)
 		}
 		if r.IntN(3) == 0 {
+			c.DefinitionNote = randomString(r)
+		}
+		if r.IntN(3) == 0 {
 			c.InputURL, c.InputSize = randomURL(r), r.IntN(1<<22)
 		}
 		if r.IntN(3) == 0 {

@@ -2,9 +2,13 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Remote definitions: a DefinitionChecker tool's definition lives with its
@@ -84,27 +88,87 @@ func (r *Runner) checkerNames(calls []PendingCall, keep func(PendingCall) bool) 
 // for the definitions they have now, and reports whether one differs from
 // the definition the turn was planned with (the tool and the toolbox then
 // hold the new one). A source that cannot be reached leaves the definition
-// this process has: the call is held on it, and the resume asks again.
-func (s *segment) refreshHeld(ctx context.Context, calls []PendingCall) bool {
+// this process has: the call is held on it, unverified names such tools
+// with what approvers are told, and the resume asks again.
+func (s *segment) refreshHeld(ctx context.Context, calls []PendingCall) (changed bool, unverified map[string]*UnverifiedDefinition) {
 	names := s.r.checkerNames(calls, func(c PendingCall) bool { return s.allowed[c.Name] })
 	if len(names) == 0 {
-		return false
+		return false, nil
 	}
 	before := make(map[string]string, len(names))
 	for _, name := range names {
 		before[name], _ = s.r.Tools.Hash(name)
 	}
-	s.r.askDefinitions(ctx, names)
-	changed := false
+	answers := s.r.askDefinitions(ctx, names)
 	for _, name := range names {
 		if now, _ := s.r.Tools.Hash(name); now != before[name] {
 			changed = true
+		}
+		if err := answers[name].err; err != nil {
+			if unverified == nil {
+				unverified = map[string]*UnverifiedDefinition{}
+			}
+			unverified[name] = unverifiedBy(err)
 		}
 	}
 	if changed {
 		s.specs = s.r.specsOf(s.allowedNames)
 	}
-	return changed
+	return changed, unverified
+}
+
+// MaxUnverifiedReasonBytes caps the reason a held call's unverified
+// definition gives (a longer one is cut, ending in "…"). The reason holds
+// nothing JSON escapes, so it takes at most this much of the run row's
+// summary of the turn (runs.MaxPendingCallsSize) per call.
+const MaxUnverifiedReasonBytes = 200
+
+// unverifiedBy is what approvers are told of a definition the source
+// could not be asked about: the cause a DefinitionUnavailableError gives,
+// never another error's message (it may name the source's address).
+func unverifiedBy(err error) *UnverifiedDefinition {
+	u := &UnverifiedDefinition{Reason: "its source could not be asked; the agentgate log has the error"}
+	var de *DefinitionUnavailableError
+	if errors.As(err, &de) {
+		if c := plainReason(de.Cause); c != "" {
+			u.Reason = c
+		}
+		if !de.ListedAt.IsZero() {
+			u.ListedAt = de.ListedAt.UTC()
+		}
+	}
+	if len(u.Reason) > MaxUnverifiedReasonBytes {
+		cut := MaxUnverifiedReasonBytes - len("…")
+		for cut > 0 && !utf8.RuneStart(u.Reason[cut]) {
+			cut--
+		}
+		u.Reason = u.Reason[:cut] + "…"
+	}
+	return u
+}
+
+// plainReason is s on one line with every character JSON or HTML would
+// escape, or a reader could not see (control and format characters,
+// invalid UTF-8), made a space.
+func plainReason(s string) string {
+	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) || strings.ContainsRune(`<>&"\`, r) {
+			return ' '
+		}
+		return r
+	}, s)), " ")
+}
+
+// noteUnverified marks the held calls whose tool's definition could not
+// be checked (refreshHeld); a call the policy denied asks no approver and
+// gets no note.
+func noteUnverified(calls []PendingCall, unverified map[string]*UnverifiedDefinition) {
+	for i, c := range calls {
+		if u := unverified[c.Name]; u != nil && c.Denied == "" {
+			note := *u
+			calls[i].DefinitionUnverified = &note
+		}
+	}
 }
 
 // runs reports whether a held call is to run under its decision (nil

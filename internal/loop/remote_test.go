@@ -10,8 +10,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -292,4 +296,71 @@ func TestAHeldTurnIsHeldOnTheDefinitionItsSourceHasNow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, loop.ReasonCompleted, done.Reason)
 	assert.Len(t, log.list(), 1)
+}
+
+// TestAHeldCallSaysWhenItsDefinitionCouldNotBeChecked: a source that
+// cannot be asked as the turn is held leaves the definition the process
+// has; each call of that tool carries why (the checker's Cause, never
+// another error's message) and when that definition was read. Calls of a
+// tool whose source answered carry nothing, and the turn digest does not
+// cover the note.
+func TestAHeldCallSaysWhenItsDefinitionCouldNotBeChecked(t *testing.T) {
+	listed := time.Date(2026, 12, 4, 9, 30, 15, 0, time.FixedZone("CET", 3600))
+	tests := []struct {
+		name string
+		err  error
+		want *loop.UnverifiedDefinition
+	}{
+		{"answered", nil, nil},
+		{"cause and listing time", &loop.DefinitionUnavailableError{Cause: "the connection was refused", ListedAt: listed, Err: errors.New("dial tcp 10.0.0.7:443: connection refused")},
+			&loop.UnverifiedDefinition{Reason: "the connection was refused", ListedAt: listed.UTC()}},
+		{"wrapped, no listing time", fmt.Errorf("asking: %w", &loop.DefinitionUnavailableError{Cause: "no answer in time", Err: context.DeadlineExceeded}),
+			&loop.UnverifiedDefinition{Reason: "no answer in time"}},
+		{"another error", errors.New("Post https://user:secret@crm.internal/mcp: EOF"),
+			&loop.UnverifiedDefinition{Reason: "its source could not be asked; the agentgate log has the error"}},
+		{"a long cause is cut", &loop.DefinitionUnavailableError{Cause: strings.Repeat("é", 150), Err: errors.New("x")},
+			&loop.UnverifiedDefinition{Reason: strings.Repeat("é", 98) + "…"}},
+		{"a cause with what JSON escapes", &loop.DefinitionUnavailableError{Cause: "header <X-Key>\n\u202e\x01 & \"quoted\\\xff", Err: errors.New("x")},
+			&loop.UnverifiedDefinition{Reason: "header X-Key quoted"}},
+		{"an empty cause", &loop.DefinitionUnavailableError{Cause: " \n", Err: errors.New("x")},
+			&loop.UnverifiedDefinition{Reason: "its source could not be asked; the agentgate log has the error"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &execLog{}
+			read := newRemoteTool(log, loop.Definition{Name: "crm__find", InputSchema: json.RawMessage(pathSchema), Effect: loop.EffectRead})
+			write := newRemoteTool(log, loop.Definition{Name: "crm__update", InputSchema: json.RawMessage(writeSchema), Effect: loop.EffectWrite})
+			write.checkErr = tt.err
+			tb, err := loop.NewToolbox(read, write)
+			require.NoError(t, err)
+			r := &loop.Runner{Model: scriptModel(
+				asst(use("f1", "crm__find", `{"path":"a"}`), use("u1", "crm__update", `{"path":"a","text":"x"}`), use("u2", "crm__update", `{"path":"b","text":"y"}`)),
+				asst(say("done"))), Tools: tb, NewID: seqIDs("s-")}
+			out, err := r.Run(context.Background(), request("update"))
+			require.NoError(t, err)
+			require.Equal(t, loop.OutcomeSuspended, out.Kind, "held on the definition the process has")
+			st := out.Suspended
+			require.Len(t, st.PendingCalls, 3)
+			assert.Nil(t, st.PendingCalls[0].DefinitionUnverified, "the read's source answered")
+			for _, c := range st.PendingCalls[1:] {
+				assert.Equal(t, tt.want, c.DefinitionUnverified, "call %s", c.ID)
+				if c.DefinitionUnverified != nil {
+					assert.LessOrEqual(t, len(c.DefinitionUnverified.Reason), loop.MaxUnverifiedReasonBytes)
+				}
+			}
+			bare := slices.Clone(st.PendingCalls)
+			for i := range bare {
+				bare[i].DefinitionUnverified = nil
+			}
+			digest, err := loop.TurnDigest(st.RunID, st.SuspensionID, bare)
+			require.NoError(t, err)
+			assert.Equal(t, digest, st.TurnDigest, "the digest does not cover the note")
+
+			raw, err := st.Encode()
+			require.NoError(t, err)
+			back, err := loop.DecodeState(raw)
+			require.NoError(t, err)
+			assert.Equal(t, st.PendingCalls, back.PendingCalls, "the note survives the state's encoding")
+		})
+	}
 }

@@ -191,11 +191,15 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 			return s.finish(ctx, ReasonBudgetExhausted, fmt.Sprintf("token budget of %d used", s.opts.MaxTokens))
 		}
 		calls := s.plan(ctx, uses)
-		if needsApprovalIn(calls) && s.refreshHeld(ctx, calls) {
-			// A tool's source changed its definition since this process
-			// read it: the turn is judged, previewed and held on the
-			// definition the source has now.
-			calls = s.plan(ctx, uses)
+		var unverified map[string]*UnverifiedDefinition
+		if needsApprovalIn(calls) {
+			var changed bool
+			if changed, unverified = s.refreshHeld(ctx, calls); changed {
+				// A tool's source changed its definition since this
+				// process read it: the turn is judged, previewed and held
+				// on the definition the source has now.
+				calls = s.plan(ctx, uses)
+			}
 		}
 		if (needsApprovalIn(calls) || s.hasClientCall(calls)) && len(calls) > MaxHeldCalls {
 			// Too many calls to hold for approval or for the caller's
@@ -210,6 +214,7 @@ func (s *segment) loop(ctx context.Context) (Outcome, error) {
 			continue
 		}
 		if needsApprovalIn(calls) {
+			noteUnverified(calls, unverified)
 			return s.suspend(ctx, calls)
 		}
 		tr, err := s.execute(ctx, calls, nil)

@@ -94,6 +94,26 @@ type PendingCall struct {
 	// bases existed): the tool checks nothing. The turn digest does not
 	// cover it: it is the loop's record, not something a decision names.
 	PreviewBase string `json:"preview_base,omitempty"`
+	// DefinitionUnverified, set at suspension, says that the call's tool
+	// could not be checked against its source when the turn was held: the
+	// call is held, previewed and hashed on the definition this process
+	// read before (a definition that changed meanwhile still refuses the
+	// resume, ErrToolChanged). Approvers are shown it; the turn digest does
+	// not cover it.
+	DefinitionUnverified *UnverifiedDefinition `json:"definition_unverified,omitempty"`
+}
+
+// UnverifiedDefinition is why a held call's tool definition could not be
+// checked against its source when the turn was held, and when the
+// definition it is held on was read.
+type UnverifiedDefinition struct {
+	// Reason says in a few words why the source could not be asked
+	// (DefinitionUnavailableError.Cause): never a transport's message, a
+	// server's address or credentials.
+	Reason string `json:"reason"`
+	// ListedAt is when the definition the call is held on was read from
+	// the source; zero (absent) when unknown.
+	ListedAt time.Time `json:"listed_at,omitzero"`
 }
 
 // SuspendedState is everything needed to resume a run in another process.

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -160,6 +161,29 @@ type BasedPreviewer interface {
 type DefinitionChecker interface {
 	CurrentDefinition(ctx context.Context) (Definition, error)
 }
+
+// DefinitionUnavailableError is what a DefinitionChecker returns when it
+// could not ask its source (the server could not be reached, say). Cause
+// says why in a few words fit for approvers: never a transport's message,
+// a server's address or credentials. ListedAt is when the definition the
+// tool still has was read from the source (zero: unknown). Err is the full
+// error; Error returns its message, which is what the model is told when
+// a call could not be confirmed before it was to run.
+//
+// A turn held while a checker answers with an error is held on the
+// definition the tool still has, and each of its calls of that tool says
+// so (PendingCall.DefinitionUnverified).
+type DefinitionUnavailableError struct {
+	Cause    string
+	ListedAt time.Time
+	Err      error
+}
+
+// Error returns the full error's message.
+func (e *DefinitionUnavailableError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the full error.
+func (e *DefinitionUnavailableError) Unwrap() error { return e.Err }
 
 // ArgumentPolicy is implemented by tools whose need for approval depends on the
 // arguments of a call (for example a read tool that needs approval for some paths).

@@ -128,6 +128,7 @@ func openServer(ctx context.Context, s Server, o Options, getenv func(string) st
 		st.conn.Close()
 		return nil, err
 	}
+	st.listedAt = time.Now()
 	byExposed := map[string]string{}
 	for _, mt := range listed {
 		if !s.offers(mt.Name) {

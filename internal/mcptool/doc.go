@@ -21,7 +21,10 @@
 // about to be held and before a held call runs) and refreshes the
 // process's copy of every tool of that server, so a turn is held on the
 // definition the server has now, a tool that changed while a run waited is
-// refused with nothing run, and later runs use the new definition.
+// refused with nothing run, and later runs use the new definition. A
+// listing that fails returns a loop.DefinitionUnavailableError: why (never
+// the transport's message) and when the definition the process still has
+// was listed, which a turn held meanwhile shows its approvers.
 //
 // Calls send the (possibly edited) arguments with the call's idempotency
 // key in _meta under IdempotencyKeyMeta. A read is retried on transport

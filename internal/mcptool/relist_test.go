@@ -8,7 +8,9 @@ package mcptool_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -198,4 +200,47 @@ func TestAToolListedTwiceIsNotCalled(t *testing.T) {
 	done = approve(t, r, out.Suspended)
 	assert.Equal(t, loop.ReasonCompleted, done.Reason)
 	assert.Len(t, s.CallsOf("create_ticket"), 1, "and called once approved")
+}
+
+// TestAListingThatFailsAsTheTurnIsHeldIsNotedOnTheCall: the server is down
+// when the turn is held; the call is held on the definition the process
+// listed before, and says why the server could not be asked and when that
+// definition was listed. A listing that succeeds leaves no note, and the
+// resume asks the server again as before.
+func TestAListingThatFailsAsTheTurnIsHeldIsNotedOnTheCall(t *testing.T) {
+	t.Run("down since start-up", func(t *testing.T) {
+		before := time.Now()
+		s, _, r := ticketProcess(t, `{"title":"printer on fire"}`)
+		opened := time.Now()
+		s.Close()
+
+		out := start(t, r)
+		require.Equal(t, loop.OutcomeSuspended, out.Kind, "held on the definition listed at start-up")
+		held := out.Suspended.PendingCalls[0]
+		require.NotNil(t, held.DefinitionUnverified, "the approver is told")
+		assert.Equal(t, "the connection was refused", held.DefinitionUnverified.Reason)
+		at := held.DefinitionUnverified.ListedAt
+		assert.False(t, at.Before(before) || at.After(opened), "listed at start-up: got %s, want between %s and %s", at, before, opened)
+		assert.NotContains(t, held.DefinitionUnverified.Reason, strings.TrimPrefix(s.URL, "http://"))
+		assert.Contains(t, out.Suspended.Previews["c1"], "Description: Open a support ticket.", "the preview is of the definition listed before")
+
+		done := approve(t, r, out.Suspended)
+		assert.Equal(t, loop.ReasonCompleted, done.Reason)
+		assert.Contains(t, resultText(t, done.Transcript, "c1").Content, "MCP server crm could not be reached (the connection was refused)", "the resume asks again")
+	})
+	t.Run("down after a later listing", func(t *testing.T) {
+		s, _, r := ticketProcess(t, `{"title":"printer on fire"}`)
+		before := time.Now()
+		healthy := start(t, r)
+		listed := time.Now()
+		require.Equal(t, loop.OutcomeSuspended, healthy.Kind)
+		assert.Nil(t, healthy.Suspended.PendingCalls[0].DefinitionUnverified, "a listing that succeeds leaves no note")
+
+		s.Close()
+		out := start(t, r)
+		require.Equal(t, loop.OutcomeSuspended, out.Kind)
+		u := out.Suspended.PendingCalls[0].DefinitionUnverified
+		require.NotNil(t, u)
+		assert.False(t, u.ListedAt.Before(before) || u.ListedAt.After(listed), "listed when the first turn was held: got %s, want between %s and %s", u.ListedAt, before, listed)
+	})
 }

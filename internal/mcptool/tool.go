@@ -375,6 +375,9 @@ type serverTools struct {
 	listing *listing
 	// listed is the last listing that succeeded.
 	listed *listing
+	// listedAt is when the last listing that succeeded (at start-up or
+	// later) answered: when the tools' definitions were read.
+	listedAt time.Time
 }
 
 // listing is one tools/list of the server (all pages) and its outcome.
@@ -432,13 +435,26 @@ func (st *serverTools) list(ctx context.Context, l *listing) {
 	listed, err := st.conn.listTools(ctx)
 	if err != nil {
 		st.logger.WarnContext(ctx, "mcp tools/list", "server", st.server.Name, "err", err)
+		st.mu.Lock()
+		at := st.listedAt
+		st.mu.Unlock()
+		// The cause reaches approvers (a held call's note) and the model
+		// (a call that could not be confirmed): what went wrong, never the
+		// transport's message, which holds the server's address.
+		ue := &loop.DefinitionUnavailableError{ListedAt: at}
 		if c := transportCause(err); c != "" {
-			l.err = fmt.Errorf("MCP server %s could not be reached (%s)", st.server.Name, c)
+			ue.Cause = c
+			ue.Err = fmt.Errorf("MCP server %s could not be reached (%s)", st.server.Name, c)
 		} else {
-			l.err = fmt.Errorf("MCP server %s did not list its tools; the agentgate log has the error", st.server.Name)
+			ue.Cause = "the server did not list its tools; the agentgate log has the error"
+			ue.Err = fmt.Errorf("MCP server %s did not list its tools; the agentgate log has the error", st.server.Name)
 		}
+		l.err = ue
 		return
 	}
+	st.mu.Lock()
+	st.listedAt = time.Now()
+	st.mu.Unlock()
 	byName := make(map[string]*mcp.Tool, len(listed))
 	twice := map[string]bool{}
 	for _, mt := range listed {

@@ -124,6 +124,11 @@ type CallSummary struct {
 	// ApprovedBy names who approved the call's tool for the rest of the run
 	// (remember: "run"): it runs without a decision.
 	ApprovedBy string `json:"approved_by,omitempty"`
+	// DefinitionUnverified says that the call's tool could not be checked
+	// against its source when the turn was held: approvers review the
+	// definition this process listed before, at ListedAt
+	// (loop.PendingCall.DefinitionUnverified).
+	DefinitionUnverified *loop.UnverifiedDefinition `json:"definition_unverified,omitempty"`
 }
 
 // PendingCall returns the loop's view of the summarized call: what
@@ -371,6 +376,10 @@ func (r *Run) Clone() *Run {
 		for i, p := range r.PendingCalls {
 			p.Input = cloneRaw(p.Input)
 			p.Approval = cloneApproval(p.Approval)
+			if p.DefinitionUnverified != nil {
+				u := *p.DefinitionUnverified
+				p.DefinitionUnverified = &u
+			}
 			c.PendingCalls[i] = p
 		}
 	}

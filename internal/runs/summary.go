@@ -83,6 +83,10 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 			InputSize: len(compactInput(c.Input)),
 			Rule:      c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
 		}
+		if u := c.DefinitionUnverified; u != nil {
+			note := *u
+			s.DefinitionUnverified = &note
+		}
 		s.Input, s.InputTruncated = shortenInput(compactInput(c.Input), inMax)
 		if p := st.Previews[c.ID]; p != "" {
 			s.PreviewSize = len(p)

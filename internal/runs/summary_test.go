@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -50,7 +51,8 @@ func TestSummarizeCallsFitsTheRow(t *testing.T) {
 	for i := range MaxPendingCalls {
 		id := strings.Repeat("i", loop.MaxCallIDBytes-3) + string(rune('A'+i%26)) + string(rune('a'+i/26))
 		in := `{"text":"` + strings.Repeat("\u0001", 5000) + `"}`
-		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: id, Name: strings.Repeat("n", 300), Input: json.RawMessage(in), NeedsApproval: true})
+		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: id, Name: strings.Repeat("n", 300), Input: json.RawMessage(in), NeedsApproval: true,
+			DefinitionUnverified: &loop.UnverifiedDefinition{Reason: strings.Repeat("r", loop.MaxUnverifiedReasonBytes), ListedAt: time.Date(2026, 12, 5, 9, 14, 2, 123456789, time.UTC)}})
 		st.Previews[id] = strings.Repeat("\u0001", 50000)
 	}
 	calls := SummarizeCalls(st)
