@@ -531,6 +531,10 @@ func every(ctx context.Context, period time.Duration, fn func()) {
 // permission to describe them, a network error) is logged and left to the
 // requests, which name the cause.
 func checkAWSStore(ctx context.Context, awsCfg aws.Config, table, bucket string, logger *slog.Logger) error {
+	// An unreachable endpoint must not hold the start up for the SDK's
+	// retries: the check gives up and lets the requests say.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	where := "AWS " + awsCfg.Region
 	if awsCfg.BaseEndpoint != nil {
 		where = *awsCfg.BaseEndpoint

@@ -429,6 +429,9 @@ func TestRuleApproversStillReadAfterTheTurn(t *testing.T) {
 	approve("carol") // the pricing rule: finance
 	waitAs(t, s, c, "bob", id, "WAITING_FOR_APPROVAL")
 	readers("second turn held", "carol", "bob", "ann")
+	if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/cancel", "carol", jsonCT, `{}`); status != 403 || !strings.Contains(errMessage(out), "but not cancel it") {
+		t.Errorf("cancel by carol, asked about the first turn only: %d %v, want 403", status, out)
+	}
 	approve("bob") // the news page: the run's approver
 	waitAs(t, s, c, "ann", id, "COMPLETED")
 	readers("completed", "carol", "bob", "ann")

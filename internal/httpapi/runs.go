@@ -433,6 +433,9 @@ func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
+	if !runs.MayCancel(a.Directory, r, who) {
+		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "%s may read run %s (a policy rule asked them about an earlier turn) but not cancel it: the initiator, the run's approvers, its tool executors and whoever the turn it holds now names may", who, id)
+	}
 	if r.Status.Terminal() {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EConflict, "run %s is already %s", id, r.Status)
 	}

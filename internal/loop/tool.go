@@ -180,7 +180,12 @@ type DefinitionUnavailableError struct {
 }
 
 // Error returns the full error's message.
-func (e *DefinitionUnavailableError) Error() string { return e.Err.Error() }
+func (e *DefinitionUnavailableError) Error() string {
+	if e.Err == nil {
+		return e.Cause
+	}
+	return e.Err.Error()
+}
 
 // Unwrap returns the full error.
 func (e *DefinitionUnavailableError) Unwrap() error { return e.Err }

@@ -101,6 +101,17 @@ func Eligible(dir *identity.Directory, r *Run, calls []CallSummary) []identity.E
 // turn it held, now or before (Run.RuleApprovers; the held calls for rows
 // written before that was kept), compared canonically.
 func MayRead(dir *identity.Directory, r *Run, who string) bool {
+	return mayAccess(dir, r, who, true)
+}
+
+// MayCancel reports whether who may cancel run r: as MayRead, but of the
+// policy rules' approvers only those of the turn it holds now (a person
+// asked about an earlier turn keeps reading the run, not stopping it).
+func MayCancel(dir *identity.Directory, r *Run, who string) bool {
+	return mayAccess(dir, r, who, false)
+}
+
+func mayAccess(dir *identity.Directory, r *Run, who string, past bool) bool {
 	p, err := identity.Parse(who)
 	if err != nil {
 		return false
@@ -109,14 +120,21 @@ func MayRead(dir *identity.Directory, r *Run, who string) bool {
 	if isToolExecutor(dir, r, s) {
 		return true
 	}
-	lists := [][]string{r.Approvers, r.RuleApprovers}
+	entries := slices.Clone(r.Approvers)
+	if past {
+		entries = append(entries, r.RuleApprovers...)
+	}
 	for _, c := range r.PendingCalls {
-		if c.Approval != nil && len(c.Approval.Approvers) > 0 {
-			lists = append(lists, c.Approval.Approvers)
+		if c.Approval != nil {
+			entries = append(entries, c.Approval.Approvers...)
 		}
 	}
-	for _, entries := range lists {
-		list, err := dir.ResolveApprovers("approvers", entries)
+	// Each entry on its own: entries of different rules may name one
+	// person by two aliases, be more than a list may hold, or name a
+	// group the directory has lost since, none of which may cost the
+	// others their access.
+	for _, entry := range entries {
+		list, err := dir.ResolveApprovers("approvers", []string{entry})
 		if err != nil {
 			continue
 		}

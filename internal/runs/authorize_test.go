@@ -163,3 +163,31 @@ func TestUnmeetableApprovals(t *testing.T) {
 		})
 	}
 }
+
+// TestPastRuleApproversRead: the approvers policy rules named for earlier
+// turns read the run (each entry resolved on its own: two rules naming one
+// person by two aliases, more entries than a list holds, or a group the
+// directory lost must not cost the others their access), and only those
+// of the turn held now may cancel it.
+func TestPastRuleApproversRead(t *testing.T) {
+	dir, err := identity.DecodeDirectory([]byte(`{"version":1,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]},{"id":"bob","aliases":["bob@example.com"]},
+		           {"id":"carol","aliases":["carol@example.com","carol"]},{"id":"dave","aliases":["dave@example.com"]}],
+		"groups":[{"name":"finance","members":["carol"]}]}`))
+	require.NoError(t, err)
+	r := waitingRun("ann@example.com", false, "bob@example.com")
+	r.RuleApprovers = []string{"carol@example.com", "carol", "group:gone"}
+	for i := range 20 {
+		r.RuleApprovers = append(r.RuleApprovers, "x"+string(rune('a'+i))+"@example.com")
+	}
+	r.RuleApprovers = append(r.RuleApprovers, "group:finance")
+	for _, who := range []string{"carol", "CAROL@example.com", "xa@example.com", "bob@example.com", "ann@example.com"} {
+		assert.True(t, runs.MayRead(dir, r, who), "%s reads", who)
+	}
+	assert.False(t, runs.MayRead(dir, r, "dave@example.com"))
+	assert.False(t, runs.MayCancel(dir, r, "carol"), "asked about an earlier turn: reads, does not cancel")
+	assert.True(t, runs.MayCancel(dir, r, "bob@example.com"))
+	assert.True(t, runs.MayCancel(dir, r, "ann@example.com"))
+	r.PendingCalls[0].Approval = &loop.ApprovalRule{Approvers: []string{"group:finance"}}
+	assert.True(t, runs.MayCancel(dir, r, "carol"), "named by the turn held now")
+}

@@ -29,6 +29,11 @@ const (
 // before SummarizeCalls leaves them out altogether.
 const minSummaryBytes = 128
 
+// summaryNoteBytes is how much of a rule's description and of an
+// unverified definition's reason a call's summary keeps when even its
+// smallest input and preview shares do not fit.
+const summaryNoteBytes = 32
+
 // SummarizeCalls returns the run row's summary of a suspended state's
 // pending calls, in turn order, within MaxPendingCallsSize as JSON when the
 // calls' ids are of a sane size (the loop bounds them, loop.MaxCallIDBytes):
@@ -86,6 +91,17 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 		if u := c.DefinitionUnverified; u != nil {
 			note := *u
 			s.DefinitionUnverified = &note
+		}
+		if inMax == 0 {
+			// The last resort of fitSummary: the texts for approvers are
+			// cut too (the state keeps them whole; the approvers named,
+			// which authorization reads, never are).
+			if s.Approval != nil {
+				s.Approval.Description = cutText(s.Approval.Description, summaryNoteBytes, "…")
+			}
+			if s.DefinitionUnverified != nil {
+				s.DefinitionUnverified.Reason = cutText(s.DefinitionUnverified.Reason, summaryNoteBytes, "…")
+			}
 		}
 		s.Input, s.InputTruncated = shortenInput(compactInput(c.Input), inMax)
 		if p := st.Previews[c.ID]; p != "" {

@@ -52,6 +52,8 @@ func TestSummarizeCallsFitsTheRow(t *testing.T) {
 		id := strings.Repeat("i", loop.MaxCallIDBytes-3) + string(rune('A'+i%26)) + string(rune('a'+i/26))
 		in := `{"text":"` + strings.Repeat("\u0001", 5000) + `"}`
 		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: id, Name: strings.Repeat("n", 300), Input: json.RawMessage(in), NeedsApproval: true,
+			Rule: strings.Repeat("r", 64), Approval: &loop.ApprovalRule{Approvers: []string{"group:finance-approvers", "group:security-officers"}, RequiredApprovals: 2,
+				FourEyes: true, AlwaysAsk: true, Description: strings.Repeat("d", 200)},
 			DefinitionUnverified: &loop.UnverifiedDefinition{Reason: strings.Repeat("r", loop.MaxUnverifiedReasonBytes), ListedAt: time.Date(2026, 12, 5, 9, 14, 2, 123456789, time.UTC)}})
 		st.Previews[id] = strings.Repeat("\u0001", 50000)
 	}

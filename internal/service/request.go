@@ -169,18 +169,28 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 
 // checkRequireApproval refuses a require_approval pattern that matches
 // none of the run's tools (the deployment's and its client tools), nor
-// could match a tool of an MCP server absent at start-up: it tightens
+// could match a tool of one of its MCP servers (present or absent at
+// start-up): it tightens
 // nothing, and is most likely a typo the caller counts on (names are
 // case-sensitive). A pattern that does not parse is left to the policy's
 // check, which names what is wrong with it.
 func (r *StartRequest) checkRequireApproval(tools *loop.Toolbox) error {
 	names := tools.Names()
+	// A server's tools are <server>__<tool>: a pattern that could match a
+	// tool of a server this process has listed, or could not list, is
+	// kept (a server may add a tool that a later process lists).
+	servers := tools.AbsentPrefixes()
+	for _, n := range names {
+		if i := strings.Index(n, "__"); i > 0 && !slices.Contains(servers, n[:i+2]) {
+			servers = append(servers, n[:i+2])
+		}
+	}
 	for i, s := range r.RequireApproval {
 		p, err := toolpattern.Parse(s)
 		if err != nil {
 			continue
 		}
-		if slices.ContainsFunc(names, p.Match) || slices.ContainsFunc(tools.AbsentPrefixes(), p.MayMatchUnder) {
+		if slices.ContainsFunc(names, p.Match) || slices.ContainsFunc(servers, p.MayMatchUnder) {
 			continue
 		}
 		return runs.Errorf(runs.EInvalid, "require_approval[%d]: %q matches none of this run's tools, so it would tighten nothing (tool names are case-sensitive; have %s)", i, s, strings.Join(names, ", "))

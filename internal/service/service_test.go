@@ -281,11 +281,12 @@ func TestSweepSendsOneReminderAt80Percent(t *testing.T) {
 // absent at start-up; one that matches none tightens nothing (most likely
 // a typo, names being case-sensitive) and is refused, naming the index.
 func TestRequireApprovalMustMatchATool(t *testing.T) {
-	tools, err := loop.NewToolbox(&loop.FuncTool{Def: loop.Definition{Name: "read_document", Effect: loop.EffectRead}})
+	tools, err := loop.NewToolbox(&loop.FuncTool{Def: loop.Definition{Name: "read_document", Effect: loop.EffectRead}},
+		&loop.FuncTool{Def: loop.Definition{Name: "wiki__get_page", Effect: loop.EffectRead}})
 	require.NoError(t, err)
 	tools.NoteAbsent("crm__", "server crm could not be reached")
 	client := []service.ClientToolSpec{{Name: "lookup_order", InputSchema: json.RawMessage(`{"type":"object"}`), Effect: loop.EffectRead}}
-	for _, p := range []string{"read_document", "read_*", "*", "*_document", "lookup_*", "crm__*", "crm__delete_contact", "cr*", "crm_*x", "*x*", "x*"} {
+	for _, p := range []string{"read_document", "read_*", "*", "*_document", "lookup_*", "crm__*", "crm__delete_contact", "cr*", "crm_*x", "*x*", "wiki__edit_page", "wiki__*", "x*"} {
 		r := service.StartRequest{Prompt: "x", Approvers: []string{"a@example.com"}, ClientTools: client, RequireApproval: []string{"read_*", p}}
 		if p == "x*" {
 			err := r.Validate(tools)
@@ -296,11 +297,11 @@ func TestRequireApprovalMustMatchATool(t *testing.T) {
 		}
 		assert.NoError(t, r.Validate(tools), "pattern %q", p)
 	}
-	for _, p := range []string{"READ_*", "Read_document", "write_document", "CRM__*", "crm_x*", "lookup_order_v2"} {
+	for _, p := range []string{"READ_*", "Read_document", "write_document", "CRM__*", "crm_x*", "lookup_order_v2", "github__delete_repo", "Wiki__*"} {
 		r := service.StartRequest{Prompt: "x", Approvers: []string{"a@example.com"}, ClientTools: client, RequireApproval: []string{p}}
 		err := r.Validate(tools)
 		require.Error(t, err, "pattern %q", p)
-		assert.Contains(t, err.Error(), "tool names are case-sensitive; have read_document, lookup_order", "pattern %q", p)
+		assert.Contains(t, err.Error(), "tool names are case-sensitive; have read_document, wiki__get_page, lookup_order", "pattern %q", p)
 	}
 }
 
