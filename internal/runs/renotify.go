@@ -36,9 +36,16 @@ func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []Token
 		if n.Reminder {
 			typ = EventReminded
 		}
-		// Either way this was the sweep's one extra notification of the
-		// suspension: the run is next due at its deadline.
+		// A reminder is the sweep's last notification of the suspension:
+		// the run is next due at its deadline. A retry of a failed first
+		// notification keeps the reminder at 80% of the window when that
+		// is still ahead (SuspendedAt is when the window opened).
 		next.ReminderSent = true
+		if !n.Reminder && !cur.SuspendedAt.IsZero() {
+			if at := ms(cur.SuspendedAt.Add(cur.ApprovalDeadline.Sub(cur.SuspendedAt) * 8 / 10)); at.After(now) {
+				next.RemindAt, next.ReminderSent = at, false
+			}
+		}
 		w.Events = []Event{{Type: typ, Actor: "purge", Data: cloneRaw(n.Data)}}
 		return next, w, nil
 	}, func(fresh *Run) bool { return n.about(fresh) == nil })

@@ -129,6 +129,22 @@ func TestWorkerRecordsFailedMailAndTheSweepRetriesIt(t *testing.T) {
 	fresh, err := e.store.LookupToken(ctx, fmt.Sprintf("%064x", 2))
 	require.NoError(t, err, "the fresh link's token is stored")
 	assert.Equal(t, got.SuspensionID, fresh.SuspensionID)
+
+	// The retry does not take the place of the reminder at 80% of the
+	// hour (it did before): it still comes, once.
+	e.clock.Advance(40 * time.Minute)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, sum.Reminded, "not yet at 80%% of the hour")
+	e.clock.Advance(9 * time.Minute)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Reminded)
+	require.Len(t, e.notes, 3)
+	assert.True(t, e.notes[2].Reminder)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, sum.Reminded, "once")
 }
 
 func TestSweepExpiresRedispatchesReapsAndPurges(t *testing.T) {
