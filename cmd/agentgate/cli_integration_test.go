@@ -29,13 +29,7 @@ import (
 // the same contract as the embedded store's.
 func TestCLIStoryOnMoto(t *testing.T) {
 	ctx := context.Background()
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
-		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
-	table, bucket := "agentgate-cli-"+suffix, "agentgate-cli-"+suffix
+	awsCfg, table, bucket := motoNames(t, "agentgate-cli-")
 	if _, err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table); err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +79,7 @@ func TestCLIStoryOnMoto(t *testing.T) {
 // that touched the missing one answered 500.
 func TestServeRefusesAMissingTableOrBucket(t *testing.T) {
 	ctx := context.Background()
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
-		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
-	table, bucket := "agentgate-missing-"+suffix, "agentgate-missing-"+suffix
+	awsCfg, table, bucket := motoNames(t, "agentgate-missing-")
 	for k, v := range map[string]string{
 		"AWS_ENDPOINT_URL": endpoint(), "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 		"AGENTGATE_TABLE": table, "AGENTGATE_BUCKET": bucket, "AGENTGATE_PUBLIC_BASE_URL": "",
@@ -122,4 +110,17 @@ func TestServeRefusesAMissingTableOrBucket(t *testing.T) {
 	if err := serve(); err != nil {
 		t.Fatalf("serve with both: %v", err)
 	}
+}
+
+// motoNames returns the emulator's AWS configuration and a table and a
+// bucket name of this test's own (prefix and the time), neither created.
+func motoNames(t *testing.T, prefix string) (aws.Config, string, string) {
+	t.Helper()
+	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
+		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := prefix + fmt.Sprintf("%d", time.Now().UnixNano())
+	return awsCfg, name, name
 }
