@@ -97,7 +97,7 @@ func Open(ctx context.Context, f *File, o Options) (*Catalog, error) {
 			// server's tools): it says what happened, never the transport's
 			// message, which holds the server's address; the log has it.
 			reason := fmt.Sprintf("MCP server %s was unavailable when this process started (%s)", s.Name, unavailableCause(errs[i]))
-			logger.ErrorContext(ctx, "mcp server unavailable; its tools are absent", "server", s.Name, "url", s.URL, "err", errs[i])
+			logger.ErrorContext(ctx, "mcp server unavailable; its tools are absent", "server", s.Name, "url", s.shownURL(), "err", s.scrub(errs[i]))
 			c.absent = append(c.absent, Absence{Server: s.Name, Prefix: s.Name + NameSeparator, Reason: reason})
 		default:
 			c.servers = append(c.servers, results[i])

@@ -388,3 +388,32 @@ func TestWritesGoOnAFreshConnection(t *testing.T) {
 	assert.Equal(t, before+2, s.Conns(), "each write dials its own connection")
 	assert.Len(t, s.CallsOf("create_ticket"), 2)
 }
+
+// TestTheLogNeverHoldsTheURLsQuery: a key in the server URL's query (as
+// some servers take it) is cut out of every logged error, which quotes the
+// URL the transport sent to; before, the log had it whole.
+func TestTheLogNeverHoldsTheURLsQuery(t *testing.T) {
+	const key = "Hunter2SecretPW"
+	var logs strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	s := crmServer(t, mcptest.Options{})
+	down := crmServer(t, mcptest.Options{})
+	down.Close()
+	c := open(t, file(t,
+		mcptool.Server{Name: "crm", URL: s.URL + "?key=" + key},
+		mcptool.Server{Name: "billing", URL: down.URL + "?key=" + key}), mcptool.Options{Logger: logger, ConnectTimeout: 5 * time.Second})
+	tb := toolbox(t, c)
+	s.Close()
+	for _, name := range []string{"crm__find_customer", "crm__create_ticket"} {
+		tool, ok := tb.Lookup(name)
+		require.True(t, ok, name)
+		_, _ = tool.Call(context.Background(), json.RawMessage(`{"query":"x","title":"x"}`))
+		if dc, ok := tool.(loop.DefinitionChecker); ok {
+			_, _ = dc.CurrentDefinition(context.Background())
+		}
+	}
+	for _, want := range []string{"mcp server unavailable", "mcp tool call", "mcp tools/list"} {
+		assert.Contains(t, logs.String(), want)
+	}
+	assert.NotContains(t, logs.String(), key)
+}

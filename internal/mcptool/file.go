@@ -166,8 +166,7 @@ func (f *File) validate(o ParseOptions) error {
 		} else if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 			shown := "it" // unparsable: it may hold a secret we cannot find
 			if err == nil {
-				u.RawQuery, u.Fragment = "", ""
-				shown = fmt.Sprintf("%q", u.Redacted()) // no password, query or fragment (they may hold keys)
+				shown = fmt.Sprintf("%q", s.shownURL())
 			}
 			bad("url", "%s must be an absolute http(s) URL without user info", shown)
 		} else if u.Scheme == "http" && len(s.Headers) > 0 && !loopback(u.Hostname()) {
@@ -299,3 +298,43 @@ const EnvFile = "AGENTGATE_TOOL_SOURCES"
 // LayerPath is where the CDK stack's tool-sources layer puts the file on
 // Lambda (layers are extracted under /opt).
 const LayerPath = "/opt/agentgate/tool-sources.json"
+
+// shownURL is the server's URL as logs and messages show it: without a
+// password, query or fragment (they may hold keys).
+func (s Server) shownURL() string {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
+}
+
+// scrub returns err with the server URL's query and fragment (which may
+// hold keys) cut out of its message, for the log: the transport's errors
+// quote the URL they were sent to. errors.Is and errors.As see err as it was.
+func (s Server) scrub(err error) error {
+	if err == nil {
+		return nil
+	}
+	u, perr := url.Parse(s.URL)
+	if perr != nil || (u.RawQuery == "" && u.Fragment == "") {
+		return err
+	}
+	msg := err.Error()
+	for _, part := range []string{"?" + u.RawQuery, "#" + u.Fragment, "#" + u.EscapedFragment()} {
+		if len(part) > 1 {
+			msg = strings.ReplaceAll(msg, part, "")
+		}
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
+
+// scrubbedError is an error with a message cleaned of secrets.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }

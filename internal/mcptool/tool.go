@@ -282,6 +282,7 @@ func (t *remoteTool) Call(ctx context.Context, input json.RawMessage) (loop.Resu
 			break
 		}
 	}
+	err = s.scrub(err)
 	log := t.server.logger.With("server", s.Name, "tool", t.name, "effect", string(st.def.Effect),
 		"duration_ms", time.Since(start).Milliseconds(), "attempts", attempts)
 	if err == nil {
@@ -434,6 +435,7 @@ func (st *serverTools) list(ctx context.Context, l *listing) {
 	defer cancel()
 	listed, err := st.conn.listTools(ctx)
 	if err != nil {
+		err = st.server.scrub(err)
 		st.logger.WarnContext(ctx, "mcp tools/list", "server", st.server.Name, "err", err)
 		st.mu.Lock()
 		at := st.listedAt

@@ -137,13 +137,13 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	if err != nil {
 		return err
 	}
-	if err := r.checkRequireApproval(tools); err != nil {
-		return err
-	}
 	for i, name := range r.AllowedTools {
 		if _, ok := tools.Lookup(name); !ok {
 			return runs.Errorf(runs.EInvalid, "allowed_tools[%d]: %s (have %s)", i, tools.Missing(name), strings.Join(tools.Names(), ", "))
 		}
+	}
+	if err := r.checkRequireApproval(tools); err != nil {
+		return err
 	}
 	switch {
 	case r.MaxIterations < 0 || r.MaxIterations > 200:
@@ -168,9 +168,10 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 }
 
 // checkRequireApproval refuses a require_approval pattern that matches
-// none of the run's tools (the deployment's and its client tools), nor
-// could match a tool of one of its MCP servers (present or absent at
-// start-up): it tightens
+// none of the run's tools (the deployment's and its client tools; with
+// allowed_tools, those and its client tools), nor could match a tool of
+// one of its MCP servers (present or absent at start-up; not with
+// allowed_tools, which names every tool the model is offered): it tightens
 // nothing, and is most likely a typo the caller counts on (names are
 // case-sensitive). A pattern that does not parse is left to the policy's
 // check, which names what is wrong with it.
@@ -184,6 +185,10 @@ func (r *StartRequest) checkRequireApproval(tools *loop.Toolbox) error {
 		if i := strings.Index(n, "__"); i > 0 && !slices.Contains(servers, n[:i+2]) {
 			servers = append(servers, n[:i+2])
 		}
+	}
+	if len(r.AllowedTools) > 0 {
+		// The model is offered these and the run's client tools only.
+		names, servers = append(slices.Clone(r.AllowedTools), tools.ClientNames()...), nil
 	}
 	for i, s := range r.RequireApproval {
 		p, err := toolpattern.Parse(s)

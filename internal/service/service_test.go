@@ -313,6 +313,15 @@ func TestRequireApprovalMustMatchATool(t *testing.T) {
 		}
 		assert.NoError(t, r.Validate(tools), "pattern %q", p)
 	}
+	limited := service.StartRequest{Prompt: "x", Approvers: []string{"a@example.com"}, ClientTools: client, AllowedTools: []string{"wiki__get_page"}}
+	for p, ok := range map[string]bool{"wiki__*": true, "lookup_order": true, "read_document": false, "crm__*": false} {
+		limited.RequireApproval = []string{p}
+		if err := limited.Validate(tools); ok {
+			assert.NoError(t, err, "allowed_tools: pattern %q", p)
+		} else {
+			assert.ErrorContains(t, err, "tool names are case-sensitive; have wiki__get_page, lookup_order", "allowed_tools: pattern %q matches only tools the model is not offered", p)
+		}
+	}
 	for _, p := range []string{"READ_*", "Read_document", "write_document", "CRM__*", "crm_x*", "lookup_order_v2", "github__delete_repo", "Wiki__*"} {
 		r := service.StartRequest{Prompt: "x", Approvers: []string{"a@example.com"}, ClientTools: client, RequireApproval: []string{p}}
 		err := r.Validate(tools)
