@@ -345,6 +345,7 @@ func TestStatusCodeRule(t *testing.T) {
 		{"20 approvers", req("POST", "/runs", alice, `{"prompt":"x","approvers":`+approvers(20)+`}`), 202, ""},
 		{"21 approvers", req("POST", "/runs", alice, `{"prompt":"x","approvers":`+approvers(21)+`}`), 413, "too_large"},
 		{"require_approval pattern of 128 characters", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"require_approval":["write_`+strings.Repeat("*", 128-6)+`"]}`), 202, ""},
+		{"client tool whose schema refers back to itself", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"client_tools":[{"name":"ctool","effect":"write","input_schema":{"type":"object","properties":{"q":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$ref":"#/$defs/x"}}}}]}`), 422, "unprocessable"},
 		{"require_approval pattern that matches no tool", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"require_approval":["WRITE_*"]}`), 422, "unprocessable"},
 		{"require_approval pattern over 128 characters", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"require_approval":["`+strings.Repeat("a", 129)+`"]}`), 413, "too_large"},
 		{"prompt over 64 KB", req("POST", "/runs", alice, `{"prompt":"`+strings.Repeat("p", 65<<10)+`","approvers":["b@example.com"]}`), 413, "too_large"},

@@ -364,6 +364,9 @@ func compileSchema(def Definition) (*jsonschema.Resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, schemaProblem(err))
 	}
+	if err := checkRefCycles(raw); err != nil {
+		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, err)
+	}
 	return r, nil
 }
 
