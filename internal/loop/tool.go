@@ -365,7 +365,7 @@ func compileSchema(def Definition) (*jsonschema.Resolved, error) {
 		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, schemaProblem(err))
 	}
 	if err := checkRefCycles(raw); err != nil {
-		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, err)
+		return nil, fmt.Errorf("tool %q: input schema does not compile: %w", def.Name, err)
 	}
 	return r, nil
 }
