@@ -116,7 +116,12 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 		// the approver meant is not for us to guess.
 		for _, c := range pending {
 			if choice := form.Get(CallFieldPrefix + c.ID); choice != "" && choice != action {
-				return loop.Decision{}, invalid("call %.80q is marked %s but the whole turn was sent as %s: press \"Submit per-call decisions\" to decide call by call, or clear that choice", c.ID, choice, action)
+				return loop.Decision{}, invalid("call %.80q is marked %s but the whole turn was sent as %s: press \"Submit per-call decisions\" to decide call by call, or reload the page to start over", c.ID, choice, action)
+			}
+			// Nor is a reason typed for one call dropped: it goes with a
+			// per-call decision.
+			if r, _ := reason(form.Get(ReasonFieldPrefix+c.ID), ""); r != "" {
+				return loop.Decision{}, invalid("a reason was typed for call %.80q but the whole turn was sent as %s, which would drop it: press \"Submit per-call decisions\" to decide call by call, or type the reason in the turn's reason field", c.ID, action)
 			}
 		}
 	}
@@ -124,9 +129,10 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 	case "":
 		return loop.Decision{}, invalid("the form has no action: press Approve or Deny")
 	case ActionApprove:
-		// A reason typed before pressing Approve is not a denial reason;
-		// it is dropped.
+		// A note typed before pressing Approve goes with the approval, as
+		// the API's message does.
 		d.Action = loop.ActionApprove
+		d.Message, _ = reason(form.Get(FieldMessage), "the reason")
 	case ActionDeny:
 		d.Action = loop.ActionDeny
 		d.Message, _ = reason(form.Get(FieldMessage), "the reason")
