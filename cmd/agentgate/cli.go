@@ -344,9 +344,12 @@ func writeRun(w io.Writer, r *client.Run) {
 	if p := r.Pending; p != nil {
 		fmt.Fprintf(w, "pending    %d call(s), digest %s, deadline %s\n", len(p.Calls), p.TurnDigest, until(p.Deadline))
 		for _, call := range p.Calls {
-			need := "runs on resume"
-			if call.NeedsApproval {
+			need := "runs on resume without approval"
+			switch {
+			case call.NeedsApproval:
 				need = "needs approval"
+			case call.Denied != "":
+				need = "denied by policy, never runs"
 			}
 			fmt.Fprintf(w, "  - %s %s (%s, %s)\n", one(call.ID), one(call.Tool), call.Effect, need)
 			if note := definitionNote(call); note != "" {

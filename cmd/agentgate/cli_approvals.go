@@ -222,9 +222,12 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		fmt.Fprintf(w, "votes       %s; %d more approval(s) needed\n", orDash(strings.Join(votes, ", ")), missing)
 	}
 	for i, call := range p.Calls {
-		need := "read-only, runs on resume"
-		if call.NeedsApproval {
+		need := "runs on resume without approval"
+		switch {
+		case call.NeedsApproval:
 			need = "NEEDS APPROVAL"
+		case call.Denied != "":
+			need = "DENIED BY POLICY, never runs"
 		}
 		fmt.Fprint(w, "\n")
 		bold(fmt.Sprintf("[%d] %s", i+1, one(call.Tool)))

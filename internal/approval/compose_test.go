@@ -236,3 +236,21 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 	}
 	return b
 }
+
+// TestComposeLabelsCallsThePolicyDenied: a call the policy denied is
+// labelled so in both parts, not "runs without approval" beside its denial.
+func TestComposeLabelsCallsThePolicyDenied(t *testing.T) {
+	m := sampleMessage()
+	m.Calls = m.Calls[:1]
+	m.Calls[0].NeedsApproval = false
+	m.Calls[0].Denied = "production documents are never deleted by an agent"
+	_, text, html, err := approval.Compose(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part, body := range map[string]string{"text": text, "html": html} {
+		if !strings.Contains(body, "denied by policy") || strings.Contains(body, "runs without approval") {
+			t.Errorf("%s part: want the call labelled denied by policy, not runs without approval:\n%s", part, body)
+		}
+	}
+}

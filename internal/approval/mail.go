@@ -47,9 +47,12 @@ func (v mailView) text() string {
 		b.WriteString(strconv.Itoa(c.Number))
 		b.WriteString("] ")
 		b.WriteString(c.Tool)
-		if c.NeedsApproval {
+		switch {
+		case c.NeedsApproval:
 			b.WriteString(" (needs approval")
-		} else {
+		case c.Denied != "":
+			b.WriteString(" (denied by policy")
+		default:
 			b.WriteString(" (runs without approval")
 		}
 		if c.Effect != "" {
@@ -159,9 +162,12 @@ func (v mailView) html() string {
 			`<p style="margin:0 0 6px"><strong style="font-family:Menlo,Consolas,monospace">`)
 		h.Text(c.Tool)
 		h.Raw("</strong>")
-		if c.NeedsApproval {
+		switch {
+		case c.NeedsApproval:
 			h.Raw(` <span style="padding:1px 6px;background:#fee2e2;border-radius:4px;font-size:12px">needs approval</span>`)
-		} else {
+		case c.Denied != "":
+			h.Raw(` <span style="padding:1px 6px;background:#e4e4e7;border-radius:4px;font-size:12px">denied by policy</span>`)
+		default:
 			h.Raw(` <span style="padding:1px 6px;background:#e4e4e7;border-radius:4px;font-size:12px">runs without approval</span>`)
 		}
 		if c.Effect != "" {

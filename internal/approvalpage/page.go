@@ -77,11 +77,14 @@ type confirmView struct {
 	Calls        []callView
 	NeedApproval int
 	PerCall      bool
-	MaxReason    int
-	VotesNeeded  int
-	Approvals    int
-	Voted        string
-	StillNeeded  string
+	// Unasked is how many calls run without approval (neither held
+	// nor denied by the policy): a whole-turn denial stops them too.
+	Unasked     int
+	MaxReason   int
+	VotesNeeded int
+	Approvals   int
+	Voted       string
+	StillNeeded string
 }
 
 type callView struct {
@@ -164,6 +167,8 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		v.Calls = append(v.Calls, cv)
 		if c.NeedsApproval {
 			v.NeedApproval++
+		} else if c.Denied == "" {
+			v.Unasked++
 		}
 	}
 	v.PerCall = v.NeedApproval > 1 && p.VotesNeeded <= 1

@@ -65,6 +65,12 @@ func TestConfirmForm(t *testing.T) {
 		t.Error("confirm page has a link; deciding must need a POST")
 	}
 
+	denied := confirmPage()
+	denied.Calls[2].Denied = "production documents are never deleted by an agent"
+	if _, b := approvalpage.Confirm(denied); !strings.Contains(b, `<span class="tag">denied by policy</span>`) || strings.Contains(b, "runs without approval") {
+		t.Error("a call the policy denied is not labelled denied by policy (or is labelled as running without approval)")
+	}
+
 	_, single := approvalpage.Confirm(approvalpage.ConfirmPage{Calls: threeCalls()[:1], TurnDigest: digest, Deadline: time.Now()})
 	if strings.Contains(single, "per_call") || strings.Contains(single, "call.toolu_01") {
 		t.Error("a turn with one call needing approval shows per-call choices")

@@ -106,7 +106,7 @@ func (v confirmView) render() string {
 		} else {
 			h.Raw("Decide")
 		}
-		h.Raw("</h2>\n<label for=\"message\">Reason if you deny (optional, shown to the agent)</label>\n" +
+		h.Raw("</h2>\n<label for=\"message\">Reason if you deny (optional, shown to the agent), or a note on your approval (kept with the decision)</label>\n" +
 			"<textarea id=\"message\" name=\"message\" maxlength=\"")
 		h.Int(v.MaxReason)
 		h.Raw("\"></textarea>\n<div class=\"buttons\">\n<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\" formnovalidate>Approve")
@@ -118,6 +118,13 @@ func (v confirmView) render() string {
 			h.Raw(" all")
 		}
 		h.Raw("</button>\n</div>")
+		if v.Unasked > 0 {
+			h.Raw("\n<p class=\"muted\">Deny")
+			if v.PerCall {
+				h.Raw(" all")
+			}
+			h.Raw(" stops every call of this turn, also those that would run without approval.</p>")
+		}
 		if v.PerCall {
 			h.Raw("\n<p class=\"muted\">Or decide each call above, then:</p>\n<div class=\"buttons\">\n" +
 				"<button type=\"submit\" name=\"action\" value=\"per_call\" class=\"percall\">Submit per-call decisions</button>\n</div>")
@@ -132,9 +139,12 @@ func (v confirmView) renderCall(h *approval.HTML, c callView) {
 	h.Raw("\n<div class=\"call\">\n<p style=\"margin:0 0 4px\"><strong class=\"mono\">")
 	h.Text(c.Tool)
 	h.Raw("</strong>")
-	if c.NeedsApproval {
+	switch {
+	case c.NeedsApproval:
 		h.Raw(" <span class=\"tag need\">needs approval</span>")
-	} else {
+	case c.Denied != "":
+		h.Raw(" <span class=\"tag\">denied by policy</span>")
+	default:
 		h.Raw(" <span class=\"tag\">runs without approval</span>")
 	}
 	if c.Effect != "" {
