@@ -254,3 +254,31 @@ func TestComposeLabelsCallsThePolicyDenied(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeSaysHowLargeTheWholeIs: the mail cuts what the row's summary
+// had already shortened; it says how large the whole input and preview
+// are, not how much of the summary's shortened text it left out (it said
+// "8471 more characters" of a 58,941-byte preview).
+func TestComposeSaysHowLargeTheWholeIs(t *testing.T) {
+	m := sampleMessage()
+	m.Calls = m.Calls[:1]
+	c := &m.Calls[0]
+	c.Preview = strings.Repeat("+ line\n", 2400) + "\n… [preview cut here: 16800 of 58941 bytes shown; the call's full preview has the rest]"
+	c.PreviewTruncated, c.PreviewSize = true, 58941
+	c.Input = json.RawMessage(`{"path":"pages/a.md","text":"` + strings.Repeat("A", 4096) + `…"}`)
+	c.InputTruncated, c.InputSize = true, 20034
+	_, text, html, err := approval.Compose(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part, body := range map[string]string{"text": text, "html": html} {
+		for _, want := range []string{"the whole preview is 58941 bytes", "the whole input is 20034 bytes"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s part lacks %q", part, want)
+			}
+		}
+		if strings.Contains(body, "more characters") {
+			t.Errorf("%s part counts the characters left of a shortened text", part)
+		}
+	}
+}

@@ -156,8 +156,8 @@ func Compose(m Message) (subject, text, html string, err error) {
 			Tool:          CleanText(c.Tool),
 			Effect:        CleanText(string(c.Effect)),
 			NeedsApproval: c.NeedsApproval,
-			Arguments:     truncate(CleanText(PrettyArguments(c.Input)), ValueLimit),
-			Preview:       truncate(CleanText(c.Preview), ValueLimit),
+			Arguments:     shownArguments(c),
+			Preview:       shownPreview(c),
 			Rule:          CleanText(c.Rule),
 			RuleNote:      truncate(CleanText(RuleNote(c)), ValueLimit),
 			Denied:        truncate(CleanText(c.Denied), ValueLimit),
@@ -273,6 +273,41 @@ func CleanText(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// shownArguments is a call's arguments as the mail shows them: cut to
+// ValueLimit, and, when the row's summary already shortened them, saying
+// how large the whole input is (the approval page shows all of it): the
+// summary's text is not the whole, so what is left of it is no count.
+func shownArguments(c runs.CallSummary) string {
+	s := CleanText(PrettyArguments(c.Input))
+	if !c.InputTruncated {
+		return truncate(s, ValueLimit)
+	}
+	return cutRunes(s, ValueLimit) + fmt.Sprintf("\n… (shortened: the whole input is %d bytes; the approval page shows all of it)", c.InputSize)
+}
+
+// shownPreview is a call's preview as the mail shows it: cut to
+// ValueLimit; a preview the summary shortened ends in its own marker
+// unless the mail cuts it, which then says how large the whole is.
+func shownPreview(c runs.CallSummary) string {
+	s := CleanText(c.Preview)
+	if !c.PreviewTruncated || utf8.RuneCountInString(s) <= ValueLimit {
+		return truncate(s, ValueLimit)
+	}
+	return cutRunes(s, ValueLimit) + fmt.Sprintf("… (shortened: the whole preview is %d bytes; the approval page shows all of it)", c.PreviewSize)
+}
+
+// cutRunes returns the first limit characters of s.
+func cutRunes(s string, limit int) string {
+	n := 0
+	for i := range s {
+		if n == limit {
+			return s[:i]
+		}
+		n++
+	}
+	return s
 }
 
 // truncate cuts s to at most limit characters, saying how many were left out.
