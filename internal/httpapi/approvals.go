@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -160,9 +161,11 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 // approvalDecide serves POST /approvals/{token}: the same decision path as
 // the API, recorded as decided by the token's approver via link.
 func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequest, raw string) (events.APIGatewayProxyResponse, error) {
-	mt, _, err := mime.ParseMediaType(header(req, "Content-Type"))
-	if err != nil || mt != "application/x-www-form-urlencoded" {
-		return page(approvalpage.Problem(http.StatusUnsupportedMediaType, "Send the form as application/x-www-form-urlencoded.")), nil
+	mt, params, err := mime.ParseMediaType(header(req, "Content-Type"))
+	if cs, ok := params["charset"]; err != nil || mt != "application/x-www-form-urlencoded" || ok && !strings.EqualFold(cs, "utf-8") {
+		// The page is UTF-8 and so is what a browser sends back; a form
+		// in another charset would be decoded wrong (as the API refuses it).
+		return page(approvalpage.Problem(http.StatusUnsupportedMediaType, "Send the form as application/x-www-form-urlencoded (charset utf-8, if any).")), nil
 	}
 	b, err := body(req, routes.MaxFormBody)
 	if err != nil {

@@ -264,6 +264,7 @@ func TestLinkBadForms(t *testing.T) {
 		{"text/plain", "text/plain", good, http.StatusUnsupportedMediaType, "application/x-www-form-urlencoded"},
 		{"multipart", "multipart/form-data; boundary=x", good, http.StatusUnsupportedMediaType, "application/x-www-form-urlencoded"},
 		{"no Content-Type", "", good, http.StatusUnsupportedMediaType, "application/x-www-form-urlencoded"},
+		{"a charset other than UTF-8", formType + "; charset=latin1", good, http.StatusUnsupportedMediaType, "charset utf-8"},
 		{"malformed Content-Type", formType + "; ;;", good, http.StatusUnsupportedMediaType, "application/x-www-form-urlencoded"},
 		{"oversized form", formType, good + "&message=" + strings.Repeat("x", 65<<10), http.StatusRequestEntityTooLarge, "The form is too large."},
 		{"malformed encoding", formType, "digest=%zz&action=approve", http.StatusBadRequest, "The form could not be read."},

@@ -154,6 +154,12 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		return runs.Errorf(runs.EInvalid, "max_output_tokens must be between 0 and 200000")
 	case len(r.Model) > 200:
 		return runs.Errorf(runs.EInvalid, "model: at most 200 characters")
+	case r.WebhookEvents != nil && len(r.WebhookEvents) == 0:
+		return runs.Errorf(runs.EInvalid, "webhook_events is empty: name at least one event type, or leave it out for all of them")
+	case strings.IndexFunc(r.WebhookURL, notInURI) >= 0:
+		c := r.WebhookURL[strings.IndexFunc(r.WebhookURL, notInURI):]
+		ch, _ := utf8.DecodeRuneInString(c)
+		return runs.Errorf(runs.EInvalid, "webhook_url: %q is not a character of a URI: percent-encode it", ch)
 	case r.WebhookURL == "" && len(r.WebhookEvents) > 0:
 		return runs.Errorf(runs.EInvalid, "webhook_events needs webhook_url")
 	case len(r.WebhookURL) > webhook.MaxURLLength:
@@ -201,6 +207,12 @@ func (r *StartRequest) checkRequireApproval(tools *loop.Toolbox) error {
 		return runs.Errorf(runs.EInvalid, "require_approval[%d]: %q matches none of this run's tools, so it would tighten nothing (tool names are case-sensitive; have %s)", i, s, strings.Join(names, ", "))
 	}
 	return nil
+}
+
+// notInURI reports whether c may not appear in a URI as it is (RFC 3986:
+// controls, space, non-ASCII and "<>\"{}|\\^`" must be percent-encoded).
+func notInURI(c rune) bool {
+	return c <= ' ' || c >= 0x7f || strings.ContainsRune("<>\"{}|\\^`", c)
 }
 
 // WantsFourEyes reports whether the run asks for four-eyes.

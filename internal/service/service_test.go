@@ -372,3 +372,27 @@ func TestAPlainWorkerLeavesADeliverJob(t *testing.T) {
 	assert.Equal(t, r.Version, got.Version, "nothing written")
 	assert.Error(t, service.Job{Kind: service.JobDeliver}.Validate(), "a deliver job names its run")
 }
+
+// An empty webhook_events meant every event (a caller who asked for none
+// got all), and a webhook_url with a space or a non-ASCII character was
+// stored as given; both are 422 now.
+func TestWebhookFieldsAreChecked(t *testing.T) {
+	tools, err := loop.NewToolbox(&loop.FuncTool{Def: loop.Definition{Name: "t", Effect: loop.EffectRead}})
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		req  service.StartRequest
+		want string
+	}{
+		{service.StartRequest{WebhookURL: "https://h.example.com/a", WebhookEvents: []string{}}, "webhook_events is empty"},
+		{service.StartRequest{WebhookURL: "https://h.example.com/a b"}, `webhook_url: ' ' is not a character of a URI`},
+		{service.StartRequest{WebhookURL: "https://h.example.com/café"}, `webhook_url: 'é' is not a character of a URI`},
+		{service.StartRequest{WebhookURL: "https://h.example.com/a\"b"}, `webhook_url: '"' is not a character of a URI`},
+	} {
+		tt.req.Prompt, tt.req.Approvers = "x", []string{"a@example.com"}
+		err := tt.req.Validate(tools)
+		assert.ErrorContains(t, err, tt.want)
+		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err))
+	}
+	ok := service.StartRequest{Prompt: "x", Approvers: []string{"a@example.com"}, WebhookURL: "https://h.example.com/a%20b?x=1&y=%C3%A9#f"}
+	assert.NoError(t, ok.Validate(tools))
+}
