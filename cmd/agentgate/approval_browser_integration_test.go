@@ -30,7 +30,7 @@ const browserWait = 30 * time.Second
 // TestApprovalLinkInBrowserApprove: the approver opens the mailed link,
 // sees the call and its diff, clicks Approve and sees the outcome; the run
 // completes with the write done once. Opening the link again shows
-// "already decided".
+// "already approved".
 func TestApprovalLinkInBrowserApprove(t *testing.T) {
 	browser := newBrowser(t)
 	ls := startLinkServer(t, linkServerOptions{})
@@ -70,7 +70,7 @@ func TestApprovalLinkInBrowserApprove(t *testing.T) {
 	require.EqualValues(t, 409, resp.Status)
 	text = browser.text(t, "main")
 	assert.Contains(t, text, "Already decided")
-	assert.Contains(t, text, "already decided by "+linkApprover)
+	assert.Contains(t, text, "already approved by "+linkApprover)
 	assert.Equal(t, done.Version, ls.alice.run(run.ID).Version, "the second visit changed nothing")
 }
 
@@ -113,7 +113,7 @@ func TestApprovalLinkInBrowserDenyWithReason(t *testing.T) {
 	resp, err = chromedp.Run(browser.step(), chromedp.NavigateResponse(link))
 	require.NoError(t, err)
 	require.EqualValues(t, 409, resp.Status)
-	assert.Contains(t, browser.text(t, "main"), "already decided by "+linkApprover)
+	assert.Contains(t, browser.text(t, "main"), "already denied by "+linkApprover)
 }
 
 // browser is one headless Chromium with one tab.

@@ -247,10 +247,14 @@ func outcomeWord(a loop.Action) string {
 }
 
 // AlreadyDecided renders, with status 409, that the suspension was decided
-// before: by whom (an address or caller; empty if unknown), how (runs.ViaLink
-// or runs.ViaAPI) and when (zero if unknown).
-func AlreadyDecided(by, via string, at time.Time) (status int, html string) {
-	s := "This request was already decided"
+// before: how (outcome: "approved", "denied", "decided call by call"; empty
+// if unknown), by whom (an address or caller; empty if unknown), through
+// what (runs.ViaLink or runs.ViaAPI) and when (zero if unknown).
+func AlreadyDecided(outcome, by, via string, at time.Time) (status int, html string) {
+	if outcome == "" {
+		outcome = "decided"
+	}
+	s := "This request was already " + outcome
 	if by != "" {
 		s += " by " + approval.CleanText(by)
 	}
@@ -264,6 +268,17 @@ func AlreadyDecided(by, via string, at time.Time) (status int, html string) {
 		s += " through the API"
 	}
 	v := outcomeView{Title: "Already decided", Paragraphs: []string{s + ".", "Nothing was changed."}}
+	return http.StatusConflict, v.render()
+}
+
+// Cancelled renders, with status 409, that the run was cancelled (at, zero
+// if unknown) before its suspension was decided.
+func Cancelled(at time.Time) (status int, html string) {
+	s := "This run was cancelled"
+	if !at.IsZero() {
+		s += " on " + approval.FormatDeadline(at)
+	}
+	v := outcomeView{Title: "Run cancelled", Paragraphs: []string{s + ", before this request was decided.", "Nothing was changed."}}
 	return http.StatusConflict, v.render()
 }
 

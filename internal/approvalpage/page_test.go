@@ -117,12 +117,16 @@ func TestOutcomePages(t *testing.T) {
 				{CallID: "toolu_02", Action: loop.ActionDeny, Message: "not to the " + hostile},
 			}}})
 		}, 200, []string{"You decided per call", "write_document", "toolu_01</code>)</span>: approved", "send_email", "toolu_02</code>)</span>: denied — <q>not to the &lt;script&gt;"}, nil},
-		{"already decided by link", func() (int, string) { return approvalpage.AlreadyDecided("carol@example.com", runs.ViaLink, at) }, 409,
-			[]string{"Already decided", "already decided by carol@example.com on Sat, 14 Mar 2026 09:30 UTC through an approval link.", "Nothing was changed."}, nil},
-		{"already decided by API", func() (int, string) { return approvalpage.AlreadyDecided(hostile, runs.ViaAPI, at) }, 409,
-			[]string{"by &lt;script&gt;", "through the API"}, nil},
-		{"already decided unknown", func() (int, string) { return approvalpage.AlreadyDecided("", "", time.Time{}) }, 409,
+		{"already decided by link", func() (int, string) {
+			return approvalpage.AlreadyDecided("denied", "carol@example.com", runs.ViaLink, at)
+		}, 409,
+			[]string{"Already decided", "already denied by carol@example.com on Sat, 14 Mar 2026 09:30 UTC through an approval link.", "Nothing was changed."}, nil},
+		{"already decided by API", func() (int, string) { return approvalpage.AlreadyDecided("approved", hostile, runs.ViaAPI, at) }, 409,
+			[]string{"already approved by &lt;script&gt;", "through the API"}, nil},
+		{"already decided unknown", func() (int, string) { return approvalpage.AlreadyDecided("", "", "", time.Time{}) }, 409,
 			[]string{"This request was already decided."}, []string{" by ", " on "}},
+		{"cancelled", func() (int, string) { return approvalpage.Cancelled(at) }, 409,
+			[]string{"Run cancelled", "This run was cancelled on Sat, 14 Mar 2026 09:30 UTC, before this request was decided.", "Nothing was changed."}, []string{"a cancellation"}},
 		{"not found", approvalpage.NotFound, 404, []string{"Approval link not found"}, nil},
 		{"expired", approvalpage.Expired, 410, []string{"Approval link expired", "Nothing was changed."}, nil},
 		{"problem", func() (int, string) { return approvalpage.Problem(400, "unknown call id "+hostile) }, 400,

@@ -15,6 +15,7 @@ import (
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/approvalpage"
 	"github.com/agentgate/agentgate/internal/identity"
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -27,11 +28,20 @@ func page(status int, html string) events.APIGatewayProxyResponse {
 // alreadyDecidedPage says who decided r's suspension, how and when; a run
 // cancelled before any decision was "decided" by the cancellation.
 func alreadyDecidedPage(r *runs.Run) events.APIGatewayProxyResponse {
-	by, via, at := r.DecidedBy, r.DecidedVia, r.DecidedAt
-	if by == "" && r.Status == runs.StatusCancelled {
-		by, via, at = "a cancellation", runs.ViaAPI, r.UpdatedAt
+	if r.DecidedBy == "" && r.Status == runs.StatusCancelled {
+		return page(approvalpage.Cancelled(r.UpdatedAt))
 	}
-	return page(approvalpage.AlreadyDecided(by, via, at))
+	outcome := ""
+	switch d := r.Decision; {
+	case d == nil:
+	case len(d.Calls) > 0:
+		outcome = "decided call by call"
+	case d.Action == loop.ActionApprove:
+		outcome = "approved"
+	case d.Action == loop.ActionDeny:
+		outcome = "denied"
+	}
+	return page(approvalpage.AlreadyDecided(outcome, r.DecidedBy, r.DecidedVia, r.DecidedAt))
 }
 
 // lookupLink resolves a link token to its token row and run. On failure it

@@ -165,7 +165,7 @@ func TestLinkDecidesOnce(t *testing.T) {
 	assert.Equal(t, 1, f.executions(r.ID, "write_document"))
 	assert.Equal(t, "Team: 12 EUR\n", f.pricing())
 
-	already := []string{"Already decided", "already decided by " + mailbox, "through an approval link", "Nothing was changed."}
+	already := []string{"Already decided", "already approved by " + mailbox, "through an approval link", "Nothing was changed."}
 	requirePage(t, f.decide(link, r.TurnDigest, "approve"), http.StatusConflict, already...)
 	requirePage(t, f.decide(link, r.TurnDigest, "deny"), http.StatusConflict, already...)
 	requirePage(t, f.open(http.MethodGet, link), http.StatusConflict, already...)
@@ -346,8 +346,8 @@ func TestLinkOfAnotherSuspension(t *testing.T) {
 	require.NotEqual(t, firstLink, secondLink)
 	evCount := f.eventCount(first.ID)
 
-	requirePage(t, f.open(http.MethodGet, firstLink), http.StatusConflict, "already decided by "+mailbox)
-	requirePage(t, f.decide(firstLink, second.TurnDigest, "approve"), http.StatusConflict, "already decided")
+	requirePage(t, f.open(http.MethodGet, firstLink), http.StatusConflict, "already approved by "+mailbox)
+	requirePage(t, f.decide(firstLink, second.TurnDigest, "approve"), http.StatusConflict, "already approved")
 	f.requireUnchanged(second, evCount)
 	p := f.open(http.MethodGet, secondLink)
 	requirePage(t, p, http.StatusOK, "pages/about.md")
@@ -358,9 +358,9 @@ func TestLinkOfAnotherSuspension(t *testing.T) {
 	f.drain()
 	require.Equal(t, runs.StatusCompleted, f.run(first.ID).Status)
 	firstPage := f.open(http.MethodGet, firstLink)
-	requirePage(t, firstPage, http.StatusConflict, "already decided by "+mailbox, "through an approval link")
+	requirePage(t, firstPage, http.StatusConflict, "already approved by "+mailbox, "through an approval link")
 	assert.NotContains(t, firstPage.Body, bob, "bob did not decide the first turn")
-	requirePage(t, f.open(http.MethodGet, secondLink), http.StatusConflict, "already decided by "+bob, "through the API")
+	requirePage(t, f.open(http.MethodGet, secondLink), http.StatusConflict, "already approved by "+bob, "through the API")
 	assert.Equal(t, 2, f.executions(first.ID, "write_document"), "each approved write ran once")
 }
 
@@ -381,7 +381,7 @@ func TestLinkOfAnotherRun(t *testing.T) {
 	f.drain()
 	f.requireUnchanged(second, evCount)
 	for _, action := range []string{"approve", "deny"} {
-		requirePage(t, f.decide(firstLink, second.TurnDigest, action), http.StatusConflict, "already decided by "+mailbox)
+		requirePage(t, f.decide(firstLink, second.TurnDigest, action), http.StatusConflict, "already approved by "+mailbox)
 	}
 	f.requireUnchanged(second, evCount)
 	requirePage(t, f.open(http.MethodGet, secondLink), http.StatusOK, second.ID)
@@ -470,11 +470,11 @@ func TestLinkAfterTheRunMovedOn(t *testing.T) {
 		{"decided through the API", func(f *fixture, r *runs.Run) {
 			status, out := f.call(req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
 			require.Equal(t, http.StatusAccepted, status, out)
-		}, []string{"already decided by " + bob, "through the API"}},
+		}, []string{"already approved by " + bob, "through the API"}},
 		{"cancelled", func(f *fixture, r *runs.Run) {
 			status, out := f.call(req("POST", "/runs/"+r.ID+"/cancel", alice, ""))
 			require.Equal(t, http.StatusOK, status, out)
-		}, []string{"Already decided", "cancellation"}},
+		}, []string{"Run cancelled", "This run was cancelled on", "before this request was decided"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -507,7 +507,7 @@ func TestLinkReminder(t *testing.T) {
 		requirePage(t, f.open(http.MethodGet, link), http.StatusOK, r.ID)
 	}
 	requirePage(t, f.decide(reminder, r.TurnDigest, "approve"), http.StatusOK, "Your decision was recorded")
-	requirePage(t, f.decide(first, r.TurnDigest, "approve"), http.StatusConflict, "already decided by "+mailbox)
+	requirePage(t, f.decide(first, r.TurnDigest, "approve"), http.StatusConflict, "already approved by "+mailbox)
 	f.drain()
 	assert.Equal(t, 1, f.executions(r.ID, "write_document"))
 }
