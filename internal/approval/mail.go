@@ -28,7 +28,7 @@ func (v mailView) text() string {
 			b.WriteString(v.Voted)
 		}
 		if v.StillNeeded != "" {
-			b.WriteString("\nWho else:   ")
+			b.WriteString("\nMay vote:   ")
 			b.WriteString(indent("            ", v.StillNeeded))
 		}
 	}
