@@ -30,7 +30,7 @@ const pageStyle = "<style>\n" +
 	".choice label{display:inline-block;margin:4px 16px 4px 0}\n" +
 	".buttons{display:flex;flex-wrap:wrap;gap:8px;margin:12px 0 0}\n" +
 	"button{font:inherit;font-weight:bold;padding:12px 20px;border:0;border-radius:6px;cursor:pointer;min-width:8em}\n" +
-	".approve{background:#16a34a;color:#fff}\n" +
+	".approve{background:#15803d;color:#fff}\n" +
 	".deny{background:#dc2626;color:#fff}\n" +
 	".percall{background:#2563eb;color:#fff}\n" +
 	".notice{padding:8px 12px;border-radius:6px;background:#fef3c7}\n" +
@@ -198,14 +198,19 @@ func (v confirmView) renderCall(h *approval.HTML, c callView) {
 		h.Raw(" bytes)</strong></a> — this summary shows only its beginning.</p>")
 	}
 	if v.PerCall && c.NeedsApproval {
-		h.Raw("\n<fieldset class=\"choice\" style=\"border:0;padding:0;margin:8px 0 0\">\n<legend class=\"muted\">Decision for this call</legend>\n" +
-			"<label><input type=\"radio\" name=\"call.")
+		h.Raw("\n<fieldset class=\"choice\" style=\"border:0;padding:0;margin:8px 0 0\">\n<legend class=\"muted\">Decision for call ")
+		h.Int(c.Number)
+		h.Raw(" (")
+		h.Text(c.Tool)
+		h.Raw(")</legend>\n<label><input type=\"radio\" name=\"call.")
 		h.Text(c.ID)
 		h.Raw("\" value=\"approve\" required> Approve</label>\n<label><input type=\"radio\" name=\"call.")
 		h.Text(c.ID)
 		h.Raw("\" value=\"deny\" required> Deny</label>\n<label for=\"reason-")
 		h.Int(c.Number)
-		h.Raw("\">Reason if denied (optional)</label>\n<textarea id=\"reason-")
+		h.Raw("\">Reason if call ")
+		h.Int(c.Number)
+		h.Raw(" is denied (optional)</label>\n<textarea id=\"reason-")
 		h.Int(c.Number)
 		h.Raw("\" name=\"reason.")
 		h.Text(c.ID)
