@@ -222,10 +222,21 @@ func parseStatuses(in []string) ([]client.Status, error) {
 
 // explainDecideError adds what to do to a refused decision.
 func explainDecideError(id string, err error) error {
-	if client.ErrorCode(err) == client.CodeConflict {
-		return fmt.Errorf("%w\nthe run moved on or was decided since you reviewed it: look again with `agentgate approvals show %s`", err, id)
+	if client.ErrorCode(err) != client.CodeConflict {
+		return err
 	}
-	return err
+	var e *client.Error
+	msg := ""
+	if errors.As(err, &e) {
+		msg = e.Message
+	}
+	switch {
+	case strings.Contains(msg, "already voted"):
+		return fmt.Errorf("%w\nyour vote stands; the run resumes once enough others have voted (`agentgate runs get %s` shows the votes)", err, id)
+	case strings.Contains(msg, "decision names"):
+		return fmt.Errorf("%w\nthat digest is not the turn held now (mistyped, or the run moved on): look again with `agentgate approvals show %s`", err, id)
+	}
+	return fmt.Errorf("%w\nthe run moved on or was decided since you reviewed it: look again with `agentgate approvals show %s`", err, id)
 }
 
 // listFlag collects a repeatable string flag.

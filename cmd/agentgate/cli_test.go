@@ -144,7 +144,7 @@ func TestCLIRunsAndApprovals(t *testing.T) {
 		{"show has the digest", "bob", []string{"approvals", "show", r.ID}, 0, "--digest " + digest, ""},
 		{"show forbidden", "carol", []string{"approvals", "show", r.ID}, 1, "", "HTTP 403"},
 		{"approve without digest", "bob", []string{"approvals", "approve", r.ID}, 1, "", "give --digest"},
-		{"approve stale digest", "bob", []string{"approvals", "approve", r.ID, "--digest", strings.Repeat("0", 64)}, 1, "", "approvals show " + r.ID},
+		{"approve stale digest", "bob", []string{"approvals", "approve", r.ID, "--digest", strings.Repeat("0", 64)}, 1, "", "that digest is not the turn held now"},
 		{"approve not an approver", "carol", []string{"approvals", "approve", r.ID, "--digest", digest}, 1, "", "HTTP 403"},
 		{"decide edit fails schema", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "toolu_demo_write=edit:@" + editFile}, 1, "", "HTTP 422"},
 		{"decide unknown call", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "nope=approve"}, 1, "", "HTTP 422"},
