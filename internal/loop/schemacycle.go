@@ -19,9 +19,10 @@ import (
 // down). A schema that recurses through properties or items (a tree) is
 // fine: each step goes one level into the value, which is finite.
 //
-// References must stay within the schema ("#", "#/<pointer>", "#<anchor>"),
-// where this check can follow them; the compiler already refuses the
-// references it cannot resolve (no loader).
+// References must stay within the schema ("#", "#/<pointer>", "#<anchor>",
+// optionally after the schema's own $id), where this check can follow
+// them; the compiler already refuses the references it cannot resolve (no
+// loader).
 func checkRefCycles(raw json.RawMessage) error {
 	var root any
 	if err := json.Unmarshal(raw, &root); err != nil {
@@ -147,6 +148,14 @@ func (c *refCycles) visit(p string, node any) error {
 
 // resolve returns the pointers a reference within the schema names.
 func (c *refCycles) resolve(ref string) ([]string, error) {
+	if root, ok := c.root.(map[string]any); ok {
+		// The schema's own $id before the fragment names the schema too.
+		if id, ok := root["$id"].(string); ok && id != "" {
+			if rest, ok := strings.CutPrefix(ref, strings.TrimSuffix(id, "#")); ok && (rest == "" || rest[0] == '#') {
+				ref = "#" + strings.TrimPrefix(rest, "#")
+			}
+		}
+	}
 	frag, ok := strings.CutPrefix(ref, "#")
 	if !ok {
 		return nil, fmt.Errorf(`only references within the schema ("#", "#/<pointer>", "#<anchor>") are supported`)

@@ -20,6 +20,7 @@ func TestRefCyclesAreRefused(t *testing.T) {
 		"draft-07 definitions": `{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"z":{"$ref":"#/definitions/x"}},"definitions":{"x":{"anyOf":[{"$ref":"#/definitions/x"}]}}}`,
 		"if then":              `{"$defs":{"x":{"if":{"$ref":"#/$defs/x"}}},"properties":{"z":{"$ref":"#/$defs/x"}}}`,
 		"escaped pointer":      `{"$defs":{"a/b":{"$ref":"#/$defs/a~1b"}},"properties":{"z":{"$ref":"#/$defs/a~1b"}}}`,
+		"through its own $id":  `{"$id":"https://example.com/s","$defs":{"a":{"$ref":"https://example.com/s#/$defs/a"}},"properties":{"z":{"$ref":"#/$defs/a"}}}`,
 	}
 	for name, schema := range refused {
 		_, err := compileSchema(Definition{Name: "t", InputSchema: json.RawMessage(schema)})
@@ -30,6 +31,7 @@ func TestRefCyclesAreRefused(t *testing.T) {
 		"linked list":   `{"type":"object","properties":{"next":{"$ref":"#"}}}`,
 		"shared def":    `{"properties":{"a":{"$ref":"#/$defs/s"},"b":{"allOf":[{"$ref":"#/$defs/s"},{"$ref":"#/$defs/s"}]}},"$defs":{"s":{"type":"string"}}}`,
 		"no refs":       `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`,
+		"own $id list":  `{"$id":"https://example.com/t","type":"object","properties":{"next":{"$ref":"https://example.com/t"}}}`,
 		"data with ref": `{"type":"object","properties":{"a":{"const":{"$ref":"#"}}}}`,
 	}
 	for name, schema := range fine {
