@@ -125,8 +125,8 @@ func TestApprovalLinkOnMoto(t *testing.T) {
 	assert.Contains(t, string(eventsOf(evs, "settled")[0].Data), "COMPLETED")
 
 	// The link is used up.
-	requirePage(t, getPage(t, http.MethodGet, link), http.StatusConflict, "already decided by "+approver)
-	requirePage(t, decideForm(t, link, p.digest(), "approve", nil), http.StatusConflict, "already decided by "+approver)
+	requirePage(t, getPage(t, http.MethodGet, link), http.StatusConflict, "already approved by "+approver)
+	requirePage(t, decideForm(t, link, p.digest(), "approve", nil), http.StatusConflict, "already approved by "+approver)
 	assert.Equal(t, done.Version, ls.alice.run(id).Version)
 }
 

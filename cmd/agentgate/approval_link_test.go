@@ -28,7 +28,7 @@ import (
 // arrives, a scanner fetches the link 20 times with GET and 20 with HEAD,
 // the human opens it, sees the call and its diff, approves; the run
 // completes with the write done once and the decision audited as the
-// approver's, via link. The link then only says "already decided".
+// approver's, via link. The link then only says "already approved".
 func TestApprovalLinkApproveAfterScanners(t *testing.T) {
 	ls := startLinkServer(t, linkServerOptions{})
 	run, link := ls.suspend(nil)
@@ -86,7 +86,7 @@ func TestApprovalLinkApproveAfterScanners(t *testing.T) {
 	assert.Equal(t, "approve", done.Decision.Decision.Action)
 
 	// Reused: a second POST, another GET or HEAD only say who decided.
-	already := []string{"Already decided", "already decided by ops@example.com", "through an approval link", "Nothing was changed."}
+	already := []string{"Already decided", "already approved by ops@example.com", "through an approval link", "Nothing was changed."}
 	requirePage(t, decideForm(t, link, p.digest(), "approve", nil), http.StatusConflict, already...)
 	requirePage(t, decideForm(t, link, p.digest(), "deny", nil), http.StatusConflict, already...)
 	requirePage(t, getPage(t, http.MethodGet, link), http.StatusConflict, already...)

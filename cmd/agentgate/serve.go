@@ -348,10 +348,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if retentionGiven && (*retention < time.Second || *retention > 10*365*24*time.Hour) {
 		return fmt.Errorf("--retention %s: want a duration from 1s to 87600h", *retention)
 	}
+	generated := ""
 	if len(tokens) == 0 {
-		tok := gateway.NewToken()
-		tokens = tokenFlag{tok: "local-user"}
-		fmt.Fprintf(stdout, "bearer token for local-user: %s\n", tok)
+		generated = gateway.NewToken()
+		tokens = tokenFlag{generated: "local-user"}
 	}
 	hooks, err := serveWebhooks(*whFile, *whSecret, *whHTTP, *whAllow, stdout)
 	if err != nil {
@@ -361,6 +361,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	s, err := startLocal(ctx, serveOptions{addr: *addr, publicURL: *public, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment, retention: *retention})
 	if err != nil {
 		return err
+	}
+	if generated != "" {
+		// Only once the server is up: a start that fails hands out no token.
+		fmt.Fprintf(stdout, "bearer token for local-user: %s\n", generated)
 	}
 	if s.tools != nil {
 		fmt.Fprint(stdout, s.tools.Summary())
