@@ -7,36 +7,88 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // checkRefCycles refuses an input schema in which a subschema applies
 // itself to the same value again through references and in-place
 // applicators alone ($ref, $dynamicRef, allOf, anyOf, oneOf, not, if,
-// then, else, dependentSchemas), e.g. {"$defs":{"x":{"$ref":"#/$defs/x"}}}
-// under a property: validating a value against it never ends, and the
-// validator's recursion overflows the goroutine's stack, which no recover
-// catches (the process dies; a caller's client tool could take a server
-// down). A schema that recurses through properties or items (a tree) is
-// fine: each step goes one level into the value, which is finite.
+// then, else, dependentSchemas, draft-07 dependencies), e.g.
+// {"$defs":{"x":{"$ref":"#/$defs/x"}}} under a property: validating a value
+// against it never ends, and the validator's recursion overflows the
+// goroutine's stack, which no recover catches (the process dies; a
+// caller's client tool could take a server down). A schema that recurses
+// through properties or items (a tree) is fine: each step goes one level
+// into the value, which is finite. It also refuses a schema that applies
+// more than maxInPlacePaths subschemas to one value (allOf or anyOf
+// fanning out level after level: exponential work per value).
 //
-// References must stay within the schema ("#", "#/<pointer>", "#<anchor>",
-// optionally after the schema's own $id), where this check can follow
-// them; the compiler already refuses the references it cannot resolve (no
-// loader).
-func checkRefCycles(raw json.RawMessage) error {
-	var root any
-	if err := json.Unmarshal(raw, &root); err != nil {
+// s is the schema as the validator decoded it (keys matched as its
+// decoder matched them, duplicates resolved as it resolved them), encoded
+// again. References must stay within the schema ("#", "#/<pointer>",
+// "#<anchor>", optionally after the root's $id); $id is taken on the root
+// only, so "#" means the same everywhere.
+func checkRefCycles(s *jsonschema.Schema) error {
+	canon, err := json.Marshal(s)
+	if err != nil {
 		return err
 	}
-	c := &refCycles{root: root, anchors: map[string][]string{}, state: map[string]int{}}
-	c.collect("", root)
+	var root any
+	if err := json.Unmarshal(canon, &root); err != nil {
+		return err
+	}
+	c := &refCycles{root: root, anchors: map[string][]string{}, state: map[string]int{}, edges: map[string][]string{}}
+	if err := c.collect("", root); err != nil {
+		return err
+	}
 	sort.Strings(c.schemas)
 	for _, p := range c.schemas {
 		if err := c.visit(p, c.at(p)); err != nil {
 			return err
 		}
 	}
+	paths := map[string]int{}
+	for _, p := range c.schemas {
+		if n := c.paths(p, paths); n > maxInPlacePaths {
+			return fmt.Errorf("the schema at %q applies more than %d subschemas to one value (allOf, anyOf, oneOf or $ref fanning out level after level)", "#"+p, maxInPlacePaths)
+		}
+	}
 	return nil
+}
+
+// maxInPlacePaths bounds the subschemas one value is checked against
+// through in-place keywords: far above any real tool's, far below what
+// would keep a validation busy for seconds.
+const maxInPlacePaths = 10000
+
+// maxSchemaDepth bounds how deeply a tool's input schema nests (arrays and
+// objects): a real schema nests a few levels per level of its value, and
+// resolving or checking one nested thousands deep costs seconds.
+const maxSchemaDepth = 128
+
+// jsonDepth returns how deeply raw (valid JSON) nests arrays and objects.
+func jsonDepth(raw []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, b := range raw {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && b == '\\':
+			escaped = true
+		case inString && b == '"':
+			inString = false
+		case inString:
+		case b == '"':
+			inString = true
+		case b == '{' || b == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 type refCycles struct {
@@ -48,6 +100,8 @@ type refCycles struct {
 	// state: 1 while a schema is on the path being followed, 2 once all
 	// it applies in place was followed without a cycle.
 	state map[string]int
+	// edges are what each schema applies in place (visit).
+	edges map[string][]string
 }
 
 // Keywords whose value is one schema, an array of schemas, or an object
@@ -61,10 +115,13 @@ var (
 )
 
 // collect records the schema at pointer p and every schema under it.
-func (c *refCycles) collect(p string, node any) {
+func (c *refCycles) collect(p string, node any) error {
 	m, ok := node.(map[string]any)
 	if !ok {
-		return
+		return nil
+	}
+	if _, ok := m["$id"]; ok && p != "" {
+		return fmt.Errorf("$id at %q: $id is taken on the root schema only", "#"+p)
 	}
 	c.schemas = append(c.schemas, p)
 	for _, k := range []string{"$anchor", "$dynamicAnchor"} {
@@ -74,23 +131,30 @@ func (c *refCycles) collect(p string, node any) {
 	}
 	for _, k := range oneSchemaKeywords {
 		if _, ok := m[k].(map[string]any); ok {
-			c.collect(p+"/"+escapePointer(k), m[k])
+			if err := c.collect(p+"/"+escapePointer(k), m[k]); err != nil {
+				return err
+			}
 		}
 	}
 	for _, k := range arraySchemaKeywords {
 		if a, ok := m[k].([]any); ok {
 			for i, v := range a {
-				c.collect(p+"/"+k+"/"+strconv.Itoa(i), v)
+				if err := c.collect(p+"/"+k+"/"+strconv.Itoa(i), v); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	for _, k := range mapSchemaKeywords {
 		if o, ok := m[k].(map[string]any); ok {
 			for name, v := range o {
-				c.collect(p+"/"+escapePointer(k)+"/"+escapePointer(name), v)
+				if err := c.collect(p+"/"+escapePointer(k)+"/"+escapePointer(name), v); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
 }
 
 // visit follows what the schema at pointer p applies in place.
@@ -131,12 +195,17 @@ func (c *refCycles) visit(p string, node any) error {
 			}
 		}
 	}
-	if o, ok := m["dependentSchemas"].(map[string]any); ok {
-		for name := range o {
-			next = append(next, p+"/dependentSchemas/"+escapePointer(name))
+	for _, k := range []string{"dependentSchemas", "dependencies"} {
+		if o, ok := m[k].(map[string]any); ok {
+			for name, v := range o {
+				if _, ok := v.(map[string]any); ok { // draft-07: a schema, or a list of names
+					next = append(next, p+"/"+k+"/"+escapePointer(name))
+				}
+			}
 		}
 	}
 	sort.Strings(next)
+	c.edges[p] = next
 	for _, q := range next {
 		if err := c.visit(q, c.at(q)); err != nil {
 			return err
@@ -144,6 +213,25 @@ func (c *refCycles) visit(p string, node any) error {
 	}
 	c.state[p] = 2
 	return nil
+}
+
+// paths counts the subschemas the schema at p applies to one value, itself
+// included, through what it applies in place (a DAG once visit found no
+// cycle), saturating above maxInPlacePaths.
+func (c *refCycles) paths(p string, memo map[string]int) int {
+	if n, ok := memo[p]; ok {
+		return n
+	}
+	n := 1
+	for _, q := range c.edges[p] {
+		n += c.paths(q, memo)
+		if n > maxInPlacePaths {
+			n = maxInPlacePaths + 1
+			break
+		}
+	}
+	memo[p] = n
+	return n
 }
 
 // resolve returns the pointers a reference within the schema names.

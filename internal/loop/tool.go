@@ -356,6 +356,9 @@ func compileSchema(def Definition) (*jsonschema.Resolved, error) {
 	if !json.Valid(raw) {
 		return nil, fmt.Errorf("tool %q: input schema is not JSON", def.Name)
 	}
+	if d := jsonDepth(raw); d > maxSchemaDepth {
+		return nil, fmt.Errorf("tool %q: input schema nests %d levels deep, at most %d allowed", def.Name, d, maxSchemaDepth)
+	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, schemaProblem(err))
@@ -364,7 +367,7 @@ func compileSchema(def Definition) (*jsonschema.Resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, schemaProblem(err))
 	}
-	if err := checkRefCycles(raw); err != nil {
+	if err := checkRefCycles(&s); err != nil {
 		return nil, fmt.Errorf("tool %q: input schema does not compile: %w", def.Name, err)
 	}
 	return r, nil
