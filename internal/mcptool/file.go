@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -324,7 +325,9 @@ func (s Server) scrub(err error) error {
 	msg := err.Error()
 	for _, part := range []string{"?" + u.RawQuery, "#" + u.Fragment, "#" + u.EscapedFragment()} {
 		if len(part) > 1 {
-			msg = strings.ReplaceAll(msg, part, "")
+			// As given, and as %q quotes it (a url.Error quotes its URL).
+			quoted := strings.TrimSuffix(strings.TrimPrefix(strconv.Quote(part), `"`), `"`)
+			msg = strings.ReplaceAll(strings.ReplaceAll(msg, part, ""), quoted, "")
 		}
 	}
 	return &scrubbedError{msg: msg, err: err}
