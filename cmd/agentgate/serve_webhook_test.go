@@ -33,12 +33,7 @@ import (
 // the completion (service.TestAnAttemptRecordedLateIsNotSentAgain holds
 // the refused case deterministically).
 func TestServeSendsAWebhookAtOnce(t *testing.T) {
-	secret, err := webhook.GenerateSecret()
-	require.NoError(t, err)
-	signer, err := webhook.NewSigner(secret)
-	require.NoError(t, err)
-	verifier, err := standardwebhooks.NewWebhook(secret)
-	require.NoError(t, err)
+	signer, verifier := webhookKeys(t)
 
 	type got struct {
 		verified bool
@@ -134,12 +129,7 @@ func TestServeSendsAWebhookAtOnce(t *testing.T) {
 // reference library. The store's clock is the test's, so the retry and
 // the postponement come due without waiting for them.
 func TestServeWithoutASecretKeepsADeliveryForTheSecret(t *testing.T) {
-	secret, err := webhook.GenerateSecret()
-	require.NoError(t, err)
-	signer, err := webhook.NewSigner(secret)
-	require.NoError(t, err)
-	verifier, err := standardwebhooks.NewWebhook(secret)
-	require.NoError(t, err)
+	signer, verifier := webhookKeys(t)
 
 	type got struct {
 		verified bool
@@ -266,4 +256,17 @@ func TestServeWithoutASecretKeepsADeliveryForTheSecret(t *testing.T) {
 	assert.Equal(t, 1, made[0].Attempt.Number)
 	assert.Equal(t, "delivered", made[1].State)
 	assert.Equal(t, 2, made[1].Attempt.Number, "the attempt not made without the secret was not counted")
+}
+
+// webhookKeys returns a signer with a new secret and the Standard Webhooks
+// reference library's verifier of it.
+func webhookKeys(t *testing.T) (*webhook.Signer, *standardwebhooks.Webhook) {
+	t.Helper()
+	secret, err := webhook.GenerateSecret()
+	require.NoError(t, err)
+	signer, err := webhook.NewSigner(secret)
+	require.NoError(t, err)
+	verifier, err := standardwebhooks.NewWebhook(secret)
+	require.NoError(t, err)
+	return signer, verifier
 }
