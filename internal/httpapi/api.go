@@ -275,10 +275,15 @@ func plainInteger(s string) bool {
 	return true
 }
 
-// jsonMediaType refuses (415) a Content-Type other than JSON. JSON is
+// jsonMediaType refuses (415) a compressed body and a Content-Type other
+// than JSON. JSON is
 // UTF-8 (RFC 8259), so a charset other than that is refused rather than
 // ignored. No Content-Type at all is taken as JSON, as API Gateway does.
 func jsonMediaType(req events.APIGatewayProxyRequest) error {
+	if ce := header(req, "Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// A compressed body would be read as malformed JSON (400).
+		return errorf(runs.EUnsupportedMedia, "Content-Encoding %.40q is not supported: send the body uncompressed", ce)
+	}
 	ct := header(req, "Content-Type")
 	if ct == "" {
 		return nil

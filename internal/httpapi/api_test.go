@@ -137,6 +137,8 @@ func TestBadInput(t *testing.T) {
 		{"start: principal with U+2028", req("POST", "/runs", alice, `{"prompt":"x","approvers":["bob\u2028"]}`), 422, "approvers[0]"},
 		{"start: messages end with assistant", req("POST", "/runs", alice, `{"messages":[{"role":"assistant","content":[{"type":"text","text":"y"}]}],"approvers":["b@example.com"]}`), 422, "end with a user message"},
 		{"start: wrong content type", withHeader(req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"]}`), "Content-Type", "text/plain"), 415, "application/json"},
+		{"start: a compressed body", withHeader(req("POST", "/runs", alice, "\x1f\x8b\x08\x00"), "Content-Encoding", "gzip"), 415, "send the body uncompressed"},
+		{"start: identity encoding", withHeader(req("POST", "/runs", alice, `{"prompt":"x"}`), "Content-Encoding", "identity"), 422, "approvers"},
 		{"start: model not allowed", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"model":"opus-max"}`), 422, "not allowed"},
 		{"start: GET /runs", req("GET", "/runs", alice, ""), 405, "POST"},
 		{"get: unknown run", req("GET", "/runs/nope", alice, ""), 404, "not found"},
