@@ -316,14 +316,7 @@ func truncate(s string, limit int) string {
 	if n <= limit {
 		return s
 	}
-	cut := 0
-	for i := range s {
-		if cut == limit {
-			return s[:i] + fmt.Sprintf("… (%d more characters)", n-limit)
-		}
-		cut++
-	}
-	return s
+	return cutRunes(s, limit) + fmt.Sprintf("… (%d more characters)", n-limit)
 }
 
 // oneLine replaces line breaks and tabs with spaces.

@@ -104,14 +104,12 @@ type refCycles struct {
 	edges map[string][]string
 }
 
-// Keywords whose value is one schema, an array of schemas, or an object
-// of schemas; the in-place ones apply to the value the schema applies to.
+// The keywords that apply their schemas to the value the schema applies
+// to (the rest of schemaKeywords, schemaListKeywords and schemaMapKeywords,
+// tool.go, go into a part of it).
 var (
-	oneSchemaKeywords   = []string{"not", "if", "then", "else", "additionalProperties", "propertyNames", "contains", "items", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
-	arraySchemaKeywords = []string{"allOf", "anyOf", "oneOf", "prefixItems", "items"}
-	mapSchemaKeywords   = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
-	inPlaceOne          = []string{"not", "if", "then", "else"}
-	inPlaceArray        = []string{"allOf", "anyOf", "oneOf"}
+	inPlaceOne   = []string{"not", "if", "then", "else"}
+	inPlaceArray = []string{"allOf", "anyOf", "oneOf"}
 )
 
 // collect records the schema at pointer p and every schema under it.
@@ -129,14 +127,14 @@ func (c *refCycles) collect(p string, node any) error {
 			c.anchors[name] = append(c.anchors[name], p)
 		}
 	}
-	for _, k := range oneSchemaKeywords {
+	for _, k := range schemaKeywords {
 		if _, ok := m[k].(map[string]any); ok {
 			if err := c.collect(p+"/"+escapePointer(k), m[k]); err != nil {
 				return err
 			}
 		}
 	}
-	for _, k := range arraySchemaKeywords {
+	for _, k := range schemaListKeywords {
 		if a, ok := m[k].([]any); ok {
 			for i, v := range a {
 				if err := c.collect(p+"/"+k+"/"+strconv.Itoa(i), v); err != nil {
@@ -145,7 +143,7 @@ func (c *refCycles) collect(p string, node any) error {
 			}
 		}
 	}
-	for _, k := range mapSchemaKeywords {
+	for _, k := range schemaMapKeywords {
 		if o, ok := m[k].(map[string]any); ok {
 			for name, v := range o {
 				if err := c.collect(p+"/"+escapePointer(k)+"/"+escapePointer(name), v); err != nil {
