@@ -387,3 +387,29 @@ func TestParseCallDecision(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIVoteTwiceUnderAQuorum: under a quorum of two, a person who
+// approves again gets the server's 409 and the CLI's hint that the vote
+// stands (the CLI tells it from a stale digest by the server's message).
+func TestCLIVoteTwiceUnderAQuorum(t *testing.T) {
+	e := startCLIEnv(t)
+	body := filepath.Join(t.TempDir(), "start.json")
+	if err := os.WriteFile(body, []byte(`{"required_approvals":2}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := e.waiting("--approver", "carol", "--body", body)
+	digest := r.Pending.TurnDigest
+	if code, out, serr := e.cli("bob", "approvals", "approve", r.ID, "--digest", digest); code != 0 {
+		t.Fatalf("first vote: exit %d\n%s\n%s", code, out, serr)
+	}
+	code, out, serr := e.cli("bob", "approvals", "approve", r.ID, "--digest", digest)
+	if code != 1 || !strings.Contains(serr, "HTTP 409") || !strings.Contains(serr, "your vote stands") {
+		t.Errorf("second vote by the same person: exit %d\nstdout: %s\nstderr: %s", code, out, serr)
+	}
+	if strings.Contains(serr, "not the turn held now") || strings.Contains(serr, "moved on") {
+		t.Errorf("the hint is the stale-digest one:\n%s", serr)
+	}
+	if got := e.runJSON("alice", "runs", "get", r.ID); got.Status != client.StatusWaiting {
+		t.Errorf("after one person's two votes the run is %s, want it still waiting", got.Status)
+	}
+}
