@@ -13,9 +13,12 @@ import (
 	"github.com/agentgate/agentgate/internal/webhook"
 )
 
-// WebhookSender makes one delivery attempt; *webhook.Sender is one.
+// WebhookSender makes one delivery attempt; *webhook.Sender is one. An
+// error means no attempt was made, because the signing secret cannot be
+// had now (a *webhook.SecretUnavailableError): the delivery waits for it
+// without using up an attempt (see waitForSecret).
 type WebhookSender interface {
-	Send(ctx context.Context, d *webhook.Delivery) webhook.Attempt
+	Send(ctx context.Context, d *webhook.Delivery) (webhook.Attempt, error)
 }
 
 // DefaultDeliveryBudget is the time one sweep may spend on webhook
@@ -25,10 +28,15 @@ type WebhookSender interface {
 // leave the rest due on the next tick.
 const DefaultDeliveryBudget = 2 * time.Minute
 
-// errClassNotConfigured is the error of a delivery given up because the
-// processes that found it due had no webhook sender (no signing secret)
-// for as long as its schedule's attempts would have taken.
-const errClassNotConfigured = "not_configured"
+// The errors of a delivery given up without an attempt that ended it: the
+// processes that found it due could not make one, for as long as its
+// schedule's attempts would have taken, because the last of them had no
+// webhook sender (no signing secret configured: not_configured) or could
+// not read its configured secret (secret_unavailable).
+const (
+	errClassNotConfigured     = "not_configured"
+	errClassSecretUnavailable = "secret_unavailable"
+)
 
 // webhookAttemptData is the data of a webhook_attempt event.
 type webhookAttemptData struct {
@@ -97,13 +105,6 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 			return r
 		}
 		d, err := webhook.DeliveryOf(e)
-		if err == nil && s.Webhooks == nil {
-			var ok bool
-			if r, ok = s.waitForSecret(ctx, r, d, now, sched, sum, log); !ok {
-				return r
-			}
-			continue
-		}
 		var a webhook.Attempt
 		sent := false
 		switch {
@@ -117,9 +118,12 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 		default:
 			if made, ok := s.unrecorded.take(e.ID); ok {
 				a = made // made before; its record was refused (see below)
-			} else {
-				a = s.Webhooks.Send(ctx, d)
-				sent = true
+			} else if a, sent = s.send(ctx, d, sum); !sent {
+				var written bool
+				if r, written = s.waitForSecret(ctx, r, d, now, sched, sum, log); !written {
+					return r
+				}
+				continue
 			}
 			d.Record(a, sched)
 		}
@@ -159,14 +163,33 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 	return r
 }
 
+// send makes an attempt at d, unless this process cannot sign one: it has
+// no webhook sender (no secret configured), or its secret could not be
+// read, now or earlier in this sweep (sum.secretErr: the sweep's other due
+// deliveries wait without asking Secrets Manager again). It reports
+// whether the attempt was made.
+func (s *Sweeper) send(ctx context.Context, d *webhook.Delivery, sum *SweepSummary) (webhook.Attempt, bool) {
+	if s.Webhooks == nil || sum.secretErr != nil {
+		return webhook.Attempt{}, false
+	}
+	a, err := s.Webhooks.Send(ctx, d)
+	if err != nil {
+		sum.secretErr = err
+		return webhook.Attempt{}, false
+	}
+	return a, true
+}
+
 // waitForSecret handles the due delivery d of r when this process has no
-// webhook sender (no signing secret): no attempt can be made, and none is
-// counted. The entry is postponed by webhook.NoSecretRetry, in a write
+// webhook sender (no signing secret configured) or cannot read its
+// configured secret now (sum.secretErr): no attempt can be made, and none
+// is counted. The entry is postponed by webhook.NoSecretRetry, in a write
 // without an event (an event per sweep would only repeat that the secret
 // is missing; Sweep logs that once), until it has waited for the
 // schedule's whole span: then it is given up, with one webhook_given_up
-// event (error not_configured). It returns the run as last written and
-// false when a write failed (the run is left to the next sweep).
+// event (error not_configured, or secret_unavailable). It returns the run
+// as last written and false when a write failed (the run is left to the
+// next sweep).
 func (s *Sweeper) waitForSecret(ctx context.Context, r *runs.Run, d *webhook.Delivery, now time.Time, sched webhook.Schedule, sum *SweepSummary, log *slog.Logger) (*runs.Run, bool) {
 	sum.WaitingForSecret++
 	if !d.WaitForSecret(now, sched) {
@@ -183,14 +206,18 @@ func (s *Sweeper) waitForSecret(ctx context.Context, r *runs.Run, d *webhook.Del
 		return fresh, true
 	}
 	sum.GivenUp++
-	data, _ := json.Marshal(webhookGivenUpData{ID: d.ID, Type: d.Type, State: webhook.DeliveryFailed, Error: errClassNotConfigured,
+	cause, why := errClassNotConfigured, "no webhook secret configured"
+	if s.Webhooks != nil {
+		cause, why = errClassSecretUnavailable, "the webhook secret could not be read"
+	}
+	data, _ := json.Marshal(webhookGivenUpData{ID: d.ID, Type: d.Type, State: webhook.DeliveryFailed, Error: cause,
 		Attempts: d.Attempts, WaitedMS: d.WaitedForSecret(now).Milliseconds()})
 	fresh, err := s.Store.RecordOutbox(ctx, r, d.ID, nil, runs.Event{Type: runs.EventWebhookGivenUp, Actor: "purge", Data: data})
 	if err != nil {
 		log.WarnContext(ctx, "sweep: webhook delivery given up but not recorded", "run_id", r.ID, "webhook_id", d.ID, "err", err)
 		return r, false
 	}
-	log.WarnContext(ctx, "webhook delivery given up: no webhook secret configured", "run_id", r.ID, "webhook_id", d.ID, "type", d.Type,
+	log.WarnContext(ctx, "webhook delivery given up: "+why, "run_id", r.ID, "webhook_id", d.ID, "type", d.Type,
 		"attempts", d.Attempts, "waited", d.WaitedForSecret(now).String())
 	return fresh, true
 }

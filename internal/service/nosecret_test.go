@@ -45,9 +45,16 @@ func newNoSecretEnv(t *testing.T, retention time.Duration) *noSecretEnv {
 // settled is a completed run whose run.completed delivery is due now.
 func (e *noSecretEnv) settled(t *testing.T) *runs.Run {
 	t.Helper()
+	return e.settledTo(t, "https://hooks.example.com/x")
+}
+
+// settledTo is a completed run whose run.completed delivery to url is due
+// now.
+func (e *noSecretEnv) settledTo(t *testing.T, url string) *runs.Run {
+	t.Helper()
 	ctx := context.Background()
 	r, err := e.store.Create(ctx, runs.NewRun{ID: runs.NewRunID(), Initiator: "alice", Approvers: []string{"bob"},
-		Request: json.RawMessage(`{"prompt":"hi"}`), Webhook: &runs.Subscription{URL: "https://hooks.example.com/x"}})
+		Request: json.RawMessage(`{"prompt":"hi"}`), Webhook: &runs.Subscription{URL: url}})
 	require.NoError(t, err)
 	r, err = e.store.Claim(ctx, r.ID, "w")
 	require.NoError(t, err)

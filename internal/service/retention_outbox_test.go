@@ -22,7 +22,9 @@ import (
 // senderFunc is a WebhookSender that answers with an attempt of its own.
 type senderFunc func() webhook.Attempt
 
-func (f senderFunc) Send(context.Context, *webhook.Delivery) webhook.Attempt { return f() }
+func (f senderFunc) Send(context.Context, *webhook.Delivery) (webhook.Attempt, error) {
+	return f(), nil
+}
 
 // TestRetentionWaitsForDeliveries: a settled run past a retention shorter
 // than its webhook's retries (the tester's --retention 10s) is not purged
@@ -130,4 +132,6 @@ func TestAnAttemptRecordedLateIsNotSentAgain(t *testing.T) {
 // sendingFunc is a WebhookSender that sees the delivery.
 type sendingFunc func(*webhook.Delivery) webhook.Attempt
 
-func (f sendingFunc) Send(_ context.Context, d *webhook.Delivery) webhook.Attempt { return f(d) }
+func (f sendingFunc) Send(_ context.Context, d *webhook.Delivery) (webhook.Attempt, error) {
+	return f(d), nil
+}

@@ -31,8 +31,9 @@ type SweepSummary struct {
 	// Deliveries counts webhook attempts.
 	Deliveries int `json:"webhook_attempts"`
 	// WaitingForSecret counts due webhook deliveries no attempt could be
-	// made at, for want of a sender (no signing secret): postponed, or
-	// given up (GivenUp) once they waited their schedule's span.
+	// made at, for want of a sender (no signing secret configured) or of
+	// its secret (it could not be read): postponed, or given up (GivenUp)
+	// once they waited their schedule's span.
 	WaitingForSecret int `json:"webhooks_waiting_for_secret"`
 	GivenUp          int `json:"webhooks_given_up"`
 	Errors           int `json:"errors"`
@@ -40,6 +41,9 @@ type SweepSummary struct {
 	More bool `json:"more"`
 	// started is when the sweep began (the delivery budget's start).
 	started time.Time
+	// secretErr is why the sender could not sign this sweep's deliveries
+	// (a *webhook.SecretUnavailableError); nil while it could.
+	secretErr error
 }
 
 // Sweeper is the scheduled purge: one pass over the due index that expires
@@ -54,8 +58,9 @@ type Sweeper struct {
 	Remind func(ctx context.Context, r *runs.Run) error
 	// Webhooks sends the runs' due webhook deliveries (nil: this process
 	// has no signing secret; due deliveries wait for one without using up
-	// their attempts, and are given up once they waited their schedule's
-	// span: see waitForSecret).
+	// their attempts, as they do while the sender cannot read its secret,
+	// and are given up once they waited their schedule's span: see
+	// waitForSecret).
 	Webhooks WebhookSender
 	// Schedule is the retry schedule of deliveries (zero:
 	// webhook.DefaultSchedule).
@@ -129,9 +134,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 }
 
 // warnWaitingForSecret logs, once for a sweep rather than for each
-// delivery, that deliveries were due and this process could not send them.
+// delivery, that deliveries were due and this process could not send them:
+// it has no secret, or could not read it (the error names the secret and
+// why, never its value).
 func warnWaitingForSecret(ctx context.Context, log *slog.Logger, sum SweepSummary) {
 	if sum.WaitingForSecret == 0 {
+		return
+	}
+	if sum.secretErr != nil {
+		log.WarnContext(ctx, "webhook deliveries are due but the webhook secret could not be read: they wait for it, without using up their attempts",
+			"deliveries", sum.WaitingForSecret, "given_up", sum.GivenUp, "retry_in", webhook.NoSecretRetry.String(), "err", sum.secretErr)
 		return
 	}
 	log.WarnContext(ctx, "webhook deliveries are due but no webhook secret is configured: they wait for a process with the secret, without using up their attempts",

@@ -32,7 +32,10 @@
 // server's --webhook-secret-file, see EnsureSecretFile) or a
 // SecretsManagerSource that re-reads the secret named by
 // AGENTGATE_WEBHOOK_SECRET every SecretRefresh (LoadConfig reads it and the
-// allow-list AGENTGATE_WEBHOOK_ALLOW).
+// allow-list AGENTGATE_WEBHOOK_ALLOW). A Sender whose secret cannot be read
+// makes no attempt and says so with a SecretUnavailableError (the secret
+// and why, never its value): that is not a failed attempt, and the caller
+// tries again later without counting one.
 //
 // Delivery.Record folds an Attempt into the delivery and, per Schedule,
 // decides the next attempt time: MaxAttempts attempts over less than 24

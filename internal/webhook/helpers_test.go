@@ -146,6 +146,17 @@ func newSender(t *testing.T, cfg webhook.SenderConfig) *webhook.Sender {
 	return s
 }
 
+// send makes one attempt of d with s; it fails the test when s could not
+// make one (its signing secret could not be had).
+func send(t *testing.T, s *webhook.Sender, d *webhook.Delivery) webhook.Attempt {
+	t.Helper()
+	a, err := s.Send(context.Background(), d)
+	if err != nil {
+		t.Fatalf("Send: no attempt made: %v", err)
+	}
+	return a
+}
+
 var eventTime = time.Date(2026, 12, 2, 19, 30, 0, 0, time.UTC)
 
 func completedEvent(runID string) webhook.Event {

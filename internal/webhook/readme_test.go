@@ -11,7 +11,8 @@ import (
 )
 
 // TestREADMEWithoutASecret: the README's "Without a secret" paragraph gives
-// the code's postponement and the default schedule's span.
+// the code's postponement, the default schedule's span and the errors of a
+// delivery given up.
 func TestREADMEWithoutASecret(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
@@ -28,7 +29,7 @@ func TestREADMEWithoutASecret(t *testing.T) {
 		fmt.Sprintf("postponed by %d minutes", int(webhook.NoSecretRetry.Minutes())),
 		fmt.Sprintf("within %d minutes", int(webhook.NoSecretRetry.Minutes())),
 		fmt.Sprintf("(%d h %d min,", int(span.Hours()), int(span.Minutes())%60),
-		"`webhook_given_up`", "`error: not_configured`",
+		"`webhook_given_up`", "`error: not_configured`", "`error: secret_unavailable`",
 	} {
 		if !strings.Contains(para, want) {
 			t.Errorf("README's Without a secret paragraph does not say %q", want)

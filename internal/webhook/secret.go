@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -13,9 +14,69 @@ import (
 
 // SignerSource hands out the Signer to use now. A *Signer is one (it never
 // changes); SecretsManagerSource re-reads its secret so a rotation reaches
-// running functions.
+// running functions. An error means no signer can be had now (a
+// *SecretUnavailableError from SecretsManagerSource): no attempt can be
+// made until it can.
 type SignerSource interface {
 	CurrentSigner(ctx context.Context) (*Signer, error)
+}
+
+// SecretUnavailableError says that the signing secrets cannot be had now:
+// the Secrets Manager secret could not be read (an error of the service,
+// throttling, a deleted secret, access denied, no answer) or its value is
+// not one NewSigner takes. Its message names the secret and a short
+// reason (the service's error code, or what is wrong with the value),
+// never the value, nor the service's message (which names the caller's
+// role and account). Unwrap gives the error it stands for.
+type SecretUnavailableError struct {
+	// SecretID is the secret's name or ARN (empty for a source without
+	// one).
+	SecretID string
+	// Reason is short and holds no secret: a service's error code
+	// (AccessDeniedException, ResourceNotFoundException,
+	// ThrottlingException...), "timeout", "connection", "cancelled",
+	// "invalid value: ..." (what NewSigner refused, never the value) or
+	// "read failed".
+	Reason string
+	err    error
+}
+
+func (e *SecretUnavailableError) Error() string {
+	if e.SecretID == "" {
+		return "webhook secret unavailable: " + e.Reason
+	}
+	return fmt.Sprintf("%s=%q: webhook secret unavailable: %s", EnvSecret, e.SecretID, e.Reason)
+}
+
+// Unwrap returns the error the secret could not be read with.
+func (e *SecretUnavailableError) Unwrap() error { return e.err }
+
+// secretUnavailable is err, from reading the secret id, as a
+// *SecretUnavailableError (itself when it is one).
+func secretUnavailable(id string, err error) *SecretUnavailableError {
+	var su *SecretUnavailableError
+	if errors.As(err, &su) {
+		return su
+	}
+	return &SecretUnavailableError{SecretID: id, Reason: readFailure(err), err: err}
+}
+
+// readFailure classifies an error of a secret read without its text: an
+// API error's message can name the caller's role, account and key.
+func readFailure(err error) string {
+	var coded interface{ ErrorCode() string } // smithy.APIError; *awscall.APIError is one
+	var netErr net.Error
+	switch {
+	case errors.As(err, &coded) && coded.ErrorCode() != "":
+		return coded.ErrorCode()
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.As(err, &netErr):
+		return "connection"
+	}
+	return "read failed"
 }
 
 // CurrentSigner returns s itself.
@@ -81,7 +142,9 @@ const (
 // SecretsManagerSource reads the signing secrets from one Secrets Manager
 // secret (its SecretString, in the form NewSigner takes) and re-reads it
 // after SecretRefresh. When a re-read fails, the last good secret keeps
-// signing for up to an hour. It is safe for concurrent use.
+// signing for up to an hour; after that, or when no read has succeeded
+// yet, CurrentSigner returns a *SecretUnavailableError. It is safe for
+// concurrent use.
 type SecretsManagerSource struct {
 	client SecretsGetter
 	id     string
@@ -123,11 +186,13 @@ func (s *SecretsManagerSource) CurrentSigner(ctx context.Context) (*Signer, erro
 func (s *SecretsManagerSource) read(ctx context.Context) (*Signer, error) {
 	value, err := s.client.SecretString(ctx, s.id)
 	if err != nil {
-		return nil, fmt.Errorf("%s=%q: read secret: %w", EnvSecret, s.id, err)
+		return nil, secretUnavailable(s.id, err)
 	}
 	signer, err := NewSigner(strings.TrimSpace(value))
 	if err != nil {
-		return nil, fmt.Errorf("%s=%q: %w", EnvSecret, s.id, err)
+		// NewSigner's errors say which secret of the value is wrong and
+		// how, never its characters.
+		return nil, &SecretUnavailableError{SecretID: s.id, Reason: "invalid value: " + err.Error(), err: err}
 	}
 	return signer, nil
 }

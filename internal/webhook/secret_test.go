@@ -3,6 +3,8 @@ package webhook_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/agentgate/agentgate/internal/awscall"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
 
@@ -54,11 +57,12 @@ func TestEnsureSecretFile(t *testing.T) {
 }
 
 // fakeSecrets serves one secret value and counts reads; fail makes reads
-// fail.
+// fail (with err, when set).
 type fakeSecrets struct {
 	mu    sync.Mutex
 	value string
 	fail  bool
+	err   error
 	reads int
 }
 
@@ -67,6 +71,9 @@ func (f *fakeSecrets) SecretString(_ context.Context, _ string) (string, error) 
 	defer f.mu.Unlock()
 	f.reads++
 	if f.fail {
+		if f.err != nil {
+			return "", f.err
+		}
 		return "", errors.New("service unavailable")
 	}
 	return f.value, nil
@@ -111,8 +118,60 @@ func TestSecretsManagerSourceRefreshes(t *testing.T) {
 		t.Error("a failed re-read dropped the last good secret at once")
 	}
 	now = now.Add(2 * time.Hour)
-	if _, err := src.CurrentSigner(ctx); err == nil {
-		t.Error("a secret that could not be re-read for hours still signs")
+	_, err := src.CurrentSigner(ctx)
+	var unavailable *webhook.SecretUnavailableError
+	if !errors.As(err, &unavailable) {
+		t.Errorf("a secret that could not be re-read for hours: error %v, want a *SecretUnavailableError", err)
+	}
+}
+
+// errDeniedRead is the error of a GetSecretValue its caller may not make, as
+// awscall returns it (wrapped): the service's message names the caller's
+// role.
+var errDeniedRead = fmt.Errorf("get secret value: %w", &awscall.APIError{Status: 400, Code: "AccessDeniedException",
+	Message:   "User: arn:aws:sts::123456789012:assumed-role/agentgate-purge/fn is not authorized to perform: secretsmanager:GetSecretValue",
+	RequestID: "4f1c"})
+
+// TestSecretUnavailableSaysWhyWithoutTheDetail: a secret that cannot be
+// read or used is a *SecretUnavailableError naming the secret and a short
+// reason (the service's error code, not its message; what is wrong with a
+// value, never the value), and wraps the error it stands for.
+func TestSecretUnavailableSaysWhyWithoutTheDetail(t *testing.T) {
+	const id = "arn:aws:secretsmanager:us-east-1:123456789012:secret:agentgate/webhook-AbCdEf"
+	tests := []struct {
+		name   string
+		value  string
+		err    error
+		reason string
+		hidden string
+	}{
+		{"access denied", "", errDeniedRead, "AccessDeniedException", "assumed-role"},
+		{"deleted", "", &awscall.APIError{Status: 400, Code: "InvalidRequestException", Message: "marked deleted"}, "InvalidRequestException", "marked deleted"},
+		{"throttled", "", &awscall.APIError{Status: 400, Code: "ThrottlingException", Message: "Rate exceeded"}, "ThrottlingException", "Rate exceeded"},
+		{"timed out", "", fmt.Errorf("get secret value: %w", context.DeadlineExceeded), "timeout", "get secret value"},
+		{"no answer", "", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}, "connection", "refused"},
+		{"something else", "", errors.New("credentials of profile x"), "read failed", "profile x"},
+		{"not a secret", "whsec_tooshort", nil, "invalid value: webhook secret 1: ", "tooshort"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &fakeSecrets{value: tt.value, fail: tt.err != nil, err: tt.err}
+			_, err := webhook.NewSecretsManagerSource(fake, id, nil).CurrentSigner(context.Background())
+			var unavailable *webhook.SecretUnavailableError
+			if !errors.As(err, &unavailable) {
+				t.Fatalf("error %v (%T), want a *SecretUnavailableError", err, err)
+			}
+			if unavailable.SecretID != id || !strings.HasPrefix(unavailable.Reason, tt.reason) {
+				t.Errorf("secret %q, reason %q; want %q, %q", unavailable.SecretID, unavailable.Reason, id, tt.reason)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, id) || !strings.Contains(msg, tt.reason) || strings.Contains(msg, tt.hidden) {
+				t.Errorf("message %q: want the secret and %q, and not %q", msg, tt.reason, tt.hidden)
+			}
+			if tt.err != nil && !errors.Is(err, tt.err) {
+				t.Errorf("%v does not wrap %v", err, tt.err)
+			}
+		})
 	}
 }
 

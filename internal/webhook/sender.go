@@ -53,7 +53,7 @@ const (
 	ErrClassTLS            = "tls"             // handshake or certificate failed
 	ErrClassRefusedURL     = "refused_url"     // the URL breaks the Policy
 	ErrClassRefusedAddress = "refused_address" // the host resolves only to refused addresses
-	ErrClassInternal       = "internal"        // signing or building the request failed
+	ErrClassInternal       = "internal"        // signing failed, or the stored delivery could not be read
 )
 
 // Attempt is the record of one delivery attempt, fit for the audit stream:
@@ -158,15 +158,20 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 // Close drops idle connections.
 func (s *Sender) Close() { s.client.CloseIdleConnections() }
 
-// Send makes one attempt of d and returns its record; it never returns an
-// error, a failure is an Attempt with an outcome other than delivered.
-func (s *Sender) Send(ctx context.Context, d *Delivery) Attempt {
+// Send makes one attempt of d and returns its record: a failure of the
+// attempt is an Attempt with an outcome other than delivered. It returns
+// an error instead, a *SecretUnavailableError, when it cannot make the
+// attempt because the signing secrets cannot be had now (the Secrets
+// Manager secret could not be read): nothing was sent, and that is no
+// attempt, as nothing about the receiver was learnt; the caller tries
+// again later without counting it.
+func (s *Sender) Send(ctx context.Context, d *Delivery) (Attempt, error) {
 	start := s.now()
 	a := Attempt{At: start}
-	finish := func(o Outcome, class string, code int) Attempt {
+	finish := func(o Outcome, class string, code int) (Attempt, error) {
 		a.Outcome, a.Error, a.StatusCode = o, class, code
 		a.LatencyMS = s.now().Sub(start).Milliseconds()
-		return a
+		return a, nil
 	}
 	u, err := s.policy.CheckURL(d.URL)
 	if err != nil {
@@ -174,7 +179,7 @@ func (s *Sender) Send(ctx context.Context, d *Delivery) Attempt {
 	}
 	signer, err := s.signer.CurrentSigner(ctx)
 	if err != nil {
-		return finish(OutcomeFailed, ErrClassInternal, 0)
+		return Attempt{}, secretUnavailable("", err)
 	}
 	sig, err := signer.Sign(d.ID, start, d.Body)
 	if err != nil {

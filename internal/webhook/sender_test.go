@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -29,7 +30,7 @@ func TestDeliveryVerifiesOnTheReceivingSide(t *testing.T) {
 	s := reachable(t, rc, nil)
 	d := newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com"))
 
-	a := s.Send(context.Background(), d)
+	a := send(t, s, d)
 	if a.Outcome != webhook.OutcomeDelivered || a.StatusCode != http.StatusOK || a.Error != "" {
 		t.Fatalf("attempt = %+v, want delivered 200", a)
 	}
@@ -59,9 +60,41 @@ func TestDeliveryVerifiesOnTheReceivingSide(t *testing.T) {
 func TestAnIPv4MappedAnswerIsJudgedAsItsIPv4Address(t *testing.T) {
 	rc := newReceiver(t, testSecret)
 	s := reachable(t, rc, resolverFor("hooks.example.com", "::ffff:127.0.0.1"))
-	a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+	a := send(t, s, newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 	if a.Outcome != webhook.OutcomeDelivered || len(rc.got()) != 1 {
 		t.Fatalf("attempt = %+v, receiver got %d, want delivered once", a, len(rc.got()))
+	}
+}
+
+// TestNoAttemptWithoutAReadableSecret: a Sender whose secret cannot be
+// read makes no attempt (nothing reaches the receiver) and says so with a
+// *SecretUnavailableError, not a failed Attempt; once the secret can be
+// read, the same delivery is sent and verifies.
+func TestNoAttemptWithoutAReadableSecret(t *testing.T) {
+	rc := newReceiver(t, testSecret)
+	fake := &fakeSecrets{value: testSecret, fail: true, err: errDeniedRead}
+	s := newSender(t, webhook.SenderConfig{Signer: webhook.NewSecretsManagerSource(fake, "agentgate/webhook", nil),
+		Policy: webhook.Policy{Allow: loopbackOnly}, Resolver: resolverFor("hooks.example.com", "127.0.0.1"), RootCAs: rc.pool()})
+	d := newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com"))
+
+	a, err := s.Send(context.Background(), d)
+	var unavailable *webhook.SecretUnavailableError
+	if !errors.As(err, &unavailable) || a != (webhook.Attempt{}) {
+		t.Fatalf("Send = %+v, %v; want no attempt and a *SecretUnavailableError", a, err)
+	}
+	if unavailable.SecretID != "agentgate/webhook" || unavailable.Reason != "AccessDeniedException" {
+		t.Errorf("error names %q, %q; want the secret and the service's error code", unavailable.SecretID, unavailable.Reason)
+	}
+	if n := len(rc.got()); n != 0 {
+		t.Fatalf("receiver got %d requests without a secret, want none", n)
+	}
+
+	fake.set(testSecret, false)
+	if a := send(t, s, d); a.Outcome != webhook.OutcomeDelivered {
+		t.Fatalf("attempt once the secret is readable = %+v, want delivered", a)
+	}
+	if got := rc.got(); len(got) != 1 || got[0].VerifyOK != nil {
+		t.Fatalf("receiver got %d requests (%+v), want 1 that verifies", len(got), got)
 	}
 }
 
@@ -72,7 +105,7 @@ func TestReceiverFailingTwiceGetsTheThirdWithTheSameID(t *testing.T) {
 
 	var codes []int
 	for d.State == webhook.DeliveryPending {
-		a := s.Send(context.Background(), d)
+		a := send(t, s, d)
 		codes = append(codes, a.StatusCode)
 		a.At = d.NextAttemptAt // the sweep's clock: the attempt ran when due
 		d.Record(a, webhook.DefaultSchedule)
@@ -138,7 +171,7 @@ func TestRefusedTargetsReceiveNothing(t *testing.T) {
 				res = resolverFor()
 			}
 			s := newSender(t, webhook.SenderConfig{Policy: tt.policy, Resolver: res, RootCAs: rc.pool()})
-			a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), tt.url))
+			a := send(t, s, newDelivery(t, completedEvent("run_1"), tt.url))
 			if a.Outcome != webhook.OutcomeRefused || a.Error != tt.class {
 				t.Errorf("attempt = %+v, want refused (%s)", a, tt.class)
 			}
@@ -152,7 +185,7 @@ func TestRefusedTargetsReceiveNothing(t *testing.T) {
 func TestMixedAnswerDialsOnlyAcceptedAddresses(t *testing.T) {
 	rc := newReceiver(t, testSecret)
 	s := reachable(t, rc, resolverFor("hooks.example.com", "10.0.0.7", "hooks.example.com", "127.0.0.1"))
-	if a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com"))); a.Outcome != webhook.OutcomeDelivered {
+	if a := send(t, s, newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com"))); a.Outcome != webhook.OutcomeDelivered {
 		t.Fatalf("attempt = %+v, want delivered to the allow-listed address", a)
 	}
 }
@@ -166,7 +199,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				http.Redirect(w, r, target.url("other.example.com"), code)
 			}
 			s := reachable(t, rc, resolverFor("hooks.example.com", "127.0.0.1", "other.example.com", "127.0.0.1"))
-			a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+			a := send(t, s, newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 			if a.Outcome != webhook.OutcomeFailed || a.Error != webhook.ErrClassRedirect || a.StatusCode != code {
 				t.Errorf("attempt = %+v, want failed redirect %d", a, code)
 			}
@@ -180,21 +213,21 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 func TestAttemptOutcomes(t *testing.T) {
 	t.Run("410 gone", func(t *testing.T) {
 		rc := newReceiver(t, testSecret, http.StatusGone)
-		a := reachable(t, rc, nil).Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+		a := send(t, reachable(t, rc, nil), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 		if a.Outcome != webhook.OutcomeGone || a.StatusCode != http.StatusGone {
 			t.Errorf("attempt = %+v, want gone", a)
 		}
 	})
 	t.Run("400 is retried", func(t *testing.T) {
 		rc := newReceiver(t, testSecret, http.StatusBadRequest)
-		a := reachable(t, rc, nil).Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+		a := send(t, reachable(t, rc, nil), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 		if a.Outcome != webhook.OutcomeFailed || a.Error != webhook.ErrClassStatus || a.StatusCode != http.StatusBadRequest {
 			t.Errorf("attempt = %+v, want failed http_status 400", a)
 		}
 	})
 	t.Run("unknown host", func(t *testing.T) {
 		rc := newReceiver(t, testSecret)
-		a := reachable(t, rc, resolverFor()).Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+		a := send(t, reachable(t, rc, resolverFor()), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 		if a.Outcome != webhook.OutcomeFailed || a.Error != webhook.ErrClassDNS {
 			t.Errorf("attempt = %+v, want failed dns", a)
 		}
@@ -202,7 +235,7 @@ func TestAttemptOutcomes(t *testing.T) {
 	t.Run("untrusted certificate", func(t *testing.T) {
 		rc := newReceiver(t, testSecret)
 		s := newSender(t, webhook.SenderConfig{Policy: webhook.Policy{Allow: loopbackOnly}, Resolver: resolverFor("hooks.example.com", "127.0.0.1")})
-		a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+		a := send(t, s, newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 		if a.Outcome != webhook.OutcomeFailed || a.Error != webhook.ErrClassTLS {
 			t.Errorf("attempt = %+v, want failed tls", a)
 		}
@@ -213,7 +246,7 @@ func TestAttemptOutcomes(t *testing.T) {
 	t.Run("certificate for another name", func(t *testing.T) {
 		rc := newReceiver(t, testSecret)
 		s := reachable(t, rc, resolverFor("hooks.example.org", "127.0.0.1"))
-		a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.org")))
+		a := send(t, s, newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.org")))
 		if a.Outcome != webhook.OutcomeFailed || a.Error != webhook.ErrClassTLS {
 			t.Errorf("attempt = %+v, want failed tls", a)
 		}
@@ -227,7 +260,7 @@ func TestAttemptOutcomes(t *testing.T) {
 			Policy: webhook.Policy{Allow: loopbackOnly}, Resolver: resolverFor("hooks.example.com", "127.0.0.1"),
 			RootCAs: rc.pool(), Timeout: 200 * time.Millisecond,
 		})
-		a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+		a := send(t, s, newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 		if a.Outcome != webhook.OutcomeFailed || a.Error != webhook.ErrClassTimeout {
 			t.Errorf("attempt = %+v, want failed timeout", a)
 		}
@@ -249,7 +282,7 @@ func TestAttemptOutcomes(t *testing.T) {
 			Policy: webhook.Policy{Allow: loopbackOnly}, Resolver: resolverFor("hooks.example.com", "127.0.0.1"),
 			RootCAs: rc.pool(), Timeout: time.Minute,
 		})
-		a := s.Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+		a := send(t, s, newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 		if a.Outcome != webhook.OutcomeDelivered {
 			t.Errorf("attempt = %+v, want delivered", a)
 		}
@@ -260,7 +293,7 @@ func TestSenderIgnoresProxyEnvironment(t *testing.T) {
 	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1")
 	t.Setenv("HTTP_PROXY", "http://127.0.0.1:1")
 	rc := newReceiver(t, testSecret)
-	a := reachable(t, rc, nil).Send(context.Background(), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
+	a := send(t, reachable(t, rc, nil), newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")))
 	if a.Outcome != webhook.OutcomeDelivered {
 		t.Errorf("attempt = %+v, want delivered directly, not through the proxy", a)
 	}
@@ -269,7 +302,7 @@ func TestSenderIgnoresProxyEnvironment(t *testing.T) {
 func TestAttemptRecordHoldsNoSecretOrAddress(t *testing.T) {
 	rc := newReceiver(t, testSecret, http.StatusInternalServerError)
 	d := newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com")+"?token=caller-secret")
-	a := reachable(t, rc, nil).Send(context.Background(), d)
+	a := send(t, reachable(t, rc, nil), d)
 	d.Record(a, webhook.DefaultSchedule)
 	out := sprintf("%+v", *d.Last)
 	for _, leak := range []string{"127.0.0.1", "caller-secret", "hooks.example.com", strings.TrimPrefix(testSecret, "whsec_")} {
