@@ -232,7 +232,9 @@ type Pending struct {
 	Calls      []PendingCall `json:"calls"`
 }
 
-// CallDecision decides one call.
+// CallDecision decides one call held for approval (PendingCall.NeedsApproval).
+// Deny or Edit of a call that needs none is refused (CodeUnprocessable);
+// Approve of one, which runs anyway, is accepted.
 type CallDecision struct {
 	CallID string `json:"call_id"`
 	Action Action `json:"action"`
@@ -246,7 +248,9 @@ type CallDecision struct {
 }
 
 // Decision is a decision on a held turn: Action for the whole turn, or one
-// CallDecision per call that needs approval.
+// CallDecision per call that needs approval (the calls that need none are
+// left out: they run, or get their policy denial; only a whole-turn Deny
+// stops them).
 type Decision struct {
 	TurnDigest string         `json:"turn_digest"`
 	Action     Action         `json:"action,omitempty"`
