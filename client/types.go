@@ -415,7 +415,11 @@ type PendingApproval struct {
 	Tools        []string  `json:"tools"`
 	Deadline     time.Time `json:"deadline"`
 	SuspendedAt  time.Time `json:"suspended_at"`
-	VotesNeeded  int       `json:"votes_needed"`
+	// VotesNeeded is the suspension's quorum; VotesMissing how many of
+	// those approvals are still missing (Run.VotesNeeded while the run
+	// waits). VotesMissing is 0 only from a server before the field.
+	VotesNeeded  int `json:"votes_needed"`
+	VotesMissing int `json:"votes_missing"`
 }
 
 // ApprovalPage is one page of the inbox; NextCursor is empty on the last.
