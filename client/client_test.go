@@ -195,6 +195,11 @@ func TestErrors(t *testing.T) {
 				{CallID: "toolu_write", Action: client.Edit, Input: []byte(`{"path":7}`)}}})
 			return err
 		}, 422, client.CodeUnprocessable},
+		{"decide: deny a call that needs no approval", func() error {
+			_, err := bob.Decide(ctx, run.ID, client.Decision{TurnDigest: digest, Calls: []client.CallDecision{
+				{CallID: "toolu_write", Action: client.Approve}, {CallID: "toolu_read", Action: client.Deny}}})
+			return err
+		}, 422, client.CodeUnprocessable},
 		{"decide: unknown run", func() error { _, err := bob.Decide(ctx, "nope", client.ApproveTurn(digest)); return err }, 404, client.CodeNotFound},
 		{"cancel: not a party", func() error { _, err := carol.Cancel(ctx, run.ID); return err }, 403, client.CodeForbidden},
 		{"cancel: unknown run", func() error { _, err := alice.Cancel(ctx, "nope"); return err }, 404, client.CodeNotFound},

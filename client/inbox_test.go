@@ -55,7 +55,7 @@ func TestPendingApprovals(t *testing.T) {
 	}
 	first := got[2]
 	if first.Initiator != "alice" || first.Purpose != "update pricing" || !slices.Equal(first.Tools, []string{"write_document"}) ||
-		first.VotesNeeded != 1 || first.TurnDigest != started[0].Pending.TurnDigest || !first.Deadline.Equal(started[0].Pending.Deadline) ||
+		first.VotesNeeded != 1 || first.VotesMissing != 1 || first.TurnDigest != started[0].Pending.TurnDigest || !first.Deadline.Equal(started[0].Pending.Deadline) ||
 		first.SuspensionID != started[0].Pending.SuspensionID || first.SuspendedAt.IsZero() {
 		t.Errorf("entry %+v, want the suspension of run %+v", first, started[0].Pending)
 	}

@@ -232,7 +232,9 @@ type Pending struct {
 	Calls      []PendingCall `json:"calls"`
 }
 
-// CallDecision decides one call.
+// CallDecision decides one call held for approval (PendingCall.NeedsApproval).
+// Deny or Edit of a call that needs none is refused (CodeUnprocessable);
+// Approve of one, which runs anyway, is accepted.
 type CallDecision struct {
 	CallID string `json:"call_id"`
 	Action Action `json:"action"`
@@ -246,7 +248,9 @@ type CallDecision struct {
 }
 
 // Decision is a decision on a held turn: Action for the whole turn, or one
-// CallDecision per call that needs approval.
+// CallDecision per call that needs approval (the calls that need none are
+// left out: they run, or get their policy denial; only a whole-turn Deny
+// stops them).
 type Decision struct {
 	TurnDigest string         `json:"turn_digest"`
 	Action     Action         `json:"action,omitempty"`
@@ -411,7 +415,11 @@ type PendingApproval struct {
 	Tools        []string  `json:"tools"`
 	Deadline     time.Time `json:"deadline"`
 	SuspendedAt  time.Time `json:"suspended_at"`
-	VotesNeeded  int       `json:"votes_needed"`
+	// VotesNeeded is the suspension's quorum; VotesMissing how many of
+	// those approvals are still missing (Run.VotesNeeded while the run
+	// waits). VotesMissing is 0 only from a server before the field.
+	VotesNeeded  int `json:"votes_needed"`
+	VotesMissing int `json:"votes_missing"`
 }
 
 // ApprovalPage is one page of the inbox; NextCursor is empty on the last.

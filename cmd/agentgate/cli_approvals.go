@@ -24,6 +24,18 @@ func init() {
 	}
 }
 
+// inboxVotes is what an inbox line says of a quorum: how many approvals
+// are still missing of how many ("" when one approval decides).
+func inboxVotes(a client.PendingApproval) string {
+	switch {
+	case a.VotesNeeded <= 1:
+		return ""
+	case a.VotesMissing == 0: // a server before votes_missing
+		return fmt.Sprintf("  needs %d approvals", a.VotesNeeded)
+	}
+	return fmt.Sprintf("  %d more approval(s) needed of %d", a.VotesMissing, a.VotesNeeded)
+}
+
 func approvalsVerbs() map[string]subcommand {
 	var (
 		digest, message string
@@ -62,7 +74,7 @@ func approvalsVerbs() map[string]subcommand {
 						fmt.Fprintln(w, "nothing waits for your decision")
 					}
 					for _, a := range list {
-						fmt.Fprintf(w, "%s  from %s  %s  due %s\n    %s\n", one(a.RunID), one(a.Initiator), one(strings.Join(a.Tools, ",")), until(a.Deadline), one(a.Purpose))
+						fmt.Fprintf(w, "%s  from %s  %s  due %s%s\n    %s\n", one(a.RunID), one(a.Initiator), one(strings.Join(a.Tools, ",")), until(a.Deadline), inboxVotes(a), one(a.Purpose))
 					}
 				})
 			},

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -96,6 +97,16 @@ func TestServeRefusesAMissingTableOrBucket(t *testing.T) {
 	}
 	if err := serve(); err == nil || !strings.Contains(err.Error(), `table "`+table+`" (AGENTGATE_TABLE) does not exist`) || !strings.Contains(err.Error(), "agentgate init") {
 		t.Fatalf("serve without the table: %v", err)
+	}
+	// Without --token, a start that fails hands out no generated token
+	// (before, serve printed one and then refused to start).
+	var out bytes.Buffer
+	err := runServe(ctx, []string{"--store", "aws", "--addr", "127.0.0.1:0", "--dir", t.TempDir(), "--sweep-every", "1h"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "(AGENTGATE_TABLE) does not exist") {
+		t.Fatalf("serve --store aws without the table: %v", err)
+	}
+	if strings.Contains(out.String(), "bearer token") {
+		t.Fatalf("serve printed a token before refusing to start:\n%s", out.String())
 	}
 	if _, err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table); err != nil {
 		t.Fatal(err)

@@ -405,7 +405,7 @@ func (d *decideFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.approve, "approve", false, "approve the whole turn")
 	fs.BoolVar(&d.deny, "deny", false, "deny the whole turn")
 	fs.StringVar(&d.message, "message", "", "the reason of a denial (shown to the model)")
-	fs.Var(&d.calls, "call", "a per-call decision: ID=approve, ID=deny[:reason] or ID=edit:@file.json (repeatable)")
+	fs.Var(&d.calls, "call", "a per-call decision on a call held for approval: ID=approve, ID=deny[:reason] or ID=edit:@file.json (repeatable; calls that need none are left out and run)")
 	fs.StringVar(&d.file, "decision-file", "", "the whole decision as JSON (- for standard input)")
 }
 

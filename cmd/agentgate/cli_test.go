@@ -413,3 +413,21 @@ func TestCLIVoteTwiceUnderAQuorum(t *testing.T) {
 		t.Errorf("after one person's two votes the run is %s, want it still waiting", got.Status)
 	}
 }
+
+// TestInboxVotes: `approvals list` says of a quorum how many approvals are
+// still missing (the inbox's votes_missing), and nothing when one decides.
+func TestInboxVotes(t *testing.T) {
+	for _, tt := range []struct {
+		needed, missing int
+		want            string
+	}{
+		{1, 1, ""},
+		{2, 2, "  2 more approval(s) needed of 2"},
+		{3, 1, "  1 more approval(s) needed of 3"},
+		{2, 0, "  needs 2 approvals"}, // a server before votes_missing
+	} {
+		if got := inboxVotes(client.PendingApproval{VotesNeeded: tt.needed, VotesMissing: tt.missing}); got != tt.want {
+			t.Errorf("needed %d, missing %d: %q, want %q", tt.needed, tt.missing, got, tt.want)
+		}
+	}
+}

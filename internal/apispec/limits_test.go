@@ -1,13 +1,18 @@
 package apispec_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/agentgate/agentgate/internal/apispec"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
@@ -91,5 +96,57 @@ func TestREADMELimitsMatchConstants(t *testing.T) {
 		if !seen[name] {
 			t.Errorf("README limits: no row for %s", name)
 		}
+	}
+}
+
+// TestSpecWindowsAreTheServersRanges: the start request's windows are
+// 0 (the default) or a range, in the schema itself (not only in its
+// description), and the range is the service's constants: the spec
+// accepts exactly the values the server does, at each edge.
+func TestSpecWindowsAreTheServersRanges(t *testing.T) {
+	doc, err := apispec.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := doc.Components.Schemas["StartRequest"].Value.Properties
+	for _, tt := range []struct {
+		field    string
+		min, max time.Duration
+	}{
+		{"approval_ttl_seconds", service.MinApprovalTTL, service.MaxApprovalTTL},
+		{"tool_results_ttl_seconds", service.MinToolResultsTTL, service.MaxToolResultsTTL},
+	} {
+		t.Run(tt.field, func(t *testing.T) {
+			ref := props[tt.field]
+			if ref == nil || ref.Value == nil {
+				t.Fatalf("StartRequest has no property %s", tt.field)
+			}
+			s := ref.Value
+			if !s.Type.Is(openapi3.TypeInteger) || len(s.AnyOf) != 2 {
+				t.Fatalf("%s: type %v with %d anyOf branches; want an integer, 0 or a range", tt.field, s.Type, len(s.AnyOf))
+			}
+			zero, rng := s.AnyOf[0].Value, s.AnyOf[1].Value
+			if c, ok := zero.Const.(float64); !ok || c != 0 {
+				t.Errorf("%s: first branch const %#v, want 0", tt.field, zero.Const)
+			}
+			lo, hi := int64(tt.min/time.Second), int64(tt.max/time.Second)
+			if rng.Min == nil || rng.Max == nil || int64(*rng.Min) != lo || int64(*rng.Max) != hi {
+				t.Errorf("%s: range %v to %v, want %d to %d (the service's constants)", tt.field, rng.Min, rng.Max, lo, hi)
+			}
+			for _, v := range []struct {
+				n  int64
+				ok bool
+			}{{0, true}, {-1, false}, {1, false}, {lo - 1, false}, {lo, true}, {hi, true}, {hi + 1, false}} {
+				body := `{"prompt":"x","approvers":["bob"],"` + tt.field + `":` + strconv.FormatInt(v.n, 10) + `}`
+				var kv any
+				if err := json.Unmarshal([]byte(body), &kv); err != nil {
+					t.Fatal(err)
+				}
+				err := doc.Components.Schemas["StartRequest"].Value.VisitJSON(kv, openapi3.EnableJSONSchema2020())
+				if (err == nil) != v.ok {
+					t.Errorf("%s = %d: the spec says %v, want accepted %v", tt.field, v.n, err, v.ok)
+				}
+			}
+		})
 	}
 }

@@ -392,6 +392,61 @@ func TestAnEditStaysUnderItsRule(t *testing.T) {
 	}
 }
 
+// TestOnlyHeldCallsAreDecidedOneByOne: through the server, a per-call deny
+// or edit of a call of the held turn that needs no approval (a read, a
+// write an allow rule lets run, a delete a deny rule refuses) is 422 naming
+// the call and why, as the approval page refuses it, and changes nothing;
+// approving such a call with the held one is accepted (it runs anyway).
+func TestOnlyHeldCallsAreDecidedOneByOne(t *testing.T) {
+	sc := script(
+		toolUse("w1", "write_document", `{"path":"pages/x.md","text":"x\n"}`),
+		toolUse("r1", "read_document", `{"path":"pages/x.md"}`),
+		toolUse("a1", "write_document", `{"path":"drafts/a.md","text":"a\n"}`),
+		toolUse("d1", "delete_document", `{"path":"prod/a.md"}`))
+	s, c := policyServer(t, sc, testDirectory, testPolicy)
+	_, run, _ := call(t, s, c, "POST", "/runs", "bob", jsonCT, `{"prompt":"p","approvers":["ann"]}`)
+	id := run["id"].(string)
+	run = waitAs(t, s, c, "bob", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	decide := func(other string) string {
+		return `{"turn_digest":"` + digest + `","calls":[{"call_id":"w1","action":"approve"},` + other + `]}`
+	}
+	for _, tt := range []struct{ name, call, want string }{
+		{"deny a read", `{"call_id":"r1","action":"deny","message":"no"}`,
+			`calls[1]: call "r1" (read_document) needs no approval (its tool only reads): it runs without one, so it cannot be denied`},
+		{"edit a read", `{"call_id":"r1","action":"edit","input":{"path":"pages/y.md"}}`,
+			`calls[1]: call "r1" (read_document) needs no approval (its tool only reads): it runs without one, so it cannot be edited`},
+		{"deny a write a rule allows", `{"call_id":"a1","action":"deny"}`,
+			`calls[1]: call "a1" (write_document) needs no approval (policy rule "drafts" allows it): it runs without one, so it cannot be denied`},
+		{"edit a write a rule allows", `{"call_id":"a1","action":"edit","input":{"path":"drafts/b.md","text":"b\n"}}`,
+			`calls[1]: call "a1" (write_document) needs no approval (policy rule "drafts" allows it): it runs without one, so it cannot be edited`},
+		{"deny a call a rule denies", `{"call_id":"d1","action":"deny"}`,
+			`calls[1]: call "d1" (delete_document) was denied by policy rule "no-prod-deletes": it never runs, so it cannot be decided`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, decide(tt.call))
+			if status != 422 || !strings.Contains(errMessage(out), tt.want) {
+				t.Fatalf("got %d %v, want 422 saying %s", status, out, tt.want)
+			}
+		})
+	}
+	waitAs(t, s, c, "bob", id, "WAITING_FOR_APPROVAL")
+	for _, e := range eventsOf(t, s, c, "bob", id) {
+		if e["type"] == "decision" {
+			t.Fatalf("a refused decision was recorded: %v", e)
+		}
+	}
+	if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, decide(`{"call_id":"r1","action":"approve"}`)); status != 202 {
+		t.Fatalf("approve the held write and the read: %d %v, want 202", status, out)
+	}
+	waitAs(t, s, c, "bob", id, "COMPLETED")
+	for path, want := range map[string]string{"pages/x.md": "x\n", "drafts/a.md": "a\n"} {
+		if b, err := os.ReadFile(filepath.Join(s.Dir, "content", path)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", path, b, err, want)
+		}
+	}
+}
+
 // A policy rule's approvers who are not the run's keep read access once
 // the run moves on from the turn they were asked about (here to a turn only
 // the run's approver decides): before, GET /runs/{id} said 403 to the

@@ -55,8 +55,9 @@ func runQuorumRace(t *testing.T, opts ...func(*apitest.Options)) {
 	for _, who := range quorumVoters {
 		_, inbox, _ := call(t, s, c, "GET", "/approvals", who, "", "")
 		list := inbox["approvals"].([]any)
-		if len(list) != 1 || list[0].(map[string]any)["run_id"] != id || list[0].(map[string]any)["votes_needed"] != float64(2) {
-			t.Errorf("%s's inbox: %v", who, inbox)
+		if len(list) != 1 || list[0].(map[string]any)["run_id"] != id || list[0].(map[string]any)["votes_needed"] != float64(2) ||
+			list[0].(map[string]any)["votes_missing"] != float64(2) {
+			t.Errorf("%s's inbox: %v, want the run with 2 votes needed and 2 missing", who, inbox)
 		}
 	}
 	// Under a quorum a decision is a vote on the whole turn.
@@ -186,8 +187,9 @@ func TestQuorumVotesThroughLinks(t *testing.T) {
 }
 
 // TestQuorumVoterIsNoLongerAsked: once a person has voted (here through
-// the API), the run leaves their inbox while it stays in the others', and
-// their mailed link answers that they voted instead of showing the form.
+// the API), the run leaves their inbox while it stays in the others' (who
+// see one approval of the two missing, as GET /runs/{id} says), and their
+// mailed link answers that they voted instead of showing the form.
 func TestQuorumVoterIsNoLongerAsked(t *testing.T) {
 	s, c, id, digest := quorumWaiting(t)
 	annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
@@ -196,9 +198,17 @@ func TestQuorumVoterIsNoLongerAsked(t *testing.T) {
 	}
 	for who, want := range map[string]int{"ann": 0, "bob": 1, "erin": 1} {
 		_, inbox, _ := call(t, s, c, "GET", "/approvals", who, "", "")
-		if n := len(inbox["approvals"].([]any)); n != want {
+		list := inbox["approvals"].([]any)
+		if n := len(list); n != want {
 			t.Errorf("%s's inbox has %d entries after ann's vote, want %d: %v", who, n, want, inbox)
+			continue
 		}
+		if want == 1 && (list[0].(map[string]any)["votes_needed"] != float64(2) || list[0].(map[string]any)["votes_missing"] != float64(1)) {
+			t.Errorf("%s's inbox after ann's vote: %v, want 2 votes needed and 1 missing", who, list[0])
+		}
+	}
+	if _, run, _ := call(t, s, c, "GET", "/runs/"+id, "bob", "", ""); run["votes_needed"] != float64(1) {
+		t.Errorf("GET /runs/{id} after ann's vote: votes_needed %v, want 1 (what the inbox calls votes_missing)", run["votes_needed"])
 	}
 	status, page := get(t, s, c, "GET", s.URL+annLink, "")
 	if status != 409 || !strings.Contains(page, "You already voted (approve)") || strings.Contains(page, "<form") {

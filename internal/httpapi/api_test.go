@@ -155,6 +155,8 @@ func TestBadInput(t *testing.T) {
 		{"decide: edit fails schema", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":{"path":"x"}}]}`), 422, "schema"},
 		{"decide: edit input null", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":null}]}`), 422, "edited input must be a JSON object"},
 		{"decide: edit input an array", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":[1]}]}`), 422, "edited input must be a JSON object"},
+		{"decide: deny a read", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"approve"},{"call_id":"tu_read","action":"deny","message":"no"}]}`), 422, `calls[1]: call "tu_read" (read_document) needs no approval (its tool only reads): it runs without one, so it cannot be denied`},
+		{"decide: edit a read", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_read","action":"edit","input":{"path":"pages/other.md"}},{"call_id":"tu_write","action":"approve"}]}`), 422, `calls[0]: call "tu_read" (read_document) needs no approval (its tool only reads): it runs without one, so it cannot be edited`},
 		{"decide: undecided write", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_read","action":"approve"}]}`), 422, "needs a decision"},
 		{"decide: bad action", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"yes"}`), 422, "turn action"},
 		{"decide: unknown field", req("POST", dec, bob, `{"turn_digest":"`+digest+`","action":"approve","force":1}`), 400, "unknown field"},

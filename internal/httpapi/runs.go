@@ -477,7 +477,11 @@ type InboxEntryView struct {
 	Tools        []string  `json:"tools"`
 	Deadline     time.Time `json:"deadline"`
 	SuspendedAt  time.Time `json:"suspended_at"`
-	VotesNeeded  int       `json:"votes_needed"`
+	// VotesNeeded is the suspension's quorum; VotesMissing how many of
+	// those approvals are still missing (what GET /runs/{id} calls
+	// votes_needed).
+	VotesNeeded  int `json:"votes_needed"`
+	VotesMissing int `json:"votes_missing"`
 }
 
 // InboxPageView is the body of GET /approvals.
@@ -518,6 +522,7 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 		page.Approvals[i] = InboxEntryView{
 			RunID: e.RunID, SuspensionID: e.SuspensionID, TurnDigest: e.TurnDigest, Initiator: e.Initiator,
 			Purpose: e.Purpose, Tools: e.Tools, Deadline: e.Deadline, SuspendedAt: e.SuspendedAt, VotesNeeded: e.VotesNeeded,
+			VotesMissing: e.VotesMissing(),
 		}
 	}
 	return jsonResponse(http.StatusOK, page), nil

@@ -138,7 +138,7 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	// Edits were judged by the policy when the decision was made
 	// (ValidateDecision); a policy deployed since, or a worker that takes
 	// over a resume half done, does not judge an accepted decision again.
-	actions, err := resolveDecision(ctx, r.Tools, nil, state.PendingCalls, state.TurnDigest, d)
+	actions, err := resolveDecision(ctx, r.Tools, nil, state.PendingCalls, state.TurnDigest, d, false)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -153,7 +153,7 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if len(asked) > 0 {
 		// An edit is checked again against the schema the source confirmed
 		// (this process's copy may have been older).
-		if actions, err = resolveDecision(ctx, r.Tools, nil, state.PendingCalls, state.TurnDigest, d); err != nil {
+		if actions, err = resolveDecision(ctx, r.Tools, nil, state.PendingCalls, state.TurnDigest, d, false); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -203,11 +203,12 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 
 // ValidateDecision checks a decision against a held turn without running
 // anything: the digest, the shape, that every call needing approval is
-// decided, and that edits match the tool's schema and stay under the
-// policy rule their call was held for (pol: the run's Policy; nil: none).
-// It returns an error wrapping ErrDigestMismatch or ErrInvalidDecision.
+// decided, that only calls held for approval are denied or edited one by
+// one, and that edits match the tool's schema and stay under the policy
+// rule their call was held for (pol: the run's Policy; nil: none). It
+// returns an error wrapping ErrDigestMismatch or ErrInvalidDecision.
 func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision) error {
-	_, err := resolveDecision(ctx, tools, pol, calls, digest, d)
+	_, err := resolveDecision(ctx, tools, pol, calls, digest, d, true)
 	return err
 }
 
@@ -217,7 +218,7 @@ func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []P
 // held for (the approver was found eligible under those). Otherwise an
 // edit could run what no rule let this approver approve: a path a deny
 // rule protects, or one a stricter rule reserves to other approvers or
-// more of them.
+// more of them. Only a call held for approval is edited (resolveDecision).
 func judgeEdit(ctx context.Context, pol Policy, tools *Toolbox, held PendingCall, input json.RawMessage) error {
 	if pol == nil {
 		return nil
@@ -233,15 +234,11 @@ func judgeEdit(ctx context.Context, pol Policy, tools *Toolbox, held PendingCall
 		return fmt.Errorf("the edited input is refused by policy rule %q: %s", e.Rule, e.Denied)
 	case !e.NeedsApproval:
 		return nil
-	case held.NeedsApproval && e.Rule == held.Rule && sameApproval(e.Approval, held.Approval):
+	case e.Rule == held.Rule && sameApproval(e.Approval, held.Approval):
 		return nil
 	}
 	const advice = "approve or deny the call as it is (a denial's message can say what to do instead)"
-	switch {
-	case !held.NeedsApproval:
-		return fmt.Errorf("with the edited input the call would need approval under policy rule %q%s, and the reviewed call needed none; %s",
-			e.Rule, approvalTerms(e.Approval), advice)
-	case e.Rule == held.Rule:
+	if e.Rule == held.Rule {
 		return fmt.Errorf("with the edited input policy rule %q asks for other approval terms%s than the reviewed call's; %s",
 			e.Rule, approvalTerms(e.Approval), advice)
 	}
@@ -326,8 +323,12 @@ func heldTurnMatches(state *SuspendedState) error {
 }
 
 // resolveDecision turns a decision into one CallDecision per pending call;
-// pol (nil: none) judges edited inputs (judgeEdit).
-func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision) (map[string]CallDecision, error) {
+// pol (nil: none) judges edited inputs (judgeEdit). deciding is true for a
+// decision being made (ValidateDecision): a per-call deny or edit of a call
+// that needs no approval is refused, as the approval page refuses it. A
+// decision accepted before that rule (Resume, deciding false) still
+// applies as it was accepted.
+func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision, deciding bool) (map[string]CallDecision, error) {
 	// The decision's own shape first: a malformed decision is wrong
 	// whatever turn it names.
 	switch {
@@ -361,7 +362,10 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 			return nil, fmt.Errorf("%w: calls[%d]: call %q is not pending in this turn", ErrInvalidDecision, i, cd.CallID)
 		}
 		if c.Denied != "" {
-			return nil, fmt.Errorf("%w: calls[%d]: call %q was refused by policy rule %q; it never runs and cannot be decided", ErrInvalidDecision, i, cd.CallID, c.Rule)
+			return nil, fmt.Errorf("%w: calls[%d]: call %q (%s) was denied by policy rule %q: it never runs, so it cannot be decided; leave it out of calls", ErrInvalidDecision, i, cd.CallID, c.Name, c.Rule)
+		}
+		if deciding && !c.NeedsApproval && cd.Action != ActionApprove {
+			return nil, fmt.Errorf("%w: calls[%d]: %s", ErrInvalidDecision, i, notHeld(c, cd.Action))
 		}
 		if err := checkRemember(c, cd); err != nil {
 			return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
@@ -394,6 +398,30 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 		out[c.ID] = CallDecision{CallID: c.ID, Action: ActionApprove}
 	}
 	return out, nil
+}
+
+// notHeld says why call c, which needs no approval, cannot be denied or
+// edited (action) by a per-call decision: nobody was asked about it, and it
+// runs (or, for an unknown tool, fails) whatever the decision. Only a
+// whole-turn denial stops it.
+func notHeld(c PendingCall, action Action) string {
+	why, runs := "", ": it runs without one"
+	switch {
+	case c.Rejected != "":
+		runs = fmt.Sprintf(" and cannot run (%s)", cutText(c.Rejected, 200))
+	case c.ApprovedBy != "":
+		why = fmt.Sprintf(" (%s approved %s for the rest of the run)", c.ApprovedBy, c.Name)
+	case c.Effect == EffectRead:
+		why = " (its tool only reads)"
+	case c.Rule != "":
+		why = fmt.Sprintf(" (policy rule %q allows it)", c.Rule)
+	}
+	verb := "denied"
+	if action == ActionEdit {
+		verb = "edited"
+	}
+	return fmt.Sprintf("call %q (%s) needs no approval%s%s, so it cannot be %s; only calls held for approval are decided one by one (leave it out of calls, or deny the whole turn with action deny)",
+		c.ID, c.Name, why, runs, verb)
 }
 
 // checkCallShapes checks what per-call decisions must be whatever turn

@@ -141,7 +141,7 @@ func TestPolicyVerdictTravelsInTheState(t *testing.T) {
 	err = loop.ValidateDecision(t.Context(), r.Tools, nil, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{
 		{CallID: "w1", Action: loop.ActionApprove}, {CallID: "d1", Action: loop.ActionApprove}}})
 	require.ErrorIs(t, err, loop.ErrInvalidDecision)
-	assert.Contains(t, err.Error(), `refused by policy rule "no-deletes"`)
+	assert.Contains(t, err.Error(), `call "d1" (delete_doc) was denied by policy rule "no-deletes": it never runs, so it cannot be decided`)
 	out, err = r.Resume(context.Background(), back, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
 	require.NoError(t, err)
 	assert.Equal(t, []string{`write_doc({"path":"a","text":"x"})`}, log.list())
@@ -355,23 +355,75 @@ func TestAnEditIsJudgedByThePolicy(t *testing.T) {
 	assert.Equal(t, loop.ReasonCompleted, out.Reason)
 }
 
-// TestAnEditOfAnUnheldCallIsJudgedToo: a read that ran unasked in a held
-// turn, edited onto what a rule reserves to others, is refused: an edit
-// never brings a call under a rule its approver was not asked under.
-func TestAnEditOfAnUnheldCallIsJudgedToo(t *testing.T) {
+// TestOnlyHeldCallsAreDeniedOrEditedOneByOne: in a held turn, a call
+// nobody was asked about (a read, a write a rule allows, a call a rule
+// denies, an unknown tool's) cannot be denied or edited by a per-call
+// decision, as the approval page refuses it: it runs (or fails) whatever
+// the decision, and only a whole-turn denial stops it. Approving it is
+// what happens anyway and stays accepted. Before, the API took a deny of
+// such a read, which the model was then told a human had refused, and an
+// edit of it, which ran input no approver was asked about.
+func TestOnlyHeldCallsAreDeniedOrEditedOneByOne(t *testing.T) {
 	log := &execLog{}
-	r := newRunner(t, scriptModel(asst(use("r1", "read_doc", `{"path":"notes"}`), use("w1", "write_doc", `{"path":"notes","text":"x"}`)), asst(say("done"))), log)
+	r := newRunner(t, scriptModel(asst(
+		use("r1", "read_doc", `{"path":"notes"}`),
+		use("w1", "write_doc", `{"path":"notes","text":"x"}`),
+		use("d1", "write_doc", `{"path":"drafts/a","text":"x"}`),
+		use("p1", "write_doc", `{"path":"prod/site","text":"x"}`),
+		use("u1", "no_such_tool", `{}`),
+	), asst(say("done"))), log)
 	r.Policy = byPath
 	out, err := r.Run(t.Context(), request("go"))
 	require.NoError(t, err)
 	require.Equal(t, loop.OutcomeSuspended, out.Kind)
 	st := out.Suspended
-	require.False(t, st.PendingCalls[0].NeedsApproval)
-	err = loop.ValidateDecision(t.Context(), r.Tools, r.Policy, st.PendingCalls, st.TurnDigest, loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{
-		{CallID: "r1", Action: loop.ActionEdit, Input: json.RawMessage(`{"path":"pricing"}`)},
-		{CallID: "w1", Action: loop.ActionApprove}}})
-	require.ErrorIs(t, err, loop.ErrInvalidDecision)
-	assert.Contains(t, err.Error(), `would need approval under policy rule "pricing"`)
+	for _, c := range st.PendingCalls {
+		require.Equal(t, c.ID == "w1", c.NeedsApproval, c.ID)
+	}
+	decide := func(extra loop.CallDecision) loop.Decision {
+		return loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}, extra}}
+	}
+	for _, tt := range []struct {
+		name string
+		call loop.CallDecision
+		want string // "" accepted
+	}{
+		{"deny a read", loop.CallDecision{CallID: "r1", Action: loop.ActionDeny, Message: "no"},
+			`calls[1]: call "r1" (read_doc) needs no approval (its tool only reads): it runs without one, so it cannot be denied`},
+		{"edit a read", loop.CallDecision{CallID: "r1", Action: loop.ActionEdit, Input: json.RawMessage(`{"path":"pricing"}`)},
+			`call "r1" (read_doc) needs no approval (its tool only reads): it runs without one, so it cannot be edited`},
+		{"deny a write a rule allows", loop.CallDecision{CallID: "d1", Action: loop.ActionDeny},
+			`call "d1" (write_doc) needs no approval (policy rule "drafts" allows it): it runs without one, so it cannot be denied`},
+		{"edit a write a rule allows", loop.CallDecision{CallID: "d1", Action: loop.ActionEdit, Input: json.RawMessage(`{"path":"drafts/b","text":"y"}`)},
+			`call "d1" (write_doc) needs no approval (policy rule "drafts" allows it): it runs without one, so it cannot be edited`},
+		{"deny an unknown tool's call", loop.CallDecision{CallID: "u1", Action: loop.ActionDeny},
+			`call "u1" (no_such_tool) needs no approval and cannot run (`},
+		{"deny a call a rule denies", loop.CallDecision{CallID: "p1", Action: loop.ActionDeny},
+			`call "p1" (write_doc) was denied by policy rule "no-prod": it never runs, so it cannot be decided`},
+		{"approve a call a rule denies", loop.CallDecision{CallID: "p1", Action: loop.ActionApprove},
+			`call "p1" (write_doc) was denied by policy rule "no-prod"`},
+		{"approve a read", loop.CallDecision{CallID: "r1", Action: loop.ActionApprove}, ""},
+		{"approve a write a rule allows", loop.CallDecision{CallID: "d1", Action: loop.ActionApprove}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := loop.ValidateDecision(t.Context(), r.Tools, r.Policy, st.PendingCalls, st.TurnDigest, decide(tt.call))
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, loop.ErrInvalidDecision)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+
+	// A decision recorded before the rule (by an earlier release) still
+	// resumes as it was accepted: refusing it now would end the run.
+	out, err = r.Resume(t.Context(), st, decide(loop.CallDecision{CallID: "r1", Action: loop.ActionDeny, Message: "not that"}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{`write_doc({"path":"notes","text":"x"})`, `write_doc({"path":"drafts/a","text":"x"})`}, log.list())
+	res, _ := resultFor(out.Transcript, "r1")
+	assert.True(t, res.IsError, "the read was denied as decided")
+	checkTranscript(t, out.Transcript)
 }
 
 // TestAnAcceptedEditIsNotJudgedAgain: an edit judged when its decision was

@@ -31,8 +31,6 @@ type Suspension struct {
 	RemindAt time.Time
 	// Tokens are the approval-link tokens issued to approvers.
 	Tokens []TokenGrant
-	// Purpose is the inbox's summary of what the run is for.
-	Purpose string
 	// InboxApprovers are the approver entries whose inbox lists the
 	// suspension, one entry per distinct ApproverKey; nil: the run's
 	// approvers. The caller leaves out who may not decide (the initiator
@@ -90,11 +88,8 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.Counters = st.Counters
 	next.SuspendedAt = now
 	next.Reclaims = 0 // the run got somewhere
-	w := Write{NewInbox: inboxEntries(cur, sp, calls, deadline, now)}
-	next.InboxKeys = nil
-	for _, e := range w.NewInbox {
-		next.InboxKeys = append(next.InboxKeys, e.Approver)
-	}
+	next.InboxKeys = inboxKeys(cur, sp)
+	w := Write{NewInbox: inboxEntries(next)}
 	for _, g := range sp.Tokens {
 		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, ExpiresAt: deadline})
 	}
@@ -174,9 +169,6 @@ func (s *Store) checkSuspension(cur *Run, sp Suspension, now time.Time) ([]CallS
 			return nil, nil, Errorf(EInvalid, "inbox keys must be 1 to %d bytes", identity.MaxPrincipalLen+16)
 		}
 	}
-	if len(sp.Purpose) > MaxPurposeSize {
-		return nil, nil, Errorf(EInvalid, "purpose is %d bytes, over the %d-byte limit", len(sp.Purpose), MaxPurposeSize)
-	}
 	if sp.VotesNeeded < 0 || sp.VotesNeeded > MaxApprovers {
 		return nil, nil, Errorf(EInvalid, "votes needed must be from 0 to %d", MaxApprovers)
 	}
@@ -252,7 +244,9 @@ type VoteEventData struct {
 // a decision event and, through a link, consuming the token, in one write.
 // It is conditional on the suspension, not on the caller's copy being the
 // latest: if only the version moved (say, a notification was recorded) it
-// re-reads and retries. Of concurrent deciders exactly one wins. Whether the
+// re-reads and retries. Of concurrent deciders exactly one wins. A vote
+// that leaves the run waiting drops the voter's inbox entry and rewrites
+// the others' with the approvals so far, in the same write. Whether the
 // decider may decide is the caller's check. Codes: EInvalid, ETooLarge, ENotFound,
 // EConflict (decided, cancelled, other suspension, token used or bound
 // elsewhere), EGone (approval window or link expired).
@@ -320,6 +314,11 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				// so it leaves their inbox (the others keep it).
 				w.DropInbox = append(w.DropInbox, InboxKey{Approver: d.Voter, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
 				next.InboxKeys = slices.Delete(next.InboxKeys, i, i+1) // next is cur's deep copy
+			}
+			if d.Decision.Action == loop.ActionApprove && next.Approvals() < cur.VotesNeeded {
+				// The run keeps waiting: the others' entries say how many
+				// approvals are still missing (InboxEntry.VotesMissing).
+				w.NewInbox = inboxEntries(next)
 			}
 			w.Events = append(w.Events, Event{Type: EventVote, Actor: d.Decider, Data: mustJSON(VoteEventData{
 				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Action: d.Decision.Action,

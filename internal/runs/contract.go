@@ -77,7 +77,8 @@ type Write struct {
 	// UseToken, when set, marks a token used; it must exist, be bound to the
 	// same run and suspension, be unused and expire after UseToken.At.
 	UseToken *TokenUse
-	// NewInbox entries are stored (the approver's inbox index).
+	// NewInbox entries are stored (the approver's inbox index), each
+	// replacing a stored entry of the same key (a vote rewrites them).
 	NewInbox []InboxEntry
 	// DropInbox entries are deleted; deleting what does not exist is not
 	// an error. Each key at most once (DynamoDB refuses two operations on

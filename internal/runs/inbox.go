@@ -33,7 +33,7 @@ type InboxEntry struct {
 	SuspensionID string `json:"suspension_id"`
 	TurnDigest   string `json:"turn_digest"`
 	Initiator    string `json:"initiator"`
-	// Purpose is a short summary of what the run is for.
+	// Purpose is a short summary of what the run is for (Run.Purpose).
 	Purpose string `json:"purpose"`
 	// Tools are the tools of the calls that need approval, in turn order,
 	// each once.
@@ -42,6 +42,17 @@ type InboxEntry struct {
 	SuspendedAt time.Time `json:"suspended_at"`
 	// VotesNeeded is how many approvals the suspension needs.
 	VotesNeeded int `json:"votes_needed"`
+	// Approvals is how many approving votes the suspension had when the
+	// entry was written: a vote that leaves the run waiting rewrites the
+	// entries that remain (Store.Decide). An entry written before entries
+	// counted them says 0 until the next such vote.
+	Approvals int `json:"approvals,omitempty"`
+}
+
+// VotesMissing returns how many approvals the suspension still needs
+// before the run resumes, as of the entry (Run.VotesMissing is the row's).
+func (e InboxEntry) VotesMissing() int {
+	return max(max(e.VotesNeeded, 1)-e.Approvals, 0)
 }
 
 // InboxKey names one inbox entry. An approver's inbox is ordered by
@@ -104,9 +115,10 @@ func SubjectKey(dir *identity.Directory, who string) string {
 	return dir.Lookup(p).Key()
 }
 
-// inboxEntries returns the inbox entries of a suspension: one per distinct
-// key of sp.InboxKeys, or else per distinct approver key of approvers.
-func inboxEntries(cur *Run, sp Suspension, calls []CallSummary, deadline, now time.Time) []InboxEntry {
+// inboxKeys returns the keys a suspension sp of cur is listed under: each
+// distinct key of sp.InboxKeys, or else each distinct approver key of
+// sp.InboxApprovers (nil: the run's approvers); nil when there is none.
+func inboxKeys(cur *Run, sp Suspension) []string {
 	approvers := sp.InboxApprovers
 	if approvers == nil {
 		approvers = cur.Approvers
@@ -115,8 +127,21 @@ func inboxEntries(cur *Run, sp Suspension, calls []CallSummary, deadline, now ti
 	if sp.InboxKeys != nil {
 		approvers, keyOf = sp.InboxKeys, func(k string) string { return k }
 	}
+	var out []string
+	for _, a := range approvers {
+		if k := keyOf(a); k != "" && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// inboxEntries returns the inbox entries of the waiting run r, one per key
+// of r.InboxKeys, from the row alone: a suspension writes them and a vote
+// that leaves the run waiting writes them again, with its approvals.
+func inboxEntries(r *Run) []InboxEntry {
 	var tools []string
-	for _, c := range calls {
+	for _, c := range r.PendingCalls {
 		if c.NeedsApproval && !slices.Contains(tools, c.Tool) {
 			tools = append(tools, c.Tool)
 		}
@@ -124,19 +149,13 @@ func inboxEntries(cur *Run, sp Suspension, calls []CallSummary, deadline, now ti
 	if tools == nil {
 		tools = []string{}
 	}
-	votes := max(sp.VotesNeeded, 1)
-	var out []InboxEntry
-	seen := map[string]bool{}
-	for _, a := range approvers {
-		k := keyOf(a)
-		if k == "" || seen[k] {
-			continue
-		}
-		seen[k] = true
+	out := make([]InboxEntry, 0, len(r.InboxKeys))
+	for _, k := range r.InboxKeys {
 		out = append(out, InboxEntry{
-			Approver: k, RunID: cur.ID, SuspensionID: sp.State.SuspensionID, TurnDigest: sp.State.TurnDigest,
-			Initiator: cur.Initiator, Purpose: sp.Purpose, Tools: slices.Clone(tools),
-			Deadline: deadline, SuspendedAt: now, VotesNeeded: votes,
+			Approver: k, RunID: r.ID, SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest,
+			Initiator: r.Initiator, Purpose: r.Purpose, Tools: slices.Clone(tools),
+			Deadline: r.ApprovalDeadline, SuspendedAt: r.SuspendedAt, VotesNeeded: max(r.VotesNeeded, 1),
+			Approvals: r.Approvals(),
 		})
 	}
 	return out

@@ -20,9 +20,8 @@ const (
 	MaxDecisionSize     = 32 << 10  // Run.Decision
 	MaxEventDataSize    = 128 << 10 // Event.Data
 	MaxApprovers        = 20
-	MaxPurposeSize      = 1 << 10           // Suspension.Purpose, copied into each inbox entry
 	MaxPendingCalls     = loop.MaxHeldCalls // calls of one held turn
-	MaxPurposeBytes     = 1 << 10           // Run.Purpose
+	MaxPurposeBytes     = 1 << 10           // Run.Purpose, copied into each inbox entry
 	MaxMetadataEntries  = 20                // Run.Metadata
 	MaxMetadataBytes    = 16 << 10          // Run.Metadata, keys and values together
 )

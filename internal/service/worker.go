@@ -861,7 +861,6 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		Deadline:    deadline,
 		RemindAt:    remindAt,
 		Tokens:      grants,
-		Purpose:     s.cur.Purpose,
 		InboxKeys:   inbox,
 		VotesNeeded: runs.VotesNeeded(calls),
 	})

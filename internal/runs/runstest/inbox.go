@@ -45,7 +45,7 @@ func (e *Env) waitingFor(t *testing.T, initiator string, approvers []string, sp 
 	t.Helper()
 	r, err := e.Store.Create(e.ctx, runs.NewRun{
 		ID:        fmt.Sprintf("run-%d-%s", e.n.Add(1), rand.Text()[:8]),
-		Initiator: initiator, Approvers: approvers, Request: json.RawMessage(`{"prompt":"x"}`),
+		Initiator: initiator, Approvers: approvers, Request: json.RawMessage(`{"prompt":"x"}`), Purpose: "file the report",
 	})
 	require.NoError(t, err)
 	r, err = e.Store.Claim(e.ctx, r.ID, "w1")
@@ -73,7 +73,7 @@ func testInbox(t *testing.T, e *Env) {
 
 	t.Run("suspend lists the suspension for each approver", func(t *testing.T) {
 		before := e.Clock.Now().UTC().Truncate(time.Millisecond)
-		r := e.waitingFor(t, "alice", []string{"bob", "carol"}, runs.Suspension{Purpose: "file the report", VotesNeeded: 2})
+		r := e.waitingFor(t, "alice", []string{"bob", "carol"}, runs.Suspension{VotesNeeded: 2})
 		assert.Equal(t, []string{"bob", "carol"}, r.InboxKeys)
 		assert.Equal(t, before, r.SuspendedAt)
 		e.Unchanged(t, r)
@@ -86,6 +86,7 @@ func testInbox(t *testing.T, e *Env) {
 			Purpose: "file the report", Tools: []string{"send_email"}, Deadline: r.ApprovalDeadline,
 			SuspendedAt: before, VotesNeeded: 2,
 		}, page[0], "only the call that needs approval names a tool")
+		assert.Equal(t, 2, page[0].VotesMissing())
 		assertIDs(t, "carol", r.ID)
 		assertIDs(t, "alice")
 		_, err = e.Store.Cancel(ctx, r, "alice")
@@ -94,7 +95,11 @@ func testInbox(t *testing.T, e *Env) {
 
 	t.Run("a vote takes the run out of the voter's inbox only", func(t *testing.T) {
 		r := e.waitingFor(t, "alice", []string{"bob", "carol", "dave"}, runs.Suspension{VotesNeeded: 2})
-		r, err := e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Voter: "bob", Via: runs.ViaAPI, Decision: Approve})
+		page, _, err := e.Store.Inbox(ctx, "carol", 10, "")
+		require.NoError(t, err)
+		require.Len(t, page, 1)
+		before := page[0]
+		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Voter: "bob", Via: runs.ViaAPI, Decision: Approve})
 		require.NoError(t, err)
 		assert.Equal(t, runs.StatusWaiting, r.Status, "one vote of two")
 		assert.Equal(t, []string{"carol", "dave"}, r.InboxKeys)
@@ -102,6 +107,17 @@ func testInbox(t *testing.T, e *Env) {
 		assertIDs(t, "bob")
 		assertIDs(t, "carol", r.ID)
 		assertIDs(t, "dave", r.ID)
+		// The others' entries now say what is still missing; nothing else
+		// of them changed.
+		for _, k := range []string{"carol", "dave"} {
+			page, _, err := e.Store.Inbox(ctx, k, 10, "")
+			require.NoError(t, err)
+			require.Len(t, page, 1)
+			want := before
+			want.Approver, want.Approvals = k, 1
+			assert.Equal(t, want, page[0], "the entry of %s after one approval", k)
+			assert.Equal(t, 1, page[0].VotesMissing(), "votes missing in the entry of %s", k)
+		}
 		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "carol", Voter: "carol", Via: runs.ViaAPI, Decision: Approve})
 		require.NoError(t, err)
 		assert.Equal(t, runs.StatusResuming, r.Status, "the second vote decides")
