@@ -121,6 +121,29 @@ func TestServeRefusesAMissingTableOrBucket(t *testing.T) {
 	if err := serve(); err != nil {
 		t.Fatalf("serve with both: %v", err)
 	}
+	// Its banner says the documents are in the bucket (they are, as the
+	// Lambdas keep them) and --dir holds the outbox only.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var banner syncBuffer
+	served := make(chan error, 1)
+	go func() {
+		served <- runServe(sctx, []string{"--store", "aws", "--addr", "127.0.0.1:0", "--dir", t.TempDir(), "--sweep-every", "1h", "--token", "alice=" + cliToken("alice")}, &banner)
+	}()
+	for !strings.Contains(banner.String(), "agentgate serving on") {
+		select {
+		case err := <-served:
+			t.Fatalf("serve --store aws with both ended: %v\n%s", err, banner.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if want := "documents in s3://" + bucket + "/content/, outbox in "; !strings.Contains(banner.String(), want) {
+		t.Errorf("banner %q, want it to say %q", banner.String(), want)
+	}
+	stop()
+	if err := <-served; err != nil {
+		t.Errorf("serve after its context ended: %v", err)
+	}
 }
 
 // motoNames returns the emulator's AWS configuration and a table and a

@@ -322,7 +322,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	public := fs.String("public-url", "", "base URL approvers open the approval links at, e.g. https://agentgate.example.com (default: http://<listen address>, localhost for 0.0.0.0 or [::])")
-	dir := fs.String("dir", ".agentgate", "folder for the embedded store, documents (content/) and mail (outbox/)")
+	dir := fs.String("dir", ".agentgate", "folder for the embedded store, documents (content/) and mail (outbox/); with --store aws, mail only (documents are in the bucket)")
 	model := fs.String("model", "", "model spec as the Lambdas take it: scripted:<file>, bedrock:<id>, openai:<model> (AGENTGATE_OPENAI_BASE_URL for compatible servers), anthropic:<model> (default: the built-in demo script)")
 	tools := fs.String("tools", "", "tool-sources file: MCP servers whose tools the model may call, behind the approval gate (see README)")
 	var tokens tokenFlag
@@ -371,7 +371,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	where := "embedded store in " + *dir
 	if *store == "aws" {
-		where = fmt.Sprintf("DynamoDB table %s and S3 bucket %s; documents, outbox in %s", os.Getenv(config.EnvTable), os.Getenv(config.EnvBucket), *dir)
+		bucket := os.Getenv(config.EnvBucket)
+		where = fmt.Sprintf("DynamoDB table %s and S3 bucket %s; documents in s3://%s/content/, outbox in %s", os.Getenv(config.EnvTable), bucket, bucket, filepath.Join(*dir, "outbox"))
 	}
 	fmt.Fprintf(stdout, "agentgate serving on %s (%s)\n", s.URL, where)
 	<-ctx.Done()

@@ -166,9 +166,10 @@ type AgentgateStackProps struct {
 
 	// WebhookSecretArn is the Secrets Manager secret of the webhook signing
 	// secrets (whsec_..., white-space separated; encrypted with the
-	// aws/secretsmanager key). Set, it turns webhooks on: startrun gets
-	// AGENTGATE_WEBHOOK_SECRET to accept webhook_url, purge sends and may
-	// read exactly this secret. Empty: no webhooks.
+	// aws/secretsmanager key). Set, it turns webhooks on: every function
+	// gets AGENTGATE_WEBHOOK_SECRET and may read exactly this secret
+	// (startrun accepts webhook_url, the workers send first attempts, purge
+	// the retries; see addWebhooks). Empty: no webhooks.
 	WebhookSecretArn string
 	// WebhookAllow is the allow-list of internal address prefixes webhooks
 	// may go to (AGENTGATE_WEBHOOK_ALLOW); needs WebhookSecretArn.

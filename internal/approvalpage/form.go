@@ -127,7 +127,7 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 	}
 	switch action {
 	case "":
-		return loop.Decision{}, invalid("the form has no action: press Approve or Deny")
+		return loop.Decision{}, invalid("the form has no action: press a button (Approve or Deny, or on a turn of several calls Approve all, Deny all or Submit per-call decisions)")
 	case ActionApprove:
 		// A note typed before pressing Approve goes with the approval, as
 		// the API's message does.
@@ -138,9 +138,10 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 		d.Message, _ = reason(form.Get(FieldMessage), "the reason")
 	case ActionPerCall:
 		if m, _ := reason(form.Get(FieldMessage), ""); m != "" {
-			// The reason above the buttons goes with Deny all; per call,
-			// each denied call has its own (the API refuses both at once).
-			return loop.Decision{}, invalid("the reason above the buttons goes with \"Deny\"; with per-call decisions give each denied call its own reason")
+			// The text above the buttons goes with Approve all (a note) or
+			// Deny all (the reason); per call, each denied call has its own
+			// reason (the API refuses both at once).
+			return loop.Decision{}, invalid("the text in the field above the buttons goes with \"Approve all\" (a note) or \"Deny all\" (the reason); with per-call decisions give each denied call its own reason, and leave that field empty")
 		}
 		for _, c := range pending {
 			if !c.NeedsApproval {

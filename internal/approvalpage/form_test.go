@@ -61,6 +61,10 @@ func TestParseDecision(t *testing.T) {
 			}}},
 		{name: "per call with a whole-turn reason", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "deny", "message", "not now"),
 			wantErr: "with per-call decisions give each denied call its own reason"},
+		// The page's buttons are Approve all and Deny all, and the field
+		// above them takes a note with Approve all too.
+		{name: "per call with a note above the buttons", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "approve", "message", "looks right"),
+			wantErr: `goes with "Approve all" (a note) or "Deny all" (the reason)`},
 		{name: "per call on a single-call turn", form: form("digest", digest, "action", "per_call", "call.toolu_01", "deny"),
 			pending: threeCalls()[:1],
 			want:    loop.Decision{TurnDigest: digest, Calls: []loop.CallDecision{{CallID: "toolu_01", Action: loop.ActionDeny}}}},

@@ -220,16 +220,23 @@ func hasTool(listed []*mcp.Tool, name string) bool {
 func (c *Catalog) Summary() string {
 	var b strings.Builder
 	for _, s := range c.servers {
-		var reads, gated int
+		var reads, gated, unattended int
 		for _, t := range s.tools {
 			def := t.Definition()
-			if def.Effect == loop.EffectRead && !def.RequiresApproval {
+			switch {
+			case def.Effect == loop.EffectRead && !def.RequiresApproval:
 				reads++
-			} else if !def.NoApproval {
+			case def.NoApproval:
+				unattended++ // a write marked approval "never"
+			default:
 				gated++
 			}
 		}
-		fmt.Fprintf(&b, "mcp server %s: %d tools (%d run at once, %d need approval)\n", s.server.Name, len(s.tools), reads, gated)
+		fmt.Fprintf(&b, "mcp server %s: %d tools (%d run at once, %d need approval", s.server.Name, len(s.tools), reads, gated)
+		if unattended > 0 {
+			fmt.Fprintf(&b, ", %d write(s) run without approval", unattended)
+		}
+		b.WriteString(")\n")
 	}
 	for _, a := range c.absent {
 		fmt.Fprintf(&b, "mcp server %s: absent (%s)\n", a.Server, a.Reason)

@@ -104,16 +104,20 @@ func TestEffectsAndApproval(t *testing.T) {
 		trust    bool
 		approval map[string]mcptool.Approval
 		want     map[string]want
+		summary  string // serve's start-up line
 	}{
 		{"untrusted server: everything asks", false, nil, map[string]want{
 			"find_customer": {loop.EffectWrite, true}, "create_ticket": {loop.EffectWrite, true},
-			"close_ticket": {loop.EffectWrite, true}, "note.add": {loop.EffectWrite, true}}},
+			"close_ticket": {loop.EffectWrite, true}, "note.add": {loop.EffectWrite, true}},
+			"4 tools (0 run at once, 4 need approval)\n"},
 		{"trusted server: readOnlyHint reads, the rest asks", true, nil, map[string]want{
 			"find_customer": {loop.EffectRead, false}, "create_ticket": {loop.EffectWrite, true},
-			"close_ticket": {loop.EffectWrite, true}, "note.add": {loop.EffectWrite, true}}},
+			"close_ticket": {loop.EffectWrite, true}, "note.add": {loop.EffectWrite, true}},
+			"4 tools (1 run at once, 3 need approval)\n"},
 		{"overrides win", true, map[string]mcptool.Approval{"find_customer": "always", "note.add": "never", "close_ticket": "default"}, map[string]want{
 			"find_customer": {loop.EffectRead, true}, "create_ticket": {loop.EffectWrite, true},
-			"close_ticket": {loop.EffectWrite, true}, "note.add": {loop.EffectWrite, false}}},
+			"close_ticket": {loop.EffectWrite, true}, "note.add": {loop.EffectWrite, false}},
+			"4 tools (0 run at once, 3 need approval, 1 write(s) run without approval)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +132,7 @@ func TestEffectsAndApproval(t *testing.T) {
 				assert.Equal(t, w.approval, needs, tool)
 				assert.False(t, def.Idempotent, "%s: a remote write is never retried after an unknown outcome, whatever its hints say", tool)
 			}
+			assert.Equal(t, "mcp server crm: "+tt.summary, c.Summary(), "the counts add up to the tools")
 		})
 	}
 }
