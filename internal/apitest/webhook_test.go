@@ -315,7 +315,10 @@ func startOn(t *testing.T, store func(*apitest.Options), o apitest.Options) *api
 // TestWebhookSweepIsBoundedByTime: one sweep makes every due attempt (more
 // than the 10 a sweep was once capped at) while its delivery budget lasts;
 // receivers that answer slowly use the budget up and leave the rest, marked
-// more, to the next sweep, where nothing is sent twice.
+// more, to the next sweep, where nothing is sent twice. The slow part
+// sends to one run at a time, as each answer moves the clock all the runs
+// share (the budget under runs sent to at the same time:
+// service.TestDeliveryBudgetStopsNewAttempts).
 func TestWebhookSweepIsBoundedByTime(t *testing.T) {
 	_, signer, hook := newSecret(t)
 	rv := &receiver{t: t, hook: hook}
@@ -349,6 +352,7 @@ func TestWebhookSweepIsBoundedByTime(t *testing.T) {
 	// attempts begun at 0, 30, 60 and 90 s fit, the fifth would not.
 	start(6)
 	slow.Store(true)
+	s.App.Sweeper.DeliveryConcurrency = 1
 	sum, err = s.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 4, sum.Deliveries, "the budget bounds a sweep of slow answers")

@@ -16,9 +16,12 @@ import (
 // WebhookSender makes one delivery attempt; *webhook.Sender is one. An
 // error means no attempt was made, because the signing secret cannot be
 // had now (a *webhook.SecretUnavailableError): the delivery waits for it
-// without using up an attempt (see waitForSecret).
+// without using up an attempt (see waitForSecret). Ready says so without
+// sending: nil, or the error Send would return now. Both are called from
+// several goroutines at once.
 type WebhookSender interface {
 	Send(ctx context.Context, d *webhook.Delivery) (webhook.Attempt, error)
+	Ready(ctx context.Context) error
 }
 
 // DefaultDeliveryBudget is the time one sweep may spend on webhook
@@ -27,6 +30,12 @@ type WebhookSender interface {
 // receivers that answer slowly (each attempt up to webhook.DefaultTimeout)
 // leave the rest due on the next tick.
 const DefaultDeliveryBudget = 2 * time.Minute
+
+// DefaultDeliveryConcurrency is how many runs' webhook deliveries a sweep
+// makes at the same time: receivers that take their whole
+// webhook.DefaultTimeout hold up only their own runs' deliveries, and
+// eight of them at once still leave a sweep's budget for 64 such attempts.
+const DefaultDeliveryConcurrency = 8
 
 // The errors of a delivery given up without an attempt that ended it: the
 // processes that found it due could not make one, for as long as its
@@ -67,7 +76,7 @@ type webhookGivenUpData struct {
 // each other's records); serve runs both on one goroutine.
 func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, error) {
 	at := s.now()
-	sum := SweepSummary{started: at}
+	var sum SweepSummary
 	r, err := s.Store.Get(ctx, runID)
 	switch {
 	case runs.ErrorCode(err) == runs.ENotFound:
@@ -77,20 +86,22 @@ func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, e
 		return sum, fmt.Errorf("deliver run %s: %w", runID, err)
 	}
 	if r.OutboxSendable() {
-		s.deliver(ctx, r, at, &sum, s.logger())
+		round := s.newRound(at)
+		_, sum = s.deliver(ctx, r, at, round, s.logger())
+		sum.secretErr = round.secretError()
 		warnWaitingForSecret(ctx, s.logger(), sum)
 	}
 	return sum, nil
 }
 
-// deliver makes one attempt at every due outbox entry of r and records each
-// in its own write; it returns the run as last written (r when nothing
-// was). Failures are logged: a delivery never fails the run or the sweep.
-func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary, log *slog.Logger) *runs.Run {
-	budget := s.DeliveryBudget
-	if budget <= 0 {
-		budget = DefaultDeliveryBudget
-	}
+// deliver makes one attempt at every due outbox entry of r, in the
+// outbox's order, one after another, and records each in its own write,
+// within the bounds of round, which the runs delivered to at the same time
+// share. It returns the run as last written (r when nothing was) and what
+// it did (Deliveries, WaitingForSecret, GivenUp, More). Failures are
+// logged: a delivery never fails the run or the sweep.
+func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, round *deliveryRound, log *slog.Logger) (*runs.Run, SweepSummary) {
+	var sum SweepSummary
 	sched := s.Schedule
 	if sched.Attempts == 0 {
 		sched = webhook.DefaultSchedule
@@ -99,10 +110,9 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 		if now.Before(e.DueAt) {
 			continue
 		}
-		if (s.MaxDeliveries > 0 && sum.Deliveries >= s.MaxDeliveries) ||
-			s.now().Sub(sum.started)+webhook.DefaultTimeout > budget {
+		if !round.begin() {
 			sum.More = true
-			return r
+			return r, sum
 		}
 		d, err := webhook.DeliveryOf(e)
 		var a webhook.Attempt
@@ -118,10 +128,11 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 		default:
 			if made, ok := s.unrecorded.take(e.ID); ok {
 				a = made // made before; its record was refused (see below)
-			} else if a, sent = s.send(ctx, d, sum); !sent {
+			} else if a, sent = s.send(ctx, d, round); !sent {
+				round.release() // no attempt
 				var written bool
-				if r, written = s.waitForSecret(ctx, r, d, now, sched, sum, log); !written {
-					return r
+				if r, written = s.waitForSecret(ctx, r, d, now, sched, &sum, log); !written {
+					return r, sum
 				}
 				continue
 			}
@@ -154,36 +165,124 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, sum *
 				s.unrecorded.keep(e.ID, a)
 			}
 			log.WarnContext(ctx, "sweep: webhook attempt not recorded", "run_id", r.ID, "webhook_id", e.ID, "err", err)
-			return r
+			return r, sum
 		}
 		log.InfoContext(ctx, "webhook attempt", "run_id", r.ID, "webhook_id", d.ID, "type", d.Type,
 			"outcome", a.Outcome, "status_code", a.StatusCode, "latency_ms", a.LatencyMS, "state", d.State)
 		r = fresh
 	}
-	return r
+	return r, sum
 }
 
 // send makes an attempt at d, unless this process cannot sign one: it has
 // no webhook sender (no secret configured), or its secret could not be
-// read, now or earlier in this sweep (sum.secretErr: the sweep's other due
-// deliveries wait without asking Secrets Manager again). It reports
+// read, now or earlier in this round (round.secretReady: the round's other
+// due deliveries wait without asking Secrets Manager again). It reports
 // whether the attempt was made.
-func (s *Sweeper) send(ctx context.Context, d *webhook.Delivery, sum *SweepSummary) (webhook.Attempt, bool) {
-	if s.Webhooks == nil || sum.secretErr != nil {
+func (s *Sweeper) send(ctx context.Context, d *webhook.Delivery, round *deliveryRound) (webhook.Attempt, bool) {
+	if s.Webhooks == nil || round.secretReady(ctx, s.Webhooks) != nil {
 		return webhook.Attempt{}, false
 	}
 	a, err := s.Webhooks.Send(ctx, d)
 	if err != nil {
-		sum.secretErr = err
+		round.secretLost(err)
 		return webhook.Attempt{}, false
 	}
 	return a, true
 }
 
+// deliveryRound is what the deliveries of one sweep (or one DeliverRun)
+// share across the runs they are made for at the same time: the time
+// budget and MaxDeliveries, the attempts begun against them, and whether
+// the webhook secret could be read.
+type deliveryRound struct {
+	now     func() time.Time
+	started time.Time
+	budget  time.Duration
+	max     int
+
+	mu sync.Mutex
+	// begun counts the attempts made or under way (MaxDeliveries bounds
+	// it).
+	begun int
+	// secretErr is why the sender could not sign this round's deliveries
+	// (a *webhook.SecretUnavailableError); nil while it could.
+	secretErr error
+	// secretChecked asks the sender once, before the round's first attempt.
+	secretChecked sync.Once
+}
+
+// newRound starts the deliveries of a sweep (or a DeliverRun) begun at
+// started.
+func (s *Sweeper) newRound(started time.Time) *deliveryRound {
+	budget := s.DeliveryBudget
+	if budget <= 0 {
+		budget = DefaultDeliveryBudget
+	}
+	return &deliveryRound{now: s.now, started: started, budget: budget, max: s.MaxDeliveries}
+}
+
+// begin reserves the next attempt, and reports false instead when it
+// would exceed the round's bounds: MaxDeliveries attempts made or under
+// way, or a budget that one more attempt, at its longest
+// (webhook.DefaultTimeout), would overrun. Attempts under way finish. A
+// reservation that turns out no attempt (the secret cannot be had) is
+// given back with release; a run refused while it was held waits for the
+// next sweep, as one refused at the bound does.
+func (d *deliveryRound) begin() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if (d.max > 0 && d.begun >= d.max) || d.now().Sub(d.started)+webhook.DefaultTimeout > d.budget {
+		return false
+	}
+	d.begun++
+	return true
+}
+
+// release gives back a reservation of begin that made no attempt.
+func (d *deliveryRound) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.begun--
+}
+
+// secretReady is nil when w can sign the round's attempts: it asks w once
+// a round, the first time an attempt is to be made (the round's other
+// goroutines wait for its answer, so a secret that cannot be read is asked
+// for once, not once per run delivered to at the same time), and
+// afterwards says what it, or a later Send (secretLost), found.
+func (d *deliveryRound) secretReady(ctx context.Context, w WebhookSender) error {
+	d.secretChecked.Do(func() {
+		if err := w.Ready(ctx); err != nil {
+			d.secretLost(err)
+		}
+	})
+	return d.secretError()
+}
+
+// secretLost records that the secret could not be had (err): the round's
+// remaining deliveries wait for it. Attempts already under way, on other
+// goroutines, may still find so themselves.
+func (d *deliveryRound) secretLost(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.secretErr == nil {
+		d.secretErr = err
+	}
+}
+
+// secretError is why the round's deliveries could not be signed (nil:
+// they could).
+func (d *deliveryRound) secretError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.secretErr
+}
+
 // waitForSecret handles the due delivery d of r when this process has no
 // webhook sender (no signing secret configured) or cannot read its
-// configured secret now (sum.secretErr): no attempt can be made, and none
-// is counted. The entry is postponed by webhook.NoSecretRetry, in a write
+// configured secret now (deliveryRound.secretReady): no attempt can be
+// made, and none is counted. The entry is postponed by webhook.NoSecretRetry, in a write
 // without an event (an event per sweep would only repeat that the secret
 // is missing; Sweep logs that once), until it has waited for the
 // schedule's whole span: then it is given up, with one webhook_given_up

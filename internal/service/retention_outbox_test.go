@@ -26,6 +26,8 @@ func (f senderFunc) Send(context.Context, *webhook.Delivery) (webhook.Attempt, e
 	return f(), nil
 }
 
+func (senderFunc) Ready(context.Context) error { return nil }
+
 // TestRetentionWaitsForDeliveries: a settled run past a retention shorter
 // than its webhook's retries (the tester's --retention 10s) is not purged
 // while a delivery is pending, which would lose it; it is purged by the
@@ -135,3 +137,5 @@ type sendingFunc func(*webhook.Delivery) webhook.Attempt
 func (f sendingFunc) Send(_ context.Context, d *webhook.Delivery) (webhook.Attempt, error) {
 	return f(d), nil
 }
+
+func (sendingFunc) Ready(context.Context) error { return nil }

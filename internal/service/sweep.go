@@ -39,8 +39,6 @@ type SweepSummary struct {
 	Errors           int `json:"errors"`
 	// More is set when the sweep stopped at its bound with due work left.
 	More bool `json:"more"`
-	// started is when the sweep began (the delivery budget's start).
-	started time.Time
 	// secretErr is why the sender could not sign this sweep's deliveries
 	// (a *webhook.SecretUnavailableError); nil while it could.
 	secretErr error
@@ -48,9 +46,17 @@ type SweepSummary struct {
 
 // Sweeper is the scheduled purge: one pass over the due index that expires
 // approvals past their deadline, reaps runs whose worker lease expired,
-// re-dispatches QUEUED/RESUMING runs whose dispatch was lost, and deletes
-// settled runs past retention. Work per sweep is bounded by MaxRuns; what is
-// left is due on the next tick.
+// re-dispatches QUEUED/RESUMING runs whose dispatch was lost, deletes
+// settled runs past retention, and makes the runs' due webhook attempts.
+// Work per sweep is bounded by MaxRuns; what is left is due on the next
+// tick.
+//
+// The lifecycle steps (expiry, reminder, re-dispatch, takeover, purge) are
+// taken one after another on the sweep's goroutine. The webhook
+// deliveries of up to DeliveryConcurrency runs are made at the same time,
+// each run's on its own goroutine, in order; a run with deliveries due has
+// its lifecycle step taken once they are done (its row is never written by
+// two goroutines at once).
 type Sweeper struct {
 	Store    *runs.Store
 	Dispatch Dispatcher
@@ -69,12 +75,17 @@ type Sweeper struct {
 	// another attempt is made only while one more, at its longest
 	// (webhook.DefaultTimeout), still ends within it (default
 	// DefaultDeliveryBudget). MaxDeliveries, when above zero, also bounds
-	// their number.
+	// their number. Both bound the sweep as a whole, whatever number of
+	// runs it delivers to at the same time.
 	DeliveryBudget time.Duration
 	MaxDeliveries  int
-	MaxRuns        int
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// DeliveryConcurrency bounds the runs whose deliveries a sweep makes at
+	// the same time (default DefaultDeliveryConcurrency; 1: one run after
+	// another). One run's deliveries are made one after another, in order.
+	DeliveryConcurrency int
+	MaxRuns             int
+	Logger              *slog.Logger
+	Now                 func() time.Time
 	// Owner is this process's worker owner (its workers' lease owners
 	// begin with Owner + "/"): Recover takes the other owners' leases for
 	// dead ones.
@@ -96,25 +107,47 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	var sum SweepSummary
 	cursor := ""
 	at := s.now()
-	sum.started = at
+	round := s.newRound(at)
+	lifecycle := func(r *runs.Run) {
+		if err := s.one(ctx, r, at, &sum); err != nil {
+			sum.Errors++
+			log.WarnContext(ctx, "sweep: run not handled", "run_id", r.ID, "status", r.Status, "err", err)
+		}
+	}
+	// A run whose deliveries are done comes back here, to this goroutine,
+	// for its lifecycle step, as it was last written.
+	pool := newDeliveryPool(s.DeliveryConcurrency, func(d delivered) {
+		sum.add(d.sum)
+		if !at.Before(s.Store.LifecycleDue(d.run)) { // else it was due for its deliveries only
+			lifecycle(d.run)
+		}
+	})
+	// seen holds the runs this sweep took up: a run whose deliveries are
+	// under way moves within the due index with each record, and a later
+	// page can hold it again.
+	seen := map[string]bool{}
 	for {
 		page, next, err := s.Store.Due(ctx, at, min(100, maxRuns-sum.Scanned), cursor)
 		if err != nil {
+			pool.wait() // no goroutine of the sweep outlives it
 			log.ErrorContext(ctx, "sweep: due query failed", "err", err)
 			return sum, fmt.Errorf("sweep: %w", err)
 		}
 		for _, r := range page {
+			if seen[r.ID] {
+				continue
+			}
+			seen[r.ID] = true
 			sum.Scanned++
 			if r.OutboxSendable() {
-				r = s.deliver(ctx, r, at, &sum, log)
-				if at.Before(s.Store.LifecycleDue(r)) {
-					continue // it was due for its deliveries only
-				}
+				pool.start(func() delivered {
+					fresh, dsum := s.deliver(ctx, r, at, round, log)
+					return delivered{run: fresh, sum: dsum}
+				})
+				continue
 			}
-			if err := s.one(ctx, r, at, &sum); err != nil {
-				sum.Errors++
-				log.WarnContext(ctx, "sweep: run not handled", "run_id", r.ID, "status", r.Status, "err", err)
-			}
+			pool.collect()
+			lifecycle(r)
 		}
 		cursor = next
 		if cursor == "" {
@@ -125,6 +158,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 			break
 		}
 	}
+	pool.wait()
+	sum.secretErr = round.secretError()
 	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
 		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded,
@@ -315,6 +350,67 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		sum.Skipped++
 	}
 	return nil
+}
+
+// delivered is a run whose due deliveries a goroutine of the sweep made:
+// the run as last written, and what its deliveries did.
+type delivered struct {
+	run *runs.Run
+	sum SweepSummary
+}
+
+// deliveryPool runs the deliveries of up to n runs at the same time, each
+// run's on a goroutine of its own, and hands each run back to done on the
+// goroutine that owns the pool (the sweep's), which alone calls its
+// methods.
+type deliveryPool struct {
+	n        int
+	busy     int
+	finished chan delivered
+	done     func(delivered)
+}
+
+func newDeliveryPool(n int, done func(delivered)) *deliveryPool {
+	if n <= 0 {
+		n = DefaultDeliveryConcurrency
+	}
+	// Room for every goroutine's result: none waits to hand it back.
+	return &deliveryPool{n: n, finished: make(chan delivered, n), done: done}
+}
+
+// start runs deliver on a goroutine of its own, once one of the n is free
+// (it hands back the runs that finished meanwhile).
+func (p *deliveryPool) start(deliver func() delivered) {
+	for p.busy >= p.n {
+		p.finish(<-p.finished)
+	}
+	p.busy++
+	go func() { p.finished <- deliver() }()
+}
+
+// collect hands back the runs whose deliveries have finished, without
+// waiting for the others.
+func (p *deliveryPool) collect() {
+	for {
+		select {
+		case d := <-p.finished:
+			p.finish(d)
+		default:
+			return
+		}
+	}
+}
+
+// wait hands back every run, waiting for the deliveries under way.
+func (p *deliveryPool) wait() {
+	for p.busy > 0 {
+		p.finish(<-p.finished)
+	}
+}
+
+func (p *deliveryPool) finish(d delivered) {
+	p.busy--
+	p.done(d)
 }
 
 // jobKind is the job that continues a run: resume when a decision or the

@@ -158,6 +158,18 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 // Close drops idle connections.
 func (s *Sender) Close() { s.client.CloseIdleConnections() }
 
+// Ready reports whether Send could sign an attempt now: nil, or the
+// *SecretUnavailableError Send would return. It gets the signer as Send
+// does (reading the secret when its source has to), and sends nothing. A
+// sweep that makes several attempts at the same time asks it once before
+// its first, so that they do not each ask for a secret that cannot be read.
+func (s *Sender) Ready(ctx context.Context) error {
+	if _, err := s.signer.CurrentSigner(ctx); err != nil {
+		return secretUnavailable("", err)
+	}
+	return nil
+}
+
 // Send makes one attempt of d and returns its record: a failure of the
 // attempt is an Attempt with an outcome other than delivered. It returns
 // an error instead, a *SecretUnavailableError, when it cannot make the

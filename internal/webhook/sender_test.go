@@ -68,8 +68,8 @@ func TestAnIPv4MappedAnswerIsJudgedAsItsIPv4Address(t *testing.T) {
 
 // TestNoAttemptWithoutAReadableSecret: a Sender whose secret cannot be
 // read makes no attempt (nothing reaches the receiver) and says so with a
-// *SecretUnavailableError, not a failed Attempt; once the secret can be
-// read, the same delivery is sent and verifies.
+// *SecretUnavailableError, not a failed Attempt, as Ready says beforehand;
+// once the secret can be read, the same delivery is sent and verifies.
 func TestNoAttemptWithoutAReadableSecret(t *testing.T) {
 	rc := newReceiver(t, testSecret)
 	fake := &fakeSecrets{value: testSecret, fail: true, err: errDeniedRead}
@@ -77,8 +77,11 @@ func TestNoAttemptWithoutAReadableSecret(t *testing.T) {
 		Policy: webhook.Policy{Allow: loopbackOnly}, Resolver: resolverFor("hooks.example.com", "127.0.0.1"), RootCAs: rc.pool()})
 	d := newDelivery(t, completedEvent("run_1"), rc.url("hooks.example.com"))
 
-	a, err := s.Send(context.Background(), d)
 	var unavailable *webhook.SecretUnavailableError
+	if err := s.Ready(context.Background()); !errors.As(err, &unavailable) || unavailable.Reason != "AccessDeniedException" {
+		t.Fatalf("Ready = %v; want the *SecretUnavailableError Send gives", err)
+	}
+	a, err := s.Send(context.Background(), d)
 	if !errors.As(err, &unavailable) || a != (webhook.Attempt{}) {
 		t.Fatalf("Send = %+v, %v; want no attempt and a *SecretUnavailableError", a, err)
 	}
@@ -90,6 +93,9 @@ func TestNoAttemptWithoutAReadableSecret(t *testing.T) {
 	}
 
 	fake.set(testSecret, false)
+	if err := s.Ready(context.Background()); err != nil {
+		t.Fatalf("Ready once the secret is readable = %v, want nil", err)
+	}
 	if a := send(t, s, d); a.Outcome != webhook.OutcomeDelivered {
 		t.Fatalf("attempt once the secret is readable = %+v, want delivered", a)
 	}
