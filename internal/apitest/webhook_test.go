@@ -264,6 +264,14 @@ func runWebhookRefusedTargets(t *testing.T, store func(*apitest.Options)) {
 	b, _ := json.Marshal(map[string]any{"prompt": "x", "approvers": []string{"bob"}, "webhook_url": "https://hooks.example.com/", "webhook_events": []string{"run.nope"}})
 	code, _ := whCall(t, s, "POST", "/runs", "alice", string(b))
 	assert.Equal(t, http.StatusUnprocessableEntity, code, "unknown event type")
+	// A type listed twice is refused as a duplicate approver is, not
+	// stored once: what is stored is what the body said.
+	b, _ = json.Marshal(map[string]any{"prompt": "x", "approvers": []string{"bob"}, "webhook_url": "https://hooks.example.com/", "webhook_events": []string{"run.completed", "run.completed"}})
+	code, out := whCall(t, s, "POST", "/runs", "alice", string(b))
+	assert.Equal(t, http.StatusUnprocessableEntity, code, "event type listed twice: %v", out)
+	if e, ok := out["error"].(map[string]any); assert.True(t, ok, "%v", out) {
+		assert.Equal(t, `webhook_events[1]: "run.completed" is listed twice`, e["message"])
+	}
 
 	// Rebinding: public at submit, loopback at delivery.
 	code, run := startRun(t, s, "http://rebind.example.com:"+strconv.Itoa(port)+"/hook")
