@@ -43,6 +43,7 @@ func TestTypesMatchSpec(t *testing.T) {
 		"ToolResultsSubmission": client.ToolResults{},
 		"ApprovalInboxEntry":    client.PendingApproval{},
 		"ApprovalInboxPage":     client.ApprovalPage{},
+		"WebhookSubscription":   client.WebhookSubscription{},
 	}
 	for name, v := range pairs {
 		t.Run(name, func(t *testing.T) {

@@ -11,6 +11,11 @@
 // get a 4xx, and a request the spec accepts must not be refused as
 // malformed. Unseen lists the declared responses a suite never saw.
 //
+// CheckWebhook validates a webhook delivery (headers and body, as its
+// receiver gets them) against the spec's webhooks entry of its event type;
+// internal/webhook's tests send every event type through the real sender
+// and check each request with it.
+//
 // Draft4 exports a component schema as a self-contained JSON Schema draft 4
 // document: the API Gateway request models are built from it, so the
 // deployed API refuses exactly the bodies the spec refuses.

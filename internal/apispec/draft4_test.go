@@ -29,6 +29,8 @@ func TestDraft4AgreesWithSpec(t *testing.T) {
 			`{"prompt":"x"}`,
 			`{"prompt":"x","approvers":[]}`,
 			`{"prompt":"x","approvers":["bob","bob"]}`,
+			`{"prompt":"x","approvers":["bob"],"webhook_url":"https://h.example.com/","webhook_events":["run.completed","run.failed"]}`,
+			`{"prompt":"x","approvers":["bob"],"webhook_url":"https://h.example.com/","webhook_events":["run.completed","run.completed"]}`,
 			`{"prompt":"x","approvers":["has space"]}`,
 			`{"prompt":"x","messages":[{"role":"user","content":[]}],"approvers":["bob"]}`,
 			`{"approvers":["bob"]}`,

@@ -42,7 +42,11 @@ func TestDraft4ShapeIsTheMalformedPartOfTheSpec(t *testing.T) {
 			malformed: []string{`{"prompt":1,"approvers":["bob"]}`, `{"prompt":"x","approvers":"bob"}`,
 				`{"prompt":"x","approvers":["bob"],"colour":"red"}`, `{"prompt":"x","approvers":["bob"],"metadata":{"k":1}}`, `[]`},
 			semantic: []string{`{"prompt":"x"}`, `{"prompt":"x","approvers":[]}`, `{"approvers":["bob"]}`,
-				`{"prompt":"x","approvers":["bob"],"max_iterations":201}`, `{"prompt":"x","approvers":["has space"]}`},
+				`{"prompt":"x","approvers":["bob"],"max_iterations":201}`, `{"prompt":"x","approvers":["has space"]}`,
+				// Duplicates are a value rule: the handler answers 422
+				// naming the duplicate; the gateway's model lets them by.
+				`{"prompt":"x","approvers":["bob","bob"]}`,
+				`{"prompt":"x","approvers":["bob"],"webhook_url":"https://h.example.com/","webhook_events":["run.completed","run.completed"]}`},
 		},
 		"Decision": {
 			specValid: []string{`{"turn_digest":"` + digest + `","action":"approve"}`,

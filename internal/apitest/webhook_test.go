@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/apispec"
 	"github.com/agentgate/agentgate/internal/apitest"
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/clocktest"
@@ -27,6 +28,8 @@ import (
 
 // receiver verifies every delivery with the Standard Webhooks reference
 // library (not agentgate's signing code) and fails the first `fail` ones.
+// Every delivery must also be what openapi.yaml's webhooks entry of its
+// type describes (headers and body); one that is not fails the test.
 type receiver struct {
 	t      *testing.T
 	hook   *standardwebhooks.Webhook
@@ -50,6 +53,9 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := delivered{ID: r.Header.Get("webhook-id"), Body: string(body), Status: http.StatusNoContent}
 	d.Verified = rv.hook.Verify(body, r.Header) == nil
 	_ = json.Unmarshal(body, &d.Payload)
+	if err := checkWebhook(r.Context(), string(d.Payload.Type), r.Header, body); err != nil {
+		rv.t.Errorf("openapi.yaml: %v", err)
+	}
 	if n <= rv.fail {
 		d.Status = http.StatusInternalServerError
 	}
@@ -57,6 +63,15 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rv.got = append(rv.got, d)
 	rv.mu.Unlock()
 	w.WriteHeader(d.Status)
+}
+
+// checkWebhook validates a delivery against the current spec's webhooks.
+func checkWebhook(ctx context.Context, eventType string, header http.Header, body []byte) error {
+	doc, err := apispec.Current()
+	if err != nil {
+		return err
+	}
+	return apispec.CheckWebhook(ctx, doc, eventType, header, body)
 }
 
 func (rv *receiver) deliveries() []delivered {
@@ -249,6 +264,14 @@ func runWebhookRefusedTargets(t *testing.T, store func(*apitest.Options)) {
 	b, _ := json.Marshal(map[string]any{"prompt": "x", "approvers": []string{"bob"}, "webhook_url": "https://hooks.example.com/", "webhook_events": []string{"run.nope"}})
 	code, _ := whCall(t, s, "POST", "/runs", "alice", string(b))
 	assert.Equal(t, http.StatusUnprocessableEntity, code, "unknown event type")
+	// A type listed twice is refused as a duplicate approver is, not
+	// stored once: what is stored is what the body said.
+	b, _ = json.Marshal(map[string]any{"prompt": "x", "approvers": []string{"bob"}, "webhook_url": "https://hooks.example.com/", "webhook_events": []string{"run.completed", "run.completed"}})
+	code, out := whCall(t, s, "POST", "/runs", "alice", string(b))
+	assert.Equal(t, http.StatusUnprocessableEntity, code, "event type listed twice: %v", out)
+	if e, ok := out["error"].(map[string]any); assert.True(t, ok, "%v", out) {
+		assert.Equal(t, `webhook_events[1]: "run.completed" is listed twice`, e["message"])
+	}
 
 	// Rebinding: public at submit, loopback at delivery.
 	code, run := startRun(t, s, "http://rebind.example.com:"+strconv.Itoa(port)+"/hook")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -121,6 +123,7 @@ func TestBadInput(t *testing.T) {
 		{"start: no prompt", req("POST", "/runs", alice, `{"approvers":["b@example.com"]}`), 422, "prompt or messages"},
 		{"start: bad approver", req("POST", "/runs", alice, `{"prompt":"x","approvers":["bob smith"]}`), 422, "approvers[0]"},
 		{"start: duplicate approver", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com","b@example.com"]}`), 422, "twice"},
+		{"start: duplicate webhook event type", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/a","webhook_events":["run.failed","run.completed","run.failed"]}`), 422, `webhook_events[2]: "run.failed" is listed twice`},
 		{"start: unknown tool", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"allowed_tools":["rm"]}`), 422, "unknown tool"},
 		{"start: ttl too short", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":5}`), 422, "approval_ttl_seconds"},
 		{"start: ttl overflows to 60 s", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":18446744134}`), 422, "approval_ttl_seconds"},
@@ -321,6 +324,9 @@ func TestFourEyes(t *testing.T) {
 // 413 — whichever layer (body limit, validator, store) enforces the limit.
 func TestStatusCodeRule(t *testing.T) {
 	f := newFixture(t)
+	// Webhooks on, hooks.example.com a public host: a webhook field's row
+	// is refused for its own reason, not for want of a signing secret.
+	f.api.Webhooks = &httpapi.WebhookTargets{Resolver: publicResolver{}}
 	r := f.waitingRun()
 	dec := "/runs/" + r.ID + "/decision"
 	approvers := func(n int) string {
@@ -351,6 +357,8 @@ func TestStatusCodeRule(t *testing.T) {
 		{"require_approval pattern of 128 characters", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"require_approval":["write_`+strings.Repeat("*", 128-6)+`"]}`), 202, ""},
 		{"client tool whose schema refers back to itself", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"client_tools":[{"name":"ctool","effect":"write","input_schema":{"type":"object","properties":{"q":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$ref":"#/$defs/x"}}}}]}`), 422, "unprocessable"},
 		{"empty webhook_events", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/a","webhook_events":[]}`), 422, "unprocessable"},
+		{"webhook_events, each once", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/a","webhook_events":["run.completed","run.failed"]}`), 202, ""},
+		{"duplicate webhook_events", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/a","webhook_events":["run.completed","run.completed"]}`), 422, "unprocessable"},
 		{"webhook_url with a space", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/a b"}`), 422, "unprocessable"},
 		{"webhook_url with a non-ASCII character", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/café"}`), 422, "unprocessable"},
 		{"require_approval pattern that matches no tool", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"require_approval":["WRITE_*"]}`), 422, "unprocessable"},
@@ -381,6 +389,14 @@ func TestStatusCodeRule(t *testing.T) {
 	after, err := f.store.Get(context.Background(), r.ID)
 	require.NoError(t, err)
 	assert.Equal(t, r.Version, after.Version, "no decision was recorded")
+}
+
+// publicResolver resolves every host to one public address (TEST-NET
+// addresses are refused as reserved).
+type publicResolver struct{}
+
+func (publicResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil
 }
 
 // TestFourEyesBypassThroughAPI: the initiator naming themselves by another

@@ -170,6 +170,13 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	if _, err := webhook.ParseEventTypes(r.WebhookEvents); err != nil {
 		return runs.Errorf(runs.EInvalid, "webhook_events: %v", err)
 	}
+	// A type listed twice is refused, as an approver is, rather than
+	// stored once: what is stored is what the body said.
+	for i, e := range r.WebhookEvents {
+		if slices.Contains(r.WebhookEvents[:i], e) {
+			return runs.Errorf(runs.EInvalid, "webhook_events[%d]: %q is listed twice", i, e)
+		}
+	}
 	return nil
 }
 

@@ -374,8 +374,9 @@ func TestAPlainWorkerLeavesADeliverJob(t *testing.T) {
 }
 
 // An empty webhook_events meant every event (a caller who asked for none
-// got all), and a webhook_url with a space or a non-ASCII character was
-// stored as given; both are 422 now.
+// got all), an event type listed twice was stored once, and a webhook_url
+// with a space or a non-ASCII character was stored as given; all are 422
+// now.
 func TestWebhookFieldsAreChecked(t *testing.T) {
 	tools, err := loop.NewToolbox(&loop.FuncTool{Def: loop.Definition{Name: "t", Effect: loop.EffectRead}})
 	require.NoError(t, err)
@@ -384,6 +385,7 @@ func TestWebhookFieldsAreChecked(t *testing.T) {
 		want string
 	}{
 		{service.StartRequest{WebhookURL: "https://h.example.com/a", WebhookEvents: []string{}}, "webhook_events is empty"},
+		{service.StartRequest{WebhookURL: "https://h.example.com/a", WebhookEvents: []string{"run.completed", "run.completed"}}, `webhook_events[1]: "run.completed" is listed twice`},
 		{service.StartRequest{WebhookURL: "https://h.example.com/a b"}, `webhook_url: ' ' is not a character of a URI`},
 		{service.StartRequest{WebhookURL: "https://h.example.com/café"}, `webhook_url: 'é' is not a character of a URI`},
 		{service.StartRequest{WebhookURL: "https://h.example.com/a\"b"}, `webhook_url: '"' is not a character of a URI`},
