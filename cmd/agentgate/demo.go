@@ -43,11 +43,10 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if *verbose {
 		logOut = stdout
 	}
-	var mail bytes.Buffer
 	alice, bob := gateway.NewToken(), gateway.NewToken()
 	s, err := startLocal(ctx, serveOptions{
 		addr: "127.0.0.1:0", dir: *dir, tokens: map[string]string{alice: "alice", bob: "bob"},
-		mailOut: &mail, logger: slog.New(slog.NewJSONHandler(logOut, nil)),
+		mailOut: io.Discard, logger: slog.New(slog.NewJSONHandler(logOut, nil)),
 	})
 	if err != nil {
 		return err
@@ -78,8 +77,15 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "    turn digest %s…, deadline %s\n", run.Pending.TurnDigest[:16], run.Pending.Deadline.Format(time.RFC3339))
-	if link := firstLine(mail.String(), "http"); link != "" {
+	// The worker mails the link after the suspension is stored: the
+	// notified event says when it went out.
+	switch sent, err := c.waitNotified(ctx, run.ID, alice, run.Pending.SuspensionID); {
+	case err != nil:
+		return err
+	case sent > 0:
 		fmt.Fprintf(stdout, "    ops@example.com was mailed an approval link (outbox %s)\n", filepath.Join(*dir, "outbox"))
+	default:
+		fmt.Fprintf(stdout, "    the approval mail to ops@example.com is not on record\n")
 	}
 	doc, _ := os.ReadFile(filepath.Join(*dir, "content", "pages", "pricing.md"))
 	fmt.Fprintf(stdout, "    nothing was written yet: pricing.md still says %q\n", firstLine(string(doc), "- Team"))
@@ -142,9 +148,10 @@ type runView struct {
 		OutputTokens int64 `json:"output_tokens"`
 	}
 	Pending *struct {
-		TurnDigest string `json:"turn_digest"`
-		Deadline   time.Time
-		Calls      []struct {
+		SuspensionID string `json:"suspension_id"`
+		TurnDigest   string `json:"turn_digest"`
+		Deadline     time.Time
+		Calls        []struct {
 			Tool          string
 			Input         json.RawMessage
 			NeedsApproval bool `json:"needs_approval"`
@@ -223,6 +230,40 @@ func (c *demoClient) waitFor(ctx context.Context, id, token, status string) (run
 			return r, err
 		}
 		path = fmt.Sprintf("/runs/%s?after_version=%d&wait=10", id, r.Version)
+	}
+}
+
+// waitNotified reads the run's events until the notified event of the
+// suspension is there (at most 10 s) and returns how many mails it says
+// were sent (0 when there is none).
+func (c *demoClient) waitNotified(ctx context.Context, id, token, suspension string) (int, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var page struct {
+			Events []struct {
+				Type string
+				Data struct {
+					SuspensionID string `json:"suspension_id"`
+					Sent         int
+				}
+			}
+		}
+		if err := c.do("GET", "/runs/"+id+"/events?limit=1000", token, nil, http.StatusOK, &page); err != nil {
+			return 0, err
+		}
+		for _, e := range page.Events {
+			if e.Type == "notified" && e.Data.SuspensionID == suspension {
+				return e.Data.Sent, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 

@@ -188,3 +188,37 @@ func TestServeToolsWithAServerDownAtStartUp(t *testing.T) {
 	run := startTicketRun(t, alice)
 	assert.True(t, strings.HasPrefix(run.Pending.Calls[0].Tool, "crm__"))
 }
+
+func TestServeToolsRecordsWhyAnApprovedCallOfADownServerDidNotRun(t *testing.T) {
+	// The outside tester's story: the MCP server is killed while the run
+	// waits, then the held call is approved. Its tool_executed event names
+	// the rule, as every other call's does, and says it was not run and
+	// why, without the server's address.
+	crm := ticketServer(t)
+	_, alice, bob := startToolServer(t, ticketScript, mcptool.Server{Name: "crm", URL: crm.URL, TrustAnnotations: true})
+	run := startTicketRun(t, alice)
+	crm.Close()
+
+	bob.do(http.MethodPost, "/runs/"+run.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+	alice.waitStatus(run.ID, "COMPLETED")
+	assert.Empty(t, crm.CallsOf("create_ticket"), "nothing ran")
+
+	var got map[string]any
+	for _, e := range eventsOf(alice.events(run.ID), "tool_executed") {
+		var d map[string]any
+		require.NoError(t, json.Unmarshal(e.Data, &d))
+		assert.Equal(t, "default", d["rule"], "every call's event names its rule: %s", e.Data)
+		if d["call_id"] == "toolu_ticket" {
+			got = d
+		}
+	}
+	require.NotNil(t, got, "the approved call has its event")
+	assert.Equal(t, true, got["is_error"])
+	assert.Equal(t, "approve", got["action"])
+	detail, _ := got["detail"].(string)
+	assert.True(t, strings.HasPrefix(detail, "not run: crm__create_ticket could not be run or its current definition confirmed here (MCP server crm could not be reached"), "got detail %q", detail)
+	host := strings.TrimPrefix(strings.TrimPrefix(crm.URL, "http://"), "https://")
+	host = strings.SplitN(host, "/", 2)[0]
+	assert.NotContains(t, detail, host, "never the server's address")
+	assert.NotContains(t, got, "effect", "nothing took effect")
+}

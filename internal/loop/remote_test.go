@@ -364,3 +364,72 @@ func TestAHeldCallSaysWhenItsDefinitionCouldNotBeChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestCallsThatCouldNotRunAtResumeNameTheirRuleAndWhy holds a turn of two
+// remote writes and a write whose input its schema refuses under a policy
+// rule, and resumes it approved in a process where neither remote write
+// can run: one's server cannot be reached, the other's was absent when the
+// process started. Each call's tool_executed step names the rule that held
+// it and says it was not run and why, in the words the model gets, and
+// names no effect (nothing took effect).
+func TestCallsThatCouldNotRunAtResumeNameTheirRuleAndWhy(t *testing.T) {
+	log := &execLog{}
+	a := newRemoteTool(log, loop.Definition{Name: "crm__update", InputSchema: json.RawMessage(writeSchema), Effect: loop.EffectWrite})
+	b := newRemoteTool(log, loop.Definition{Name: "erp__post", InputSchema: json.RawMessage(writeSchema), Effect: loop.EffectWrite})
+	c := newRemoteTool(log, loop.Definition{Name: "crm__note", InputSchema: json.RawMessage(writeSchema), Effect: loop.EffectWrite})
+	tb, err := loop.NewToolbox(a, b, c)
+	require.NoError(t, err)
+	r := &loop.Runner{Model: scriptModel(
+		asst(use("a1", "crm__update", `{"path":"a","text":"x"}`), use("b1", "erp__post", `{"path":"b","text":"y"}`), use("c1", "crm__note", `{"path":"c"}`)),
+		asst(say("done"))), Tools: tb, NewID: seqIDs("s-"),
+		Policy: func(context.Context, loop.PolicyQuery) loop.Verdict {
+			return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "default"}
+		}}
+	out, err := r.Run(context.Background(), request("update"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	st := out.Suspended
+
+	// The resuming process: crm's server does not answer, erp's was
+	// down when the process started.
+	a.checkErr = errors.New("MCP server crm could not be reached (the connection was refused)")
+	tb2, err := loop.NewToolbox(a, c)
+	require.NoError(t, err)
+	tb2.NoteAbsent("erp__", "MCP server erp was unavailable when this process started (the connection was refused)")
+	r.Tools = tb2
+	var steps []loop.Step
+	r.Hooks.OnStep = func(_ context.Context, s loop.Step) error { steps = append(steps, s); return nil }
+	out, err = r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason)
+	assert.Empty(t, log.list(), "nothing ran")
+	checkTranscript(t, out.Transcript)
+
+	executed := map[string]loop.Step{}
+	for _, s := range steps {
+		if s.Kind == loop.StepToolExecuted {
+			executed[s.CallID] = s
+		}
+	}
+	require.Len(t, executed, 3)
+	for id, why := range map[string]string{
+		"a1": "crm__update could not be run or its current definition confirmed here (MCP server crm could not be reached (the connection was refused))",
+		"b1": `erp__post could not be run or its current definition confirmed here (tool "erp__post" is unavailable: MCP server erp was unavailable when this process started (the connection was refused))`,
+		"c1": "",
+	} {
+		s := executed[id]
+		assert.True(t, s.IsError, "%s: %+v", id, s)
+		assert.Equal(t, loop.ActionApprove, s.Action, "%s: the decision is on record", id)
+		assert.Equal(t, "default", s.Rule, "%s: the rule that held the call is on record", id)
+		assert.Empty(t, s.Effect, "%s: nothing took effect", id)
+		assert.True(t, strings.HasPrefix(s.Detail, "not run: "), "%s: got detail %q", id, s.Detail)
+		if why == "" {
+			continue
+		}
+		assert.Equal(t, "not run: "+why, s.Detail, id)
+		res, ok := resultFor(out.Transcript, id)
+		require.True(t, ok)
+		assert.Equal(t, "not executed: "+why, res.Content, "%s: the trail says what the model was told", id)
+	}
+	assert.Contains(t, executed["c1"].Detail, "not run: ")
+}

@@ -387,6 +387,26 @@ func (s *segment) plan(ctx context.Context, uses []Block) []PendingCall {
 	return calls
 }
 
+// notRunStep is the tool_executed step of a call that could not run at all
+// (an unknown tool, an input its schema refuses, a tool whose definition
+// could not be confirmed at resume): the error, detail ("not run: " and
+// why), the rule that judged the call (none for a tool the policy never
+// saw) and who approved its tool for the run, if anyone did. It names no
+// effect: nothing took effect, and a store reads a write's step as a write
+// that did (runs.Store.AddStep).
+func notRunStep(c PendingCall, detail string) Step {
+	return Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, IsError: true, Detail: detail, Rule: c.Rule, ApprovedByRule: rememberedBy(c)}
+}
+
+// rememberedBy is a call's approved_by_rule: who approved its tool for the
+// rest of the run ("" when nobody did).
+func rememberedBy(c PendingCall) string {
+	if c.ApprovedBy == "" {
+		return ""
+	}
+	return "remembered, by " + c.ApprovedBy
+}
+
 // rejectedDetail is the trail's note on a call that could not run at all,
 // its reason cut to 500 bytes.
 func rejectedDetail(why string) string {
@@ -680,7 +700,7 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 			t.handled(c.ID, ErrorResult("Error: %s", c.Rejected))
 			// The trail says the call did not run and why; an action only
 			// when a decision was made (an unknown tool is never decided).
-			st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, IsError: true, Detail: rejectedDetail(c.Rejected)}
+			st := notRunStep(c, rejectedDetail(c.Rejected))
 			if t.actions != nil {
 				st.Action = act.Action
 			}
@@ -691,8 +711,13 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 		}
 		if why, ok := s.unconfirmed[c.ID]; ok {
 			s.progressed = true
-			t.handled(c.ID, ErrorResult("not executed: %s could not be run or its current definition confirmed here (%s)", c.Name, why))
-			if err := s.record(ctx, Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: act.Action, IsError: true}); err != nil {
+			// The trail says why in the words the model gets: the tool's
+			// own reason (an MCP server's cause, never its address).
+			why = fmt.Sprintf("%s could not be run or its current definition confirmed here (%s)", c.Name, why)
+			t.handled(c.ID, ErrorResult("not executed: %s", why))
+			st := notRunStep(c, rejectedDetail(why))
+			st.Action = act.Action
+			if err := s.record(ctx, st); err != nil {
 				return err
 			}
 			continue
@@ -833,9 +858,7 @@ func (s *segment) call(ctx context.Context, c PendingCall, input []byte, act Cal
 		}
 	}
 	st := Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, Effect: def.Effect, Duration: dur, IsError: res.IsError, BaseChanged: res.BaseChanged, Replayed: res.Replayed, Action: act.Action, Rule: c.Rule}
-	if c.ApprovedBy != "" {
-		st.ApprovedByRule = "remembered, by " + c.ApprovedBy
-	}
+	st.ApprovedByRule = rememberedBy(c)
 	if act.Action == ActionEdit {
 		st.EditedInput = input
 		if len(c.Input) <= MaxAuditInputBytes {

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -41,6 +42,12 @@ type Suspension struct {
 	InboxKeys []string
 	// VotesNeeded is how many approvals the suspension needs (0: one).
 	VotesNeeded int
+	// Notify says approvers are told (mailed their links) once the
+	// suspension is stored: its write keeps the number after its events
+	// for the notified event of that first notification (Run.NoticeSeq),
+	// which RecordNotification gives it whenever it is recorded, even
+	// after the run has moved on from the suspension.
+	Notify bool
 }
 
 // Suspend moves owner's RUNNING run to WAITING_FOR_APPROVAL: the state blob is
@@ -83,13 +90,14 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.RemindAt = ms(sp.RemindAt)
 	next.ReminderSent = false
 	next.Notification = NotificationPending
+	next.NoticeSeq = 0 // the write keeps one when sp.Notify
 	next.Decision, next.DecidedBy, next.DecidedVia, next.DecidedAt = nil, "", "", time.Time{}
 	next.VotesNeeded, next.Votes = max(sp.VotesNeeded, 1), nil
 	next.Counters = st.Counters
 	next.SuspendedAt = now
 	next.Reclaims = 0 // the run got somewhere
 	next.InboxKeys = inboxKeys(cur, sp)
-	w := Write{NewInbox: inboxEntries(next)}
+	w := Write{NewInbox: inboxEntries(next), keepNotice: sp.Notify}
 	for _, g := range sp.Tokens {
 		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, ExpiresAt: deadline})
 	}
@@ -370,14 +378,31 @@ type Notice struct {
 
 // RecordNotification stores the notification state of a waiting run with a
 // notified (or reminded) event. Like Decide it retries when only the version
-// moved. Codes: EInvalid, ENotFound, EConflict.
+// moved. The first notification of a suspension that kept a number for it
+// (Suspension.Notify; cur is the row Suspend returned, or a later one of the
+// same suspension with no notification recorded yet) is recorded under
+// that number, and also once the run has moved on from the suspension (a
+// decision came first): the mail went out, so the trail must say so. Its
+// event is then written alone (RowStore.PutEvent), without the row, whose
+// version and notification state stay as the run's later steps left them,
+// so no worker's write is disturbed; the run is returned as stored. Being
+// under one number, that event is recorded once however often it is
+// tried. Codes: EInvalid, ENotFound, EConflict (not waiting on the
+// suspension, for any other notification).
 func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Run, error) {
 	if err := n.validate(); err != nil {
 		return nil, err
 	}
-	return s.retry(ctx, cur, func(cur *Run, _ time.Time) (*Run, Write, error) {
+	kept := n.keptSeq(cur)
+	var recorded *Run
+	r, err := s.retry(ctx, cur, func(cur *Run, _ time.Time) (*Run, Write, error) {
 		if err := n.about(cur); err != nil {
 			return nil, Write{}, err
+		}
+		if kept != 0 && cur.NoticeSeq != kept {
+			// The number is taken: this first notification is on record.
+			recorded = cur
+			return nil, Write{}, errNoticeRecorded
 		}
 		next := cur.Clone()
 		next.Notification = n.State
@@ -390,8 +415,62 @@ func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Ru
 			retry.Before(next.ApprovalDeadline) && (next.RemindAt.IsZero() || retry.Before(next.RemindAt)) {
 			next.RemindAt = retry
 		}
-		return next, Write{Events: []Event{{Type: typ, Data: cloneRaw(n.Data)}}}, nil
+		ev := Event{Type: typ, Data: cloneRaw(n.Data)}
+		if kept != 0 {
+			ev.Seq, next.NoticeSeq = kept, 0
+		}
+		return next, Write{Events: []Event{ev}}, nil
 	}, func(fresh *Run) bool { return n.about(fresh) == nil })
+	switch {
+	case errors.Is(err, errNoticeRecorded):
+		return recorded.Clone(), nil
+	case kept == 0 || ErrorCode(err) != EConflict:
+		return r, err
+	}
+	return s.recordLateNotice(ctx, cur.ID, kept, n, err)
+}
+
+// errNoticeRecorded tells RecordNotification that the first notification
+// it was asked to record is on record already.
+var errNoticeRecorded = errors.New("notice recorded")
+
+// recordLateNotice records the first notification of a suspension the run
+// has moved on from under the number the suspension kept for it, as an
+// event alone; conflict is the error of the write that found the run no
+// longer waiting on it.
+func (s *Store) recordLateNotice(ctx context.Context, id string, kept int64, n Notice, conflict error) (*Run, error) {
+	fresh, err := s.rows.GetRun(ctx, id)
+	switch {
+	case ErrorCode(err) == ENotFound:
+		return nil, Errorf(ENotFound, "run %s not found", id)
+	case err != nil:
+		return nil, fmt.Errorf("record notification of run %s: %w", id, err)
+	case n.about(fresh) == nil || kept > fresh.LastSeq:
+		// Still waiting on the suspension (the retries ran out), or not
+		// the row that kept the number.
+		return nil, conflict
+	}
+	ev := Event{RunID: id, Seq: kept, Type: EventNotified, At: s.now(), Data: cloneRaw(n.Data)}
+	switch err := s.rows.PutEvent(ctx, ev); ErrorCode(err) {
+	case "", EConflict:
+		// EConflict: the event is stored already (an attempt whose answer
+		// was lost); nothing else is ever stored under that number.
+		return fresh, nil
+	case ENotFound:
+		return nil, Errorf(ENotFound, "run %s not found", id)
+	default:
+		return nil, fmt.Errorf("record notification of run %s: %w", id, err)
+	}
+}
+
+// keptSeq returns the number cur's suspension kept for the notice's event
+// when the notice is that suspension's first notification (cur is of the
+// suspension and records none yet), else 0.
+func (n Notice) keptSeq(cur *Run) int64 {
+	if cur == nil || n.Reminder || cur.SuspensionID != n.SuspensionID || cur.Notification != NotificationPending {
+		return 0
+	}
+	return cur.NoticeSeq
 }
 
 // validate checks a notice before any write: its state and its data.

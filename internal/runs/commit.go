@@ -73,12 +73,26 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 	next.Version = cur.Version + 1
 	next.UpdatedAt = now
 	scheduled := s.schedule(cur, next, &w, now)
+	for _, ev := range w.Events {
+		// An event that takes a kept number is stored alone (on DynamoDB
+		// an event item is sorted under the last number it holds).
+		if ev.Seq != 0 && (len(w.Events) != 1 || ev.Seq > cur.LastSeq) {
+			return nil, nil, Errorf(EInvalid, "event %d of run %s takes a kept number: it must be its write's only event", ev.Seq, cur.ID)
+		}
+	}
 	next.DueAt = s.dueAt(next)
 	for i := range w.Events {
-		next.LastSeq++
 		w.Events[i].RunID = cur.ID
-		w.Events[i].Seq = next.LastSeq
 		w.Events[i].At = now
+		if w.Events[i].Seq != 0 {
+			continue // it takes the number a suspension kept for it
+		}
+		next.LastSeq++
+		w.Events[i].Seq = next.LastSeq
+	}
+	if w.keepNotice {
+		next.LastSeq++
+		next.NoticeSeq = next.LastSeq
 	}
 	SealWriteID(next)
 	w.Run = next

@@ -15,8 +15,16 @@ type RowStore interface {
 	// Write applies w atomically: all of it or, if any condition fails,
 	// none of it. Codes: EConflict when a condition fails.
 	Write(ctx context.Context, w Write) error
+	// PutEvent stores one event of an existing run without writing its
+	// row: an event whose number a write of the row kept for it
+	// (Run.NoticeSeq), which no other write gives an event (so an event
+	// stored alone under that number is the only one that can hold it).
+	// Codes: ENotFound when the run's row does not exist, EConflict when
+	// an event with ev.Seq exists.
+	PutEvent(ctx context.Context, ev Event) error
 	// Events returns up to limit events of the run with Seq > after, in
-	// Seq order (none for an unknown run).
+	// Seq order (none for an unknown run). The numbers may skip one kept
+	// and not (yet) taken.
 	Events(ctx context.Context, runID string, after int64, limit int) ([]Event, error)
 	// Token returns the approval token with the given hash. Codes: ENotFound.
 	Token(ctx context.Context, hash string) (*ApprovalToken, error)
@@ -67,7 +75,9 @@ type Write struct {
 	// read (Store.ClaimSnapshot) writes only over the very row the
 	// snapshot is, not over another row of the same version and status.
 	ExpectWriteID string
-	// Events are appended; their (RunID, Seq) must not exist yet.
+	// Events are appended; their (RunID, Seq) must not exist yet. They
+	// are in Seq order; an event that takes a kept number (Run.NoticeSeq)
+	// is the only event of its write.
 	Events []Event
 	// NewTokens are stored; their hashes must not exist yet. The adapter
 	// records them under the run (Run.ID) in the same write, so that
@@ -85,6 +95,11 @@ type Write struct {
 	// one item of a transaction; the embedded store refuses it too, so the
 	// unit tests find it).
 	DropInbox []InboxKey
+
+	// keepNotice, set by Suspend, has the write keep the number after its
+	// events for the suspension's notified event (Run.NoticeSeq). The
+	// Store's own: adapters cannot read it and have nothing to do for it.
+	keepNotice bool
 }
 
 // TokenUse consumes one approval token inside a Write.

@@ -266,6 +266,12 @@ type Run struct {
 	RemindAt         time.Time         `json:"remind_at,omitzero"`
 	ReminderSent     bool              `json:"reminder_sent,omitempty"`
 	Notification     NotificationState `json:"notification,omitempty"`
+	// NoticeSeq is the event sequence number the current suspension kept
+	// for the notified event of its first notification (Suspension.Notify),
+	// until that event takes it (0: none kept, or taken). The event takes
+	// it also once the run has moved on (RecordNotification), so the trail
+	// records every approval mail that was sent.
+	NoticeSeq int64 `json:"notice_seq,omitempty"`
 
 	// VotesNeeded is how many distinct persons must approve the current
 	// suspension (0 or 1: one decision decides); Votes are the votes cast
@@ -486,7 +492,12 @@ type DecisionEventData struct {
 }
 
 // Event is one entry of a run's audit stream. Seq runs 1, 2, 3... in the
-// order the events were written.
+// order the events were written, with one exception: the notified event of
+// a suspension's first notification takes the number its suspension kept
+// for it (Run.NoticeSeq), right after the suspension's own events, when it
+// is written, which may be after later events (a decision that came before
+// the mail's outcome was recorded). A number stays unused when the worker
+// that suspended ended before it recorded that outcome.
 type Event struct {
 	RunID string          `json:"run_id"`
 	Seq   int64           `json:"seq"`

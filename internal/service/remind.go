@@ -37,11 +37,12 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		none = "no approver who has not voted has a mailbox"
 	}
 	data, _ := json.Marshal(struct {
-		Channel  string `json:"channel"`
-		Reminder bool   `json:"reminder"`
-		Links    int    `json:"links"`
-		NotSent  string `json:"not_sent,omitempty"`
-	}{"email", reminder, len(links), none})
+		SuspensionID string `json:"suspension_id"`
+		Channel      string `json:"channel"`
+		Reminder     bool   `json:"reminder"`
+		Links        int    `json:"links"`
+		NotSent      string `json:"not_sent,omitempty"`
+	}{r.SuspensionID, "email", reminder, len(links), none})
 	// Tokens first, so every link mailed works the moment it arrives.
 	cur, err := w.Store.Renotify(ctx, r, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationSent, Reminder: reminder, Data: data}, grants)
 	if err != nil {
@@ -52,9 +53,17 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		return nil
 	}
 	fdata, _ := json.Marshal(struct {
-		Channel string   `json:"channel"`
-		Failed  []string `json:"failed"`
-	}{"email", failed})
+		SuspensionID string   `json:"suspension_id"`
+		Channel      string   `json:"channel"`
+		Failed       []string `json:"failed"`
+	}{r.SuspensionID, "email", failed})
 	_, err = w.Store.RecordNotification(ctx, cur, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Data: fdata})
+	if runs.ErrorCode(err) == runs.EConflict {
+		// The run moved on while the mail went out (a decision, a cancel):
+		// the reminder's links are on record (Renotify wrote them before
+		// any was mailed), and there is nothing left to retry.
+		w.log().WarnContext(ctx, "failed reminder mail not recorded: the run no longer waits on the suspension", "run_id", r.ID, "suspension_id", r.SuspensionID, "failed", len(failed))
+		return nil
+	}
 	return err
 }

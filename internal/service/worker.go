@@ -851,7 +851,8 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		return err
 	}
 	var remindAt time.Time
-	if s.w.Notifier != nil && len(links) > 0 {
+	mail := s.w.Notifier != nil && len(links) > 0
+	if mail {
 		// A reminder is mail: without a mailbox to send to (approvers
 		// that are local names or IAM principals only), there is none.
 		remindAt = now.Add(s.ttl * 8 / 10)
@@ -863,6 +864,7 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		Tokens:      grants,
 		InboxKeys:   inbox,
 		VotesNeeded: runs.VotesNeeded(calls),
+		Notify:      mail, // the notified event is recorded even after a quick decision
 	})
 	if err != nil {
 		if runs.ErrorCode(err) == runs.ETooLarge {
@@ -882,21 +884,24 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	}
 	s.cur = next
 	s.log.InfoContext(ctx, "run suspended", "suspension_id", st.SuspensionID, "pending_calls", len(st.PendingCalls), "approvers", len(s.cur.Approvers))
-	if s.w.Notifier == nil || len(links) == 0 {
+	if !mail {
 		return nil
 	}
 	// The suspension is durable; telling approvers is best effort, recorded,
-	// and retried by purge when it fails.
+	// and retried by purge when it fails. A decision may come before the
+	// outcome is recorded: the notified event still goes on record, under
+	// the number the suspension kept for it (runs.Suspension.Notify).
 	state := runs.NotificationSent
 	failed := s.w.mailLinks(ctx, s.log, s.cur, links, false)
 	if len(failed) > 0 {
 		state = runs.NotificationFailed
 	}
 	data, _ := json.Marshal(struct {
-		Channel string   `json:"channel"`
-		Sent    int      `json:"sent"`
-		Failed  []string `json:"failed,omitempty"`
-	}{"email", len(links) - len(failed), failed})
+		SuspensionID string   `json:"suspension_id"`
+		Channel      string   `json:"channel"`
+		Sent         int      `json:"sent"`
+		Failed       []string `json:"failed,omitempty"`
+	}{st.SuspensionID, "email", len(links) - len(failed), failed})
 	notice := runs.Notice{SuspensionID: st.SuspensionID, State: state, Data: data}
 	if state == runs.NotificationFailed {
 		notice.RetryAt = s.w.now().Add(MailRetryDelay)

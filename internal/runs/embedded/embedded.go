@@ -328,6 +328,29 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 	})
 }
 
+// PutEvent implements runs.RowStore in one bbolt transaction (shared as
+// Write's are); the row is read, never written.
+func (db *DB) PutEvent(_ context.Context, ev runs.Event) error {
+	buf, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode event %d of run %s: %w", ev.Seq, ev.RunID, err)
+	}
+	return db.group.update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRuns).Get([]byte(ev.RunID)) == nil {
+			return runs.Errorf(runs.ENotFound, "run %s not found", ev.RunID)
+		}
+		evb, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists([]byte(ev.RunID))
+		if err != nil {
+			return err
+		}
+		k := seqKey(ev.Seq)
+		if evb.Get(k) != nil {
+			return runs.Errorf(runs.EConflict, "event %d of run %s exists", ev.Seq, ev.RunID)
+		}
+		return evb.Put(k, buf)
+	})
+}
+
 // Events implements runs.RowStore.
 func (db *DB) Events(_ context.Context, runID string, after int64, limit int) ([]runs.Event, error) {
 	var evs []runs.Event

@@ -1,0 +1,220 @@
+package runstest
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// notifying creates a run suspended (by "w1") on suspension "s1" whose
+// approvers are mailed: the suspension keeps a number for the notified
+// event.
+func (e *Env) notifying(t *testing.T) *runs.Run {
+	t.Helper()
+	r := e.Running(t)
+	sp, _ := e.Suspension(r, "s1")
+	sp.Notify = true
+	r, err := e.Store.Suspend(e.ctx, r, "w1", sp)
+	require.NoError(t, err)
+	return r
+}
+
+func sentNotice(suspension string) runs.Notice {
+	return runs.Notice{SuspensionID: suspension, State: runs.NotificationSent,
+		Data: json.RawMessage(fmt.Sprintf(`{"suspension_id":%q,"channel":"email","sent":1}`, suspension))}
+}
+
+// seqTypes returns the run's events as "seq type" and checks their order.
+func (e *Env) seqTypes(t *testing.T, id string) []string {
+	t.Helper()
+	evs, err := e.Store.Events(e.ctx, id, 0, 1000)
+	require.NoError(t, err)
+	var out []string
+	for i, ev := range evs {
+		if i > 0 {
+			require.Greater(t, ev.Seq, evs[i-1].Seq, "events come in Seq order")
+		}
+		require.Equal(t, id, ev.RunID)
+		out = append(out, fmt.Sprintf("%d %s", ev.Seq, ev.Type))
+	}
+	return out
+}
+
+// testKeptNotice: the first notification of a suspension that notifies
+// takes the number kept right after the suspension's events, in time (with
+// the row's notification state) or after the run moved on (the event
+// alone: the row and a worker's claim from it are untouched), once however
+// often it is recorded, and never in a later suspension's place.
+func testKeptNotice(t *testing.T, e *Env) {
+	ctx := t.Context()
+	s1 := e.notifying(t)
+	assert.Equal(t, int64(4), s1.NoticeSeq, "kept after run_started, claimed, suspended")
+	assert.Equal(t, int64(4), s1.LastSeq)
+	assert.Equal(t, runs.NotificationPending, s1.Notification)
+	e.Unchanged(t, s1)
+
+	// bob decides before the mail's outcome is recorded.
+	decided, err := e.Store.Decide(ctx, s1, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "5 decision"}, e.seqTypes(t, s1.ID), "the kept number waits")
+
+	for range 2 { // a retry records nothing twice
+		got, err := e.Store.RecordNotification(ctx, s1, sentNotice("s1"))
+		require.NoError(t, err)
+		assert.Equal(t, decided.Clone(), got, "the run as stored")
+		e.Unchanged(t, decided)
+		assert.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "4 notified", "5 decision"}, e.seqTypes(t, s1.ID))
+	}
+	evs, err := e.Store.Events(ctx, s1.ID, 3, 1)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.JSONEq(t, `{"suspension_id":"s1","channel":"email","sent":1}`, string(evs[0].Data))
+
+	// The worker that claims from the decision's row writes over it.
+	r, err := e.Store.ClaimSnapshot(decided, "w2")
+	require.NoError(t, err)
+	r, err = e.Store.RenewLease(ctx, r, "w2")
+	require.NoError(t, err, "the late event did not move the row under the claim")
+	assert.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "4 notified", "5 decision", "6 resumed"}, e.seqTypes(t, s1.ID))
+
+	// A second suspension keeps its own number; the first one's notice,
+	// tried again, changes nothing of it.
+	sp, _ := e.Suspension(r, "s2")
+	sp.Notify = true
+	s2, err := e.Store.Suspend(ctx, r, "w2", sp)
+	require.NoError(t, err)
+	assert.Equal(t, int64(8), s2.NoticeSeq)
+	_, err = e.Store.RecordNotification(ctx, s1, sentNotice("s1"))
+	require.NoError(t, err)
+	e.Unchanged(t, s2)
+	assert.Equal(t, runs.NotificationPending, s2.Notification)
+
+	// In time: the row records the outcome and the event takes the number.
+	got, err := e.Store.RecordNotification(ctx, s2, runs.Notice{SuspensionID: "s2", State: runs.NotificationFailed, Data: json.RawMessage(`{"suspension_id":"s2","failed":["ops@example.com"]}`)})
+	require.NoError(t, err)
+	assert.Equal(t, runs.NotificationFailed, got.Notification)
+	assert.Zero(t, got.NoticeSeq, "taken")
+	assert.Equal(t, s2.LastSeq, got.LastSeq, "no new number")
+	assert.Equal(t, s2.Version+1, got.Version)
+	e.Unchanged(t, got)
+	assert.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "4 notified", "5 decision", "6 resumed", "7 suspended", "8 notified"}, e.seqTypes(t, s1.ID))
+
+	// Recorded again (from the suspension's row): nothing changes.
+	again, err := e.Store.RecordNotification(ctx, s2, sentNotice("s2"))
+	require.NoError(t, err)
+	assert.Equal(t, got.Clone(), again)
+	e.Unchanged(t, got)
+	assert.Len(t, e.seqTypes(t, s1.ID), 8)
+
+	// A later notice (a failed reminder's, from a row that records one) is
+	// appended, never in the kept place.
+	got, err = e.Store.RecordNotification(ctx, got, runs.Notice{SuspensionID: "s2", State: runs.NotificationFailed})
+	require.NoError(t, err)
+	assert.Equal(t, "9 notified", e.seqTypes(t, s1.ID)[8])
+	e.Unchanged(t, got)
+
+	// A run that suspends without mailing anyone keeps no number.
+	quiet, _ := e.Waiting(t)
+	assert.Zero(t, quiet.NoticeSeq)
+	assert.Equal(t, int64(3), quiet.LastSeq)
+}
+
+// testKeptNoticeAfterRenotify: the sweep mails a reminder (or a retry)
+// before the worker's first notification is recorded. The reminder goes
+// on record as ever; the first notification still takes its kept number,
+// in time or late; a failed reminder's record (its row no longer pending)
+// never takes it, and after the run moved on it is refused.
+func testKeptNoticeAfterRenotify(t *testing.T, e *Env) {
+	ctx := t.Context()
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("late=%t", late), func(t *testing.T) {
+			s1 := e.notifying(t)
+			reminded, err := e.Store.Renotify(ctx, s1, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Reminder: true}, nil)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "5 reminded"}, e.seqTypes(t, s1.ID))
+			_, err = e.Store.RecordNotification(ctx, reminded, runs.Notice{SuspensionID: "s1", State: runs.NotificationFailed})
+			require.NoError(t, err)
+			assert.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "5 reminded", "6 notified"}, e.seqTypes(t, s1.ID),
+				"the reminder's failure is appended")
+			cur, err := e.Store.Get(ctx, s1.ID)
+			require.NoError(t, err)
+			if late {
+				cur, err = e.Store.Cancel(ctx, cur, "alice")
+				require.NoError(t, err)
+				_, err = e.Store.RecordNotification(ctx, reminded, runs.Notice{SuspensionID: "s1", State: runs.NotificationFailed})
+				AssertCode(t, runs.EConflict, err)
+				e.Unchanged(t, cur)
+			}
+			_, err = e.Store.RecordNotification(ctx, s1, sentNotice("s1"))
+			require.NoError(t, err)
+			types := e.seqTypes(t, s1.ID)
+			assert.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "4 notified", "5 reminded", "6 notified"}, types[:6])
+			if late {
+				e.Unchanged(t, cur)
+			}
+		})
+	}
+}
+
+// testPutEvent: the adapters' event-only write. It stores an event under
+// a number the row skipped, without the row; an existing number is
+// EConflict and a missing run ENotFound, both changing nothing.
+func testPutEvent(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.notifying(t) // events 1..3, 4 kept
+	r, err := e.Store.RecordStep(ctx, e.claimedAfterDecision(t, r), "w2", loop.Step{Kind: loop.StepModelTurn, Iteration: 2})
+	require.NoError(t, err)
+	before := e.seqTypes(t, r.ID)
+	require.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "5 decision", "6 resumed", "7 model_turn"}, before)
+
+	ev := runs.Event{RunID: r.ID, Seq: 4, Type: runs.EventNotified, At: e.Clock.Now(), Data: json.RawMessage(`{"sent":1}`)}
+	require.NoError(t, e.H.Rows.PutEvent(ctx, ev))
+	e.Unchanged(t, r)
+	page, err := e.Store.Events(ctx, r.ID, 3, 2)
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	assert.Equal(t, ev, page[0])
+	assert.Equal(t, int64(5), page[1].Seq)
+	page, err = e.Store.Events(ctx, r.ID, 4, 10)
+	require.NoError(t, err)
+	assert.Len(t, page, 3, "paging on from the filled number")
+
+	again := ev
+	again.Data = json.RawMessage(`{"sent":2}`)
+	AssertCode(t, runs.EConflict, e.H.Rows.PutEvent(ctx, again))
+	page, err = e.Store.Events(ctx, r.ID, 3, 1)
+	require.NoError(t, err)
+	assert.Equal(t, ev, page[0], "the stored event is kept")
+
+	ghost := ev
+	ghost.RunID = "ghost-" + r.ID
+	AssertCode(t, runs.ENotFound, e.H.Rows.PutEvent(ctx, ghost))
+	none, err := e.Store.Events(ctx, ghost.RunID, 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, none)
+
+	// A purged run takes no late event.
+	r, err = e.Store.Cancel(ctx, r, "alice")
+	require.NoError(t, err)
+	require.NoError(t, e.Store.Purge(ctx, r.ID))
+	AssertCode(t, runs.ENotFound, e.H.Rows.PutEvent(ctx, runs.Event{RunID: r.ID, Seq: 99, Type: runs.EventNotified, At: e.Clock.Now()}))
+	none, err = e.Store.Events(ctx, r.ID, 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, none)
+}
+
+// claimedAfterDecision has bob approve r's suspension and "w2" claim it.
+func (e *Env) claimedAfterDecision(t *testing.T, r *runs.Run) *runs.Run {
+	t.Helper()
+	r, err := e.Store.Decide(e.ctx, r, runs.NewDecision{SuspensionID: r.SuspensionID, Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
+	require.NoError(t, err)
+	r, err = e.Store.Claim(e.ctx, r.ID, "w2")
+	require.NoError(t, err)
+	return r
+}
