@@ -452,9 +452,20 @@ func (s *Store) recordLateNotice(ctx context.Context, id string, kept int64, n N
 	}
 	ev := Event{RunID: id, Seq: kept, Type: EventNotified, At: s.now(), Data: cloneRaw(n.Data)}
 	switch err := s.rows.PutEvent(ctx, ev); ErrorCode(err) {
-	case "", EConflict:
-		// EConflict: the event is stored already (an attempt whose answer
-		// was lost); nothing else is ever stored under that number.
+	case "":
+		return fresh, nil
+	case EConflict:
+		// An event holds the number: this one, stored by an attempt whose
+		// answer was lost (nothing else is ever stored under it). Read it
+		// back rather than take the code's word for it: a notice said to be
+		// on record must be.
+		evs, rerr := s.rows.Events(ctx, id, kept-1, 1)
+		if rerr != nil {
+			return nil, fmt.Errorf("record notification of run %s: read back event %d: %w", id, kept, rerr)
+		}
+		if len(evs) == 0 || evs[0].Seq != kept {
+			return nil, fmt.Errorf("record notification of run %s: event %d refused as stored but not found: %w", id, kept, err)
+		}
 		return fresh, nil
 	case ENotFound:
 		return nil, Errorf(ENotFound, "run %s not found", id)

@@ -15,12 +15,14 @@ type RowStore interface {
 	// Write applies w atomically: all of it or, if any condition fails,
 	// none of it. Codes: EConflict when a condition fails.
 	Write(ctx context.Context, w Write) error
-	// PutEvent stores one event of an existing run without writing its
+	// PutEvent stores one event of a run without writing or locking its
 	// row: an event whose number a write of the row kept for it
 	// (Run.NoticeSeq), which no other write gives an event (so an event
 	// stored alone under that number is the only one that can hold it).
-	// Codes: ENotFound when the run's row does not exist, EConflict when
-	// an event with ev.Seq exists.
+	// The caller has read the run; an adapter need not check that it still
+	// exists (an event put for a run deleted meanwhile is never read: its
+	// readers get the run's 404). Codes: EConflict when an event with
+	// ev.Seq exists (ENotFound from an adapter that checks the run).
 	PutEvent(ctx context.Context, ev Event) error
 	// Events returns up to limit events of the run with Seq > after, in
 	// Seq order (none for an unknown run). The numbers may skip one kept

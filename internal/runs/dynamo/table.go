@@ -378,13 +378,14 @@ func (t *Table) tokenUse(u *runs.TokenUse) (*types.Update, error) {
 	}, nil
 }
 
-// PutEvent implements runs.RowStore with one TransactWriteItems of two
-// items: a ConditionCheck that the run's row exists and the Put of an
-// event item holding ev alone, under its own number, if no item has that
-// key (every other write gives the kept number no event, so no other item
-// holds it). It carries no request token: an SDK retry of a Put that
-// landed finds its item and answers EConflict, which tells the caller the
-// event is stored.
+// PutEvent implements runs.RowStore with one PutItem of an event item
+// holding ev alone, under its own number, if no item has that key (every
+// other write gives the kept number no event, so no other item holds it).
+// It touches no other item: a transaction with a ConditionCheck on the run's
+// row would make a worker's concurrent write of that row fail
+// (TransactionConflict), and the caller has read the row just before. It
+// carries no request token: an SDK retry of a Put that landed finds its
+// item and answers EConflict, which tells the caller the event is stored.
 func (t *Table) PutEvent(ctx context.Context, ev runs.Event) error {
 	its, err := newEventItems([]runs.Event{ev})
 	if err != nil {
@@ -394,25 +395,11 @@ func (t *Table) PutEvent(ctx context.Context, ev runs.Event) error {
 	if err != nil {
 		return err
 	}
-	rowKey, err := keyOf(runPK(ev.RunID), runSK)
-	if err != nil {
-		return err
-	}
-	exists, err := expression.NewBuilder().WithCondition(expression.Name("pk").AttributeExists()).Build()
-	if err != nil {
-		return err
-	}
-	_, err = t.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			{ConditionCheck: &types.ConditionCheck{TableName: &t.name, Key: rowKey,
-				ConditionExpression: exists.Condition(), ExpressionAttributeNames: exists.Names()}},
-			{Put: put},
-		},
+	_, err = t.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: put.TableName, Item: put.Item,
+		ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames,
+		ExpressionAttributeValues: put.ExpressionAttributeValues,
 	})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-		return runs.Errorf(runs.ENotFound, "run %s not found", ev.RunID)
-	}
 	return translate(err)
 }
 
