@@ -419,6 +419,21 @@ func runCrashPoints(t *testing.T, newStore crashPointStore, clock *clocktest.Clo
 	}
 	require.Equal(t, uncrashedEvents, eventTypes(want.events), "the audit stream of the run that did not crash")
 	points := rec.points.names
+	// A lost answer on the emulator (a response cut under load) makes the
+	// store re-read the run: one call more than the scenario makes, and a
+	// replay crashing at the last recorded point would never reach it
+	// (ci-run76). A second recording on a fresh store; the shorter list is
+	// the scenario's (no call is ever skipped, only repeated).
+	rows, states = newStore(t)
+	again := newCrashEnv(t, rows, states, clock, 0)
+	again.drive()
+	if len(again.points.names) != len(points) {
+		t.Logf("the two recordings made %d and %d calls (a retried call in one): crashing at the %d of the shorter",
+			len(points), len(again.points.names), min(len(points), len(again.points.names)))
+		if len(again.points.names) < len(points) {
+			points = again.points.names
+		}
+	}
 	segments := 0
 	for _, n := range points {
 		if strings.Contains(n, runs.EventCheckpointed) {
