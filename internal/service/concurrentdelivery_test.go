@@ -157,13 +157,8 @@ func openWebhookStore(t *testing.T, clock *clocktest.Clock) *runs.Store {
 // run.waiting_for_approval delivery is due now.
 func waitingRun(t *testing.T, store *runs.Store, clock *clocktest.Clock) *runs.Run {
 	t.Helper()
-	ctx := context.Background()
-	r, err := store.Create(ctx, runs.NewRun{ID: runs.NewRunID(), Initiator: "alice", Approvers: []string{"bob"},
-		Request: json.RawMessage(`{"prompt":"hi"}`), Webhook: &runs.Subscription{URL: "https://hooks.example.com/x"}})
-	require.NoError(t, err)
-	r, err = store.Claim(ctx, r.ID, "w")
-	require.NoError(t, err)
-	r, err = store.Suspend(ctx, r, "w", runs.Suspension{State: runstest.SuspendedState(r.ID, "s1"), Deadline: clock.Now().Add(time.Hour)})
+	r := claimedRun(t, store)
+	r, err := store.Suspend(context.Background(), r, "w", runs.Suspension{State: runstest.SuspendedState(r.ID, "s1"), Deadline: clock.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	require.Len(t, r.Outbox, 1)
 	return r
@@ -183,15 +178,22 @@ func cancelledRun(t *testing.T, store *runs.Store, clock *clocktest.Clock) *runs
 // completedRun is a completed run whose run.completed delivery is due now.
 func completedRun(t *testing.T, store *runs.Store) *runs.Run {
 	t.Helper()
+	r, err := store.Settle(context.Background(), claimedRun(t, store), "w", runs.Settlement{Status: runs.StatusCompleted})
+	require.NoError(t, err)
+	require.Len(t, r.Outbox, 1)
+	return r
+}
+
+// claimedRun is a run with a webhook subscription that worker "w" has
+// claimed.
+func claimedRun(t *testing.T, store *runs.Store) *runs.Run {
+	t.Helper()
 	ctx := context.Background()
 	r, err := store.Create(ctx, runs.NewRun{ID: runs.NewRunID(), Initiator: "alice", Approvers: []string{"bob"},
 		Request: json.RawMessage(`{"prompt":"hi"}`), Webhook: &runs.Subscription{URL: "https://hooks.example.com/x"}})
 	require.NoError(t, err)
 	r, err = store.Claim(ctx, r.ID, "w")
 	require.NoError(t, err)
-	r, err = store.Settle(ctx, r, "w", runs.Settlement{Status: runs.StatusCompleted})
-	require.NoError(t, err)
-	require.Len(t, r.Outbox, 1)
 	return r
 }
 
