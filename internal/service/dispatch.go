@@ -60,13 +60,22 @@ type Job struct {
 	// It holds what the row holds (the start request, the held calls), as
 	// the table does. Omitted when its JSON is over MaxSnapshotSize.
 	Snapshot json.RawMessage `json:"snapshot,omitempty"`
+
+	// row is a copy of the committed row Snapshot encodes and encoded is a
+	// copy of those bytes: a worker in this process (dispatch.InProcess)
+	// claims from a copy of row while Snapshot is still those bytes, and
+	// does not decode them. Neither is sent (Payload carries Snapshot).
+	row     *runs.Run
+	encoded []byte
 }
 
 // NewJob returns a job of kind for the run whose row the caller has just
 // committed (the row a runs.Store write returned), with that row as the
-// job's snapshot when the row waits for a worker (QUEUED or RESUMING), its
-// JSON is at most MaxSnapshotSize and decodes back to exactly the same row
-// (the worker's writes then encode what the dispatcher's did).
+// job's snapshot when the row waits for a worker (QUEUED or RESUMING) and
+// its JSON is at most MaxSnapshotSize. The job keeps a copy of the row for
+// a worker in this process; Payload, which sends the job to another, sends
+// the snapshot only if it decodes back to exactly the same row (the
+// worker's writes then encode what the dispatcher's did).
 func NewJob(kind JobKind, committed *runs.Run) Job {
 	j := Job{Kind: kind}
 	if committed == nil {
@@ -80,15 +89,26 @@ func NewJob(kind JobKind, committed *runs.Run) Job {
 	if err != nil || len(b) > MaxSnapshotSize {
 		return j
 	}
-	back, err := decodeSnapshot(b)
-	if err != nil || !bytes.Equal(back.Request, committed.Request) {
-		return j
-	}
-	if again, err := json.Marshal(back); err != nil || !bytes.Equal(again, b) {
-		return j
-	}
 	j.Snapshot = b
+	j.row = committed.Clone()
+	j.encoded = bytes.Clone(b)
 	return j
+}
+
+// sendable reports whether the job's snapshot may go to a worker in
+// another process: it decodes back to the row it was made from, the start
+// request's bytes included, and encodes again to the same bytes. A job
+// that did not come from NewJob is sent as it is.
+func (j Job) sendable() bool {
+	if j.row == nil || !bytes.Equal(j.Snapshot, j.encoded) {
+		return true
+	}
+	back, err := decodeSnapshot(j.Snapshot)
+	if err != nil || !bytes.Equal(back.Request, j.row.Request) {
+		return false
+	}
+	again, err := json.Marshal(back)
+	return err == nil && bytes.Equal(again, j.Snapshot)
 }
 
 // snapshotRow returns the job's snapshot as the row to claim from, or nil
@@ -99,7 +119,13 @@ func (j Job) snapshotRow(now time.Time) (*runs.Run, string) {
 	if len(j.Snapshot) == 0 {
 		return nil, ""
 	}
-	r, err := decodeSnapshot(j.Snapshot)
+	var r *runs.Run
+	var err error
+	if j.row != nil && bytes.Equal(j.Snapshot, j.encoded) {
+		r = j.row.Clone() // a job of this process: what the bytes encode
+	} else {
+		r, err = decodeSnapshot(j.Snapshot)
+	}
 	switch {
 	case err != nil:
 		return nil, "malformed: " + err.Error()
@@ -138,8 +164,12 @@ type JobEvent struct {
 	Job *Job `json:"agentgate_job"`
 }
 
-// Payload returns the job's Lambda invocation payload.
+// Payload returns the job's Lambda invocation payload; it leaves out a
+// snapshot that would not decode back to the row it was made from.
 func (j Job) Payload() []byte {
+	if !j.sendable() {
+		j.Snapshot = nil
+	}
 	b, _ := json.Marshal(JobEvent{Job: &j})
 	return b
 }

@@ -349,3 +349,30 @@ func TestStaleSnapshotRunsNothing(t *testing.T) {
 		assert.Zero(t, e.writes)
 	})
 }
+
+// TestOnlyASnapshotThatDecodesBackIsSent: a committed row whose start
+// request is not in the form JSON re-encodes it (spaces) is not sent to a
+// worker in another process (its decoded row would not be the committed
+// one), while a worker in this process claims from the copy the job keeps,
+// reading nothing.
+func TestOnlyASnapshotThatDecodesBackIsSent(t *testing.T) {
+	e := newSnapEnv(t)
+	r, err := e.store.Create(context.Background(), runs.NewRun{Initiator: "alice", Approvers: []string{"bob"},
+		Request: json.RawMessage(`{"prompt": "note", "approvers": ["bob"]}`)})
+	require.NoError(t, err)
+	require.Contains(t, string(r.Request), " ", "the committed row keeps the request's bytes")
+	job := service.NewJob(service.JobRun, r)
+	require.NotEmpty(t, job.Snapshot)
+
+	var ev service.JobEvent
+	require.NoError(t, json.Unmarshal(job.Payload(), &ev))
+	assert.Empty(t, ev.Job.Snapshot, "the payload leaves out a snapshot that decodes to another request")
+	assert.Equal(t, r.ID, ev.Job.RunID)
+
+	small := e.start(t, "note")
+	require.NoError(t, json.Unmarshal(service.NewJob(service.JobRun, small).Payload(), &ev))
+	assert.NotEmpty(t, ev.Job.Snapshot, "a row that decodes back is sent")
+
+	assert.Zero(t, e.handle(t, job), "in this process the job's copy of the row is claimed from")
+	assert.Equal(t, runs.StatusWaiting, e.get(t, r.ID).Status)
+}
