@@ -141,7 +141,8 @@ func (c *Client) ClientCallInput(ctx context.Context, id string, call ClientCall
 // Run.ToolResults, for its ToolResultsID. A call's whole input is
 // ClientCallInput. It returns the run (RESUMING);
 // of concurrent submissions exactly one wins, the others get a 409 Error.
-// Only the initiator or a tool executor of the run may submit (403).
+// Only the initiator or a tool executor of the run (named, or a current
+// member of a group it names) may submit (403).
 func (c *Client) SubmitToolResults(ctx context.Context, id string, res ToolResults) (*Run, error) {
 	if res.Results == nil {
 		res.Results = []ToolResult{} // not null (see StartRun)

@@ -113,7 +113,9 @@ type StartRunRequest struct {
 
 	// ClientTools are tools the caller executes; ToolResultsTTLSeconds is
 	// how long it has to submit their results (10 s to 7 days; 0: 1 h);
-	// ToolExecutors may submit them besides the initiator.
+	// ToolExecutors may submit them besides the initiator: principals, or
+	// "group:<name>" for the members of a directory group at the time of
+	// the submission.
 	ClientTools           []ClientTool `json:"client_tools,omitempty"`
 	ToolResultsTTLSeconds int64        `json:"tool_results_ttl_seconds,omitempty"`
 	ToolExecutors         []string     `json:"tool_executors,omitempty"`

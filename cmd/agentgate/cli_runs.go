@@ -275,7 +275,7 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.denialEndsRun, "denial-ends-run", false, "a denied call ends the run")
 	fs.BoolVar(&s.fourEyes, "four-eyes", false, "the initiator may not decide")
 	fs.StringVar(&s.clientTools, "client-tools", "", "tools you execute yourself: a JSON array of {name, description, input_schema, effect, requires_approval} (- for standard input)")
-	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you (repeatable)")
+	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you: a principal, or group:<name> for the members of a directory group (repeatable)")
 	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results (10s to 168h; default 1h)")
 	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or tool results, or ends; exit 1 if it ends other than COMPLETED")
 	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (0: wait without a limit)")

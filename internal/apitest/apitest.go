@@ -58,6 +58,10 @@ type Options struct {
 	States runs.StateStore
 	// Governance is the directory and policy (zero: neither).
 	Governance app.Governance
+	// Dir, when set, is the directory of a server stopped before (its
+	// Dir): the new server opens its store again, as a restart with, say,
+	// another directory file would. Empty: a new one.
+	Dir string
 }
 
 // Server is a running local server.
@@ -72,6 +76,7 @@ type Server struct {
 	Validator *apispec.Validator
 	tokens    map[string]string // principal -> token
 	mail      *syncBuffer
+	stop      func()
 }
 
 // Links returns the approval links mailed to approver so far, oldest
@@ -154,7 +159,10 @@ func Start(t testing.TB, o Options) *Server {
 	if v == nil {
 		v = apispec.MustValidator(t)
 	}
-	dir := t.TempDir()
+	dir := o.Dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "content", "pages"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +203,7 @@ func Start(t testing.TB, o Options) *Server {
 	gw := &gateway.Gateway{StartRun: h, Resume: h, Tokens: byToken, Logger: logger}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
+	s.stop = sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -204,8 +212,14 @@ func Start(t testing.TB, o Options) *Server {
 		local.Dispatcher.Wait()
 		_ = local.Close()
 	})
+	t.Cleanup(s.stop)
 	return s
 }
+
+// Stop stops the server before the test ends (once; the test's end stops
+// it otherwise): its workers finish and its store is closed, so another
+// server may open it (Options.Dir).
+func (s *Server) Stop() { s.stop() }
 
 // Client returns an HTTP client whose requests and responses are validated
 // too (the gateway's own answers, such as a refused token, included).

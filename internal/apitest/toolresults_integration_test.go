@@ -17,3 +17,11 @@ func TestClientToolsExpireOnAWS(t *testing.T) { runClientToolsExpire(t, onAWS(t)
 // The large client calls on DynamoDB+S3: the row keeps the summary, the
 // state blob in S3 the whole inputs.
 func TestClientCallOf1MiBOnAWS(t *testing.T) { runLargeClientCall(t, 1<<20, onAWS(t)) }
+
+// Group tool executors on DynamoDB+S3: the run row keeps the group entry,
+// and membership is read from the directory at submission, also by a
+// server started after the run with another directory.
+func TestClientToolsGroupExecutorsOnAWS(t *testing.T) { runClientToolsGroupExecutors(t, onAWS(t)) }
+func TestClientToolsGroupExecutorsMembershipAtSubmissionOnAWS(t *testing.T) {
+	runClientToolsGroupExecutorsMembershipAtSubmission(t, onAWS(t))
+}

@@ -371,7 +371,7 @@ func TestClientToolsRefusedAtStart(t *testing.T) {
 		{"too many tools", with(`"client_tools":[` + strings.Join(many, ",") + `]`), 413},
 		{"a description over 4 KiB", with(`"client_tools":[{"name":"a","effect":"read","input_schema":{},"description":"` + strings.Repeat("d", 4097) + `"}]`), 413},
 		{"a schema over 16 KiB", with(`"client_tools":[` + tool("a", "read", `{"type":"object","description":"`+strings.Repeat("s", 16<<10)+`"}`) + `]`), 413},
-		{"a group as executor", with(`"client_tools":[` + tool("a", "read", obj) + `],"tool_executors":["group:ops"]`), 422},
+		{"a group as executor, no directory", with(`"client_tools":[` + tool("a", "read", obj) + `],"tool_executors":["group:ops"]`), 422},
 		{"an executor twice", with(`"client_tools":[` + tool("a", "read", obj) + `],"tool_executors":["Carol@Example.com","carol@example.com"]`), 422},
 		{"executors without client tools", with(`"tool_executors":["carol"]`), 422},
 		{"a window too short", with(`"client_tools":[` + tool("a", "read", obj) + `],"tool_results_ttl_seconds":5`), 422},

@@ -89,7 +89,8 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	if err := runs.MaySubmitResults(a.Directory, r, who); err != nil {
+	grantedBy, err := runs.MaySubmitResults(a.Directory, r, who)
+	if err != nil {
 		var ref *identity.Refusal
 		if errors.As(err, &ref) {
 			a.log().Info("tool results refused", "run_id", r.ID, "submitter", who, "reason", ref.Reason)
@@ -104,7 +105,7 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 	if r.Status.Terminal() {
 		return events.APIGatewayProxyResponse{}, errorf(runs.EConflict, "run %s is %s; nothing waits for tool results", r.ID, r.Status)
 	}
-	next, err := a.Store.SubmitToolResults(ctx, r, runs.ToolResults{ID: b.ToolResultsID, Submitter: who, Results: b.Results})
+	next, err := a.Store.SubmitToolResults(ctx, r, runs.ToolResults{ID: b.ToolResultsID, Submitter: who, GrantedBy: grantedBy, Results: b.Results})
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}

@@ -24,7 +24,8 @@ type NewRun struct {
 	Request json.RawMessage
 	// Webhook is where the caller is told about the run (nil: nowhere).
 	Webhook *Subscription
-	// ToolExecutors may submit client-tool results besides the initiator.
+	// ToolExecutors may submit client-tool results besides the initiator
+	// (principals and "group:<name>" groups, as named).
 	ToolExecutors []string
 }
 

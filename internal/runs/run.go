@@ -318,7 +318,9 @@ type Run struct {
 	Outbox []OutboxEntry `json:"outbox,omitempty"`
 
 	// ToolExecutors may submit the results of the run's client calls
-	// besides its initiator: principals, as the run named them.
+	// besides its initiator: principals and "group:<name>" directory
+	// groups, as the run named them (MaySubmitResults reads a group's
+	// members when results are submitted).
 	ToolExecutors []string `json:"tool_executors,omitempty"`
 	// HandOver is the current (or last) hand-over of client calls to the
 	// caller (nil: none yet).

@@ -204,6 +204,11 @@ type ToolResults struct {
 	// Submitter is the authenticated caller (whether it may submit is the
 	// caller's check: MaySubmitResults).
 	Submitter string
+	// GrantedBy is the run's ToolExecutors entry that let Submitter submit
+	// (a principal or "group:<name>"), as MaySubmitResults returned it;
+	// empty for the initiator. The tool_results event records it, so the
+	// audit says why a submitter was let in after the directory changed.
+	GrantedBy string
 	// Results are exactly one per handed-over call.
 	Results []loop.ClientResult
 }
@@ -298,7 +303,8 @@ func (s *Store) SubmitToolResults(ctx context.Context, cur *Run, tr ToolResults)
 			ToolResultsID string      `json:"tool_results_id"`
 			Results       []resultRef `json:"results"`
 			ResultsSHA256 string      `json:"results_sha256"`
-		}{tr.ID, refs, ref.SHA256})}}}, nil
+			GrantedBy     string      `json:"granted_by,omitempty"`
+		}{tr.ID, refs, ref.SHA256, tr.GrantedBy})}}}, nil
 	}, func(fresh *Run) bool {
 		return fresh.Status == StatusWaitingForToolResults && fresh.HandOver != nil && fresh.HandOver.ID == tr.ID
 	})

@@ -24,8 +24,8 @@ const (
 	MaxClientToolDescription = 4 << 10
 	// MaxClientToolSchema bounds a client tool's input schema (JSON).
 	MaxClientToolSchema = 16 << 10
-	// MaxToolExecutors bounds the principals besides the initiator who may
-	// submit results.
+	// MaxToolExecutors bounds the entries (principals and groups) naming
+	// who besides the initiator may submit results.
 	MaxToolExecutors = runs.MaxApprovers
 	// MinToolResultsTTL, MaxToolResultsTTL and DefaultToolResultsTTL bound
 	// how long a caller has to submit the results of handed-over calls.
@@ -93,10 +93,19 @@ func (r *StartRequest) validateClientTools(tools *loop.Toolbox) (*loop.Toolbox, 
 	if err != nil {
 		return nil, runs.Errorf(runs.EInvalid, "client_tools: %v", err)
 	}
-	executors := map[string]bool{}
+	executors, groups := map[string]bool{}, map[string]bool{}
 	for i, e := range r.ToolExecutors {
-		if identity.IsGroupEntry(e) {
-			return nil, runs.Errorf(runs.EInvalid, "tool_executors[%d]: name a principal, not a group", i)
+		if name, ok := strings.CutPrefix(e, identity.GroupPrefix); ok {
+			// Whether the directory has the group is the API's check
+			// (it holds the directory); here only its form and repeats.
+			if name == "" {
+				return nil, runs.Errorf(runs.EInvalid, "tool_executors[%d]: %q names no group (group:<name>)", i, e)
+			}
+			if groups[name] {
+				return nil, runs.Errorf(runs.EInvalid, "tool_executors[%d]: %q is listed twice", i, e)
+			}
+			groups[name] = true
+			continue
 		}
 		if err := validPrincipal(e); err != nil {
 			return nil, runs.Errorf(runs.EInvalid, "tool_executors[%d]: %v", i, err)

@@ -125,3 +125,40 @@ func TestClientToolClashAtResumeEndsRun(t *testing.T) {
 	assert.Equal(t, runs.StatusFailed, got.Status)
 	assert.Equal(t, loop.ReasonToolChanged, got.Reason)
 }
+
+// TestToolExecutorsValidate: tool_executors take principals and
+// "group:<name>" groups (whether the directory has the group is the API's
+// check); a repeat of either, an empty group name and a bad principal are
+// 422 naming the field and the index.
+func TestToolExecutorsValidate(t *testing.T) {
+	tools, err := loop.NewToolbox(&loop.FuncTool{Def: loop.Definition{Name: "t", Effect: loop.EffectRead}})
+	require.NoError(t, err)
+	client := []service.ClientToolSpec{{Name: "lookup", Effect: loop.EffectRead, InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	tests := []struct {
+		name      string
+		executors []string
+		want      string // "" = accepted
+	}{
+		{"principals", []string{"svc-orders", "Carol@Example.com", "arn:aws:iam::123456789012:role/order-worker"}, ""},
+		{"a group", []string{"group:ops"}, ""},
+		{"groups and principals", []string{"group:ops", "carol", "group:finance"}, ""},
+		{"a group and one of its members", []string{"group:ops", "bob@example.com"}, ""},
+		{"a group twice", []string{"group:ops", "carol", "group:ops"}, `tool_executors[2]: "group:ops" is listed twice`},
+		{"an empty group name", []string{"carol", "group:"}, `tool_executors[1]: "group:" names no group (group:<name>)`},
+		{"a principal twice, canonically", []string{"Carol@Example.com", "carol+x@example.com"}, `tool_executors[1]: "carol+x@example.com" is listed twice`},
+		{"not a principal", []string{"group:ops", "a b"}, `tool_executors[1]: "a b" contains spaces`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := service.StartRequest{Prompt: "x", Approvers: []string{"bob"}, ClientTools: client, ToolExecutors: tt.executors}
+			err := r.Validate(tools)
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, runs.EInvalid, runs.ErrorCode(err))
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}

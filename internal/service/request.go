@@ -75,7 +75,9 @@ type StartRequest struct {
 	// ToolResultsTTLSeconds is how long the caller has to submit results
 	// (default 1 h, 10 s to 7 days).
 	ToolResultsTTLSeconds int64 `json:"tool_results_ttl_seconds,omitempty"`
-	// ToolExecutors may submit results besides the initiator (principals).
+	// ToolExecutors may submit results besides the initiator: principals
+	// and "group:<name>" groups of the directory (any member at the time
+	// of the submission).
 	ToolExecutors []string `json:"tool_executors,omitempty"`
 }
 
