@@ -336,6 +336,11 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	whSecret := fs.String("webhook-secret", "", "enable webhooks, signing with this whsec_ secret (visible to other local users in the process list; prefer --webhook-secret-file)")
 	whHTTP := fs.Bool("webhook-allow-http", false, "accept plain-http webhook URLs (local tests only)")
 	whAllow := fs.String("webhook-allow", "", "internal address prefixes webhooks may go to, comma-separated (e.g. 127.0.0.1,::1 for a receiver on this machine)")
+	whConcurrency := 0
+	fs.Func("webhook-concurrency", fmt.Sprintf("how many runs' webhooks the sweep delivers at the same time, 1 to %d (default: $%s, else %d)", webhook.MaxConcurrency, config.EnvWebhookConcurrency, service.DefaultDeliveryConcurrency), func(v string) (err error) {
+		whConcurrency, err = webhook.ParseConcurrency(v)
+		return err
+	})
 	directory := fs.String("directory", os.Getenv(config.EnvDirectory), "directory file: persons, their aliases, groups and service accounts (see README; default $"+config.EnvDirectory+")")
 	policyFile := fs.String("policy", os.Getenv(config.EnvPolicy), "policy file: rules per tool with CEL conditions (see README; default $"+config.EnvPolicy+")")
 	var remote remoteFlag
@@ -353,7 +358,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		generated = gateway.NewToken()
 		tokens = tokenFlag{generated: "local-user"}
 	}
-	hooks, err := serveWebhooks(*whFile, *whSecret, *whHTTP, *whAllow, stdout)
+	hooks, err := serveWebhooks(*whFile, *whSecret, *whHTTP, *whAllow, whConcurrency, os.Getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -436,11 +441,23 @@ func (r *remoteFlag) Set(v string) error {
 }
 
 // serveWebhooks builds the local server's webhook configuration from its
-// flags: nil (webhooks off) unless a secret file or value is given.
-func serveWebhooks(file, secret string, allowHTTP bool, allow string, stdout io.Writer) (*app.Webhooks, error) {
+// flags: nil (webhooks off) unless a secret file or value is given. The
+// sweep delivers for concurrency runs at the same time (--webhook-
+// concurrency; 0: AGENTGATE_WEBHOOK_CONCURRENCY read with getenv, else
+// service.DefaultDeliveryConcurrency).
+func serveWebhooks(file, secret string, allowHTTP bool, allow string, concurrency int, getenv func(string) string, stdout io.Writer) (*app.Webhooks, error) {
 	prefixes, err := webhook.ParseAllowList(allow)
 	if err != nil {
 		return nil, fmt.Errorf("--webhook-allow: %w", err)
+	}
+	if concurrency == 0 {
+		// Read even without webhooks: a malformed value is refused
+		// whatever else is given, as the functions refuse it.
+		if concurrency, err = config.DeliveryConcurrencyFrom(getenv); err != nil {
+			return nil, err
+		}
+	} else if file == "" && secret == "" {
+		return nil, fmt.Errorf("--webhook-concurrency needs --webhook-secret-file or --webhook-secret")
 	}
 	var signer *webhook.Signer
 	switch {
@@ -464,7 +481,7 @@ func serveWebhooks(file, secret string, allowHTTP bool, allow string, stdout io.
 		}
 		return nil, nil
 	}
-	return &app.Webhooks{Signer: signer, Policy: webhook.Policy{AllowHTTP: allowHTTP, Allow: prefixes}}, nil
+	return &app.Webhooks{Signer: signer, Policy: webhook.Policy{AllowHTTP: allowHTTP, Allow: prefixes}, DeliveryConcurrency: concurrency}, nil
 }
 
 // Timeouts of the local server: a client gets 10 s for its headers, 60 s

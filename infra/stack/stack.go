@@ -174,6 +174,11 @@ type AgentgateStackProps struct {
 	// WebhookAllow is the allow-list of internal address prefixes webhooks
 	// may go to (AGENTGATE_WEBHOOK_ALLOW); needs WebhookSecretArn.
 	WebhookAllow string
+	// WebhookConcurrency is how many runs' webhook deliveries a sweep makes
+	// at the same time (AGENTGATE_WEBHOOK_CONCURRENCY on purge, 1 to
+	// webhook.MaxConcurrency); needs WebhookSecretArn. Zero: the
+	// function's default (service.DefaultDeliveryConcurrency).
+	WebhookConcurrency int
 
 	// SkipAPIGatewayAccountRole leaves the account-wide API Gateway
 	// CloudWatch role alone (set it when the account already has one);

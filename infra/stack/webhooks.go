@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -20,7 +21,15 @@ func validateWebhooks(p AgentgateStackProps) error {
 		if p.WebhookAllow != "" {
 			return fmt.Errorf("webhook allow-list %q needs a webhook secret ARN", p.WebhookAllow)
 		}
+		if p.WebhookConcurrency != 0 {
+			return fmt.Errorf("webhook concurrency %d needs a webhook secret ARN", p.WebhookConcurrency)
+		}
 		return nil
+	}
+	if p.WebhookConcurrency != 0 {
+		if _, err := webhook.ParseConcurrency(strconv.Itoa(p.WebhookConcurrency)); err != nil {
+			return fmt.Errorf("webhook concurrency: %w", err)
+		}
 	}
 	if !strings.HasPrefix(p.WebhookSecretArn, "arn:") || !strings.Contains(p.WebhookSecretArn, ":secretsmanager:") {
 		return fmt.Errorf("webhook secret %q: want a Secrets Manager secret ARN", p.WebhookSecretArn)
@@ -48,5 +57,9 @@ func addWebhooks(p AgentgateStackProps, fns functions) {
 			fn.AddEnvironment(jsii.String(webhook.EnvAllow), jsii.String(p.WebhookAllow), nil)
 		}
 		fn.AddToRolePolicy(allow(sidReadWebhookSecret, []string{"secretsmanager:GetSecretValue"}, []*string{jsii.String(p.WebhookSecretArn)}, nil))
+	}
+	if p.WebhookConcurrency != 0 {
+		// Only the sweep delivers for several runs at once.
+		fns.purge.AddEnvironment(jsii.String(webhook.EnvConcurrency), jsii.String(strconv.Itoa(p.WebhookConcurrency)), nil)
 	}
 }

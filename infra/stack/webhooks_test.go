@@ -36,6 +36,26 @@ func TestWebhooksLeastPrivilege(t *testing.T) {
 		if strings.Join(secrets, ",") != webhookSecret {
 			t.Errorf("%s may read %v, want exactly the webhook secret", name, secrets)
 		}
+		if _, ok := env["AGENTGATE_WEBHOOK_CONCURRENCY"]; ok {
+			t.Errorf("%s has AGENTGATE_WEBHOOK_CONCURRENCY without WebhookConcurrency (the function's default applies)", name)
+		}
+	}
+}
+
+// TestWebhookConcurrency: WebhookConcurrency is the purge function's
+// AGENTGATE_WEBHOOK_CONCURRENCY (only the sweep delivers for several runs
+// at once).
+func TestWebhookConcurrency(t *testing.T) {
+	s := synth(t, AgentgateStackProps{ModelArns: []string{testModelArn}, WebhookSecretArn: webhookSecret, WebhookConcurrency: 16})
+	for _, name := range []string{"startrun", "resume", "purge"} {
+		_, fn := s.functionByName(t, testStackName+"-"+name)
+		got, ok := fn["Environment"].(map[string]any)["Variables"].(map[string]any)["AGENTGATE_WEBHOOK_CONCURRENCY"]
+		switch {
+		case name == "purge" && got != "16":
+			t.Errorf("purge: AGENTGATE_WEBHOOK_CONCURRENCY = %v, want 16", got)
+		case name != "purge" && ok:
+			t.Errorf("%s: AGENTGATE_WEBHOOK_CONCURRENCY = %v, want none (it does not sweep)", name, got)
+		}
 	}
 }
 
@@ -60,6 +80,9 @@ func TestWebhookPropsValidated(t *testing.T) {
 		{WebhookSecretArn: "agentgate-webhooks"},
 		{WebhookAllow: "10.0.0.0/8"},
 		{WebhookSecretArn: webhookSecret, WebhookAllow: "10.0.0.1/8"},
+		{WebhookConcurrency: 4},
+		{WebhookSecretArn: webhookSecret, WebhookConcurrency: -1},
+		{WebhookSecretArn: webhookSecret, WebhookConcurrency: 65},
 	} {
 		if err := validateWebhooks(p); err == nil {
 			t.Errorf("validateWebhooks(%+v) = nil, want an error", p)
@@ -67,5 +90,10 @@ func TestWebhookPropsValidated(t *testing.T) {
 	}
 	if err := validateWebhooks(AgentgateStackProps{WebhookSecretArn: webhookSecret}); err != nil {
 		t.Errorf("a valid secret ARN: %v", err)
+	}
+	for _, n := range []int{1, 64} {
+		if err := validateWebhooks(AgentgateStackProps{WebhookSecretArn: webhookSecret, WebhookConcurrency: n}); err != nil {
+			t.Errorf("webhook concurrency %d: %v", n, err)
+		}
 	}
 }

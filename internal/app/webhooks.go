@@ -25,6 +25,9 @@ type Webhooks struct {
 	RootCAs *x509.CertPool
 	// Schedule is the retry schedule (zero: webhook.DefaultSchedule).
 	Schedule webhook.Schedule
+	// DeliveryConcurrency bounds the runs whose deliveries a sweep makes
+	// at the same time (0: service.DefaultDeliveryConcurrency).
+	DeliveryConcurrency int
 	// Now is the clock of webhook-timestamp (nil: time.Now).
 	Now func() time.Time
 }
@@ -42,5 +45,6 @@ func (a *App) wireWebhooks(w *Webhooks) error {
 	a.API.Webhooks = &httpapi.WebhookTargets{Policy: w.Policy, Resolver: w.Resolver}
 	a.Sweeper.Webhooks = sender
 	a.Sweeper.Schedule = w.Schedule
+	a.Sweeper.DeliveryConcurrency = w.DeliveryConcurrency
 	return nil
 }

@@ -40,7 +40,8 @@ const MaxReasonLength = 2000
 // turn whose pending calls are pending. The digest is taken from the form
 // unchecked (the caller's conditional transition compares it with the
 // suspension's); approve and deny decide the whole turn, per_call gives one
-// CallDecision per call that needs approval.
+// CallDecision per call that needs approval, and one per call that needs
+// none but was marked approve (as the API takes a per-call approve of it).
 //
 // Edits are not possible through the page: changing a call's arguments
 // needs an authenticated caller and schema validation, so edits go through
@@ -77,8 +78,9 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 			}
 		case strings.HasPrefix(k, CallFieldPrefix):
 			id := strings.TrimPrefix(k, CallFieldPrefix)
-			if err := decidable(byID, id); err != nil {
-				return loop.Decision{}, err
+			c, ok := byID[id]
+			if !ok {
+				return loop.Decision{}, invalid("unknown call id %.80q", id)
 			}
 			switch v {
 			case ActionApprove, ActionDeny:
@@ -87,9 +89,17 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 			default:
 				return loop.Decision{}, invalid("call %.80q: choose approve or deny, not %.40q", id, v)
 			}
+			if err := decidable(c, loop.Action(v)); err != nil {
+				return loop.Decision{}, err
+			}
 		case strings.HasPrefix(k, ReasonFieldPrefix):
+			// A call's reason goes with denying it.
 			id := strings.TrimPrefix(k, ReasonFieldPrefix)
-			if err := decidable(byID, id); err != nil {
+			c, ok := byID[id]
+			if !ok {
+				return loop.Decision{}, invalid("unknown call id %.80q", id)
+			}
+			if err := decidable(c, loop.ActionDeny); err != nil {
 				return loop.Decision{}, err
 			}
 			if _, err := reason(v, fmt.Sprintf("the reason for call %.80q", id)); err != nil {
@@ -143,11 +153,19 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 			// reason (the API refuses both at once).
 			return loop.Decision{}, invalid("the text in the field above the buttons goes with \"Approve all\" (a note) or \"Deny all\" (the reason); with per-call decisions give each denied call its own reason, and leave that field empty")
 		}
+		held := 0
 		for _, c := range pending {
+			choice := form.Get(CallFieldPrefix + c.ID)
 			if !c.NeedsApproval {
+				// The page offers no choice here; an approve posted
+				// anyway changes nothing, and goes with the decision as
+				// the API's per-call approve of such a call does.
+				if choice != "" {
+					d.Calls = append(d.Calls, loop.CallDecision{CallID: c.ID, Action: loop.Action(choice)})
+				}
 				continue
 			}
-			choice := form.Get(CallFieldPrefix + c.ID)
+			held++
 			if choice == "" {
 				return loop.Decision{}, invalid("choose approve or deny for call %.80q (%.80s)", c.ID, c.Tool)
 			}
@@ -157,7 +175,7 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 			}
 			d.Calls = append(d.Calls, cd)
 		}
-		if len(d.Calls) == 0 {
+		if held == 0 {
 			return loop.Decision{}, invalid("no call of this turn needs approval")
 		}
 	case string(loop.ActionEdit):
@@ -168,16 +186,19 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 	return d, nil
 }
 
-// decidable checks that id names a pending call that needs approval.
-func decidable(byID map[string]runs.CallSummary, id string) error {
-	c, ok := byID[id]
+// decidable checks that call c may be chosen action one by one, by the
+// rule the API applies to a per-call decision (loop.CheckCallDecision): a
+// call that needs no approval may be approved (it changes nothing) but not
+// denied; a call a deny rule refused is not decided at all.
+func decidable(c runs.CallSummary, action loop.Action) error {
+	err := loop.CheckCallDecision(c.PendingCall(), action)
 	switch {
-	case !ok:
-		return invalid("unknown call id %.80q", id)
-	case !c.NeedsApproval:
-		return invalid("call %.80q needs no approval", id)
+	case err == nil:
+		return nil
+	case c.Denied != "":
+		return invalid("%s", err)
 	}
-	return nil
+	return invalid("%s; only calls held for approval are decided one by one (Deny, or Deny all on a turn of several calls, stops every call of the turn)", err)
 }
 
 // reason normalizes a posted reason (line ends to LF, surrounding space

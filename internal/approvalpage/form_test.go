@@ -1,6 +1,7 @@
 package approvalpage_test
 
 import (
+	"context"
 	"net/url"
 	"reflect"
 	"strings"
@@ -82,8 +83,27 @@ func TestParseDecision(t *testing.T) {
 		{name: "unknown call id", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "approve", "call.toolu_99", "deny"),
 			wantErr: `unknown call id "toolu_99"`},
 		{name: "unknown reason id", form: form("digest", digest, "action", "deny", "reason.nope", "x"), wantErr: `unknown call id "nope"`},
-		{name: "call needing no approval", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "approve", "call.toolu_03", "deny"),
-			wantErr: `call "toolu_03" needs no approval`},
+		// A call that needs no approval may be approved one by one (it
+		// changes nothing), as the API takes it, but not denied.
+		{name: "per call approving a call needing no approval", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "deny", "call.toolu_03", "approve"),
+			want: loop.Decision{TurnDigest: digest, Calls: []loop.CallDecision{
+				{CallID: "toolu_01", Action: loop.ActionApprove},
+				{CallID: "toolu_02", Action: loop.ActionDeny},
+				{CallID: "toolu_03", Action: loop.ActionApprove},
+			}}},
+		{name: "approve all with a call needing no approval marked approve", form: form("digest", digest, "action", "approve", "call.toolu_03", "approve"),
+			want: loop.Decision{TurnDigest: digest, Action: loop.ActionApprove}},
+		{name: "per call denying a call needing no approval", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "approve", "call.toolu_03", "deny"),
+			wantErr: `call "toolu_03" (read_document) needs no approval (its tool only reads): it runs without one, so it cannot be denied; only calls held for approval are decided one by one`},
+		{name: "deny all with a call needing no approval marked deny", form: form("digest", digest, "action", "deny", "call.toolu_03", "deny"),
+			wantErr: `call "toolu_03" (read_document) needs no approval (its tool only reads): it runs without one, so it cannot be denied`},
+		{name: "a reason for a call needing no approval", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_02", "approve", "reason.toolu_03", "no"),
+			wantErr: `call "toolu_03" (read_document) needs no approval (its tool only reads): it runs without one, so it cannot be denied`},
+		{name: "per call approving a call a deny rule refused", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve", "call.toolu_03", "approve"),
+			pending: deniedThird(),
+			wantErr: `call "toolu_03" (read_document) was denied by policy rule "no-reads": it never runs, so it cannot be decided`},
+		{name: "per call approving a call needing no approval, nothing held", form: form("digest", digest, "action", "per_call", "call.toolu_03", "approve"), pending: threeCalls()[2:],
+			wantErr: "no call of this turn needs approval"},
 		{name: "per call missing a choice", form: form("digest", digest, "action", "per_call", "call.toolu_01", "approve"),
 			wantErr: `choose approve or deny for call "toolu_02" (send_email)`},
 		{name: "per call bad choice", form: form("digest", digest, "action", "per_call", "call.toolu_01", "maybe", "call.toolu_02", "approve"),
@@ -154,5 +174,63 @@ func TestConfirmFormRoundTrip(t *testing.T) {
 	}
 	if d.TurnDigest != p.TurnDigest || len(d.Calls) != 2 || d.Calls[0].Message != "no" {
 		t.Errorf("decision = %+v", d)
+	}
+}
+
+// deniedThird is threeCalls with its read refused by a deny rule.
+func deniedThird() []runs.CallSummary {
+	calls := threeCalls()
+	calls[2].Rule, calls[2].Denied = "no-reads", "reads are off"
+	return calls
+}
+
+// TestParseDecisionAgreesWithAPI checks that the form takes a per-call
+// choice on every kind of call exactly when the API takes the same choice
+// in a per-call decision (loop.ValidateDecision), and that a refusal says
+// the same about the call.
+func TestParseDecisionAgreesWithAPI(t *testing.T) {
+	kinds := []struct {
+		name string
+		call runs.CallSummary
+	}{
+		{"held write", runs.CallSummary{ID: "c", Tool: "write_document", Effect: "write", NeedsApproval: true}},
+		{"read", runs.CallSummary{ID: "c", Tool: "read_document", Effect: "read"}},
+		{"write an allow rule lets run", runs.CallSummary{ID: "c", Tool: "write_document", Effect: "write", Rule: "drafts"}},
+		{"write approved for the run", runs.CallSummary{ID: "c", Tool: "write_document", Effect: "write", Rule: "default", ApprovedBy: "ops@example.com"}},
+		{"call a deny rule refused", runs.CallSummary{ID: "c", Tool: "write_document", Effect: "write", Rule: "no-prod", Denied: "not in prod"}},
+	}
+	held := runs.CallSummary{ID: "h", Tool: "send_email", Effect: "write", NeedsApproval: true}
+	for _, k := range kinds {
+		for _, action := range []loop.Action{loop.ActionApprove, loop.ActionDeny} {
+			t.Run(k.name+"/"+string(action), func(t *testing.T) {
+				pending := []runs.CallSummary{held, k.call}
+				api := loop.Decision{TurnDigest: digest, Calls: []loop.CallDecision{{CallID: "h", Action: loop.ActionApprove}, {CallID: "c", Action: action}}}
+				calls := []loop.PendingCall{held.PendingCall(), k.call.PendingCall()}
+				// No edits, so no toolbox and no policy are needed.
+				apiErr := loop.ValidateDecision(context.Background(), nil, nil, calls, digest, api)
+
+				got, formErr := approvalpage.ParseDecision(url.Values{
+					"digest": {digest}, "action": {"per_call"}, "call.h": {"approve"}, "call.c": {string(action)},
+				}, pending)
+				switch {
+				case (apiErr == nil) != (formErr == nil):
+					t.Fatalf("API: %v; form: %v; want both to accept or both to refuse", apiErr, formErr)
+				case apiErr == nil:
+					if !reflect.DeepEqual(got, api) {
+						t.Errorf("form decision = %+v, want the API's %+v", got, api)
+					}
+				default:
+					// The API's message is "calls[1]: <why>; <advice>",
+					// the form's "<why>; <advice>" with its own advice.
+					why, _, _ := strings.Cut(strings.TrimPrefix(runs.ErrorMessage(runs.FromLoop(apiErr)), "calls[1]: "), ";")
+					if msg := runs.ErrorMessage(formErr); !strings.HasPrefix(msg, why) {
+						t.Errorf("form refusal %q does not start with the API's reason %q", msg, why)
+					}
+					if code := runs.ErrorCode(formErr); code != runs.EInvalid {
+						t.Errorf("form refusal code = %q, want %q (422, as the API's)", code, runs.EInvalid)
+					}
+				}
+			})
+		}
 	}
 }

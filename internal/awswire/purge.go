@@ -45,7 +45,8 @@ func Purge(ctx context.Context, getenv func(string) string) (*lambdaentry.Entry,
 
 // NewSweeper builds the sweep on AWS: the run store, re-dispatch through
 // Lambda, reminders through SES (when a sender is configured) and webhook
-// delivery (when a signing secret is). owner names the process in the
+// delivery (when a signing secret is), for the runs of
+// cfg.DeliveryConcurrency at the same time. owner names the process in the
 // records of reminders.
 func NewSweeper(cfg config.Config, awsCfg aws.Config, getenv func(string) string, owner string, logger *slog.Logger) (*service.Sweeper, error) {
 	store, err := NewStore(cfg, awsCfg, NewS3(awsCfg), logger)
@@ -70,7 +71,7 @@ func NewSweeper(cfg config.Config, awsCfg aws.Config, getenv func(string) string
 	if err != nil {
 		return nil, err
 	}
-	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, Logger: logger}
+	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, Logger: logger, DeliveryConcurrency: cfg.DeliveryConcurrency}
 	hooks, err := Webhooks(getenv, awsCfg)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package awswire_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,7 +11,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/awsenv"
 	"github.com/agentgate/agentgate/internal/awswire"
+	"github.com/agentgate/agentgate/internal/config"
+	"github.com/agentgate/agentgate/internal/service"
 )
 
 // fakeDynamoDB answers every DynamoDB call with an empty result and records
@@ -84,6 +88,7 @@ func TestPurgeStartUpErrorsNameTheProblem(t *testing.T) {
 		{"mail without link base", func(m map[string]string) { delete(m, "AGENTGATE_PUBLIC_BASE_URL") }, "AGENTGATE_PUBLIC_BASE_URL"},
 		{"missing directory", func(m map[string]string) { m["AGENTGATE_DIRECTORY"] = filepath.Join(t.TempDir(), "none.json") }, "none.json"},
 		{"allow list without secret", func(m map[string]string) { m["AGENTGATE_WEBHOOK_ALLOW"] = "10.0.0.0/8" }, "AGENTGATE_WEBHOOK_SECRET"},
+		{"delivery concurrency 0", func(m map[string]string) { m["AGENTGATE_WEBHOOK_CONCURRENCY"] = "0" }, `AGENTGATE_WEBHOOK_CONCURRENCY="0": want an integer from 1 to 64`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,5 +98,36 @@ func TestPurgeStartUpErrorsNameTheProblem(t *testing.T) {
 				t.Errorf("got %v, want an error naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPurgeSweeperDeliveryConcurrency: the purge function's sweep delivers
+// webhooks for AGENTGATE_WEBHOOK_CONCURRENCY runs at the same time (8 when
+// unset).
+func TestPurgeSweeperDeliveryConcurrency(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  int
+	}{{"", service.DefaultDeliveryConcurrency}, {"3", 3}, {"64", 64}} {
+		m := purgeEnv("http://127.0.0.1:1")
+		m["AGENTGATE_WEBHOOK_SECRET"] = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hooks"
+		if tt.value != "" {
+			m["AGENTGATE_WEBHOOK_CONCURRENCY"] = tt.value
+		}
+		cfg, err := config.Load(env(m), awswire.PurgeRequired...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		awsCfg, err := awsenv.Load(env(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := awswire.NewSweeper(cfg, awsCfg, env(m), "purge/test", slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.DeliveryConcurrency != tt.want || s.Webhooks == nil {
+			t.Errorf("AGENTGATE_WEBHOOK_CONCURRENCY=%q: sweeper delivers for %d runs at once (webhooks on: %t), want %d", tt.value, s.DeliveryConcurrency, s.Webhooks != nil, tt.want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/service"
+	"github.com/agentgate/agentgate/internal/webhook"
 )
 
 // Config is the configuration of a function or the local server. The model
@@ -17,36 +18,38 @@ import (
 // only the functions that run a model read them, so purge links no provider.
 // Every default is the constant of the package that applies it.
 type Config struct {
-	Table            string        // AGENTGATE_TABLE
-	Bucket           string        // AGENTGATE_BUCKET
-	KMSKeyID         string        // AGENTGATE_KMS_KEY_ID (optional)
-	StartRunFunction string        // AGENTGATE_STARTRUN_FUNCTION
-	ResumeFunction   string        // AGENTGATE_RESUME_FUNCTION
-	PublicBaseURL    string        // AGENTGATE_PUBLIC_BASE_URL
-	MailFrom         string        // AGENTGATE_MAIL_FROM
-	ApprovalTTL      time.Duration // AGENTGATE_APPROVAL_TTL, default service.DefaultApprovalTTL
-	Retention        time.Duration // AGENTGATE_RETENTION, default runs.DefaultRetention
-	DueShards        int           // AGENTGATE_DUE_SHARDS, default dynamo.DefaultDueShards
-	AllowedModels    []string      // AGENTGATE_ALLOWED_MODELS, comma-separated model ids runs may choose
-	DirectoryFile    string        // AGENTGATE_DIRECTORY, path of the directory file (optional)
-	PolicyFile       string        // AGENTGATE_POLICY, path of the policy file (optional)
+	Table               string        // AGENTGATE_TABLE
+	Bucket              string        // AGENTGATE_BUCKET
+	KMSKeyID            string        // AGENTGATE_KMS_KEY_ID (optional)
+	StartRunFunction    string        // AGENTGATE_STARTRUN_FUNCTION
+	ResumeFunction      string        // AGENTGATE_RESUME_FUNCTION
+	PublicBaseURL       string        // AGENTGATE_PUBLIC_BASE_URL
+	MailFrom            string        // AGENTGATE_MAIL_FROM
+	ApprovalTTL         time.Duration // AGENTGATE_APPROVAL_TTL, default service.DefaultApprovalTTL
+	Retention           time.Duration // AGENTGATE_RETENTION, default runs.DefaultRetention
+	DueShards           int           // AGENTGATE_DUE_SHARDS, default dynamo.DefaultDueShards
+	DeliveryConcurrency int           // AGENTGATE_WEBHOOK_CONCURRENCY, default service.DefaultDeliveryConcurrency
+	AllowedModels       []string      // AGENTGATE_ALLOWED_MODELS, comma-separated model ids runs may choose
+	DirectoryFile       string        // AGENTGATE_DIRECTORY, path of the directory file (optional)
+	PolicyFile          string        // AGENTGATE_POLICY, path of the policy file (optional)
 }
 
 // Variable names.
 const (
-	EnvTable            = "AGENTGATE_TABLE"
-	EnvBucket           = "AGENTGATE_BUCKET"
-	EnvKMSKeyID         = "AGENTGATE_KMS_KEY_ID"
-	EnvStartRunFunction = "AGENTGATE_STARTRUN_FUNCTION"
-	EnvResumeFunction   = "AGENTGATE_RESUME_FUNCTION"
-	EnvPublicBaseURL    = "AGENTGATE_PUBLIC_BASE_URL"
-	EnvMailFrom         = "AGENTGATE_MAIL_FROM"
-	EnvApprovalTTL      = "AGENTGATE_APPROVAL_TTL"
-	EnvRetention        = "AGENTGATE_RETENTION"
-	EnvDueShards        = "AGENTGATE_DUE_SHARDS"
-	EnvAllowedModels    = "AGENTGATE_ALLOWED_MODELS"
-	EnvDirectory        = "AGENTGATE_DIRECTORY"
-	EnvPolicy           = "AGENTGATE_POLICY"
+	EnvTable              = "AGENTGATE_TABLE"
+	EnvBucket             = "AGENTGATE_BUCKET"
+	EnvKMSKeyID           = "AGENTGATE_KMS_KEY_ID"
+	EnvStartRunFunction   = "AGENTGATE_STARTRUN_FUNCTION"
+	EnvResumeFunction     = "AGENTGATE_RESUME_FUNCTION"
+	EnvPublicBaseURL      = "AGENTGATE_PUBLIC_BASE_URL"
+	EnvMailFrom           = "AGENTGATE_MAIL_FROM"
+	EnvApprovalTTL        = "AGENTGATE_APPROVAL_TTL"
+	EnvRetention          = "AGENTGATE_RETENTION"
+	EnvDueShards          = "AGENTGATE_DUE_SHARDS"
+	EnvAllowedModels      = "AGENTGATE_ALLOWED_MODELS"
+	EnvDirectory          = "AGENTGATE_DIRECTORY"
+	EnvPolicy             = "AGENTGATE_POLICY"
+	EnvWebhookConcurrency = webhook.EnvConcurrency // read here with the sweep's other settings
 )
 
 // Load reads the configuration with getenv (os.Getenv in main) and checks
@@ -95,6 +98,9 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 		}
 		c.DueShards = n
 	}
+	if c.DeliveryConcurrency, err = DeliveryConcurrencyFrom(getenv); err != nil {
+		return Config{}, err
+	}
 	if c.PublicBaseURL != "" {
 		u, err := url.Parse(c.PublicBaseURL)
 		switch {
@@ -115,6 +121,20 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 // store, which needs none of the rest): runs.DefaultRetention when unset.
 func RetentionFrom(getenv func(string) string) (time.Duration, error) {
 	return duration(getenv, EnvRetention, runs.DefaultRetention, time.Second, 10*365*24*time.Hour)
+}
+
+// DeliveryConcurrencyFrom reads AGENTGATE_WEBHOOK_CONCURRENCY alone (serve
+// on the embedded store): service.DefaultDeliveryConcurrency when unset.
+func DeliveryConcurrencyFrom(getenv func(string) string) (int, error) {
+	s := getenv(EnvWebhookConcurrency)
+	if s == "" {
+		return service.DefaultDeliveryConcurrency, nil
+	}
+	n, err := webhook.ParseConcurrency(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%w", EnvWebhookConcurrency, err)
+	}
+	return n, nil
 }
 
 func duration(getenv func(string) string, name string, def, lo, hi time.Duration) (time.Duration, error) {

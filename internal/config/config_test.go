@@ -40,6 +40,42 @@ func TestLoadRejectsMalformed(t *testing.T) {
 	}
 }
 
+// TestWebhookConcurrency: AGENTGATE_WEBHOOK_CONCURRENCY is the sweep's
+// delivery concurrency, an integer from 1 to 64 (default 8); anything else
+// is a start-up error naming the variable and what it wants.
+func TestWebhookConcurrency(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    int
+		wantErr string
+	}{
+		{"", 8, ""},
+		{"1", 1, ""},
+		{"20", 20, ""},
+		{" 64 ", 64, ""},
+		{"0", 0, `AGENTGATE_WEBHOOK_CONCURRENCY="0": want an integer from 1 to 64`},
+		{"-3", 0, `AGENTGATE_WEBHOOK_CONCURRENCY="-3": want an integer from 1 to 64`},
+		{"65", 0, `AGENTGATE_WEBHOOK_CONCURRENCY="65": want an integer from 1 to 64`},
+		{"eight", 0, `AGENTGATE_WEBHOOK_CONCURRENCY="eight": want an integer from 1 to 64`},
+		{"8.5", 0, `AGENTGATE_WEBHOOK_CONCURRENCY="8.5": want an integer from 1 to 64`},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			m := map[string]string{EnvWebhookConcurrency: tt.value}
+			c, err := Load(env(m))
+			alone, aloneErr := DeliveryConcurrencyFrom(env(m))
+			if tt.wantErr != "" {
+				require.EqualError(t, err, tt.wantErr)
+				require.EqualError(t, aloneErr, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, aloneErr)
+			assert.Equal(t, tt.want, c.DeliveryConcurrency)
+			assert.Equal(t, tt.want, alone)
+		})
+	}
+}
+
 func TestPublicBaseURLWithAPasswordIsRefusedWithoutEchoingIt(t *testing.T) {
 	_, err := Load(env(map[string]string{EnvPublicBaseURL: "https://user:SUPERSECRET@gate.example.com/"}))
 	require.Error(t, err)

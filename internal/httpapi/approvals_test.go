@@ -429,8 +429,9 @@ func TestLinkFourEyesBypass(t *testing.T) {
 }
 
 // TestLinkPerCall: a turn with two writes gets per-call choices; leaving
-// one undecided is refused, approving one and denying the other runs only
-// the approved write.
+// one undecided is refused, as is denying the read that needs no approval;
+// approving one write and denying the other (and approving the read, which
+// changes nothing) runs only the approved write.
 func TestLinkPerCall(t *testing.T) {
 	f := newScriptedFixture(t, perCallScript)
 	r := f.waitingRun()
@@ -444,7 +445,13 @@ func TestLinkPerCall(t *testing.T) {
 	requirePage(t, f.decide(link, r.TurnDigest, "per_call", "call.tu_w_pricing", "approve"),
 		http.StatusUnprocessableEntity, "choose approve or deny for call", "tu_w_about")
 	f.requireUnchanged(r, evCount)
-	requirePage(t, f.decide(link, r.TurnDigest, "per_call", "call.tu_w_pricing", "approve", "call.tu_w_about", "deny", "reason.tu_w_about", "keep it"),
+	// The read runs without approval: a choice posted for it may approve
+	// it (changing nothing), as the API's per-call approve may, but not
+	// deny it, as the API refuses that too.
+	requirePage(t, f.decide(link, r.TurnDigest, "per_call", "call.tu_w_pricing", "approve", "call.tu_w_about", "approve", "call.tu_read", "deny"),
+		http.StatusUnprocessableEntity, `call "tu_read" (read_document) needs no approval (its tool only reads): it runs without one, so it cannot be denied`)
+	f.requireUnchanged(r, evCount)
+	requirePage(t, f.decide(link, r.TurnDigest, "per_call", "call.tu_w_pricing", "approve", "call.tu_w_about", "deny", "reason.tu_w_about", "keep it", "call.tu_read", "approve"),
 		http.StatusOK, "You decided per call:", "tu_w_pricing", "approved", "tu_w_about", "denied", "keep it")
 	f.drain()
 	done := f.run(r.ID)
@@ -453,7 +460,7 @@ func TestLinkPerCall(t *testing.T) {
 	for _, c := range done.Decision.Calls {
 		calls[c.CallID] = string(c.Action) + ":" + c.Message
 	}
-	assert.Equal(t, map[string]string{"tu_w_pricing": "approve:", "tu_w_about": "deny:keep it"}, calls)
+	assert.Equal(t, map[string]string{"tu_read": "approve:", "tu_w_pricing": "approve:", "tu_w_about": "deny:keep it"}, calls)
 	assert.Equal(t, 1, f.executions(r.ID, "write_document"))
 	assert.Equal(t, "Team: 12 EUR\n", f.pricing())
 }

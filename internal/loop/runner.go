@@ -325,9 +325,9 @@ func heldTurnMatches(state *SuspendedState) error {
 // resolveDecision turns a decision into one CallDecision per pending call;
 // pol (nil: none) judges edited inputs (judgeEdit). deciding is true for a
 // decision being made (ValidateDecision): a per-call deny or edit of a call
-// that needs no approval is refused, as the approval page refuses it. A
-// decision accepted before that rule (Resume, deciding false) still
-// applies as it was accepted.
+// that needs no approval is refused (CheckCallDecision, which the approval
+// form shares). A decision accepted before that rule (Resume, deciding
+// false) still applies as it was accepted.
 func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision, deciding bool) (map[string]CallDecision, error) {
 	// The decision's own shape first: a malformed decision is wrong
 	// whatever turn it names.
@@ -361,11 +361,12 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 		if !ok {
 			return nil, fmt.Errorf("%w: calls[%d]: call %q is not pending in this turn", ErrInvalidDecision, i, cd.CallID)
 		}
-		if c.Denied != "" {
-			return nil, fmt.Errorf("%w: calls[%d]: call %q (%s) was denied by policy rule %q: it never runs, so it cannot be decided; leave it out of calls", ErrInvalidDecision, i, cd.CallID, c.Name, c.Rule)
-		}
-		if deciding && !c.NeedsApproval && cd.Action != ActionApprove {
-			return nil, fmt.Errorf("%w: calls[%d]: %s", ErrInvalidDecision, i, notHeld(c, cd.Action))
+		if err := CheckCallDecision(c, cd.Action); err != nil && (deciding || c.Denied != "") {
+			advice := "only calls held for approval are decided one by one (leave it out of calls, or deny the whole turn with action deny)"
+			if c.Denied != "" {
+				advice = "leave it out of calls"
+			}
+			return nil, fmt.Errorf("%w: calls[%d]: %w; %s", ErrInvalidDecision, i, err, advice)
 		}
 		if err := checkRemember(c, cd); err != nil {
 			return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
@@ -400,11 +401,23 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 	return out, nil
 }
 
-// notHeld says why call c, which needs no approval, cannot be denied or
-// edited (action) by a per-call decision: nobody was asked about it, and it
-// runs (or, for an unknown tool, fails) whatever the decision. Only a
-// whole-turn denial stops it.
-func notHeld(c PendingCall, action Action) string {
+// CheckCallDecision checks that call c of a held turn may be decided one
+// by one with action (approve, deny or edit), the rule a per-call decision
+// made through the API (ValidateDecision) and a choice on the approval
+// form both follow: a call a deny rule refused is never decided (it never
+// runs), and a call that needs no approval (a read, a write an allow rule
+// or an earlier remember lets run, an unknown tool's call) may be approved,
+// which changes nothing, but not denied or edited: nobody was asked about
+// it, and it runs (or, for an unknown tool, fails) whatever the decision.
+// Only a whole-turn denial stops it. The error names the call and says
+// why; callers add what to do instead, in their own terms.
+func CheckCallDecision(c PendingCall, action Action) error {
+	switch {
+	case c.Denied != "":
+		return fmt.Errorf("call %q (%s) was denied by policy rule %q: it never runs, so it cannot be decided", c.ID, c.Name, c.Rule)
+	case c.NeedsApproval || action == ActionApprove:
+		return nil
+	}
 	why, runs := "", ": it runs without one"
 	switch {
 	case c.Rejected != "":
@@ -420,8 +433,7 @@ func notHeld(c PendingCall, action Action) string {
 	if action == ActionEdit {
 		verb = "edited"
 	}
-	return fmt.Sprintf("call %q (%s) needs no approval%s%s, so it cannot be %s; only calls held for approval are decided one by one (leave it out of calls, or deny the whole turn with action deny)",
-		c.ID, c.Name, why, runs, verb)
+	return fmt.Errorf("call %q (%s) needs no approval%s%s, so it cannot be %s", c.ID, c.Name, why, runs, verb)
 }
 
 // checkCallShapes checks what per-call decisions must be whatever turn

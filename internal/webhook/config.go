@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -13,7 +14,27 @@ const (
 	// EnvAllow is the deployment allow-list of internal address prefixes
 	// webhooks may go to (comma-separated; see Policy.Allow).
 	EnvAllow = "AGENTGATE_WEBHOOK_ALLOW"
+	// EnvConcurrency is how many runs' deliveries a sweep makes at the
+	// same time (ParseConcurrency; default
+	// service.DefaultDeliveryConcurrency).
+	EnvConcurrency = "AGENTGATE_WEBHOOK_CONCURRENCY"
 )
+
+// MaxConcurrency is the most runs whose deliveries a sweep may make at the
+// same time (AGENTGATE_WEBHOOK_CONCURRENCY, serve --webhook-concurrency,
+// the stack's webhookConcurrency).
+const MaxConcurrency = 64
+
+// ParseConcurrency reads a delivery concurrency: an integer from 1 to
+// MaxConcurrency. The error says what is wanted; callers name the
+// variable, flag or setting it came from.
+func ParseConcurrency(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 || n > MaxConcurrency {
+		return 0, fmt.Errorf("%q: want an integer from 1 to %d", s, MaxConcurrency)
+	}
+	return n, nil
+}
 
 // Config is the webhook configuration of a deployment.
 type Config struct {
