@@ -623,3 +623,28 @@ func TestHeldCallWithInvalidInputSaysItWillFail(t *testing.T) {
 	assert.Contains(t, st.Previews["w1"], st.PendingCalls[0].Rejected)
 	assert.Empty(t, log.list())
 }
+
+// TestStepsCarryTheRunningTotals: each step gives the hook the segment's
+// totals with the step itself counted, so a store that writes the steps
+// before the segment ends (a cancel may end it) shows what they did.
+func TestStepsCarryTheRunningTotals(t *testing.T) {
+	log := &execLog{}
+	r, st := heldTurn(t, log)
+	var got []string
+	r.Hooks = loop.Hooks{OnStep: func(_ context.Context, s loop.Step) error {
+		require.NotNil(t, s.Counters, "%s step", s.Kind)
+		got = append(got, fmt.Sprintf("%s %s tools=%d models=%d", s.Kind, s.CallID, s.Counters.ToolCalls, s.Counters.ModelCalls))
+		return nil
+	}}
+	_, err := r.Resume(context.Background(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
+	require.NoError(t, err)
+	models := st.Counters.ModelCalls
+	assert.Equal(t, []string{
+		fmt.Sprintf("resumed  tools=%d models=%d", 0, models),
+		fmt.Sprintf("tool_executed r1 tools=%d models=%d", 1, models),
+		fmt.Sprintf("tool_executed w1 tools=%d models=%d", 2, models),
+		fmt.Sprintf("tool_executed w2 tools=%d models=%d", 3, models),
+		fmt.Sprintf("model_turn  tools=%d models=%d", 3, models+1),
+		fmt.Sprintf("finished  tools=%d models=%d", 3, models+1),
+	}, got)
+}

@@ -93,6 +93,8 @@ func (s *segment) record(ctx context.Context, st Step) error {
 	if st.Iteration == 0 {
 		st.Iteration = s.counters.Iterations
 	}
+	c := s.counters
+	st.Counters = &c
 	s.trace = append(s.trace, st)
 	if s.r.Hooks.OnStep != nil {
 		if err := s.r.Hooks.OnStep(ctx, st); err != nil {

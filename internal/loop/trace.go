@@ -64,6 +64,13 @@ type Step struct {
 	// Finish.
 	Reason TerminationReason `json:"reason,omitempty"`
 	Detail string            `json:"detail,omitempty"`
+
+	// Counters are the segment's running totals when the step was
+	// recorded, this step included; not part of the step's data (its
+	// event). A store applies them to the row, so a run whose segment
+	// stops before its next write (a cancel) shows what its recorded
+	// steps did.
+	Counters *Counters `json:"-"`
 }
 
 // Hooks let the caller observe and fence the loop. Every field is optional. A

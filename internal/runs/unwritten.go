@@ -116,6 +116,11 @@ func (s *Store) addStep(cur *Run, owner string, st loop.Step) (*Run, error) {
 	u.events = append(u.events, Event{Type: string(st.Kind), Actor: owner, Data: data})
 	u.size += len(data)
 	next.unwritten = u
+	if st.Counters != nil {
+		// The segment's totals so far go with the step's event, so the
+		// row never shows fewer calls than its recorded steps.
+		next.Counters = *st.Counters
+	}
 	// A write that took effect makes a replay unsafe (WroteSinceClaim),
 	// except the fenced call of an idempotent tool that the run's stored
 	// position reaches (PendingIdempotent): a new worker makes it again

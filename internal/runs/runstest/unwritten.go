@@ -101,16 +101,19 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	assert.Equal(t, r, e.stored(t, r.ID))
 	assert.Equal(t, append(before, string(loop.StepToolExecuted)), e.eventTypes(t, r.ID))
 
-	// Past the bound, AddStep writes them itself.
+	// Past the bound, AddStep writes them itself, with the segment's
+	// running totals the steps carry.
 	r = e.Running(t)
 	for i := range runs.MaxUnwrittenSteps + 1 {
-		r, err = e.Store.AddStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "r", Effect: loop.EffectRead, Iteration: i})
+		r, err = e.Store.AddStep(ctx, r, "w1", loop.Step{Kind: loop.StepToolExecuted, CallID: "r", Effect: loop.EffectRead, Iteration: i,
+			Counters: &loop.Counters{Iterations: 1, ModelCalls: 1, ToolCalls: i + 1}})
 		require.NoError(t, err)
 	}
 	n, _ = r.Unwritten()
 	assert.Zero(t, n)
 	assert.Len(t, e.eventTypes(t, r.ID), 2+runs.MaxUnwrittenSteps+1, "created, claimed and the steps")
 	assert.Equal(t, r, e.stored(t, r.ID))
+	assert.Equal(t, runs.MaxUnwrittenSteps+1, e.stored(t, r.ID).Counters.ToolCalls, "the totals of the steps written")
 
 	// A write that loses (the run was cancelled) stores none of them.
 	r, err = e.Store.AddStep(ctx, r, "w1", model)
@@ -122,6 +125,7 @@ func testUnwrittenSteps(t *testing.T, e *Env) {
 	types := e.eventTypes(t, r.ID)
 	assert.Equal(t, runs.EventCancelled, types[len(types)-1])
 	assert.Len(t, types, 3+runs.MaxUnwrittenSteps+1, "nothing of the losing write")
+	assert.Equal(t, runs.MaxUnwrittenSteps+1, e.stored(t, r.ID).Counters.ToolCalls, "the cancelled run counts the calls its events record")
 
 	// SaveProgress: the steps with a checkpoint holding the write's result.
 	r = e.Running(t)
