@@ -105,6 +105,16 @@ func runClientToolsGroupExecutors(t *testing.T, store func(*apitest.Options)) {
 	}
 	require.NoError(t, json.Unmarshal(ev.Data, &data))
 	assert.Equal(t, "group:ops", data.GrantedBy, "the entry that let the submitter in")
+
+	evs, err := s.App.Store.Events(t.Context(), id, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.Equal(t, runs.EventRunStarted, evs[0].Type)
+	var started struct {
+		ToolExecutors []string `json:"tool_executors"`
+	}
+	require.NoError(t, json.Unmarshal(evs[0].Data, &started))
+	assert.Equal(t, []string{"group:ops"}, started.ToolExecutors, "the trail says who was entitled to submit")
 }
 
 // TestClientToolsGroupExecutorsMembershipAtSubmission: a group's members

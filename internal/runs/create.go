@@ -102,9 +102,10 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 	SealWriteID(r)
 	ev := Event{RunID: r.ID, Seq: 1, Type: EventRunStarted, At: now, Actor: in.Initiator,
 		Data: mustJSON(struct {
-			Approvers []string `json:"approvers,omitempty"`
-			FourEyes  bool     `json:"four_eyes,omitempty"`
-		}{r.Approvers, r.FourEyes})}
+			Approvers     []string `json:"approvers,omitempty"`
+			FourEyes      bool     `json:"four_eyes,omitempty"`
+			ToolExecutors []string `json:"tool_executors,omitempty"`
+		}{r.Approvers, r.FourEyes, r.ToolExecutors})}
 	err := s.rows.Write(ctx, Write{Run: r, Create: true, Events: []Event{ev}})
 	s.watch.changed(r.ID)
 	if err != nil {

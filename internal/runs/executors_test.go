@@ -100,6 +100,12 @@ func TestMaySubmitResultsReadsMembershipAtSubmission(t *testing.T) {
 	assert.Equal(t, "ann@example.com is neither the initiator nor a tool executor of run r1, nor now a member of a group it names as tool executors", ref.Message)
 	assert.False(t, runs.MayRead(now, r, "ann@example.com"), "nor may she read the run")
 
+	plain := &runs.Run{ID: "r1", Status: runs.StatusWaitingForToolResults, Initiator: "dave", Approvers: []string{"dave"}, ToolExecutors: []string{"bob@example.com"}}
+	_, err = runs.MaySubmitResults(now, plain, "ann@example.com")
+	var plainRef *identity.Refusal
+	require.ErrorAs(t, err, &plainRef)
+	assert.Equal(t, ref.Message, plainRef.Message, "the refusal does not tell whether the run names groups")
+
 	granted, err := runs.MaySubmitResults(now, r, "carol@example.com")
 	require.NoError(t, err, "carol joined the group")
 	assert.Equal(t, "group:ops", granted)

@@ -114,6 +114,11 @@ func (r *StartRequest) validateClientTools(tools *loop.Toolbox) (*loop.Toolbox, 
 		if err != nil {
 			return nil, runs.Errorf(runs.EInvalid, "tool_executors[%d]: %q is not an e-mail address, IAM user or role ARN, or local name", i, e)
 		}
+		if p.IsSession() {
+			// As for approvers: a session's key is its role's, so naming
+			// one would let every session of the role submit.
+			return nil, runs.Errorf(runs.EInvalid, "tool_executors[%d]: %q: every session of a role is the same principal; name the role ARN instead", i, e)
+		}
 		if executors[p.Key()] {
 			return nil, runs.Errorf(runs.EInvalid, "tool_executors[%d]: %q is listed twice", i, e)
 		}

@@ -147,6 +147,8 @@ func TestToolExecutorsValidate(t *testing.T) {
 		{"an empty group name", []string{"carol", "group:"}, `tool_executors[1]: "group:" names no group (group:<name>)`},
 		{"a principal twice, canonically", []string{"Carol@Example.com", "carol+x@example.com"}, `tool_executors[1]: "carol+x@example.com" is listed twice`},
 		{"not a principal", []string{"group:ops", "a b"}, `tool_executors[1]: "a b" contains spaces`},
+		{"a role session", []string{"carol", "arn:aws:sts::123456789012:assumed-role/Worker/job-42"},
+			`tool_executors[1]: "arn:aws:sts::123456789012:assumed-role/Worker/job-42": every session of a role is the same principal; name the role ARN instead`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
