@@ -83,8 +83,26 @@ func WithPollInterval(min, max time.Duration) Option {
 }
 
 // WithPageSize sets the page size the iterators (Events,
-// PendingApprovals) ask for; default: the largest the API allows.
+// PendingApprovals) ask for, capped at what each route allows:
+// MaxEventsPageSize (1000) for Events, MaxApprovalsPageSize (100) for
+// PendingApprovals; default (n <= 0): those largest sizes.
 func WithPageSize(n int) Option { return func(s *settings) { s.pageSize = n } }
+
+// The largest pages the API serves: GET /runs/{id}/events and GET
+// /approvals refuse a larger limit.
+const (
+	MaxEventsPageSize    = 1000
+	MaxApprovalsPageSize = 100
+)
+
+// pageSizeUpTo is the page size an iterator asks for: the configured one,
+// capped at max; max when none is configured.
+func (c *Client) pageSizeUpTo(max int) int {
+	if c.pageSize <= 0 {
+		return max
+	}
+	return min(c.pageSize, max)
+}
 
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(s *settings) { s.userAgent = ua } }

@@ -92,3 +92,38 @@ func TestPendingApprovals(t *testing.T) {
 		t.Errorf("carol's inbox: %v, want %v", got, []string{started[2].ID})
 	}
 }
+
+// TestPageSizeIsCappedPerRoute: WithPageSize above a route's largest page
+// is capped for that route, so both iterators work with a size only the
+// events route allows.
+func TestPageSizeIsCappedPerRoute(t *testing.T) {
+	s := apitest.Start(t, apitest.Options{})
+	alice := newClient(t, s, "alice")
+	c := ctx(t)
+	r, err := alice.StartRun(c, client.StartRunRequest{Prompt: "update pricing", Approvers: []string{"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Wait(c, r.ID, client.StatusWaiting); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{client.MaxApprovalsPageSize + 1, 500, client.MaxEventsPageSize + 1} {
+		bob, err := client.New(s.URL, client.WithBearerToken(s.Token("bob")), client.WithHTTPClient(s.Client(t)), client.WithPageSize(size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := inbox(t, bob); len(got) != 1 || got[0].RunID != r.ID {
+			t.Errorf("page size %d: inbox %v, want [%s]", size, runIDs(got), r.ID)
+		}
+		n := 0
+		for _, err := range bob.Events(c, r.ID, 0) {
+			if err != nil {
+				t.Fatalf("page size %d: events: %v", size, err)
+			}
+			n++
+		}
+		if n == 0 {
+			t.Errorf("page size %d: no events", size)
+		}
+	}
+}

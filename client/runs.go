@@ -75,11 +75,7 @@ func (c *Client) eventsAt(ctx context.Context, path string) (*EventPage, error) 
 // following the pages; it stops at the first error, which it yields.
 func (c *Client) Events(ctx context.Context, id string, after int64) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		size := c.pageSize
-		if size <= 0 {
-			size = 1000
-		}
-		p, err := c.EventsPage(ctx, id, after, size)
+		p, err := c.EventsPage(ctx, id, after, c.pageSizeUpTo(MaxEventsPageSize))
 		for {
 			if err != nil {
 				yield(Event{}, err)
@@ -185,7 +181,7 @@ func (c *Client) PendingApprovals(ctx context.Context) iter.Seq2[PendingApproval
 	return func(yield func(PendingApproval, error) bool) {
 		cursor := ""
 		for {
-			p, err := c.PendingApprovalsPage(ctx, cursor, c.pageSize)
+			p, err := c.PendingApprovalsPage(ctx, cursor, c.pageSizeUpTo(MaxApprovalsPageSize))
 			if err != nil {
 				yield(PendingApproval{}, err)
 				return

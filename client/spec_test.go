@@ -123,6 +123,34 @@ func TestEnumsMatchSpec(t *testing.T) {
 	}
 }
 
+// TestPageSizesMatchSpec compares the client's largest page sizes with
+// the spec's maximum limit of each route.
+func TestPageSizesMatchSpec(t *testing.T) {
+	doc, err := apispec.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path string
+		want int
+	}{
+		{"/runs/{id}/events", client.MaxEventsPageSize},
+		{"/approvals", client.MaxApprovalsPageSize},
+	} {
+		item := doc.Paths.Find(tt.path)
+		if item == nil || item.Get == nil {
+			t.Fatalf("openapi.yaml has no GET %s", tt.path)
+		}
+		p := item.Get.Parameters.GetByInAndName("query", "limit")
+		if p == nil || p.Schema == nil || p.Schema.Value.Max == nil {
+			t.Fatalf("GET %s has no limit with a maximum", tt.path)
+		}
+		if got := int(*p.Schema.Value.Max); got != tt.want {
+			t.Errorf("GET %s: spec limit maximum %d, client %d", tt.path, got, tt.want)
+		}
+	}
+}
+
 // TestNoInternalImports: the package is public, so neither it nor anything
 // it imports from this module may be internal.
 func TestNoInternalImports(t *testing.T) {

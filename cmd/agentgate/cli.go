@@ -142,18 +142,55 @@ func runGroup(ctx context.Context, group string, verbs map[string]subcommand, ar
 	if v.flags != nil {
 		v.flags(fs)
 	}
-	if err := fs.Parse(interleave(fs, args[1:])); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+	ordered, err := interleave(fs, args[1:])
+	if err == nil {
+		err = fs.Parse(ordered)
 	}
-	return v.run(ctx, &g, fs.Args(), stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err == nil {
+		err = v.run(ctx, &g, fs.Args(), stdout)
+	}
+	if err != nil && g.json {
+		return jsonFailure{err}
+	}
+	return err
+}
+
+// jsonFailure is the error of a command run with --json: run prints it on
+// stderr as one JSON object (writeJSONError).
+type jsonFailure struct{ err error }
+
+func (e jsonFailure) Error() string { return e.err.Error() }
+func (e jsonFailure) Unwrap() error { return e.err }
+
+// writeJSONError prints err as {"error":{"code","message","status"}}: the
+// API's code, message and HTTP status when the error is an API answer
+// (client.Error), else the message alone.
+func writeJSONError(w io.Writer, err error) {
+	type body struct {
+		Code    string `json:"code,omitempty"`
+		Message string `json:"message"`
+		Status  int    `json:"status,omitempty"`
+	}
+	b := body{Message: err.Error()}
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) {
+		b = body{Code: apiErr.Code, Message: apiErr.Message, Status: apiErr.StatusCode}
+		if b.Code == "" { // an answer of API Gateway or a proxy, not agentgate's
+			b.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(apiErr.StatusCode), " ", "_"))
+		}
+	}
+	out, _ := json.Marshal(map[string]body{"error": b})
+	fmt.Fprintf(w, "%s\n", out)
 }
 
 // interleave moves positional arguments after the flags, so that
-// `runs get ID --json` works as well as `runs get --json ID`.
-func interleave(fs *flag.FlagSet, args []string) []string {
+// `runs get ID --json` works as well as `runs get --json ID`. A flag that
+// takes a value and comes last without one is an error, as for the flag
+// package, rather than taking the positional argument before it.
+func interleave(fs *flag.FlagSet, args []string) ([]string, error) {
 	var flags, pos []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -177,12 +214,13 @@ func interleave(fs *flag.FlagSet, args []string) []string {
 		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
 			continue
 		}
-		if i+1 < len(args) {
-			flags = append(flags, args[i+1])
-			i++
+		if i+1 >= len(args) {
+			return nil, fmt.Errorf("flag needs an argument: %s", a)
 		}
+		flags = append(flags, args[i+1])
+		i++
 	}
-	return append(flags, pos...)
+	return append(flags, pos...), nil
 }
 
 func groupUsage(w io.Writer, group string, verbs map[string]subcommand) {

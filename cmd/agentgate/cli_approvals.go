@@ -105,7 +105,7 @@ func approvalsVerbs() map[string]subcommand {
 			},
 		},
 		"deny": {
-			usage: "ID [--digest D] --message WHY", summary: "deny the whole held turn you reviewed",
+			usage: "ID [--digest D] [--message WHY]", summary: "deny the whole held turn you reviewed",
 			flags: func(fs *flag.FlagSet) {
 				digestFlag(fs)
 				fs.StringVar(&message, "message", "", "the reason (shown to the model)")

@@ -431,3 +431,96 @@ func TestInboxVotes(t *testing.T) {
 		}
 	}
 }
+
+// TestAFlagWithoutItsValueIsRefused: a flag that takes a value, given last
+// without one, is refused as the flag package refuses it, instead of
+// taking the positional argument before it as its value.
+func TestAFlagWithoutItsValueIsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "get", "r1", "--endpoint", "http://127.0.0.1:1", "--token"}, "flag needs an argument: --token"},
+		{[]string{"runs", "events", "r1", "--endpoint", "http://127.0.0.1:1", "--token", "t", "--limit"}, "flag needs an argument: --limit"},
+		{[]string{"approvals", "deny", "r1", "--endpoint", "http://127.0.0.1:1", "--token", "t", "-message"}, "flag needs an argument: -message"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), tt.args, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("agentgate %v: exit %d, stderr %q; want %q", tt.args, code, errOut.String(), tt.want)
+		}
+	}
+}
+
+// TestUsageErrorsExitTwo: no command, like an unknown one, prints the
+// usage on stderr and exits 2; help exits 0.
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 2},
+		{[]string{"nosuch"}, 2},
+		{[]string{"help"}, 0},
+		{[]string{"--help"}, 0},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), tt.args, &out, &errOut)
+		if code != tt.want || !strings.Contains(out.String()+errOut.String(), "usage: agentgate") {
+			t.Errorf("agentgate %v: exit %d, want %d and the usage (stdout %q, stderr %q)", tt.args, code, tt.want, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestVersion: `agentgate --version` and `agentgate version` print the
+// build's version (a test binary's main module is "devel").
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "version"} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{arg}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "agentgate ") || strings.TrimSpace(out.String()) == "agentgate" {
+			t.Errorf("agentgate %s: exit %d, stdout %q, stderr %q", arg, code, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestDenyUsageShowsTheMessageOptional: deny takes no reason as well as
+// one, and its usage says so.
+func TestDenyUsageShowsTheMessageOptional(t *testing.T) {
+	var out, errOut bytes.Buffer
+	run(context.Background(), []string{"approvals", "deny", "--help"}, &out, &errOut)
+	if !strings.Contains(out.String(), "[--message WHY]") {
+		t.Errorf("deny usage %q, want --message shown optional", out.String())
+	}
+}
+
+// TestJSONFailuresAreJSON: with --json a failure is one JSON object on
+// stderr, with the API's code and status when the API refused, and the
+// exit code is unchanged.
+func TestJSONFailuresAreJSON(t *testing.T) {
+	type failure struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Status  int    `json:"status"`
+		} `json:"error"`
+	}
+	decode := func(t *testing.T, stderr string) failure {
+		t.Helper()
+		var f failure
+		if err := json.Unmarshal([]byte(stderr), &f); err != nil || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Fatalf("stderr %q is not one JSON object: %v", stderr, err)
+		}
+		return f
+	}
+	e := startCLIEnv(t)
+	code, _, errOut := e.cli("alice", "runs", "get", "nope", "--json")
+	if f := decode(t, errOut); code != 1 || f.Error.Code != "not_found" || f.Error.Status != 404 || !strings.Contains(f.Error.Message, "not found") {
+		t.Errorf("unknown run: exit %d, %+v; want exit 1, not_found, 404", code, f.Error)
+	}
+
+	t.Setenv(EnvEndpoint, "")
+	var out, serr bytes.Buffer
+	code = run(context.Background(), []string{"runs", "get", "r1", "--json"}, &out, &serr)
+	if f := decode(t, serr.String()); code != 1 || f.Error.Code != "" || f.Error.Status != 0 || !strings.Contains(f.Error.Message, "no endpoint") {
+		t.Errorf("no endpoint: exit %d, %+v; want exit 1 and the message alone", code, f.Error)
+	}
+}

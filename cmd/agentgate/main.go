@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -29,8 +31,16 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cliStderr = stderr
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2 // a usage error, as for an unknown command
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
 		usage(stdout)
+		return 0
+	case "version", "--version":
+		fmt.Fprintf(stdout, "agentgate %s\n", version())
 		return 0
 	}
 	cmd, ok := commands[args[0]]
@@ -42,6 +52,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := cmd.run(ctx, args[1:], stdout); errors.Is(err, flag.ErrHelp) {
 		return 0 // -h: the flag package printed the usage
 	} else if err != nil {
+		if errors.As(err, new(jsonFailure)) {
+			writeJSONError(stderr, err) // JSON escapes what a caller sent
+			return 1
+		}
 		// An API error's message may quote what a caller sent.
 		fmt.Fprintf(stderr, "agentgate %s: %s\n", args[0], terminalText(err.Error()))
 		return 1
@@ -49,8 +63,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// version is the build's version: the main module's version (a tagged
+// `go install ...@v1.2.3`) and the VCS revision it was built from, when
+// the build recorded them; "devel" otherwise.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+dirty"
+			}
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
+		v += " (" + rev + modified + ")"
+	}
+	return v
+}
+
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: agentgate <command> [flags]")
+	fmt.Fprintln(w, "usage: agentgate <command> [flags]  (agentgate --version prints the version)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	names := make([]string, 0, len(commands))

@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/agentgate/agentgate/internal/config"
 	"github.com/agentgate/agentgate/internal/loop"
@@ -327,7 +328,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	tools := fs.String("tools", "", "tool-sources file: MCP servers whose tools the model may call, behind the approval gate (see README)")
 	var tokens tokenFlag
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable; visible to other local users in the process list: prefer --token-file); default: one generated for principal 'local-user'")
-	fs.Func("token-file", "file of bearer tokens, one principal=token per line (blank lines and lines starting with # are skipped; repeatable)", tokens.readFile)
+	fs.Func("token-file", "file of bearer tokens, one principal=token per line (spaces around = are dropped; blank lines and lines starting with # are skipped; repeatable)", tokens.readFile)
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
 	retention := fs.Duration("retention", 0, "how long settled runs are kept before the sweep purges them (default: $"+config.EnvRetention+", else 720h)")
 	segment := fs.Duration("segment-budget", 0, "how long a worker works on a run before it checkpoints it and continues it in a new job (0: no limit; a Lambda stops before its timeout)")
@@ -389,9 +390,19 @@ type tokenFlag map[string]string
 
 func (t *tokenFlag) String() string { return fmt.Sprintf("%d token(s)", len(*t)) }
 
+// Set adds one principal=token pair (of --token or a line of
+// --token-file). Spaces around either side are dropped: a token that
+// began with one could never be sent (HTTP clients trim header values), so
+// it would be accepted here and never authenticate.
 func (t *tokenFlag) Set(v string) error {
 	principal, token, ok := strings.Cut(v, "=")
-	if !ok || principal == "" || len(token) < 16 {
+	principal, token = strings.TrimSpace(principal), strings.TrimSpace(token)
+	switch {
+	case !ok || principal == "":
+		return errors.New("want principal=token, with a principal before the =")
+	case strings.ContainsFunc(token, unicode.IsSpace):
+		return errors.New("the token has a space inside: no HTTP client sends it as one token")
+	case len(token) < 16:
 		return fmt.Errorf("want principal=token with a token of at least 16 characters")
 	}
 	if *t == nil {

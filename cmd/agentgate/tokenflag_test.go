@@ -8,8 +8,9 @@ import (
 )
 
 // TestTokenFile: --token-file reads principal=token lines (blank lines and
-// comments skipped) beside --token; a bad line is named by its number and
-// never echoes a token; one token for two principals is refused.
+// comments skipped, spaces around = dropped) beside --token; a bad line (an
+// empty side, a short token or one with a space inside) is named by its
+// number and never echoes a token; one token for two principals is refused.
 func TestTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) string {
@@ -19,15 +20,17 @@ func TestTokenFile(t *testing.T) {
 		}
 		return p
 	}
-	good := write("good", "# local approvers\nalice=aaaaaaaaaaaaaaaa1111\n\n  bob=bbbbbbbbbbbbbbbb2222  \r\n")
+	good := write("good", "# local approvers\nalice=aaaaaaaaaaaaaaaa1111\n\n  bob=bbbbbbbbbbbbbbbb2222  \r\n dave = dddddddddddddddd5555 \n")
 	var tokens tokenFlag
-	if err := tokens.Set("carol=cccccccccccccccc3333"); err != nil {
+	if err := tokens.Set("carol =\tcccccccccccccccc3333"); err != nil {
 		t.Fatal(err)
 	}
 	if err := tokens.readFile(good); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"aaaaaaaaaaaaaaaa1111": "alice", "bbbbbbbbbbbbbbbb2222": "bob", "cccccccccccccccc3333": "carol"}
+	// Spaces around the = are dropped: a token that began with one could
+	// never be sent.
+	want := map[string]string{"aaaaaaaaaaaaaaaa1111": "alice", "bbbbbbbbbbbbbbbb2222": "bob", "cccccccccccccccc3333": "carol", "dddddddddddddddd5555": "dave"}
 	if len(tokens) != len(want) {
 		t.Fatalf("tokens %v, want %v", tokens, want)
 	}
@@ -40,6 +43,9 @@ func TestTokenFile(t *testing.T) {
 	for _, tt := range []struct{ name, text, msg string }{
 		{"short token", "alice=aaaaaaaaaaaaaaaa1111\ndave=short-secret\n", "line 2"},
 		{"no principal", "=dddddddddddddddd4444\n", "line 1"},
+		{"only spaces before the =", "alice=aaaaaaaaaaaaaaaa1111\n   = dddddddddddddddd4444\n", "line 2"},
+		{"only spaces after the =", "frank =   \n", "line 1"},
+		{"a space inside the token", "\nfrank=dddddddddddddddd4444 short-secret\n", "line 2: the token has a space inside"},
 		{"token of two principals", "eve=aaaaaaaaaaaaaaaa1111\n", "two principals"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
