@@ -390,7 +390,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		return nil, err
 	}
 	if !a.now().Before(r.ApprovalDeadline) {
-		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.Format(time.RFC3339))
+		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.UTC().Format(runs.InstantLayout))
 	}
 	if r.VotesNeeded > 1 {
 		if d.Action == "" {
