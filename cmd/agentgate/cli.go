@@ -24,6 +24,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agentgate/agentgate/client"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // The environment the API commands read.
@@ -345,13 +346,16 @@ func writeDiff(w io.Writer, diff, indent string, colour bool) {
 	}
 }
 
-// until formats a deadline for people.
+// until formats a deadline for people, with the milliseconds it was kept
+// to: a window that closed is never shown closing before a decision that
+// was accepted in it.
 func until(t time.Time) string {
+	at := t.UTC().Format(runs.InstantLayout)
 	d := time.Until(t).Round(time.Second)
 	if d < 0 {
-		return t.Format(time.RFC3339) + " (passed)"
+		return at + " (passed)"
 	}
-	return fmt.Sprintf("%s (in %s)", t.Format(time.RFC3339), d)
+	return fmt.Sprintf("%s (in %s)", at, d)
 }
 
 // writeRun prints a run for people.

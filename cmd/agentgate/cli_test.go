@@ -524,3 +524,17 @@ func TestJSONFailuresAreJSON(t *testing.T) {
 		t.Errorf("no endpoint: exit %d, %+v; want exit 1 and the message alone", code, f.Error)
 	}
 }
+
+// TestUntilKeepsTheMilliseconds: a deadline is shown as kept, to the
+// millisecond, so a closed window never reads as closing before a decision
+// accepted in it.
+func TestUntilKeepsTheMilliseconds(t *testing.T) {
+	passed := time.Date(2026, 12, 5, 5, 24, 41, 989_000_000, time.UTC)
+	if got, want := until(passed), "2026-12-05T05:24:41.989Z (passed)"; got != want {
+		t.Errorf("until(%v) = %q, want %q", passed, got, want)
+	}
+	later := time.Date(2999, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))
+	if got, want := until(later), "2999-01-02T02:04:05.000Z (in "; !strings.HasPrefix(got, want) {
+		t.Errorf("until(%v) = %q, want it to begin %q", later, got, want)
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -123,9 +125,13 @@ func TestQuorumUnderConcurrency(t *testing.T) { runQuorumRace(t) }
 // quorumWaiting starts a server with the quorum policy and a run of frank's
 // that waits for two of the five, notified; it returns the run's id and
 // turn digest.
-func quorumWaiting(t *testing.T) (*apitest.Server, *http.Client, string, string) {
+func quorumWaiting(t *testing.T, opts ...func(*apitest.Options)) (*apitest.Server, *http.Client, string, string) {
 	t.Helper()
-	s := start(t, apitest.Options{Principals: append([]string{"frank"}, quorumVoters...), Governance: governance(t, quorumDirectory, quorumPolicy)})
+	o := apitest.Options{Principals: append([]string{"frank"}, quorumVoters...), Governance: governance(t, quorumDirectory, quorumPolicy)}
+	for _, f := range opts {
+		f(&o)
+	}
+	s := start(t, o)
 	c := s.Client(t)
 	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"update pricing","approvers":["group:five"]}`)
 	id := run["id"].(string)
@@ -221,4 +227,101 @@ func TestQuorumVoterIsNoLongerAsked(t *testing.T) {
 	if status, page := get(t, s, c, "GET", s.URL+bobLink, ""); status != 200 || !strings.Contains(page, "1 of 2 approvals") {
 		t.Errorf("bob's link: %d, want the form with ann's vote", status)
 	}
+}
+
+// TestQuorumVoterLinkAfterTheVoteEnded: a voter's used link says what
+// became of the turn they voted on, like everyone's link: 410 once the
+// window closed undecided (before and after the sweep ends the run), "Run
+// cancelled" after a cancel, and "Already decided", with their vote
+// counted, once another's vote decided it. Never "already decided" for a
+// turn no one decided.
+func TestQuorumVoterLinkAfterTheVoteEnded(t *testing.T) {
+	vote := func(t *testing.T, s *apitest.Server, c *http.Client, link, digest string) {
+		t.Helper()
+		voted := (&apitest.Caller{URL: s.URL, HTTP: c}).Call(t, "POST", link, formCT, form("digest", digest, "action", "approve"))
+		if voted.Status != 200 || !strings.Contains(string(voted.Body), "1 more approval") {
+			t.Fatalf("vote by link: %d, want 200 with 1 more approval needed:\n%s", voted.Status, voted.Body)
+		}
+	}
+	pageSays := func(t *testing.T, s *apitest.Server, c *http.Client, who, link string, status int, want, absent []string) {
+		t.Helper()
+		got, page := get(t, s, c, "GET", s.URL+link, "")
+		if got != status {
+			t.Errorf("%s's link: %d, want %d:\n%s", who, got, status, page)
+		}
+		for _, w := range want {
+			if !strings.Contains(page, w) {
+				t.Errorf("%s's link does not say %q:\n%s", who, w, page)
+			}
+		}
+		for _, w := range absent {
+			if strings.Contains(page, w) {
+				t.Errorf("%s's link says %q:\n%s", who, w, page)
+			}
+		}
+		if got, _ := get(t, s, c, "HEAD", s.URL+link, ""); got != status {
+			t.Errorf("HEAD of %s's link: %d, want %d", who, got, status)
+		}
+	}
+	t.Run("window closed", func(t *testing.T) {
+		clock := clocktest.New(time.Now().UTC())
+		s, c, id, digest := quorumWaiting(t, func(o *apitest.Options) { o.Now = clock.Now })
+		annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
+		bobLink := linkPath(t, s.WaitLinks(t, "bob@example.com", 1)[0])
+		vote(t, s, c, annLink, digest)
+		clock.Advance(169 * time.Hour) // past any approval window
+		expired := []string{"Approval link expired"}
+		for who, link := range map[string]string{"ann": annLink, "bob": bobLink} {
+			pageSays(t, s, c, who, link, 410, expired, []string{"already", "Already"})
+		}
+		if got := (&apitest.Caller{URL: s.URL, HTTP: c}).Call(t, "POST", annLink, formCT, form("digest", digest, "action", "approve")); got.Status != 410 {
+			t.Errorf("ann's form after the window: %d, want 410:\n%s", got.Status, got.Body)
+		}
+		if _, err := s.App.Sweeper.Sweep(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitAs(t, s, c, "frank", id, "EXPIRED")
+		for who, link := range map[string]string{"ann": annLink, "bob": bobLink} {
+			pageSays(t, s, c, who, link, 410, expired, []string{"already", "Already"})
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		s, c, id, digest := quorumWaiting(t)
+		annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
+		bobLink := linkPath(t, s.WaitLinks(t, "bob@example.com", 1)[0])
+		vote(t, s, c, annLink, digest)
+		if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/cancel", "frank", "", ""); status != 200 {
+			t.Fatalf("cancel: %d %v", status, out)
+		}
+		for who, link := range map[string]string{"ann": annLink, "bob": bobLink} {
+			pageSays(t, s, c, who, link, 409, []string{"Run cancelled"}, []string{"already", "Already"})
+		}
+	})
+	t.Run("decided by another vote", func(t *testing.T) {
+		s, c, id, digest := quorumWaiting(t)
+		annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
+		bobLink := linkPath(t, s.WaitLinks(t, "bob@example.com", 1)[0])
+		carolLink := linkPath(t, s.WaitLinks(t, "carol@example.com", 1)[0])
+		vote(t, s, c, annLink, digest)
+		if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "bob", jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 202 {
+			t.Fatalf("bob's vote: %d %v", status, out)
+		}
+		waitAs(t, s, c, "frank", id, "COMPLETED")
+		decided := []string{"Already decided", "already approved by bob"}
+		pageSays(t, s, c, "ann", annLink, 409, append(decided, "Your vote (approve) was recorded before that and counted."), nil)
+		pageSays(t, s, c, "bob", bobLink, 409, decided, []string{"Your vote"})
+		pageSays(t, s, c, "carol", carolLink, 409, decided, []string{"Your vote"})
+	})
+	t.Run("decided, and the run holds another turn", func(t *testing.T) {
+		twoWrites := `{"turns":[{"content":[` + toolUse("w1", "write_document", `{"path":"pages/pricing.md","text":"a"}`) + `]},` +
+			`{"content":[` + toolUse("w2", "write_document", `{"path":"pages/pricing.md","text":"b"}`) + `]},{"content":[{"type":"text","text":"done"}]}]}`
+		s, c, id, digest := quorumWaiting(t, func(o *apitest.Options) { o.Script = twoWrites })
+		annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
+		vote(t, s, c, annLink, digest)
+		if status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "bob", jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`); status != 202 {
+			t.Fatalf("bob's vote: %d %v", status, out)
+		}
+		s.WaitLinks(t, "ann@example.com", 2) // the second turn is held
+		pageSays(t, s, c, "ann", annLink, 409, []string{"Already decided", "already approved by bob", "Your vote (approve) was recorded before that and counted."}, nil)
+	})
 }

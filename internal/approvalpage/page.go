@@ -251,6 +251,17 @@ func outcomeWord(a loop.Action) string {
 // if unknown), by whom (an address or caller; empty if unknown), through
 // what (runs.ViaLink or runs.ViaAPI) and when (zero if unknown).
 func AlreadyDecided(outcome, by, via string, at time.Time) (status int, html string) {
+	return alreadyDecided(outcome, by, via, at)
+}
+
+// AlreadyDecidedAfterVote is AlreadyDecided for a person whose vote (vote:
+// "approve" or "deny") on the suspension was recorded before another's
+// vote decided it: the page also says their vote counted.
+func AlreadyDecidedAfterVote(outcome, by, via string, at time.Time, vote string) (status int, html string) {
+	return alreadyDecided(outcome, by, via, at, "Your vote ("+approval.CleanText(vote)+") was recorded before that and counted.")
+}
+
+func alreadyDecided(outcome, by, via string, at time.Time, more ...string) (status int, html string) {
 	if outcome == "" {
 		outcome = "decided"
 	}
@@ -267,7 +278,7 @@ func AlreadyDecided(outcome, by, via string, at time.Time) (status int, html str
 	case runs.ViaAPI:
 		s += " through the API"
 	}
-	v := outcomeView{Title: "Already decided", Paragraphs: []string{s + ".", "Nothing was changed."}}
+	v := outcomeView{Title: "Already decided", Paragraphs: append(append([]string{s + "."}, more...), "Nothing was changed.")}
 	return http.StatusConflict, v.render()
 }
 

@@ -123,6 +123,10 @@ func TestOutcomePages(t *testing.T) {
 			[]string{"Already decided", "already denied by carol@example.com on Sat, 14 Mar 2026 09:30 UTC through an approval link.", "Nothing was changed."}, nil},
 		{"already decided by API", func() (int, string) { return approvalpage.AlreadyDecided("approved", hostile, runs.ViaAPI, at) }, 409,
 			[]string{"already approved by &lt;script&gt;", "through the API"}, nil},
+		{"already decided after a vote", func() (int, string) {
+			return approvalpage.AlreadyDecidedAfterVote("approved", "sec@example.com", runs.ViaLink, at, "approve")
+		}, 409,
+			[]string{"Already decided", "already approved by sec@example.com on Sat, 14 Mar 2026 09:30 UTC through an approval link.", "Your vote (approve) was recorded before that and counted.", "Nothing was changed."}, nil},
 		{"already decided unknown", func() (int, string) { return approvalpage.AlreadyDecided("", "", "", time.Time{}) }, 409,
 			[]string{"This request was already decided."}, []string{" by ", " on "}},
 		{"cancelled", func() (int, string) { return approvalpage.Cancelled(at) }, 409,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
@@ -153,7 +154,7 @@ func TestBadInput(t *testing.T) {
 		{"decide: non-approver", req("POST", dec, carol, `{"turn_digest":"`+digest+`","action":"approve"}`), 403, "not an approver"},
 		{"decide: initiator is not approver", req("POST", dec, alice, `{"turn_digest":"`+digest+`","action":"approve"}`), 403, "not an approver"},
 		{"decide: unknown run", req("POST", "/runs/nope/decision", bob, `{"turn_digest":"`+digest+`","action":"approve"}`), 404, "not found"},
-		{"decide: wrong digest", req("POST", dec, bob, `{"turn_digest":"`+strings.Repeat("0", 64)+`","action":"approve"}`), 409, "reload the run"},
+		{"decide: wrong digest", req("POST", dec, bob, `{"turn_digest":"`+strings.Repeat("0", 64)+`","action":"approve"}`), 409, "the turn you reviewed (\"" + strings.Repeat("0", 64) + "\") was already decided, by someone else, or it changed: run " + r.ID + " now waits on another turn (\"" + digest + "\"), which you can review before you decide on it"},
 		{"decide: unknown call", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"zz","action":"approve"}]}`), 422, "not pending"},
 		{"decide: edit fails schema", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":{"path":"x"}}]}`), 422, "schema"},
 		{"decide: edit input null", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":null}]}`), 422, "edited input must be a JSON object"},
@@ -516,4 +517,20 @@ func TestAMessageWithoutContentIsRefused(t *testing.T) {
 	status, out := f.call(req("POST", "/runs", alice, `{"messages":[{"role":"user","content":[]}],"approvers":["b@example.com"]}`))
 	assert.Equal(t, 422, status, out)
 	assert.Equal(t, "messages[0].content is empty; a message holds at least one block", out["error"].(map[string]any)["message"])
+}
+
+// TestClosedWindowNamesItsDeadlineToTheMillisecond: a decision 5 ms after
+// a deadline at .989 s is told the window closed at that deadline, not at
+// the whole second before it (earlier than decisions that were accepted).
+func TestClosedWindowNamesItsDeadlineToTheMillisecond(t *testing.T) {
+	f := newFixture(t)
+	f.clock.Advance(989 * time.Millisecond)
+	r := f.waitingRun()
+	require.Equal(t, 989*time.Millisecond, r.ApprovalDeadline.Sub(r.ApprovalDeadline.Truncate(time.Second)), "the deadline keeps the clock's milliseconds")
+	f.clock.Set(r.ApprovalDeadline.Add(5 * time.Millisecond))
+	status, out := f.call(req("POST", "/runs/"+r.ID+"/decision", bob, `{"turn_digest":"`+r.TurnDigest+`","action":"approve"}`))
+	require.Equal(t, 410, status, out)
+	msg := out["error"].(map[string]any)["message"].(string)
+	want := "closed at " + r.ApprovalDeadline.UTC().Format("2006-01-02T15:04:05") + ".989Z"
+	assert.Contains(t, msg, want, "got %q, want it to say %q", msg, want)
 }

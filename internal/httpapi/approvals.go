@@ -26,8 +26,10 @@ func page(status int, html string) events.APIGatewayProxyResponse {
 }
 
 // alreadyDecidedPage says who decided r's suspension, how and when; a run
-// cancelled before any decision was "decided" by the cancellation.
-func alreadyDecidedPage(r *runs.Run) events.APIGatewayProxyResponse {
+// cancelled before any decision was "decided" by the cancellation. When
+// the person behind approver voted on it (under a quorum) and someone else
+// cast the deciding vote, it also says their vote counted.
+func (a *API) alreadyDecidedPage(r *runs.Run, approver string) events.APIGatewayProxyResponse {
 	if r.DecidedBy == "" && r.Status == runs.StatusCancelled {
 		return page(approvalpage.Cancelled(r.UpdatedAt))
 	}
@@ -40,6 +42,9 @@ func alreadyDecidedPage(r *runs.Run) events.APIGatewayProxyResponse {
 		outcome = "approved"
 	case d.Action == loop.ActionDeny:
 		outcome = "denied"
+	}
+	if v, ok := voteOf(a.Directory, r, approver); ok && r.Decision != nil && v.By != r.DecidedBy {
+		return page(approvalpage.AlreadyDecidedAfterVote(outcome, r.DecidedBy, r.DecidedVia, r.DecidedAt, string(v.Action)))
 	}
 	return page(approvalpage.AlreadyDecided(outcome, r.DecidedBy, r.DecidedVia, r.DecidedAt))
 }
@@ -68,7 +73,8 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if !t.UsedAt.IsZero() && r.Status == runs.StatusWaiting && r.SuspensionID == t.SuspensionID {
+	open := r.Status == runs.StatusWaiting && a.now().Before(t.ExpiresAt)
+	if !t.UsedAt.IsZero() && open && r.SuspensionID == t.SuspensionID {
 		// The link was used for a vote of a quorum that is not complete:
 		// the suspension is not decided yet.
 		if v, ok := voteOf(a.Directory, r, t.Approver); ok {
@@ -76,7 +82,11 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 			return nil, nil, &p, nil
 		}
 	}
-	decided := !t.UsedAt.IsZero() || r.SuspensionID != t.SuspensionID ||
+	// A link used for a vote on a suspension that ended undecided (its
+	// window closed, or the run was cancelled) decided nothing: it answers
+	// like the links of those who did not vote, never "already decided".
+	votedUndecided := !t.UsedAt.IsZero() && !open && r.SuspensionID == t.SuspensionID && r.Decision == nil
+	decided := (!t.UsedAt.IsZero() && !votedUndecided) || r.SuspensionID != t.SuspensionID ||
 		(r.Status != runs.StatusWaiting && r.Decision != nil && r.Status != runs.StatusExpired)
 	switch {
 	case decided && r.SuspensionID != t.SuspensionID:
@@ -86,10 +96,10 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		p := alreadyDecidedPage(d)
+		p := a.alreadyDecidedPage(d, t.Approver)
 		return nil, nil, &p, nil
 	case decided || r.Status == runs.StatusCancelled:
-		p := alreadyDecidedPage(r)
+		p := a.alreadyDecidedPage(r, t.Approver)
 		return nil, nil, &p, nil
 	case !a.now().Before(t.ExpiresAt) || r.Status == runs.StatusExpired || r.Status != runs.StatusWaiting:
 		p := page(approvalpage.Expired())
@@ -100,10 +110,12 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 
 // decisionOf returns a copy of r that carries the decision of an earlier
 // suspension, read from the run's decision event: who decided, how and
-// when. Without such an event the copy names no decider.
+// when, and the votes cast on it (vote events). Without such an event the
+// copy names no decider.
 func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) (*runs.Run, error) {
 	d := r.Clone()
 	d.Decision, d.DecidedBy, d.DecidedVia, d.DecidedAt = nil, "", "", time.Time{}
+	d.Votes = nil
 	after := int64(0)
 	for range maxEventPages {
 		evs, err := a.Store.Events(ctx, r.ID, after, 1000)
@@ -111,6 +123,12 @@ func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) 
 			return nil, err
 		}
 		for _, ev := range evs {
+			if ev.Type == runs.EventVote {
+				var v runs.VoteEventData
+				if json.Unmarshal(ev.Data, &v) == nil && v.SuspensionID == suspensionID {
+					d.Votes = append(d.Votes, runs.Vote{By: ev.Actor, Person: v.Person, Action: v.Action, Via: v.Via, At: ev.At})
+				}
+			}
 			if ev.Type != runs.EventDecision {
 				continue
 			}
@@ -206,7 +224,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		switch code {
 		case runs.EConflict:
 			if fresh, gerr := a.Store.Get(ctx, r.ID); gerr == nil && fresh.Decision != nil {
-				return alreadyDecidedPage(fresh), nil
+				return a.alreadyDecidedPage(fresh, t.Approver), nil
 			}
 			return page(approvalpage.Problem(status, msg)), nil
 		case runs.EGone:

@@ -390,7 +390,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		return nil, err
 	}
 	if !a.now().Before(r.ApprovalDeadline) {
-		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.Format(time.RFC3339))
+		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.UTC().Format(runs.InstantLayout))
 	}
 	if r.VotesNeeded > 1 {
 		if d.Action == "" {
@@ -410,7 +410,10 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	err = loop.ValidateDecision(ctx, tools, service.DecisionPolicy(a.Policy, a.Directory, r, a.log().With("run_id", r.ID)), r.HeldCalls(), r.TurnDigest, d)
 	switch {
 	case errors.Is(err, loop.ErrDigestMismatch):
-		return nil, errorf(runs.EConflict, "the decision names turn %q but run %s waits on turn %q (reload the run and decide again)", d.TurnDigest, r.ID, r.TurnDigest)
+		// Most often another approver decided the turn first: say so, and
+		// that the turn waiting now is another one, to review before
+		// deciding it (not to decide again blind).
+		return nil, errorf(runs.EConflict, "the turn you reviewed (%q) was already decided, by someone else, or it changed: run %s now waits on another turn (%q), which you can review before you decide on it", d.TurnDigest, r.ID, r.TurnDigest)
 	case err != nil:
 		return nil, runs.FromLoop(err)
 	}

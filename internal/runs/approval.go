@@ -296,7 +296,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			return nil, Write{}, Errorf(EConflict, "run %s waits on suspension %s, not %s", cur.ID, cur.SuspensionID, d.SuspensionID)
 		}
 		if !now.Before(cur.ApprovalDeadline) {
-			return nil, Write{}, Errorf(EGone, "the approval window of run %s closed at %s", cur.ID, cur.ApprovalDeadline.Format(time.RFC3339))
+			return nil, Write{}, Errorf(EGone, "the approval window of run %s closed at %s", cur.ID, cur.ApprovalDeadline.UTC().Format(InstantLayout))
 		}
 		next := cur.Clone()
 		w := Write{}

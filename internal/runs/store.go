@@ -88,6 +88,12 @@ func NewStore(rows RowStore, states StateStore, opts Options) *Store {
 
 func (s *Store) now() time.Time { return ms(s.opts.Now()) }
 
+// InstantLayout is how messages print an instant, such as the deadline of
+// a window that closed: RFC 3339 in UTC with the milliseconds every adapter
+// keeps (ms), so the deadline printed is the one applied, never a moment
+// earlier than decisions that were accepted.
+const InstantLayout = "2006-01-02T15:04:05.000Z07:00"
+
 // ms normalizes t to UTC milliseconds, the resolution every adapter keeps.
 func ms(t time.Time) time.Time {
 	if t.IsZero() {

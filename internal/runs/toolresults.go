@@ -248,7 +248,7 @@ func (tr ToolResults) answers(cur *Run, now time.Time) error {
 	case cur.HandOver == nil || cur.HandOver.ID != tr.ID:
 		return Errorf(EConflict, "run %s does not wait for tool results %q (reload the run)", cur.ID, tr.ID)
 	case !now.Before(cur.HandOver.Deadline):
-		return Errorf(EGone, "the tool results of run %s were due by %s", cur.ID, cur.HandOver.Deadline.Format(time.RFC3339))
+		return Errorf(EGone, "the tool results of run %s were due by %s", cur.ID, cur.HandOver.Deadline.UTC().Format(InstantLayout))
 	}
 	if err := loop.ValidateResults(cur.HandOver.ClientCalls(), tr.Results); err != nil {
 		return FromLoop(err)

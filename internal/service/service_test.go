@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -229,6 +230,57 @@ func TestResumeRefusesCorruptedOrMissingState(t *testing.T) {
 	assert.Equal(t, runs.StatusFailed, got.Status)
 	assert.Equal(t, loop.ReasonStateUnreadable, got.Reason)
 	assert.Equal(t, 0, e.writes)
+}
+
+// TestResumeAfterACancelLogsNoError: a cancel between the resume worker's
+// claim and its read of the suspended state deletes the blob; the worker
+// says at INFO that the run ended meanwhile, not at ERROR that the state
+// is unusable, and leaves the run CANCELLED. A blob missing on a run that
+// is still the worker's stays an ERROR (and the run FAILED).
+func TestResumeAfterACancelLogsNoError(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		cancel     bool
+		wantStatus runs.Status
+		wantLevel  slog.Level
+		wantMsg    string
+	}{
+		{"cancelled meanwhile", true, runs.StatusCancelled, slog.LevelInfo, "suspended state gone: the run ended meanwhile"},
+		{"blob lost on a run still ours", false, runs.StatusFailed, slog.LevelError, "suspended state unusable"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			r := e.start(t)
+			require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
+			w := e.get(t, r.ID)
+			_, err := e.store.Decide(ctx, w, runs.NewDecision{SuspensionID: w.SuspensionID, Decider: "bob", Via: runs.ViaAPI, Decision: loop.Decision{TurnDigest: w.TurnDigest, Action: loop.ActionApprove}})
+			require.NoError(t, err)
+			logs := &recordedLogs{}
+			e.worker.Logger = slog.New(logs)
+			runner := e.worker.Runner
+			e.worker.Runner = func(h loop.Hooks) *loop.Runner {
+				// Called once the worker has claimed the run, before it
+				// reads the suspended state.
+				if tt.cancel {
+					_, err := e.store.Cancel(ctx, e.get(t, r.ID), "alice")
+					require.NoError(t, err)
+				} else {
+					require.NoError(t, deleteStates(e, r.ID))
+				}
+				return runner(h)
+			}
+			require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobResume, RunID: r.ID}))
+			assert.Equal(t, tt.wantStatus, e.get(t, r.ID).Status)
+			assert.Equal(t, 0, e.writes)
+			assert.Equal(t, 1, logs.count(tt.wantLevel, tt.wantMsg), "one %s line %q in %v", tt.wantLevel, tt.wantMsg, logs.records)
+			if tt.cancel {
+				for _, level := range []slog.Level{slog.LevelError, slog.LevelWarn} {
+					assert.Equal(t, 0, logs.count(level, ""), "no %s line for a normal cancel: %v", level, logs.records)
+				}
+			}
+		})
+	}
 }
 
 func TestStartRequestValidate(t *testing.T) {

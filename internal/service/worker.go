@@ -582,6 +582,12 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 	cur := s.row()
 	blob, err := s.w.Store.LoadState(ctx, cur)
 	if err != nil {
+		if ended, ok := s.endedMeanwhile(s.outer, err); ok {
+			// A cancel (say) since the claim deleted the blob: expected.
+			s.log.InfoContext(ctx, "suspended state gone: the run ended meanwhile", "status", ended.Status, "reason", ended.Reason)
+			s.settled = true
+			return loop.Outcome{}, nil
+		}
 		// A missing or corrupted blob is refused: nothing of the held turn runs.
 		s.log.ErrorContext(ctx, "suspended state unusable", "err", err)
 		s.settled = true
@@ -598,6 +604,11 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 		// The caller's results of the handed-over client calls.
 		results, lerr := s.w.Store.LoadToolResults(ctx, cur)
 		if lerr != nil {
+			if ended, ok := s.endedMeanwhile(s.outer, lerr); ok {
+				s.log.InfoContext(ctx, "tool results gone: the run ended meanwhile", "status", ended.Status, "reason", ended.Reason)
+				s.settled = true
+				return loop.Outcome{}, nil
+			}
 			s.log.ErrorContext(ctx, "tool results unusable", "err", lerr)
 			s.settled = true
 			return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(lerr), &state.Counters)
@@ -623,12 +634,33 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 	return out, err
 }
 
+// endedMeanwhile tells whether err, a blob of the run found missing, is
+// because the run ended (a cancel, say) since this worker claimed it: ending
+// a run deletes its blobs, so that is expected, not a fault. It reads the
+// row again and returns it when it is terminal; a blob missing on a run that
+// is still ours is not explained by it.
+func (s *segmentRun) endedMeanwhile(ctx context.Context, err error) (*runs.Run, bool) {
+	if code := runs.ErrorCode(err); code != runs.EGone && code != runs.ENotFound {
+		return nil, false
+	}
+	fresh, gerr := s.w.Store.Get(ctx, s.row().ID)
+	if gerr != nil || !fresh.Status.Terminal() {
+		return nil, false
+	}
+	return fresh, true
+}
+
 // continueRun runs the loop on from the run's checkpoint; a checkpoint
 // it refuses ends the run like resume.
 func (s *segmentRun) continueRun(ctx context.Context, runner *loop.Runner) (loop.Outcome, error) {
 	cur := s.row()
 	blob, err := s.w.Store.LoadCheckpoint(ctx, cur)
 	if err != nil {
+		if ended, ok := s.endedMeanwhile(s.outer, err); ok {
+			s.log.InfoContext(ctx, "checkpoint gone: the run ended meanwhile", "status", ended.Status, "reason", ended.Reason)
+			s.settled = true
+			return loop.Outcome{}, nil
+		}
 		s.log.ErrorContext(ctx, "checkpoint unusable", "err", err)
 		s.settled = true
 		return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, runs.ErrorMessage(err), nil)

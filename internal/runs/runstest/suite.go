@@ -885,10 +885,13 @@ func testDecideRefusals(t *testing.T, e *Env) {
 		e.Unchanged(t, decided)
 	})
 	t.Run("window closed", func(t *testing.T) {
+		e.Clock.Advance(989 * time.Millisecond)
 		w, _ := e.Waiting(t)
-		e.Clock.Advance(time.Hour)
+		e.Clock.Advance(time.Hour + 5*time.Millisecond)
 		_, err := e.Store.Decide(ctx, w, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: body})
 		AssertCode(t, runs.EGone, err)
+		// The deadline as kept, to the millisecond: not the second before it.
+		assert.Contains(t, runs.ErrorMessage(err), "closed at "+w.ApprovalDeadline.UTC().Format("2006-01-02T15:04:05.000Z"))
 		e.Unchanged(t, w)
 	})
 }

@@ -239,10 +239,11 @@ func testSubmitRefusals(t *testing.T, e *Env) {
 		AssertCode(t, runs.EConflict, err)
 		e.Unchanged(t, other)
 	}
-	// Past the deadline.
+	// Past the deadline, which is named to the millisecond.
 	e.Clock.Advance(time.Hour)
 	_, err := e.Store.SubmitToolResults(ctx, r, runs.ToolResults{ID: "tr1", Submitter: "svc", Results: BothResults})
 	AssertCode(t, runs.EGone, err)
+	assert.Contains(t, runs.ErrorMessage(err), "due by "+r.HandOver.Deadline.UTC().Format("2006-01-02T15:04:05.000Z"))
 	e.Unchanged(t, r)
 }
 
