@@ -218,7 +218,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	}
 	still := 0
 	if next.Status == runs.StatusWaiting {
-		still = max(next.VotesNeeded-next.Approvals(), 1)
+		still = max(next.VotesMissing(), 1)
 	}
 	return page(approvalpage.Decided(approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls, StillNeeded: still})), nil
 }
@@ -227,9 +227,13 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 // the run's current suspension (through it or otherwise), which still
 // waits for others.
 func votedPage(v runs.Vote, r *runs.Run) events.APIGatewayProxyResponse {
+	how := string(v.Action)
+	if how == "" {
+		how = "per call"
+	}
 	return page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
 		"You already voted (%s) on this approval; it waits for %d more approval(s) from others.",
-		v.Action, max(r.VotesNeeded-r.Approvals(), 0))))
+		how, r.VotesMissing())))
 }
 
 func deref(p *events.APIGatewayProxyResponse) events.APIGatewayProxyResponse {

@@ -25,9 +25,12 @@ func (e *Env) waitingQuorum(t *testing.T, n int) (*runs.Run, []string) {
 	return r, raws
 }
 
+// vote is who's whole-turn vote on suspension "s1" (its one held call
+// that needs approval, call-1).
 func vote(who string, action loop.Action) runs.NewDecision {
 	return runs.NewDecision{SuspensionID: "s1", Decider: who + "@example.com", Voter: "person:" + who, Via: runs.ViaAPI,
-		Decision: loop.Decision{TurnDigest: "digest-s1", Action: action}}
+		Decision: loop.Decision{TurnDigest: "digest-s1", Action: action},
+		Choices:  []runs.VoteChoice{{CallID: "call-1", Action: action}}}
 }
 
 // testVotes: N of M. Each vote is one write that keeps the run waiting
@@ -41,7 +44,7 @@ func testVotes(t *testing.T, e *Env) {
 	assert.Equal(t, r.Version+1, r1.Version)
 	assert.Nil(t, r1.Decision)
 	require.Len(t, r1.Votes, 1)
-	assert.Equal(t, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Via: runs.ViaAPI, At: e.Clock.Now()}, r1.Votes[0])
+	assert.Equal(t, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Choices: "a-", Via: runs.ViaAPI, At: e.Clock.Now()}, r1.Votes[0])
 	assert.Equal(t, 1, r1.VotesMissing())
 
 	// The same person again, by another alias: 409, nothing changes.
@@ -51,11 +54,29 @@ func testVotes(t *testing.T, e *Env) {
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, r1)
 
-	// Per-call decisions are not votes.
-	perCall := vote("carol", "")
-	perCall.Decision = loop.Decision{TurnDigest: "digest-s1", Calls: []loop.CallDecision{{CallID: "call-1", Action: loop.ActionApprove}}}
-	_, err = e.Store.Decide(ctx, r1, perCall)
-	AssertCode(t, runs.EInvalid, err)
+	// A vote needs its choices, each on a held call that needs approval,
+	// approve or deny (never an edit), the whole-turn action's when given.
+	for name, chs := range map[string][]runs.VoteChoice{
+		"none":                 nil,
+		"a read sibling":       {{CallID: "call-1", Action: loop.ActionApprove}, {CallID: "call-2", Action: loop.ActionApprove}},
+		"an unknown call":      {{CallID: "call-9", Action: loop.ActionApprove}},
+		"twice":                {{CallID: "call-1", Action: loop.ActionApprove}, {CallID: "call-1", Action: loop.ActionApprove}},
+		"an edit":              {{CallID: "call-1", Action: loop.ActionEdit}},
+		"not the turn action":  {{CallID: "call-1", Action: loop.ActionDeny}},
+		"a message on approve": {{CallID: "call-1", Action: loop.ActionApprove, Message: "ok"}},
+	} {
+		bad := vote("carol", loop.ActionApprove)
+		bad.Choices = chs
+		_, err = e.Store.Decide(ctx, r1, bad)
+		require.Error(t, err, "choices: %s", name)
+		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "choices: %s: %v", name, err)
+	}
+	long := vote("carol", "")
+	long.Decision = loop.Decision{TurnDigest: "digest-s1", Calls: []loop.CallDecision{{CallID: "call-1", Action: loop.ActionDeny}}}
+	long.Choices = []runs.VoteChoice{{CallID: "call-1", Action: loop.ActionDeny, Message: string(make([]byte, runs.MaxVoteMessagesSize+1))}}
+	_, err = e.Store.Decide(ctx, r1, long)
+	AssertCode(t, runs.ETooLarge, err)
+	e.Unchanged(t, r1)
 	noVoter := vote("carol", loop.ActionApprove)
 	noVoter.Voter = ""
 	_, err = e.Store.Decide(ctx, r1, noVoter)
@@ -110,7 +131,7 @@ func testVoteThroughLinks(t *testing.T, e *Env) {
 	carol, err := e.Store.LookupToken(ctx, HashToken(raws[1]))
 	require.NoError(t, err)
 	link := func(tok *runs.ApprovalToken) runs.NewDecision {
-		return runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Voter: "person:" + tok.Approver, Decision: Approve}
+		return runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Voter: "person:" + tok.Approver, Decision: Approve, Choices: approveCall1}
 	}
 	r1, err := e.Store.Decide(ctx, r, link(bob))
 	require.NoError(t, err)
