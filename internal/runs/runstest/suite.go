@@ -106,6 +106,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Votes", testVotes},
 		{"VoteThroughLinks", testVoteThroughLinks},
 		{"ConcurrentVotes", testConcurrentVotes},
+		{"PerCallVotes", testPerCallVotes},
 		{"Checkpoint", testCheckpoint},
 		{"IdempotentFence", testIdempotentFence},
 		{"Reclaims", testReclaims},
