@@ -153,3 +153,67 @@ func runQuorumPerCallVotes(t *testing.T, opts ...func(*apitest.Options)) {
 }
 
 func TestQuorumPerCallVotes(t *testing.T) { runQuorumPerCallVotes(t) }
+
+// TestQuorumPerCallVotesThroughLinks: under a quorum the approval page
+// offers per-call choices for the calls this voter may decide (carol's
+// directory entry lets her approve writes only, so the delete is others'),
+// shows each call's progress, refuses a choice for a call that is not the
+// voter's, and the page after a vote says what is still needed.
+func TestQuorumPerCallVotesThroughLinks(t *testing.T) {
+	directory := strings.Replace(threeDirectory, `"aliases": ["carol@example.com", "carol"]}`, `"aliases": ["carol@example.com", "carol"], "tools": ["write_document"]}`, 1)
+	policy := strings.Replace(twoOfThreePolicy, `"tools": ["write_document"]`, `"tools": ["write_document", "delete_document"]`, 1)
+	script := strings.Replace(twoWrites, `{"type":"tool_use","id":"toolu_b","name":"write_document","input":{"path":"pages/b.md","text":"B\n"}}`,
+		`{"type":"tool_use","id":"toolu_b","name":"delete_document","input":{"path":"pages/pricing.md"}}`, 1)
+	s := start(t, apitest.Options{Script: script, Principals: []string{"frank", "ann", "bob", "carol"}, Governance: governance(t, directory, policy)})
+	c := s.Client(t)
+	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"write a, delete pricing","approvers":["group:three"]}`)
+	id := run["id"].(string)
+	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
+	run = notified(t, s, c, "frank", id)
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	browser := &apitest.Caller{URL: s.URL, HTTP: c}
+
+	annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
+	_, page := get(t, s, c, "GET", s.URL+annLink, "")
+	for _, want := range []string{`name="call.toolu_a"`, `name="call.toolu_b"`, "Submit per-call decisions", "Votes: 0 of 2 approvals"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("ann's page does not show %q", want)
+		}
+	}
+	voted := browser.Call(t, "POST", annLink, formCT, form("digest", digest, "action", "per_call", "call.toolu_a", "approve", "call.toolu_b", "deny", "reason.toolu_b", "keep the page"))
+	if voted.Status != 200 || !strings.Contains(string(voted.Body), "Your vote was recorded") || !strings.Contains(string(voted.Body), "1 more approval") {
+		t.Fatalf("ann's per-call vote by link: %d, want her vote recorded and 1 more approval needed:\n%s", voted.Status, voted.Body)
+	}
+
+	// Carol may decide the write only: no choices on the page (one call
+	// is hers), the delete is others', and a choice for it is refused.
+	carolLink := linkPath(t, s.WaitLinks(t, "carol@example.com", 1)[0])
+	_, page = get(t, s, c, "GET", s.URL+carolLink, "")
+	for _, want := range []string{"other approvers decide it", "(1 of 2)", "Votes: denied by ann", "Votes: 1 of 2 approvals"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("carol's page does not show %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `name="call.toolu_b"`) {
+		t.Error("carol's page offers a choice for the delete she may not decide")
+	}
+	refused := browser.Call(t, "POST", carolLink, formCT, form("digest", digest, "action", "per_call", "call.toolu_a", "approve", "call.toolu_b", "approve"))
+	if refused.Status != 403 || !strings.Contains(string(refused.Body), "not yours to decide") {
+		t.Fatalf("carol's choice for the delete: %d, want 403:\n%s", refused.Status, refused.Body)
+	}
+	if _, again, _ := call(t, s, c, "GET", "/runs/"+id, "frank", "", ""); again["status"] != "WAITING_FOR_APPROVAL" || len(again["votes"].([]any)) != 1 {
+		t.Fatalf("after the refused vote: %v, want still waiting with ann's vote only", again)
+	}
+	ok := browser.Call(t, "POST", carolLink, formCT, form("digest", digest, "action", "approve"))
+	if ok.Status != 200 {
+		t.Fatalf("carol's approval: %d\n%s", ok.Status, ok.Body)
+	}
+	done := waitAs(t, s, c, "frank", id, "COMPLETED")
+	calls := done["decision"].(map[string]any)["decision"].(map[string]any)["calls"].([]any)
+	if len(calls) != 2 || calls[0].(map[string]any)["action"] != "approve" || calls[1].(map[string]any)["action"] != "deny" {
+		t.Errorf("decision %v, want approve toolu_a, deny toolu_b", calls)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Dir, "content", "pages", "pricing.md")); err != nil || string(b) != apitest.Pricing {
+		t.Errorf("pages/pricing.md = %q, %v; want it kept (the delete was denied)", b, err)
+	}
+}

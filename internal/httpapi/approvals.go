@@ -156,11 +156,31 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		// The form posts to the page's own URL, so it works behind any API
 		// Gateway stage prefix.
 		voted, still := runs.VoteTally(a.Directory, r)
-		resp = page(approvalpage.Confirm(approvalpage.ConfirmPage{
+		cp := approvalpage.ConfirmPage{
 			RunID: r.ID, Initiator: r.Initiator, Purpose: r.Purpose, Approver: t.Approver,
 			Calls: r.PendingCalls, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline,
 			VotesNeeded: r.VotesNeeded, Voted: voted, StillNeeded: still,
-		}))
+		}
+		if r.VotesNeeded > 1 {
+			// A vote is per call: the choices are for the calls this
+			// voter may decide, and each call shows its own progress.
+			cp.Decidable, _ = runs.DecidableCalls(a.Directory, r, t.Approver)
+			if cp.Decidable == nil {
+				cp.Decidable = []string{}
+			}
+			cp.Progress = map[string]string{}
+			for _, c := range r.Tally() {
+				switch {
+				case c.Denied():
+					cp.Progress[c.CallID] = "denied by " + c.DeniedBy
+				case c.Approved():
+					cp.Progress[c.CallID] = fmt.Sprintf("approved (%d of %d approvals)", len(c.ApprovedBy), c.Needed)
+				default:
+					cp.Progress[c.CallID] = fmt.Sprintf("%d of %d approvals", len(c.ApprovedBy), c.Needed)
+				}
+			}
+		}
+		resp = page(approvalpage.Confirm(cp))
 	}
 	if head {
 		resp.Body = ""
@@ -193,7 +213,13 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		_, _, msg := classify(err)
 		return page(approvalpage.Problem(http.StatusForbidden, msg)), nil
 	}
-	d, err := approvalpage.ParseDecision(form, r.PendingCalls)
+	var d loop.Decision
+	if r.VotesNeeded > 1 {
+		mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
+		d, err = approvalpage.ParseVote(form, r.PendingCalls, mine)
+	} else {
+		d, err = approvalpage.ParseDecision(form, r.PendingCalls)
+	}
 	if err != nil {
 		// 400 for a field the page does not have or one sent twice, 422
 		// for a decision that does not fit the turn.
