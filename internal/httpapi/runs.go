@@ -448,6 +448,14 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		if how.Voter == "" {
 			return nil, errorf(runs.EForbidden, "the decision cannot be authorized: the decider is not a valid principal")
 		}
+		for _, v := range r.Votes {
+			if v.Person == how.Voter {
+				// Said before the vote's own checks: a person votes once,
+				// whatever the second vote holds (the store's write checks
+				// it again, on the row it writes).
+				return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
+			}
+		}
 		how.Choices, err = runs.VoteChoices(a.Directory, r, how.Decider, d)
 		if err != nil {
 			var ref *identity.Refusal
