@@ -35,6 +35,8 @@ func TestTypesMatchSpec(t *testing.T) {
 		"Output":                client.Output{},
 		"RunLinks":              client.RunLinks{},
 		"Vote":                  client.Vote{},
+		"VoteChoice":            client.VoteChoice{},
+		"ApprovalRule":          client.ApprovalRule{},
 		"ClientCall":            client.ClientCall{},
 		"PendingToolResults":    client.PendingToolResults{},
 		"Event":                 client.Event{},

@@ -145,6 +145,13 @@ type ApprovalRule struct {
 	// AlwaysAsk: the tool cannot be approved for the rest of the run.
 	AlwaysAsk   bool   `json:"always_ask,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Approvals, StillNeeded and DeniedBy are the call's vote progress
+	// while its turn waits under a quorum (nil and "" otherwise): the
+	// distinct persons who approved it so far, the approvals it still
+	// needs (0 once approved or denied), who denied it.
+	Approvals   *int   `json:"approvals,omitempty"`
+	StillNeeded *int   `json:"still_needed,omitempty"`
+	DeniedBy    string `json:"denied_by,omitempty"`
 }
 
 // Counters are a run's running totals.
@@ -300,10 +307,24 @@ type RunLinks struct {
 // Vote is one person's vote on a suspension that needs more than one
 // approval (a quorum).
 type Vote struct {
-	By     string    `json:"by"`
-	Action Action    `json:"action"`
-	At     time.Time `json:"at"`
-	Via    string    `json:"via"`
+	By string `json:"by"`
+	// Action and Message are a whole-turn vote's (none for a per-call vote).
+	Action  Action `json:"action,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Calls are the voter's choices, one per held call they may decide
+	// (none on a vote recorded before votes were per call: its Action is
+	// on every held call).
+	Calls []VoteChoice `json:"calls,omitempty"`
+	At    time.Time    `json:"at"`
+	Via   string       `json:"via"`
+}
+
+// VoteChoice is one voter's choice on one held call: approve, or deny with
+// a message.
+type VoteChoice struct {
+	CallID  string `json:"call_id"`
+	Action  Action `json:"action"`
+	Message string `json:"message,omitempty"`
 }
 
 // ClientCall is a client-tool call handed to the caller, with its final

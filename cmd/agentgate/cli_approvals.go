@@ -225,7 +225,15 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 	if len(r.Votes) > 0 || r.VotesNeeded != nil && *r.VotesNeeded > 1 {
 		var votes []string
 		for _, v := range r.Votes {
-			votes = append(votes, fmt.Sprintf("%s %s (%s)", v.By, v.Action, v.Via))
+			how := string(v.Action)
+			if how == "" {
+				var each []string
+				for _, ch := range v.Calls {
+					each = append(each, one(ch.CallID)+"="+string(ch.Action))
+				}
+				how = "per call: " + strings.Join(each, " ")
+			}
+			votes = append(votes, fmt.Sprintf("%s %s (%s)", one(v.By), how, v.Via))
 		}
 		missing := 0
 		if r.VotesNeeded != nil {
@@ -257,6 +265,12 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 			if a.RequiredApprovals > 1 || a.FourEyes || a.AlwaysAsk {
 				fmt.Fprintf(w, "    needs: %d approval(s)%s%s\n", max(a.RequiredApprovals, 1),
 					map[bool]string{true: ", four-eyes"}[a.FourEyes], map[bool]string{true: ", always ask"}[a.AlwaysAsk])
+			}
+			switch {
+			case a.DeniedBy != "":
+				fmt.Fprintf(w, "    votes: denied by %s\n", one(a.DeniedBy))
+			case a.Approvals != nil && a.StillNeeded != nil:
+				fmt.Fprintf(w, "    votes: %d approval(s), %d more needed\n", *a.Approvals, *a.StillNeeded)
 			}
 		}
 		if call.Denied != "" {

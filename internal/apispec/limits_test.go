@@ -33,6 +33,7 @@ var limitConstants = map[string]int{
 	"runs.MaxMetadataEntries":          runs.MaxMetadataEntries,
 	"runs.MaxMetadataBytes":            runs.MaxMetadataBytes,
 	"runs.MaxDecisionSize":             runs.MaxDecisionSize,
+	"runs.MaxVoteMessagesSize":         runs.MaxVoteMessagesSize,
 	"loop.MaxHeldCalls":                loop.MaxHeldCalls,
 	"loop.MaxCallIDBytes":              loop.MaxCallIDBytes,
 	"loop.MaxPreviewBytes":             loop.MaxPreviewBytes,

@@ -13,3 +13,8 @@ import "testing"
 func TestQuorumUnderConcurrencyOnDynamoDB(t *testing.T) {
 	runQuorumRace(t, onAWS(t))
 }
+
+// TestQuorumPerCallVotesOnDynamoDB is TestQuorumPerCallVotes on DynamoDB + S3.
+func TestQuorumPerCallVotesOnDynamoDB(t *testing.T) {
+	runQuorumPerCallVotes(t, onAWS(t))
+}

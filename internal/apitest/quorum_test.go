@@ -62,18 +62,23 @@ func runQuorumRace(t *testing.T, opts ...func(*apitest.Options)) {
 			t.Errorf("%s's inbox: %v, want the run with 2 votes needed and 2 missing", who, inbox)
 		}
 	}
-	// Under a quorum a decision is a vote on the whole turn.
-	status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, `{"turn_digest":"`+digest+`","calls":[{"call_id":"toolu_write","action":"approve"}]}`)
-	if status != 422 || !strings.Contains(errMessage(out), "per-call decisions and edits") {
-		t.Fatalf("per-call vote: %d %v, want 422", status, out)
+	// Under a quorum a vote may be per call, but never an edit.
+	status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, `{"turn_digest":"`+digest+`","calls":[{"call_id":"toolu_write","action":"edit","input":{"path":"pages/pricing.md","text":"x"}}]}`)
+	if status != 422 || !strings.Contains(errMessage(out), "an edit would change what the other approvers approved") {
+		t.Fatalf("edit in a vote: %d %v, want 422", status, out)
 	}
 
+	// Half the votes whole-turn, half per call.
 	const n = 50
 	var accepted, conflicts atomic.Int64
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", quorumVoters[i%len(quorumVoters)], jsonCT, `{"turn_digest":"`+digest+`","action":"approve"}`)
+			body := `{"turn_digest":"` + digest + `","action":"approve"}`
+			if i%2 == 1 {
+				body = `{"turn_digest":"` + digest + `","calls":[{"call_id":"toolu_write","action":"approve"}]}`
+			}
+			status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", quorumVoters[i%len(quorumVoters)], jsonCT, body)
 			switch status {
 			case http.StatusAccepted:
 				accepted.Add(1)

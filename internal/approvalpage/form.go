@@ -53,10 +53,31 @@ const MaxReasonLength = 2000
 // digest, a bad action, an unknown call id, or a reason over
 // MaxReasonLength characters.
 func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error) {
+	return parseForm(form, pending, nil)
+}
+
+// ParseVote is ParseDecision for a vote of a turn that needs more than one
+// approval, by a voter who may decide the held calls mine (runs.
+// DecidableCalls): per_call gives one CallDecision per call of mine, and a
+// choice or a reason posted for another held call is refused
+// (runs.EForbidden, naming it), as the API refuses it. Approve and deny
+// are whole-turn votes, on the calls of mine.
+func ParseVote(form url.Values, pending []runs.CallSummary, mine []string) (loop.Decision, error) {
+	set := make(map[string]bool, len(mine))
+	for _, id := range mine {
+		set[id] = true
+	}
+	return parseForm(form, pending, set)
+}
+
+// parseForm parses the form; mine, when not nil, are the held calls the
+// voter may decide.
+func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool) (loop.Decision, error) {
 	byID := make(map[string]runs.CallSummary, len(pending))
 	for _, c := range pending {
 		byID[c.ID] = c
 	}
+	notMine := func(c runs.CallSummary) bool { return mine != nil && c.NeedsApproval && !mine[c.ID] }
 
 	// Check every field first, in a fixed order, so the same form always
 	// gets the same error.
@@ -82,6 +103,9 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 			if !ok {
 				return loop.Decision{}, invalid("unknown call id %.80q", id)
 			}
+			if notMine(c) {
+				return loop.Decision{}, runs.Errorf(runs.EForbidden, "call %.80q (%.80s) is not yours to decide: other approvers vote on it", id, c.Tool)
+			}
 			switch v {
 			case ActionApprove, ActionDeny:
 			case string(loop.ActionEdit):
@@ -98,6 +122,9 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 			c, ok := byID[id]
 			if !ok {
 				return loop.Decision{}, invalid("unknown call id %.80q", id)
+			}
+			if notMine(c) {
+				return loop.Decision{}, runs.Errorf(runs.EForbidden, "call %.80q (%.80s) is not yours to decide: other approvers vote on it", id, c.Tool)
 			}
 			if err := decidable(c, loop.ActionDeny); err != nil {
 				return loop.Decision{}, err
@@ -164,6 +191,9 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 					d.Calls = append(d.Calls, loop.CallDecision{CallID: c.ID, Action: loop.Action(choice)})
 				}
 				continue
+			}
+			if notMine(c) {
+				continue // refused above if a choice was posted
 			}
 			held++
 			if choice == "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,14 @@ type ConfirmPage struct {
 	VotesNeeded int
 	Voted       []string
 	StillNeeded []string
+	// Decidable, under a quorum, are the ids of the held calls this voter
+	// may decide (runs.DecidableCalls): only they get per-call choices,
+	// and the page says the others are decided by other approvers. Nil:
+	// every held call.
+	Decidable []string
+	// Progress, under a quorum, says each held call's vote progress by id
+	// ("1 of 2 approvals", "denied by ann"), shown with the call.
+	Progress map[string]string
 }
 
 type confirmView struct {
@@ -79,7 +88,10 @@ type confirmView struct {
 	PerCall      bool
 	// Unasked is how many calls run without approval (neither held
 	// nor denied by the policy): a whole-turn denial stops them too.
-	Unasked     int
+	Unasked int
+	// Mine is how many held calls this voter may decide (all of them but
+	// under a quorum).
+	Mine        int
 	MaxReason   int
 	VotesNeeded int
 	Approvals   int
@@ -94,11 +106,15 @@ type callView struct {
 	Tool          string
 	Effect        string
 	NeedsApproval bool
-	Arguments     string
-	Preview       string
-	Rule          string
-	RuleNote      string
-	Denied        string
+	// Mine: the voter may decide the call (every held call but under a
+	// quorum); Progress is its vote progress under a quorum.
+	Mine      bool
+	Progress  string
+	Arguments string
+	Preview   string
+	Rule      string
+	RuleNote  string
+	Denied    string
 	// DefinitionNote: the tool's definition could not be checked when the
 	// turn was held (approval.DefinitionNote).
 	DefinitionNote string
@@ -134,7 +150,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		Deadline:   approval.FormatDeadline(p.Deadline),
 		TurnDigest: p.TurnDigest,
 		MaxReason:  MaxReasonLength,
-		// Under a quorum a vote is on the whole turn.
+		// Under a quorum a vote is on the calls this voter may decide.
 		VotesNeeded: p.VotesNeeded,
 		Approvals:   len(p.Voted),
 		Voted:       approval.CleanText(strings.Join(p.Voted, ", ")),
@@ -148,6 +164,8 @@ func Confirm(p ConfirmPage) (status int, html string) {
 			Tool:           approval.CleanText(c.Tool),
 			Effect:         approval.CleanText(string(c.Effect)),
 			NeedsApproval:  c.NeedsApproval,
+			Mine:           c.NeedsApproval && (p.Decidable == nil || slices.Contains(p.Decidable, c.ID)),
+			Progress:       approval.CleanText(p.Progress[c.ID]),
 			Arguments:      approval.CleanText(approval.PrettyArguments(c.Input)),
 			Preview:        approval.CleanText(c.Preview),
 			Rule:           approval.CleanText(c.Rule),
@@ -170,8 +188,11 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		} else if c.Denied == "" {
 			v.Unasked++
 		}
+		if cv.Mine {
+			v.Mine++
+		}
 	}
-	v.PerCall = v.NeedApproval > 1 && p.VotesNeeded <= 1
+	v.PerCall = v.Mine > 1
 	return http.StatusOK, v.render()
 }
 
@@ -208,6 +229,10 @@ func Decided(p DecidedPage) (status int, html string) {
 	switch {
 	case len(d.Calls) > 0:
 		v.Paragraphs = []string{"You decided per call:"}
+		if p.StillNeeded > 0 {
+			v.Title = "Your vote was recorded"
+			v.Paragraphs = []string{"You voted per call:"}
+		}
 		for _, cd := range d.Calls {
 			oc := outcomeCall{ID: approval.CleanText(cd.CallID), Outcome: outcomeWord(cd.Action)}
 			for _, c := range p.Calls {
@@ -220,6 +245,12 @@ func Decided(p DecidedPage) (status int, html string) {
 			}
 			v.Calls = append(v.Calls, oc)
 		}
+	case d.Action == loop.ActionDeny && p.StillNeeded > 0:
+		v.Title = "Your vote was recorded"
+		v.Paragraphs = []string{"You denied the calls you may decide; one denial denies a call. Other calls of this turn wait for their own approvers."}
+		if d.Message != "" {
+			v.Paragraphs = append(v.Paragraphs, "Your reason: "+approval.CleanText(d.Message))
+		}
 	case d.Action == loop.ActionDeny:
 		v.Paragraphs = []string{"Denied. The agent is told its calls were not allowed."}
 		if d.Message != "" {
@@ -230,6 +261,9 @@ func Decided(p DecidedPage) (status int, html string) {
 		v.Paragraphs = []string{fmt.Sprintf("Approved. The run waits for %d more approval(s) from others before it continues.", p.StillNeeded)}
 	default:
 		v.Paragraphs = []string{"Approved. The run continues."}
+	}
+	if p.StillNeeded > 0 && (len(d.Calls) > 0 || d.Action == loop.ActionDeny) {
+		v.Paragraphs = append(v.Paragraphs, fmt.Sprintf("The run waits for %d more approval(s) from others before it continues.", p.StillNeeded))
 	}
 	return http.StatusOK, v.render()
 }

@@ -73,7 +73,15 @@ func (v confirmView) render() string {
 				h.Text(v.Voted)
 				h.Raw(")")
 			}
-			h.Raw("; your vote is on the whole turn</dd>")
+			h.Raw(" for each call; you vote on the calls you may decide")
+			if v.Mine < v.NeedApproval {
+				h.Raw(" (")
+				h.Int(v.Mine)
+				h.Raw(" of ")
+				h.Int(v.NeedApproval)
+				h.Raw(")")
+			}
+			h.Raw(", and one denial denies a call</dd>")
 			if v.StillNeeded != "" {
 				h.Raw("\n<dt>Who may still vote</dt><dd>")
 				h.Text(v.StillNeeded)
@@ -140,6 +148,8 @@ func (v confirmView) renderCall(h *approval.HTML, c callView) {
 	h.Text(c.Tool)
 	h.Raw("</strong>")
 	switch {
+	case c.NeedsApproval && !c.Mine:
+		h.Raw(" <span class=\"tag\">other approvers decide it</span>")
 	case c.NeedsApproval:
 		h.Raw(" <span class=\"tag need\">needs approval</span>")
 	case c.Denied != "":
@@ -163,6 +173,11 @@ func (v confirmView) renderCall(h *approval.HTML, c callView) {
 			h.Raw(" — ")
 			h.Text(c.RuleNote)
 		}
+		h.Raw("</p>")
+	}
+	if c.Progress != "" {
+		h.Raw("\n<p style=\"margin:0 0 4px\">Votes: ")
+		h.Text(c.Progress)
 		h.Raw("</p>")
 	}
 	if c.Denied != "" {
@@ -197,7 +212,7 @@ func (v confirmView) renderCall(h *approval.HTML, c callView) {
 		h.Int(c.PreviewSize)
 		h.Raw(" bytes)</strong></a> — this summary shows only its beginning.</p>")
 	}
-	if v.PerCall && c.NeedsApproval {
+	if v.PerCall && c.Mine {
 		h.Raw("\n<fieldset class=\"choice\" style=\"border:0;padding:0;margin:8px 0 0\">\n<legend class=\"muted\">Decision for call ")
 		h.Int(c.Number)
 		h.Raw(" (")

@@ -49,6 +49,13 @@ func randomConfirm(r *rand.Rand) confirmView {
 	for i := range r.IntN(4) {
 		c := callView{Number: i + 1, ID: randomString(r), DisplayID: randomString(r), Tool: randomString(r),
 			NeedsApproval: r.IntN(2) == 0, Arguments: randomString(r)}
+		c.Mine = c.NeedsApproval && r.IntN(3) > 0
+		if c.Mine {
+			v.Mine++
+		}
+		if r.IntN(3) == 0 {
+			c.Progress = randomString(r)
+		}
 		if r.IntN(2) == 0 {
 			c.Effect = randomString(r)
 		}

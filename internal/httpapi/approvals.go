@@ -44,7 +44,11 @@ func (a *API) alreadyDecidedPage(r *runs.Run, approver string) events.APIGateway
 		outcome = "denied"
 	}
 	if v, ok := voteOf(a.Directory, r, approver); ok && r.Decision != nil && v.By != r.DecidedBy {
-		return page(approvalpage.AlreadyDecidedAfterVote(outcome, r.DecidedBy, r.DecidedVia, r.DecidedAt, string(v.Action)))
+		how := string(v.Action)
+		if how == "" {
+			how = "per call" // a per-call vote under a quorum
+		}
+		return page(approvalpage.AlreadyDecidedAfterVote(outcome, r.DecidedBy, r.DecidedVia, r.DecidedAt, how))
 	}
 	return page(approvalpage.AlreadyDecided(outcome, r.DecidedBy, r.DecidedVia, r.DecidedAt))
 }
@@ -174,11 +178,31 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		// The form posts to the page's own URL, so it works behind any API
 		// Gateway stage prefix.
 		voted, still := runs.VoteTally(a.Directory, r)
-		resp = page(approvalpage.Confirm(approvalpage.ConfirmPage{
+		cp := approvalpage.ConfirmPage{
 			RunID: r.ID, Initiator: r.Initiator, Purpose: r.Purpose, Approver: t.Approver,
 			Calls: r.PendingCalls, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline,
 			VotesNeeded: r.VotesNeeded, Voted: voted, StillNeeded: still,
-		}))
+		}
+		if r.VotesNeeded > 1 {
+			// A vote is per call: the choices are for the calls this
+			// voter may decide, and each call shows its own progress.
+			cp.Decidable, _ = runs.DecidableCalls(a.Directory, r, t.Approver)
+			if cp.Decidable == nil {
+				cp.Decidable = []string{}
+			}
+			cp.Progress = map[string]string{}
+			for _, c := range r.Tally() {
+				switch {
+				case c.Denied():
+					cp.Progress[c.CallID] = "denied by " + c.DeniedBy
+				case c.Approved():
+					cp.Progress[c.CallID] = fmt.Sprintf("approved (%d of %d approvals)", len(c.ApprovedBy), c.Needed)
+				default:
+					cp.Progress[c.CallID] = fmt.Sprintf("%d of %d approvals", len(c.ApprovedBy), c.Needed)
+				}
+			}
+		}
+		resp = page(approvalpage.Confirm(cp))
 	}
 	if head {
 		resp.Body = ""
@@ -211,7 +235,13 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		_, _, msg := classify(err)
 		return page(approvalpage.Problem(http.StatusForbidden, msg)), nil
 	}
-	d, err := approvalpage.ParseDecision(form, r.PendingCalls)
+	var d loop.Decision
+	if r.VotesNeeded > 1 {
+		mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
+		d, err = approvalpage.ParseVote(form, r.PendingCalls, mine)
+	} else {
+		d, err = approvalpage.ParseDecision(form, r.PendingCalls)
+	}
 	if err != nil {
 		// 400 for a field the page does not have or one sent twice, 422
 		// for a decision that does not fit the turn.
@@ -236,7 +266,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	}
 	still := 0
 	if next.Status == runs.StatusWaiting {
-		still = max(next.VotesNeeded-next.Approvals(), 1)
+		still = max(next.VotesMissing(), 1)
 	}
 	return page(approvalpage.Decided(approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls, StillNeeded: still})), nil
 }
@@ -245,9 +275,13 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 // the run's current suspension (through it or otherwise), which still
 // waits for others.
 func votedPage(v runs.Vote, r *runs.Run) events.APIGatewayProxyResponse {
+	how := string(v.Action)
+	if how == "" {
+		how = "per call"
+	}
 	return page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
 		"You already voted (%s) on this approval; it waits for %d more approval(s) from others.",
-		v.Action, max(r.VotesNeeded-r.Approvals(), 0))))
+		how, r.VotesMissing())))
 }
 
 func deref(p *events.APIGatewayProxyResponse) events.APIGatewayProxyResponse {

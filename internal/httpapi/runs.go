@@ -48,12 +48,54 @@ type RunView struct {
 	Links       map[string]string `json:"links"`
 }
 
-// VoteView is one vote on a suspension that needs more than one approval.
+// VoteView is one vote on a suspension that needs more than one approval:
+// a whole-turn vote's action (none for a per-call vote) and the voter's
+// choice on each held call they decided.
 type VoteView struct {
-	By     string      `json:"by"`
-	Action loop.Action `json:"action"`
-	At     time.Time   `json:"at"`
-	Via    string      `json:"via"`
+	By      string            `json:"by"`
+	Action  loop.Action       `json:"action,omitempty"`
+	Message string            `json:"message,omitempty"`
+	Calls   []runs.VoteChoice `json:"calls,omitempty"`
+	At      time.Time         `json:"at"`
+	Via     string            `json:"via"`
+}
+
+// PendingCallView is a held call as GET /runs/{id} shows it: its summary
+// and, under a quorum, its approval with the call's own vote progress.
+type PendingCallView struct {
+	runs.CallSummary
+	Approval *ApprovalView `json:"approval,omitempty"`
+}
+
+// ApprovalView is a held call's approval terms (loop.ApprovalRule) and,
+// when the turn needs more than one approval and the call needs approval,
+// its vote progress: the approvals so far, how many it still needs (0 once
+// approved or denied), and who denied it.
+type ApprovalView struct {
+	loop.ApprovalRule
+	Approvals   *int   `json:"approvals,omitempty"`
+	StillNeeded *int   `json:"still_needed,omitempty"`
+	DeniedBy    string `json:"denied_by,omitempty"`
+}
+
+// pendingCallViews returns r's held calls with their vote progress.
+func pendingCallViews(r *runs.Run) []PendingCallView {
+	out := make([]PendingCallView, 0, len(r.PendingCalls))
+	for _, c := range r.PendingCalls {
+		v := PendingCallView{CallSummary: c}
+		if c.Approval != nil {
+			v.Approval = &ApprovalView{ApprovalRule: *c.Approval}
+		}
+		if t, ok := r.CallTally(c.ID); ok && r.VotesNeeded > 1 {
+			if v.Approval == nil {
+				v.Approval = &ApprovalView{}
+			}
+			approvals, still := len(t.ApprovedBy), t.StillNeeded()
+			v.Approval.Approvals, v.Approval.StillNeeded, v.Approval.DeniedBy = &approvals, &still, t.DeniedBy
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // WebhookView is a run's webhook subscription and the deliveries not yet
@@ -66,10 +108,10 @@ type WebhookView struct {
 
 // PendingView is what waits for approval.
 type PendingView struct {
-	SuspensionID string             `json:"suspension_id"`
-	TurnDigest   string             `json:"turn_digest"`
-	Deadline     time.Time          `json:"deadline"`
-	Calls        []runs.CallSummary `json:"calls"`
+	SuspensionID string            `json:"suspension_id"`
+	TurnDigest   string            `json:"turn_digest"`
+	Deadline     time.Time         `json:"deadline"`
+	Calls        []PendingCallView `json:"calls"`
 }
 
 // DecisionView is the decision of the current suspension and who made it.
@@ -98,12 +140,12 @@ func viewOf(r *runs.Run) RunView {
 	}
 	v.Metadata = r.Metadata
 	if r.Status == runs.StatusWaiting {
-		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: r.PendingCalls}
+		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: pendingCallViews(r)}
 		missing := r.VotesMissing()
 		v.VotesNeeded = &missing
 	}
 	for _, vt := range r.Votes {
-		v.Votes = append(v.Votes, VoteView{By: vt.By, Action: vt.Action, At: vt.At, Via: vt.Via})
+		v.Votes = append(v.Votes, VoteView{By: vt.By, Action: vt.Action, Message: vt.Message, Calls: vt.CallChoices(r.PendingCalls), At: vt.At, Via: vt.Via})
 	}
 	if r.Webhook != nil {
 		v.Webhook = &WebhookView{URL: r.Webhook.URL, Events: r.Webhook.Events, Pending: len(r.Outbox)}
@@ -393,29 +435,49 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.UTC().Format(runs.InstantLayout))
 	}
 	if r.VotesNeeded > 1 {
-		if d.Action == "" {
-			return nil, errorf(runs.EInvalid, "this turn needs %d approvals from distinct persons: vote on the whole turn with action approve or deny; per-call decisions and edits are possible only when one approval suffices", r.VotesNeeded)
+		// A vote: whole turn or per call, on the calls this voter may
+		// decide; the store resolves each call from the votes.
+		err := loop.ValidateVote(r.HeldCalls(), r.TurnDigest, d)
+		switch {
+		case errors.Is(err, loop.ErrDigestMismatch):
+			return nil, turnMovedOn(r, d)
+		case err != nil:
+			return nil, runs.FromLoop(err)
 		}
 		how.Voter = runs.SubjectKey(a.Directory, how.Decider)
 		if how.Voter == "" {
 			return nil, errorf(runs.EForbidden, "the decision cannot be authorized: the decider is not a valid principal")
 		}
-	}
-	tools, err := service.RunToolbox(a.Tools, r)
-	if err != nil {
-		// Only edits need the run's own tools; without them an edit of a
-		// client call is refused as an unknown tool.
-		tools = a.Tools
-	}
-	err = loop.ValidateDecision(ctx, tools, service.DecisionPolicy(a.Policy, a.Directory, r, a.log().With("run_id", r.ID)), r.HeldCalls(), r.TurnDigest, d)
-	switch {
-	case errors.Is(err, loop.ErrDigestMismatch):
-		// Most often another approver decided the turn first: say so, and
-		// that the turn waiting now is another one, to review before
-		// deciding it (not to decide again blind).
-		return nil, errorf(runs.EConflict, "the turn you reviewed (%q) was already decided, by someone else, or it changed: run %s now waits on another turn (%q), which you can review before you decide on it", d.TurnDigest, r.ID, r.TurnDigest)
-	case err != nil:
-		return nil, runs.FromLoop(err)
+		for _, v := range r.Votes {
+			if v.Person == how.Voter {
+				// Said before the vote's own checks: a person votes once,
+				// whatever the second vote holds (the store's write checks
+				// it again, on the row it writes).
+				return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
+			}
+		}
+		how.Choices, err = runs.VoteChoices(a.Directory, r, how.Decider, d)
+		if err != nil {
+			var ref *identity.Refusal
+			if errors.As(err, &ref) {
+				return nil, errorf(runs.EForbidden, "%s", ref.Message)
+			}
+			return nil, err
+		}
+	} else {
+		tools, err := service.RunToolbox(a.Tools, r)
+		if err != nil {
+			// Only edits need the run's own tools; without them an edit of a
+			// client call is refused as an unknown tool.
+			tools = a.Tools
+		}
+		err = loop.ValidateDecision(ctx, tools, service.DecisionPolicy(a.Policy, a.Directory, r, a.log().With("run_id", r.ID)), r.HeldCalls(), r.TurnDigest, d)
+		switch {
+		case errors.Is(err, loop.ErrDigestMismatch):
+			return nil, turnMovedOn(r, d)
+		case err != nil:
+			return nil, runs.FromLoop(err)
+		}
 	}
 	how.SuspensionID = r.SuspensionID
 	how.Decision = d
@@ -425,7 +487,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	}
 	log := a.log().With("run_id", r.ID)
 	if next.Status == runs.StatusWaiting {
-		log.InfoContext(ctx, "vote recorded", "via", how.Via, "suspension_id", r.SuspensionID, "approvals", next.Approvals(), "votes_needed", next.VotesNeeded)
+		log.InfoContext(ctx, "vote recorded", "via", how.Via, "suspension_id", r.SuspensionID, "votes_missing", next.VotesMissing(), "votes_needed", next.VotesNeeded)
 		return next, nil
 	}
 	log.InfoContext(ctx, "decision recorded", "via", how.Via, "suspension_id", r.SuspensionID)
@@ -550,4 +612,12 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 		}
 	}
 	return jsonResponse(http.StatusOK, page), nil
+}
+
+// turnMovedOn is the refusal of a decision on a turn the run no longer
+// waits on: most often another approver decided it first. It says so, and
+// that the turn waiting now is another one, to review before deciding it
+// (not to decide again blind).
+func turnMovedOn(r *runs.Run, d loop.Decision) error {
+	return errorf(runs.EConflict, "the turn you reviewed (%q) was already decided, by someone else, or it changed: run %s now waits on another turn (%q), which you can review before you decide on it", d.TurnDigest, r.ID, r.TurnDigest)
 }

@@ -212,6 +212,59 @@ func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []P
 	return err
 }
 
+// ValidateVote checks a vote on a held turn that needs more than one
+// approval without running anything: the digest and the shape, as
+// ValidateDecision, and that it approves or denies (a whole-turn action,
+// or per-call approvals and denials of pending calls, never an edit or a
+// remember: the other approvers approved the call as it is, and only one
+// of them would be remembered). Unlike a decision it need not decide every
+// call held for approval: a voter decides the calls they may decide,
+// which is the caller's check. A per-call deny of a call that needs no
+// approval is refused as in a decision. It returns an error wrapping
+// ErrDigestMismatch or ErrInvalidDecision.
+func ValidateVote(calls []PendingCall, digest string, d Decision) error {
+	switch {
+	case d.Action != "" && len(d.Calls) > 0:
+		return fmt.Errorf("%w: give either a turn action or per-call decisions, not both", ErrInvalidDecision)
+	case d.Action == "" && len(d.Calls) == 0:
+		return fmt.Errorf("%w: the decision has neither a turn action nor per-call decisions", ErrInvalidDecision)
+	case d.Action != "" && d.Action != ActionApprove && d.Action != ActionDeny:
+		return fmt.Errorf("%w: turn action must be %q or %q, got %q", ErrInvalidDecision, ActionApprove, ActionDeny, d.Action)
+	}
+	if err := checkCallShapes(d); err != nil {
+		return err
+	}
+	for i, cd := range d.Calls {
+		switch {
+		case cd.Action == ActionEdit:
+			return fmt.Errorf("%w: calls[%d]: this turn needs approvals from more than one person, so its calls cannot be edited: an edit would change what the other approvers approved; approve or deny the call as it is (a denial's message can say what to do instead)", ErrInvalidDecision, i)
+		case cd.Remember != "":
+			return fmt.Errorf("%w: calls[%d]: remember is not possible in a vote of a turn that needs approvals from more than one person", ErrInvalidDecision, i)
+		}
+	}
+	if d.TurnDigest != digest {
+		return fmt.Errorf("%w: decision names %q, the held turn is %q", ErrDigestMismatch, d.TurnDigest, digest)
+	}
+	byID := make(map[string]PendingCall, len(calls))
+	for _, c := range calls {
+		byID[c.ID] = c
+	}
+	for i, cd := range d.Calls {
+		c, ok := byID[cd.CallID]
+		if !ok {
+			return fmt.Errorf("%w: calls[%d]: call %q is not pending in this turn", ErrInvalidDecision, i, cd.CallID)
+		}
+		if err := CheckCallDecision(c, cd.Action); err != nil {
+			advice := "only calls held for approval are decided one by one (leave it out of calls, or deny the whole turn with action deny)"
+			if c.Denied != "" {
+				advice = "leave it out of calls"
+			}
+			return fmt.Errorf("%w: calls[%d]: %w; %s", ErrInvalidDecision, i, err, advice)
+		}
+	}
+	return nil
+}
+
 // judgeEdit asks the run's Policy about a held call with its edited input,
 // as planning would have: the edit stands when the policy allows that
 // call, or holds it under the very rule and approval terms the call was

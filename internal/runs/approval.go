@@ -225,26 +225,38 @@ type NewDecision struct {
 	// consumed (single use) in the same write.
 	Token *ApprovalToken
 	// Decision is the answer the loop's Resume applies. When the
-	// suspension needs more than one approval it is a vote: a turn action,
-	// approve or deny.
+	// suspension needs more than one approval it is a vote (a turn action,
+	// approve or deny, or per-call approvals and denials, never edits), and
+	// the decision stored once every held call is decided is the one the
+	// votes come to.
 	Decision loop.Decision
 	// Voter is who the decision counts for when the suspension needs more
 	// than one approval (identity.Subject.Key of the decider); a person
 	// votes once.
 	Voter string
+	// Choices are a vote's choices, one per held call the voter may decide
+	// (VoteChoices); a whole-turn vote's are all its action.
+	Choices []VoteChoice
 }
 
 // VoteEventData is the data of a vote event (the voter is the event's actor).
 type VoteEventData struct {
-	SuspensionID string      `json:"suspension_id"`
-	TurnDigest   string      `json:"turn_digest"`
-	Via          string      `json:"via"`
-	Action       loop.Action `json:"action"`
-	Person       string      `json:"person"`
-	// Approvals is the number of approving votes with this one;
-	// VotesNeeded how many the suspension needs.
-	Approvals   int `json:"approvals"`
-	VotesNeeded int `json:"votes_needed"`
+	SuspensionID string `json:"suspension_id"`
+	TurnDigest   string `json:"turn_digest"`
+	Via          string `json:"via"`
+	// Action and Message are a whole-turn vote's ("" for a per-call vote).
+	Action  loop.Action `json:"action,omitempty"`
+	Message string      `json:"message,omitempty"`
+	// Calls are the voter's choices, one per held call they may decide.
+	Calls  []VoteChoice `json:"calls,omitempty"`
+	Person string       `json:"person"`
+	// Approvals is the number of votes with this one that approve at
+	// least one held call; VotesNeeded how many approvals the suspension
+	// needs (the most any held call needs); VotesMissing the most any held
+	// call not yet approved or denied still needs after this vote.
+	Approvals    int `json:"approvals"`
+	VotesNeeded  int `json:"votes_needed"`
+	VotesMissing int `json:"votes_missing"`
 }
 
 // Decide moves a WAITING_FOR_APPROVAL run whose current suspension is
@@ -300,43 +312,61 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		}
 		next := cur.Clone()
 		w := Write{}
+		final := true
+		decision := d.Decision
 		if cur.VotesNeeded > 1 {
-			// A vote: the run resumes on the N-th approval or on a denial;
-			// otherwise it keeps waiting with the vote recorded. Conditional
-			// on the row's version like every write, so of concurrent votes
-			// each is counted once, on the vote set it was built on.
+			// A vote: each held call is approved once as many distinct
+			// persons as it needs approved it and denied by the first
+			// denial; the run resumes once every held call is one or the
+			// other, otherwise it keeps waiting with the vote recorded.
+			// Conditional on the row's version like every write, so of
+			// concurrent votes each is counted once, on the vote set it was
+			// built on, and exactly one completes the turn.
 			if d.Voter == "" {
 				return nil, Write{}, Errorf(EInvalid, "a vote needs the voter")
 			}
-			if d.Decision.Action != loop.ActionApprove && d.Decision.Action != loop.ActionDeny {
-				return nil, Write{}, Errorf(EInvalid, "this suspension needs %d approvals: vote with a turn action, approve or deny", cur.VotesNeeded)
+			if err := checkChoices(cur, d); err != nil {
+				return nil, Write{}, err
 			}
 			for _, v := range cur.Votes {
 				if v.Person == d.Voter {
-					return nil, Write{}, Errorf(EConflict, "%s already voted (%s) on this suspension", d.Decider, v.Action)
+					how := string(v.Action)
+					if how == "" {
+						how = "per call"
+					}
+					return nil, Write{}, Errorf(EConflict, "%s already voted (%s) on this suspension", d.Decider, how)
 				}
 			}
-			next.Votes = append(next.Votes, Vote{By: d.Decider, Person: d.Voter, Action: d.Decision.Action, Via: d.Via, At: now})
+			vote := Vote{By: d.Decider, Person: d.Voter, Action: d.Decision.Action, Via: d.Via, At: now}
+			vote.Choices, vote.Reasons = encodeChoices(cur.PendingCalls, d.Choices, d.Decision.Action != "")
+			if d.Decision.Action != "" {
+				vote.Message = d.Decision.Message
+			}
+			next.Votes = append(next.Votes, vote)
 			if i := slices.Index(next.InboxKeys, d.Voter); i >= 0 {
 				// The voter has decided: the run no longer waits for them,
 				// so it leaves their inbox (the others keep it).
 				w.DropInbox = append(w.DropInbox, InboxKey{Approver: d.Voter, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
 				next.InboxKeys = slices.Delete(next.InboxKeys, i, i+1) // next is cur's deep copy
 			}
-			if d.Decision.Action == loop.ActionApprove && next.Approvals() < cur.VotesNeeded {
+			tally := next.Tally()
+			final = turnDecided(tally)
+			if final {
+				decision = resolvedDecision(next, tally, d.Decision)
+			} else {
 				// The run keeps waiting: the others' entries say how many
 				// approvals are still missing (InboxEntry.VotesMissing).
 				w.NewInbox = inboxEntries(next)
 			}
 			w.Events = append(w.Events, Event{Type: EventVote, Actor: d.Decider, Data: mustJSON(VoteEventData{
 				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Action: d.Decision.Action,
-				Person: d.Voter, Approvals: next.Approvals(), VotesNeeded: cur.VotesNeeded,
+				Message: vote.Message, Calls: vote.choices(cur.PendingCalls),
+				Person: d.Voter, Approvals: next.Approvals(), VotesNeeded: cur.VotesNeeded, VotesMissing: next.VotesMissing(),
 			})})
 		}
-		final := cur.VotesNeeded <= 1 || d.Decision.Action == loop.ActionDeny || next.Approvals() >= cur.VotesNeeded
 		if final {
 			w.Events = append(w.Events, Event{Type: EventDecision, Actor: d.Decider, Data: mustJSON(DecisionEventData{
-				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: d.Decision,
+				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: decision,
 			})})
 		}
 		if d.Via == ViaLink {
@@ -350,7 +380,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		}
 		if final {
 			next.Status = StatusResuming
-			next.Decision = cloneDecision(&d.Decision)
+			next.Decision = cloneDecision(&decision)
 			next.DecidedBy, next.DecidedVia, next.DecidedAt = d.Decider, d.Via, now
 		}
 		return next, w, nil

@@ -57,11 +57,32 @@ func VotesNeeded(calls []CallSummary) int {
 
 // MayDecide reports whether decider may decide run r's held calls; nil
 // means yes, otherwise the error is an *identity.Refusal (403 to the
-// caller, with a message safe to show). It is the one check used by the
-// API and the approval links, and it fails closed: a decider or initiator
-// that is not a valid principal, a run with no call awaiting approval, or
-// an approver list that no longer resolves all refuse.
+// caller, with a message safe to show). One decision decides every held
+// call, so the decider must be able to decide each of them; under a quorum
+// (r.VotesNeeded above 1) a vote is per call, and a decider who may decide
+// at least one held call may vote (on those: VoteChoices). It is the one
+// check used by the API and the approval links, and it fails closed: a
+// decider or initiator that is not a valid principal, a run with no call
+// awaiting approval, or an approver list that no longer resolves all
+// refuse.
 func MayDecide(dir *identity.Directory, r *Run, decider string) error {
+	if r != nil && r.VotesNeeded > 1 {
+		ids, refused := DecidableCalls(dir, r, decider)
+		if len(ids) > 0 {
+			return nil
+		}
+		for _, c := range r.PendingCalls {
+			if err := refused[c.ID]; err != nil {
+				return err
+			}
+		}
+		return refuse("the decision cannot be authorized: the run has no call awaiting approval")
+	}
+	return mayDecideAll(dir, r, decider)
+}
+
+// mayDecideAll is MayDecide for one decision on every held call.
+func mayDecideAll(dir *identity.Directory, r *Run, decider string) error {
 	if r == nil {
 		return refuse("the decision cannot be authorized: the run is unknown")
 	}
@@ -80,9 +101,35 @@ func MayDecide(dir *identity.Directory, r *Run, decider string) error {
 	return dir.MayDecide(who, init, reqs...)
 }
 
+// Deciders returns who is asked about the held calls of calls in run r
+// (approval links, inbox entries, reminders): when one decision decides
+// them, those who may decide every call (Eligible); when they need more
+// than one approval (VotesNeeded), a vote is per call, and everyone who
+// may decide at least one of them, in turn order, each once.
+func Deciders(dir *identity.Directory, r *Run, calls []CallSummary) []identity.Eligible {
+	if VotesNeeded(calls) <= 1 {
+		return Eligible(dir, r, calls)
+	}
+	var out []identity.Eligible
+	seen := map[string]bool{}
+	for _, c := range calls {
+		if !c.NeedsApproval {
+			continue
+		}
+		for _, e := range Eligible(dir, r, []CallSummary{c}) {
+			if k := e.Subject.Key(); !seen[k] {
+				seen[k] = true
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
 // Eligible returns who may decide every call of calls in run r (the
-// recipients of approval links): nil when nobody can, including when the
-// initiator is not a valid principal or the approvers no longer resolve.
+// recipients of approval links when one decision decides them): nil when
+// nobody can, including when the initiator is not a valid principal or
+// the approvers no longer resolve.
 func Eligible(dir *identity.Directory, r *Run, calls []CallSummary) []identity.Eligible {
 	init, err := identity.Parse(r.Initiator)
 	if err != nil {
@@ -205,7 +252,7 @@ func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
 			voted = append(voted, v.By)
 		}
 	}
-	for _, e := range Eligible(dir, r, r.PendingCalls) {
+	for _, e := range Deciders(dir, r, r.PendingCalls) {
 		if !done[e.Subject.Key()] {
 			still = append(still, e.Subject.String())
 		}
@@ -222,45 +269,30 @@ const maxNamedDeciders = 10
 // distinct persons may decide it (its approvers, the tool gate, four-eyes
 // leaving out the initiator) than the approvals it needs. Such a turn
 // would otherwise wait in WAITING_FOR_APPROVAL until its deadline with
-// nobody able to complete the vote. Each call is checked on its own first;
-// then, as a vote is on the whole held turn and only persons who may decide
-// every call count, the calls left are checked together, and when they
-// cannot be approved together every one of them is denied. A call whose
+// nobody able to complete the vote. Each call is checked on its own, against
+// the persons who may decide it: a vote is per call, so a turn whose calls
+// have different approvers waits for each call's own. A call whose
 // approvers no longer resolve, or a run whose initiator is not a valid
 // principal, has nobody who may decide. Calls that need no approval are
 // never in the result. Nil means every held call can be approved.
 func UnmeetableApprovals(dir *identity.Directory, r *Run, calls []CallSummary) map[string]string {
 	var out map[string]string
-	deny := func(id, msg string) {
-		if out == nil {
-			out = map[string]string{}
-		}
-		out[id] = msg
-	}
-	var left []CallSummary
 	for _, c := range calls {
 		if !c.NeedsApproval {
 			continue
 		}
 		if msg := approvalShortfall(dir, r, []CallSummary{c}); msg != "" {
-			deny(c.ID, fmt.Sprintf("approval cannot be given: %s; no one was asked and the call was not run", msg))
-			continue
-		}
-		left = append(left, c)
-	}
-	if len(left) < 2 {
-		return out
-	}
-	if msg := approvalShortfall(dir, r, left); msg != "" {
-		for _, c := range left {
-			deny(c.ID, fmt.Sprintf("approval cannot be given: one vote decides the %d calls of this turn that need approval, and %s; no one was asked and none of them was run", len(left), msg))
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[c.ID] = fmt.Sprintf("approval cannot be given: %s; no one was asked and the call was not run", msg)
 		}
 	}
 	return out
 }
 
-// approvalShortfall says why calls (all needing approval) cannot be
-// approved together, "" when enough persons may decide them.
+// approvalShortfall says why a held call (calls: that one call) cannot be
+// approved, "" when enough persons may decide it.
 func approvalShortfall(dir *identity.Directory, r *Run, calls []CallSummary) string {
 	need := VotesNeeded(calls)
 	var rules []string
@@ -273,10 +305,6 @@ func approvalShortfall(dir *identity.Directory, r *Run, calls []CallSummary) str
 	}
 	var what string
 	switch {
-	case len(calls) > 1 && len(rules) > 0:
-		what = fmt.Sprintf("under rules %s the turn needs %s from distinct persons who may decide every call", strings.Join(rules, ", "), approvals(need))
-	case len(calls) > 1:
-		what = fmt.Sprintf("the turn needs %s from distinct persons who may decide every call", approvals(need))
 	case len(rules) > 0:
 		what = fmt.Sprintf("rule %s needs %s from distinct persons", rules[0], approvals(need))
 	default:

@@ -139,11 +139,14 @@ func TestUnmeetableApprovals(t *testing.T) {
 		{"an initiator that is not a principal", run("bob smith", false, pricing(1, false, "group:finance")),
 			map[string][]string{"w1": {"the run's initiator is not a valid principal"}}},
 		{"calls needing no approval are never named", run("bob@example.com", true, runs.CallSummary{ID: "r1", Tool: "read_document"}), nil},
-		{"each meetable, not together: a vote decides the whole turn",
+		{"each meetable by its own deciders, though only carol may decide both: votes are per call",
 			run("ann@example.com", false, pricing(2, false, "group:finance"),
 				runs.CallSummary{ID: "w2", Tool: "write_document", NeedsApproval: true, Rule: "legal", Approval: &loop.ApprovalRule{Approvers: []string{"carol@example.com", "ann@example.com"}}}),
-			map[string][]string{"w1": {"one vote decides the 2 calls", `under rules "pricing", "legal" the turn needs 2 approvals`, "only 1 person may decide: carol"},
-				"w2": {"one vote decides the 2 calls"}}},
+			nil},
+		{"per call: only the call its own deciders cannot approve is denied",
+			run("bob@example.com", false, pricing(2, true, "group:finance"),
+				runs.CallSummary{ID: "w2", Tool: "write_document", NeedsApproval: true, Rule: "legal", Approval: &loop.ApprovalRule{Approvers: []string{"carol@example.com", "ann@example.com"}, RequiredApprovals: 2}}),
+			map[string][]string{"w1": {`rule "pricing" needs 2 approvals`, "only 1 person may decide: carol", "four-eyes: bob started the run"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,10 +42,12 @@ type InboxEntry struct {
 	SuspendedAt time.Time `json:"suspended_at"`
 	// VotesNeeded is how many approvals the suspension needs.
 	VotesNeeded int `json:"votes_needed"`
-	// Approvals is how many approving votes the suspension had when the
-	// entry was written: a vote that leaves the run waiting rewrites the
-	// entries that remain (Store.Decide). An entry written before entries
-	// counted them says 0 until the next such vote.
+	// Approvals is VotesNeeded less the approvals the suspension still
+	// missed when the entry was written (Run.VotesMissing: the most any
+	// held call not yet decided still needs; with one quorum for every
+	// call, the approving votes so far): a vote that leaves the run waiting
+	// rewrites the entries that remain (Store.Decide). An entry written
+	// before entries counted them says 0 until the next such vote.
 	Approvals int `json:"approvals,omitempty"`
 }
 
@@ -155,7 +157,7 @@ func inboxEntries(r *Run) []InboxEntry {
 			Approver: k, RunID: r.ID, SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest,
 			Initiator: r.Initiator, Purpose: r.Purpose, Tools: slices.Clone(tools),
 			Deadline: r.ApprovalDeadline, SuspendedAt: r.SuspendedAt, VotesNeeded: max(r.VotesNeeded, 1),
-			Approvals: r.Approvals(),
+			Approvals: max(r.VotesNeeded, 1) - r.VotesMissing(),
 		})
 	}
 	return out

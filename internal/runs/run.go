@@ -335,27 +335,53 @@ type Vote struct {
 	// Person is who the vote counts for (identity.Subject.Key): one vote
 	// per person, whatever alias they use.
 	Person string `json:"person"`
-	// Action is approve or deny; a denial ends the vote.
-	Action loop.Action `json:"action"`
-	Via    string      `json:"via"`
-	At     time.Time   `json:"at"`
+	// Action is the whole-turn choice of a vote on the whole turn (approve
+	// or deny), "" for a per-call vote.
+	Action loop.Action `json:"action,omitempty"`
+	// Message is a whole-turn vote's message (a denial's reason, or an
+	// approval's note).
+	Message string `json:"message,omitempty"`
+	// Choices are the voter's choices (VoteChoice), one byte per held call
+	// in PendingCalls order: 'a' approve, 'd' deny, '-' none (a call they
+	// may not decide, or one that needs no approval); Reasons the messages
+	// of its denials, one per 'd' in order (omitted when all are empty).
+	// Kept this short because the row holds every vote: a held call's id
+	// may be 256 bytes. A vote recorded before votes were per call has no
+	// Choices: its Action applies to every held call.
+	Choices string    `json:"choices,omitempty"`
+	Reasons []string  `json:"reasons,omitempty"`
+	Via     string    `json:"via"`
+	At      time.Time `json:"at"`
 }
 
-// Approvals returns how many approving votes the run's current suspension has.
+// Approvals returns how many votes on the run's current suspension approve
+// at least one held call.
 func (r *Run) Approvals() int {
 	n := 0
 	for _, v := range r.Votes {
-		if v.Action == loop.ActionApprove {
-			n++
+		for _, ch := range v.choices(r.PendingCalls) {
+			if ch.Action == loop.ActionApprove {
+				n++
+				break
+			}
 		}
 	}
 	return n
 }
 
 // VotesMissing returns how many approvals the current suspension still
-// needs before the run resumes (0 when it needs none or has them all).
+// needs before the run resumes: under a quorum, the most any held call
+// that is neither approved nor denied still needs (0 once every held call
+// is decided); otherwise 1 until it is decided.
 func (r *Run) VotesMissing() int {
-	return max(max(r.VotesNeeded, 1)-r.Approvals(), 0)
+	if r.VotesNeeded <= 1 {
+		return max(1-r.Approvals(), 0)
+	}
+	n := 0
+	for _, t := range r.Tally() {
+		n = max(n, t.StillNeeded())
+	}
+	return n
 }
 
 // Clone returns a deep copy of r, exact to nil and empty: a nil slice or
@@ -371,7 +397,7 @@ func (r *Run) Clone() *Run {
 	c.Metadata = maps.Clone(r.Metadata)
 	c.TokenHashes = slices.Clone(r.TokenHashes)
 	c.InboxKeys = slices.Clone(r.InboxKeys)
-	c.Votes = slices.Clone(r.Votes)
+	c.Votes = cloneVotes(r.Votes)
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)
 	c.Output = cloneRaw(r.Output)
@@ -532,4 +558,12 @@ func (t *ApprovalToken) Usable(now time.Time) error {
 		return Errorf(EGone, "approval link expired")
 	}
 	return nil
+}
+
+func cloneVotes(vs []Vote) []Vote {
+	out := slices.Clone(vs)
+	for i := range out {
+		out[i].Reasons = slices.Clone(vs[i].Reasons)
+	}
+	return out
 }

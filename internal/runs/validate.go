@@ -18,6 +18,10 @@ const (
 	MaxPendingCallsSize = 64 << 10  // Run.PendingCalls, as JSON (a bounded summary: SummarizeCalls)
 	MaxOutputSize       = 96 << 10  // Run.Output
 	MaxDecisionSize     = 32 << 10  // Run.Decision
+	// MaxVoteMessagesSize bounds the messages of one vote under a quorum
+	// together (its whole-turn message, or its denials'): the row keeps
+	// every vote (at most MaxApprovers) until the turn is decided.
+	MaxVoteMessagesSize = 1 << 10
 	MaxEventDataSize    = 128 << 10 // Event.Data
 	MaxApprovers        = 20
 	MaxPendingCalls     = loop.MaxHeldCalls // calls of one held turn

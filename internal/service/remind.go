@@ -22,7 +22,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		voted[v.Person] = true
 	}
 	var unvoted []identity.Eligible
-	for _, e := range listed(runs.Eligible(w.Directory, r, r.PendingCalls)) {
+	for _, e := range listed(runs.Deciders(w.Directory, r, r.PendingCalls)) {
 		if !voted[e.Subject.Key()] {
 			unvoted = append(unvoted, e) // reminders go only to those who have not voted
 		}

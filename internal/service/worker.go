@@ -869,7 +869,7 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	now := s.w.now()
 	deadline := now.Add(s.ttl)
 	calls := runs.SummarizeCalls(st)
-	eligible := runs.Eligible(s.w.Directory, s.cur, calls)
+	eligible := runs.Deciders(s.w.Directory, s.cur, calls)
 	if len(eligible) > runs.MaxApprovers {
 		s.log.WarnContext(ctx, "more persons may decide than a suspension lists; the first ones get links and inbox entries", "eligible", len(eligible), "listed", runs.MaxApprovers)
 	}

@@ -99,7 +99,7 @@ func testInbox(t *testing.T, e *Env) {
 		require.NoError(t, err)
 		require.Len(t, page, 1)
 		before := page[0]
-		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Voter: "bob", Via: runs.ViaAPI, Decision: Approve})
+		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Voter: "bob", Via: runs.ViaAPI, Decision: Approve, Choices: approveCall1})
 		require.NoError(t, err)
 		assert.Equal(t, runs.StatusWaiting, r.Status, "one vote of two")
 		assert.Equal(t, []string{"carol", "dave"}, r.InboxKeys)
@@ -118,7 +118,7 @@ func testInbox(t *testing.T, e *Env) {
 			assert.Equal(t, want, page[0], "the entry of %s after one approval", k)
 			assert.Equal(t, 1, page[0].VotesMissing(), "votes missing in the entry of %s", k)
 		}
-		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "carol", Voter: "carol", Via: runs.ViaAPI, Decision: Approve})
+		r, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "carol", Voter: "carol", Via: runs.ViaAPI, Decision: Approve, Choices: approveCall1})
 		require.NoError(t, err)
 		assert.Equal(t, runs.StatusResuming, r.Status, "the second vote decides")
 		assert.Empty(t, r.InboxKeys)

@@ -106,6 +106,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Votes", testVotes},
 		{"VoteThroughLinks", testVoteThroughLinks},
 		{"ConcurrentVotes", testConcurrentVotes},
+		{"PerCallVotes", testPerCallVotes},
 		{"Checkpoint", testCheckpoint},
 		{"IdempotentFence", testIdempotentFence},
 		{"Reclaims", testReclaims},
@@ -216,6 +217,10 @@ func SuspendedState(runID, id string) *loop.SuspendedState {
 
 // Approve is a decision approving the whole held turn.
 var Approve = loop.Decision{TurnDigest: "digest-s1", Action: loop.ActionApprove}
+
+// approveCall1 are the choices of a whole-turn approving vote on
+// SuspendedState's turn: call-1 is its one call that needs approval.
+var approveCall1 = []runs.VoteChoice{{CallID: "call-1", Action: loop.ActionApprove}}
 
 // NewToken returns a random raw approval token.
 func NewToken() string {

@@ -1,6 +1,7 @@
 package runstest
 
 import (
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,9 +26,12 @@ func (e *Env) waitingQuorum(t *testing.T, n int) (*runs.Run, []string) {
 	return r, raws
 }
 
+// vote is who's whole-turn vote on suspension "s1" (its one held call
+// that needs approval, call-1).
 func vote(who string, action loop.Action) runs.NewDecision {
 	return runs.NewDecision{SuspensionID: "s1", Decider: who + "@example.com", Voter: "person:" + who, Via: runs.ViaAPI,
-		Decision: loop.Decision{TurnDigest: "digest-s1", Action: action}}
+		Decision: loop.Decision{TurnDigest: "digest-s1", Action: action},
+		Choices:  []runs.VoteChoice{{CallID: "call-1", Action: action}}}
 }
 
 // testVotes: N of M. Each vote is one write that keeps the run waiting
@@ -41,7 +45,7 @@ func testVotes(t *testing.T, e *Env) {
 	assert.Equal(t, r.Version+1, r1.Version)
 	assert.Nil(t, r1.Decision)
 	require.Len(t, r1.Votes, 1)
-	assert.Equal(t, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Via: runs.ViaAPI, At: e.Clock.Now()}, r1.Votes[0])
+	assert.Equal(t, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Choices: "a-", Via: runs.ViaAPI, At: e.Clock.Now()}, r1.Votes[0])
 	assert.Equal(t, 1, r1.VotesMissing())
 
 	// The same person again, by another alias: 409, nothing changes.
@@ -51,11 +55,29 @@ func testVotes(t *testing.T, e *Env) {
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, r1)
 
-	// Per-call decisions are not votes.
-	perCall := vote("carol", "")
-	perCall.Decision = loop.Decision{TurnDigest: "digest-s1", Calls: []loop.CallDecision{{CallID: "call-1", Action: loop.ActionApprove}}}
-	_, err = e.Store.Decide(ctx, r1, perCall)
-	AssertCode(t, runs.EInvalid, err)
+	// A vote needs its choices, each on a held call that needs approval,
+	// approve or deny (never an edit), the whole-turn action's when given.
+	for name, chs := range map[string][]runs.VoteChoice{
+		"none":                 nil,
+		"a read sibling":       {{CallID: "call-1", Action: loop.ActionApprove}, {CallID: "call-2", Action: loop.ActionApprove}},
+		"an unknown call":      {{CallID: "call-9", Action: loop.ActionApprove}},
+		"twice":                {{CallID: "call-1", Action: loop.ActionApprove}, {CallID: "call-1", Action: loop.ActionApprove}},
+		"an edit":              {{CallID: "call-1", Action: loop.ActionEdit}},
+		"not the turn action":  {{CallID: "call-1", Action: loop.ActionDeny}},
+		"a message on approve": {{CallID: "call-1", Action: loop.ActionApprove, Message: "ok"}},
+	} {
+		bad := vote("carol", loop.ActionApprove)
+		bad.Choices = chs
+		_, err = e.Store.Decide(ctx, r1, bad)
+		require.Error(t, err, "choices: %s", name)
+		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "choices: %s: %v", name, err)
+	}
+	long := vote("carol", "")
+	long.Decision = loop.Decision{TurnDigest: "digest-s1", Calls: []loop.CallDecision{{CallID: "call-1", Action: loop.ActionDeny}}}
+	long.Choices = []runs.VoteChoice{{CallID: "call-1", Action: loop.ActionDeny, Message: string(make([]byte, runs.MaxVoteMessagesSize+1))}}
+	_, err = e.Store.Decide(ctx, r1, long)
+	AssertCode(t, runs.ETooLarge, err)
+	e.Unchanged(t, r1)
 	noVoter := vote("carol", loop.ActionApprove)
 	noVoter.Voter = ""
 	_, err = e.Store.Decide(ctx, r1, noVoter)
@@ -110,7 +132,7 @@ func testVoteThroughLinks(t *testing.T, e *Env) {
 	carol, err := e.Store.LookupToken(ctx, HashToken(raws[1]))
 	require.NoError(t, err)
 	link := func(tok *runs.ApprovalToken) runs.NewDecision {
-		return runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Voter: "person:" + tok.Approver, Decision: Approve}
+		return runs.NewDecision{SuspensionID: "s1", Via: runs.ViaLink, Token: tok, Voter: "person:" + tok.Approver, Decision: Approve, Choices: approveCall1}
 	}
 	r1, err := e.Store.Decide(ctx, r, link(bob))
 	require.NoError(t, err)
@@ -131,14 +153,20 @@ func testVoteThroughLinks(t *testing.T, e *Env) {
 // counted approvals by two distinct persons, everyone else 409.
 func testConcurrentVotes(t *testing.T, e *Env) {
 	ctx := t.Context()
-	r, _ := e.waitingQuorum(t, 2)
+	r := e.waitingTwoCalls(t, 2, 2)
 	const n = 50
 	voters := []string{"ann", "bob", "carol", "dave", "erin"}
 	var wins, transitions atomic.Int64
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			got, err := e.Store.Decide(ctx, r, vote(voters[i%len(voters)], loop.ActionApprove))
+			// Whole-turn and per-call votes alike, on both held calls.
+			v := perCall(voters[i%len(voters)], "call-1", loop.ActionApprove, "call-3", loop.ActionApprove)
+			if i%2 == 0 {
+				v = vote(voters[i%len(voters)], loop.ActionApprove)
+				v.Choices = append(v.Choices, runs.VoteChoice{CallID: "call-3", Action: loop.ActionApprove})
+			}
+			got, err := e.Store.Decide(ctx, r, v)
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -164,4 +192,156 @@ func testConcurrentVotes(t *testing.T, e *Env) {
 	assert.Equal(t, 1, count(types, runs.EventDecision))
 	t.Logf("quorum race: %d votes by %d approvers, N=2: %d counted, %d transition, version %d -> %d",
 		n, len(voters), wins.Load(), transitions.Load(), r.Version, got.Version)
+}
+
+// waitingTwoCalls creates a run suspended on "s1" whose turn holds two
+// calls that need approval, call-1 (n1 approvals) and call-3 (n3), and a
+// read, call-2.
+func (e *Env) waitingTwoCalls(t *testing.T, n1, n3 int) *runs.Run {
+	t.Helper()
+	r := e.Running(t)
+	sp, _ := e.Suspension(r, "s1")
+	st := sp.State
+	st.PendingCalls[0].Rule, st.PendingCalls[0].Approval = "one", &loop.ApprovalRule{RequiredApprovals: n1}
+	st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: "call-3", Name: "send_email", Input: json.RawMessage(`{"to":"y@example.com"}`),
+		NeedsApproval: true, Effect: loop.EffectWrite, Rule: "three", Approval: &loop.ApprovalRule{RequiredApprovals: n3}})
+	sp.VotesNeeded = runs.VotesNeeded(runs.SummarizeCalls(st))
+	r, err := e.Store.Suspend(e.ctx, r, "w1", sp)
+	require.NoError(t, err)
+	require.Equal(t, max(n1, n3), r.VotesNeeded)
+	return r
+}
+
+// perCall is who's per-call vote on suspension "s1": pairs of call id and
+// action (a denial's message is "no <call id>").
+func perCall(who string, pairs ...any) runs.NewDecision {
+	d := runs.NewDecision{SuspensionID: "s1", Decider: who + "@example.com", Voter: "person:" + who, Via: runs.ViaAPI,
+		Decision: loop.Decision{TurnDigest: "digest-s1"}}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		id, action := pairs[i].(string), pairs[i+1].(loop.Action)
+		cd := loop.CallDecision{CallID: id, Action: action}
+		ch := runs.VoteChoice{CallID: id, Action: action}
+		if action == loop.ActionDeny {
+			cd.Message, ch.Message = "no "+id, "no "+id
+		}
+		d.Decision.Calls = append(d.Decision.Calls, cd)
+		d.Choices = append(d.Choices, ch)
+	}
+	return d
+}
+
+// testPerCallVotes: under a quorum each held call counts its own votes,
+// to its own quorum; one denial denies it; the run resumes exactly once,
+// when every held call is approved or denied, with the decision the votes
+// come to, and each vote's event carries its choices.
+func testPerCallVotes(t *testing.T, e *Env) {
+	ctx := t.Context()
+	calls := func(d *loop.Decision) map[string]string {
+		out := map[string]string{}
+		for _, cd := range d.Calls {
+			out[cd.CallID] = string(cd.Action) + ":" + cd.Message
+		}
+		return out
+	}
+
+	t.Run("approve one, deny the other: the turn waits for the approval's quorum", func(t *testing.T) {
+		r := e.waitingTwoCalls(t, 2, 2)
+		r1, err := e.Store.Decide(ctx, r, perCall("ann", "call-1", loop.ActionApprove, "call-3", loop.ActionDeny))
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusWaiting, r1.Status, "call-1 has 1 approval of 2")
+		assert.Equal(t, 1, r1.VotesMissing())
+		require.Len(t, r1.Votes, 1)
+		assert.Equal(t, "a-d", r1.Votes[0].Choices)
+		_, err = e.Store.Decide(ctx, r1, perCall("ann", "call-1", loop.ActionApprove))
+		AssertCode(t, runs.EConflict, err)
+		e.Unchanged(t, r1)
+		// Bob approves the whole turn: call-1 is approved; call-3 stays
+		// denied (one denial is a veto).
+		bob := vote("bob", loop.ActionApprove)
+		bob.Choices = append(bob.Choices, runs.VoteChoice{CallID: "call-3", Action: loop.ActionApprove})
+		r2, err := e.Store.Decide(ctx, r1, bob)
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusResuming, r2.Status)
+		assert.Equal(t, "bob@example.com", r2.DecidedBy)
+		require.NotNil(t, r2.Decision)
+		assert.Empty(t, r2.Decision.Action, "a per-call decision: not every vote was on the whole turn")
+		assert.Equal(t, map[string]string{"call-1": "approve:", "call-3": "deny:no call-3"}, calls(r2.Decision))
+		assert.Equal(t, "digest-s1", r2.Decision.TurnDigest)
+		_, err = e.Store.Decide(ctx, r2, perCall("carol", "call-1", loop.ActionDeny))
+		AssertCode(t, runs.EConflict, err)
+		evs, err := e.Store.Events(ctx, r.ID, 0, 100)
+		require.NoError(t, err)
+		var votes []runs.VoteEventData
+		decisions := 0
+		for _, ev := range evs {
+			switch ev.Type {
+			case runs.EventVote:
+				var v runs.VoteEventData
+				require.NoError(t, json.Unmarshal(ev.Data, &v))
+				votes = append(votes, v)
+			case runs.EventDecision:
+				decisions++
+				var d runs.DecisionEventData
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				assert.Equal(t, *r2.Decision, d.Decision, "the decision event is the stored decision")
+			}
+		}
+		assert.Equal(t, 1, decisions, "exactly one transition")
+		require.Len(t, votes, 2)
+		assert.Equal(t, []runs.VoteChoice{{CallID: "call-1", Action: loop.ActionApprove}, {CallID: "call-3", Action: loop.ActionDeny, Message: "no call-3"}}, votes[0].Calls)
+		assert.Equal(t, 1, votes[0].VotesMissing)
+		assert.Equal(t, loop.ActionApprove, votes[1].Action)
+		assert.Equal(t, 0, votes[1].VotesMissing)
+	})
+
+	t.Run("different quorums per call", func(t *testing.T) {
+		r := e.waitingTwoCalls(t, 3, 1)
+		r1, err := e.Store.Decide(ctx, r, perCall("ann", "call-1", loop.ActionApprove, "call-3", loop.ActionApprove))
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusWaiting, r1.Status)
+		assert.Equal(t, 2, r1.VotesMissing(), "call-3 is approved by one; call-1 needs two more")
+		r2, err := e.Store.Decide(ctx, r1, perCall("bob", "call-1", loop.ActionApprove))
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusWaiting, r2.Status)
+		assert.Equal(t, 1, r2.VotesMissing())
+		r3, err := e.Store.Decide(ctx, r2, perCall("carol", "call-1", loop.ActionApprove))
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusResuming, r3.Status)
+		assert.Equal(t, map[string]string{"call-1": "approve:", "call-3": "approve:"}, calls(r3.Decision))
+	})
+
+	t.Run("a denial of every call decides the turn at once", func(t *testing.T) {
+		r := e.waitingTwoCalls(t, 2, 2)
+		r1, err := e.Store.Decide(ctx, r, perCall("ann", "call-1", loop.ActionDeny, "call-3", loop.ActionDeny))
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusResuming, r1.Status)
+		assert.Equal(t, map[string]string{"call-1": "deny:no call-1", "call-3": "deny:no call-3"}, calls(r1.Decision))
+	})
+
+	t.Run("whole-turn votes that cover every call decide as before", func(t *testing.T) {
+		r := e.waitingTwoCalls(t, 2, 2)
+		d := vote("ann", loop.ActionDeny)
+		d.Decision.Message = "freeze"
+		d.Choices = []runs.VoteChoice{{CallID: "call-1", Action: loop.ActionDeny, Message: "freeze"}, {CallID: "call-3", Action: loop.ActionDeny, Message: "freeze"}}
+		r1, err := e.Store.Decide(ctx, r, d)
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusResuming, r1.Status)
+		assert.Equal(t, loop.Decision{TurnDigest: "digest-s1", Action: loop.ActionDeny, Message: "freeze"}, *r1.Decision)
+		assert.Equal(t, "freeze", r1.Votes[0].Message)
+		assert.Nil(t, r1.Votes[0].Reasons, "a whole-turn vote keeps its message once")
+	})
+
+	t.Run("a whole-turn vote on part of the turn is that choice on those calls only", func(t *testing.T) {
+		r := e.waitingTwoCalls(t, 2, 2)
+		d := vote("ann", loop.ActionDeny) // ann may decide call-1 only
+		r1, err := e.Store.Decide(ctx, r, d)
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusWaiting, r1.Status, "call-3 is undecided")
+		r2, err := e.Store.Decide(ctx, r1, perCall("bob", "call-3", loop.ActionApprove))
+		require.NoError(t, err)
+		r3, err := e.Store.Decide(ctx, r2, perCall("carol", "call-3", loop.ActionApprove))
+		require.NoError(t, err)
+		assert.Equal(t, runs.StatusResuming, r3.Status)
+		assert.Equal(t, map[string]string{"call-1": "deny:", "call-3": "approve:"}, calls(r3.Decision))
+	})
 }

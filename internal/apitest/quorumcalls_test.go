@@ -1,0 +1,223 @@
+package apitest_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+const threeDirectory = `{"version": 1,
+ "persons": [
+  {"id": "ann",   "aliases": ["ann@example.com", "ann"]},
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}
+ ],
+ "groups": [{"name": "three", "members": ["ann", "bob", "carol"]}]
+}`
+
+const twoOfThreePolicy = `{"version": 1, "rules": [
+  {"id": "two-of-three", "description": "writes need two of the three", "tools": ["write_document"],
+   "outcome": "require_approval", "approvers": ["group:three"], "required_approvals": 2}
+ ]}`
+
+// twoWrites is one turn with two held writes, A and B, then the end.
+const twoWrites = `{"turns":[
+ {"content":[{"type":"text","text":"Two writes."},
+             {"type":"tool_use","id":"toolu_a","name":"write_document","input":{"path":"pages/a.md","text":"A\n"}},
+             {"type":"tool_use","id":"toolu_b","name":"write_document","input":{"path":"pages/b.md","text":"B\n"}}],
+  "usage":{"input_tokens":100,"output_tokens":20}},
+ {"content":[{"type":"text","text":"Done."}],"usage":{"input_tokens":150,"output_tokens":12}}
+]}`
+
+// runQuorumPerCallVotes: 2 of 3 over a turn with two held writes. Ann
+// approves A and denies B; bob approves (the whole turn: A, and B, which
+// ann's denial has denied already); the run resumes once, runs A once and
+// tells the model B was denied with ann's reason; the events say so.
+func runQuorumPerCallVotes(t *testing.T, opts ...func(*apitest.Options)) {
+	o := apitest.Options{Script: twoWrites, Principals: []string{"frank", "ann", "bob", "carol"}, Governance: governance(t, threeDirectory, twoOfThreePolicy)}
+	for _, f := range opts {
+		f(&o)
+	}
+	s := start(t, o)
+	c := s.Client(t)
+	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"write a and b","approvers":["group:three"]}`)
+	id := run["id"].(string)
+	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
+	run = notified(t, s, c, "frank", id)
+	if run["votes_needed"] != float64(2) {
+		t.Fatalf("votes_needed %v, want 2", run["votes_needed"])
+	}
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	decide := func(who, body string) (int, map[string]any) {
+		status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", who, jsonCT, `{"turn_digest":"`+digest+`",`+body+`}`)
+		return status, out
+	}
+
+	status, out := decide("ann", `"calls":[{"call_id":"toolu_a","action":"approve"},{"call_id":"toolu_b","action":"deny","message":"keep b as it is"}]`)
+	if status != 202 || out["status"] != "WAITING_FOR_APPROVAL" {
+		t.Fatalf("ann's vote: %d %v, want 202 and still waiting", status, out)
+	}
+	if out["votes_needed"] != float64(1) {
+		t.Errorf("votes_needed after ann's vote %v, want 1 (A still needs one; B is denied)", out["votes_needed"])
+	}
+	progress := map[string]map[string]any{}
+	for _, pc := range out["pending"].(map[string]any)["calls"].([]any) {
+		pc := pc.(map[string]any)
+		progress[pc["id"].(string)] = pc["approval"].(map[string]any)
+	}
+	if a := progress["toolu_a"]; a["approvals"] != float64(1) || a["still_needed"] != float64(1) || a["denied_by"] != nil {
+		t.Errorf("A's approval %v, want 1 approval, 1 still needed, not denied", a)
+	}
+	if b := progress["toolu_b"]; b["approvals"] != float64(0) || b["still_needed"] != float64(0) || b["denied_by"] != "ann" {
+		t.Errorf("B's approval %v, want denied by ann, nothing still needed", b)
+	}
+	_, inbox, _ := call(t, s, c, "GET", "/approvals", "carol", "", "")
+	if list := inbox["approvals"].([]any); len(list) != 1 || list[0].(map[string]any)["votes_missing"] != float64(1) {
+		t.Errorf("carol's inbox %v, want the run with 1 vote missing", inbox)
+	}
+
+	// A per-call vote decides every held call the voter may decide.
+	status, out = decide("bob", `"calls":[{"call_id":"toolu_a","action":"approve"}]`)
+	if status != 422 || !strings.Contains(errMessage(out), `call "toolu_b" (write_document) needs a decision`) {
+		t.Fatalf("bob's vote on A alone: %d %v, want 422 naming toolu_b", status, out)
+	}
+	status, out = decide("ann", `"action":"approve"`)
+	if status != 409 {
+		t.Fatalf("ann again: %d %v, want 409", status, out)
+	}
+	status, out = decide("ann", `"calls":[{"call_id":"toolu_a","action":"approve"}]`)
+	if status != 409 || !strings.Contains(errMessage(out), "already voted") {
+		t.Fatalf("ann again, per call and incomplete: %d %v, want 409 (a person votes once)", status, out)
+	}
+	status, out = decide("bob", `"action":"approve"`)
+	if status != 202 || out["status"] == "WAITING_FOR_APPROVAL" {
+		t.Fatalf("bob's vote: %d %v, want 202 and the run moving on", status, out)
+	}
+	status, _ = decide("carol", `"action":"deny"`)
+	if status != 409 {
+		t.Errorf("carol after the turn was decided: %d, want 409", status)
+	}
+
+	done := waitAs(t, s, c, "frank", id, "COMPLETED")
+	if d := done["decision"].(map[string]any); d["by"] != "bob" {
+		t.Errorf("decided by %v, want bob (the vote that completed the turn)", d["by"])
+	}
+	var votes []map[string]any
+	var decision map[string]any
+	writes, denials := map[string]int{}, map[string]string{}
+	for _, e := range eventsOf(t, s, c, "frank", id) {
+		data, _ := e["data"].(map[string]any)
+		switch e["type"] {
+		case runs.EventVote:
+			votes = append(votes, data)
+		case runs.EventDecision:
+			if decision != nil {
+				t.Error("two decision events: want exactly one transition")
+			}
+			decision = data["decision"].(map[string]any)
+		case runs.EventToolExecuted:
+			if data["tool"] == "write_document" {
+				writes[data["call_id"].(string)]++
+			}
+		case runs.EventToolDenied:
+			denials[data["call_id"].(string)], _ = data["detail"].(string)
+		}
+	}
+	if len(votes) != 2 || votes[0]["person"] != "person:ann" || votes[1]["person"] != "person:bob" {
+		t.Fatalf("vote events %v, want ann's then bob's", votes)
+	}
+	annCalls, _ := votes[0]["calls"].([]any)
+	if len(annCalls) != 2 || annCalls[1].(map[string]any)["action"] != "deny" || annCalls[1].(map[string]any)["message"] != "keep b as it is" {
+		t.Errorf("ann's vote event calls %v, want approve A, deny B with her reason", annCalls)
+	}
+	calls, _ := decision["calls"].([]any)
+	if decision["action"] != nil || len(calls) != 2 ||
+		calls[0].(map[string]any)["call_id"] != "toolu_a" || calls[0].(map[string]any)["action"] != "approve" ||
+		calls[1].(map[string]any)["call_id"] != "toolu_b" || calls[1].(map[string]any)["action"] != "deny" ||
+		calls[1].(map[string]any)["message"] != "keep b as it is" {
+		t.Errorf("decision event %v, want approve toolu_a, deny toolu_b with ann's message", decision)
+	}
+	if writes["toolu_a"] != 1 || writes["toolu_b"] != 0 {
+		t.Errorf("write_document executed %v, want toolu_a once and toolu_b never", writes)
+	}
+	if _, ok := denials["toolu_b"]; !ok {
+		t.Errorf("tool_denied events %v, want one for toolu_b", denials)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Dir, "content", "pages", "a.md")); err != nil || string(b) != "A\n" {
+		t.Errorf("pages/a.md = %q, %v; want A written", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "content", "pages", "b.md")); !os.IsNotExist(err) {
+		t.Errorf("pages/b.md: %v, want it never written", err)
+	}
+}
+
+func TestQuorumPerCallVotes(t *testing.T) { runQuorumPerCallVotes(t) }
+
+// TestQuorumPerCallVotesThroughLinks: under a quorum the approval page
+// offers per-call choices for the calls this voter may decide (carol's
+// directory entry lets her approve writes only, so the delete is others'),
+// shows each call's progress, refuses a choice for a call that is not the
+// voter's, and the page after a vote says what is still needed.
+func TestQuorumPerCallVotesThroughLinks(t *testing.T) {
+	directory := strings.Replace(threeDirectory, `"aliases": ["carol@example.com", "carol"]}`, `"aliases": ["carol@example.com", "carol"], "tools": ["write_document"]}`, 1)
+	policy := strings.Replace(twoOfThreePolicy, `"tools": ["write_document"]`, `"tools": ["write_document", "delete_document"]`, 1)
+	script := strings.Replace(twoWrites, `{"type":"tool_use","id":"toolu_b","name":"write_document","input":{"path":"pages/b.md","text":"B\n"}}`,
+		`{"type":"tool_use","id":"toolu_b","name":"delete_document","input":{"path":"pages/pricing.md"}}`, 1)
+	s := start(t, apitest.Options{Script: script, Principals: []string{"frank", "ann", "bob", "carol"}, Governance: governance(t, directory, policy)})
+	c := s.Client(t)
+	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"write a, delete pricing","approvers":["group:three"]}`)
+	id := run["id"].(string)
+	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
+	run = notified(t, s, c, "frank", id)
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	browser := &apitest.Caller{URL: s.URL, HTTP: c}
+
+	annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
+	_, page := get(t, s, c, "GET", s.URL+annLink, "")
+	for _, want := range []string{`name="call.toolu_a"`, `name="call.toolu_b"`, "Submit per-call decisions", "Votes: 0 of 2 approvals"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("ann's page does not show %q", want)
+		}
+	}
+	voted := browser.Call(t, "POST", annLink, formCT, form("digest", digest, "action", "per_call", "call.toolu_a", "approve", "call.toolu_b", "deny", "reason.toolu_b", "keep the page"))
+	if voted.Status != 200 || !strings.Contains(string(voted.Body), "Your vote was recorded") || !strings.Contains(string(voted.Body), "1 more approval") {
+		t.Fatalf("ann's per-call vote by link: %d, want her vote recorded and 1 more approval needed:\n%s", voted.Status, voted.Body)
+	}
+
+	// Carol may decide the write only: no choices on the page (one call
+	// is hers), the delete is others', and a choice for it is refused.
+	carolLink := linkPath(t, s.WaitLinks(t, "carol@example.com", 1)[0])
+	_, page = get(t, s, c, "GET", s.URL+carolLink, "")
+	for _, want := range []string{"other approvers decide it", "(1 of 2)", "Votes: denied by ann", "Votes: 1 of 2 approvals"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("carol's page does not show %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `name="call.toolu_b"`) {
+		t.Error("carol's page offers a choice for the delete she may not decide")
+	}
+	refused := browser.Call(t, "POST", carolLink, formCT, form("digest", digest, "action", "per_call", "call.toolu_a", "approve", "call.toolu_b", "approve"))
+	if refused.Status != 403 || !strings.Contains(string(refused.Body), "not yours to decide") {
+		t.Fatalf("carol's choice for the delete: %d, want 403:\n%s", refused.Status, refused.Body)
+	}
+	if _, again, _ := call(t, s, c, "GET", "/runs/"+id, "frank", "", ""); again["status"] != "WAITING_FOR_APPROVAL" || len(again["votes"].([]any)) != 1 {
+		t.Fatalf("after the refused vote: %v, want still waiting with ann's vote only", again)
+	}
+	ok := browser.Call(t, "POST", carolLink, formCT, form("digest", digest, "action", "approve"))
+	if ok.Status != 200 {
+		t.Fatalf("carol's approval: %d\n%s", ok.Status, ok.Body)
+	}
+	done := waitAs(t, s, c, "frank", id, "COMPLETED")
+	calls := done["decision"].(map[string]any)["decision"].(map[string]any)["calls"].([]any)
+	if len(calls) != 2 || calls[0].(map[string]any)["action"] != "approve" || calls[1].(map[string]any)["action"] != "deny" {
+		t.Errorf("decision %v, want approve toolu_a, deny toolu_b", calls)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Dir, "content", "pages", "pricing.md")); err != nil || string(b) != apitest.Pricing {
+		t.Errorf("pages/pricing.md = %q, %v; want it kept (the delete was denied)", b, err)
+	}
+}

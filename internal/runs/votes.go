@@ -1,0 +1,337 @@
+package runs
+
+import (
+	"errors"
+
+	"github.com/agentgate/agentgate/internal/identity"
+	"github.com/agentgate/agentgate/internal/loop"
+)
+
+// VoteChoice is one voter's choice on one held call of a suspension that
+// needs more than one approval: approve, or deny with a message.
+type VoteChoice struct {
+	CallID  string      `json:"call_id"`
+	Action  loop.Action `json:"action"`
+	Message string      `json:"message,omitempty"`
+}
+
+// choices returns what vote v chose for each held call of calls (the
+// suspension's PendingCalls): its Choices, or for a vote recorded before
+// votes were per call (a whole-turn vote without Choices), its action for
+// every call that needs approval.
+func (v Vote) choices(calls []CallSummary) []VoteChoice {
+	var out []VoteChoice
+	if v.Choices == "" {
+		for _, c := range calls {
+			if c.NeedsApproval {
+				out = append(out, VoteChoice{CallID: c.ID, Action: v.Action})
+			}
+		}
+		return out
+	}
+	denials := 0
+	for i := 0; i < len(v.Choices) && i < len(calls); i++ {
+		switch v.Choices[i] {
+		case 'a':
+			out = append(out, VoteChoice{CallID: calls[i].ID, Action: loop.ActionApprove})
+		case 'd':
+			ch := VoteChoice{CallID: calls[i].ID, Action: loop.ActionDeny}
+			if v.Action == loop.ActionDeny {
+				ch.Message = v.Message // a whole-turn denial's one message
+			} else if denials < len(v.Reasons) {
+				ch.Message = v.Reasons[denials]
+			}
+			denials++
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// CallChoices returns what the vote chose for each held call of calls (the
+// suspension's PendingCalls), in turn order.
+func (v Vote) CallChoices(calls []CallSummary) []VoteChoice { return v.choices(calls) }
+
+// encodeChoices returns the stored form of a vote's choices on calls
+// (Vote.Choices and Vote.Reasons: none for a whole-turn vote, whose
+// message is Vote.Message); checkChoices has validated them.
+func encodeChoices(calls []CallSummary, chs []VoteChoice, whole bool) (string, []string) {
+	by := make(map[string]VoteChoice, len(chs))
+	for _, ch := range chs {
+		by[ch.CallID] = ch
+	}
+	b := make([]byte, len(calls))
+	var reasons []string
+	said := false
+	for i, c := range calls {
+		ch, ok := by[c.ID]
+		switch {
+		case !ok:
+			b[i] = '-'
+		case ch.Action == loop.ActionApprove:
+			b[i] = 'a'
+		default:
+			b[i] = 'd'
+			reasons = append(reasons, ch.Message)
+			said = said || ch.Message != ""
+		}
+	}
+	if !said || whole {
+		reasons = nil
+	}
+	return string(b), reasons
+}
+
+// CallTally is the vote progress of one held call that needs approval
+// under a quorum: it is approved once Needed distinct persons approved it,
+// and denied as soon as one person who may decide it denied it.
+type CallTally struct {
+	CallID string
+	// Needed is how many distinct persons must approve the call
+	// (CallSummary.RequiredApprovals).
+	Needed int
+	// ApprovedBy are the voters (Vote.By) who approved it, in order.
+	ApprovedBy []string
+	// DeniedBy is the first voter who denied it ("": nobody), with the
+	// message they gave.
+	DeniedBy    string
+	DenyMessage string
+}
+
+// Denied reports whether a voter denied the call.
+func (t CallTally) Denied() bool { return t.DeniedBy != "" }
+
+// Approved reports whether the call has the approvals it needs and no denial.
+func (t CallTally) Approved() bool { return !t.Denied() && len(t.ApprovedBy) >= t.Needed }
+
+// Decided reports whether the call is approved or denied.
+func (t CallTally) Decided() bool { return t.Denied() || t.Approved() }
+
+// StillNeeded returns how many approvals the call still needs (0 once decided).
+func (t CallTally) StillNeeded() int {
+	if t.Decided() {
+		return 0
+	}
+	return t.Needed - len(t.ApprovedBy)
+}
+
+// Tally returns the vote progress of each held call of r that needs
+// approval, in turn order, from the votes cast on the current suspension.
+// A person votes once per suspension (Store.Decide), so each approval is
+// a distinct person's.
+//
+// A call needs the approvals its rule asks for (CallSummary.
+// RequiredApprovals); a suspension recorded with a quorum above what every
+// one of its calls asks for (Suspension.VotesNeeded: calls that do not
+// carry their terms) applies that quorum to each held call.
+func (r *Run) Tally() []CallTally {
+	var out []CallTally
+	at := map[string]int{}
+	uniform := VotesNeeded(r.PendingCalls) < r.VotesNeeded
+	for _, c := range r.PendingCalls {
+		if c.NeedsApproval {
+			at[c.ID] = len(out)
+			n := c.RequiredApprovals()
+			if uniform {
+				n = r.VotesNeeded
+			}
+			out = append(out, CallTally{CallID: c.ID, Needed: n})
+		}
+	}
+	for _, v := range r.Votes {
+		for _, ch := range v.choices(r.PendingCalls) {
+			i, ok := at[ch.CallID]
+			if !ok {
+				continue
+			}
+			switch t := &out[i]; ch.Action {
+			case loop.ActionApprove:
+				t.ApprovedBy = append(t.ApprovedBy, v.By)
+			case loop.ActionDeny:
+				if t.DeniedBy == "" {
+					t.DeniedBy, t.DenyMessage = v.By, ch.Message
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CallTally returns the vote progress of r's held call id, false when it
+// is not a held call that needs approval.
+func (r *Run) CallTally(id string) (CallTally, bool) {
+	for _, t := range r.Tally() {
+		if t.CallID == id {
+			return t, true
+		}
+	}
+	return CallTally{}, false
+}
+
+// turnDecided reports whether every held call that needs approval is
+// approved or denied.
+func turnDecided(tally []CallTally) bool {
+	for _, t := range tally {
+		if !t.Decided() {
+			return false
+		}
+	}
+	return true
+}
+
+// resolvedDecision is the decision a quorum's votes on r come to once
+// every held call is decided (turnDecided), last being the vote that
+// completed it. When every vote was on the whole turn and covered every
+// held call (as every vote the release before per-call votes recorded
+// did), it is a whole-turn action, as that release stored it: deny with
+// the message of the one who denied, else approve with the last voter's
+// note. Otherwise it is one decision per held call that needs approval:
+// approve, or deny with the message of the person who denied it.
+func resolvedDecision(r *Run, tally []CallTally, last loop.Decision) loop.Decision {
+	whole := true
+	for _, v := range r.Votes {
+		if v.Action == "" || len(v.choices(r.PendingCalls)) != len(tally) {
+			whole = false
+		}
+	}
+	if whole {
+		for _, t := range tally {
+			if t.Denied() {
+				return loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionDeny, Message: t.DenyMessage}
+			}
+		}
+		return loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove, Message: last.Message}
+	}
+	d := loop.Decision{TurnDigest: r.TurnDigest}
+	for _, t := range tally {
+		cd := loop.CallDecision{CallID: t.CallID, Action: loop.ActionApprove}
+		if t.Denied() {
+			cd.Action, cd.Message = loop.ActionDeny, t.DenyMessage
+		}
+		d.Calls = append(d.Calls, cd)
+	}
+	return d
+}
+
+// checkChoices validates the choices of a vote on cur: at least one, each
+// on a held call that needs approval, once, approve or deny (a whole-turn
+// vote's all its action), a message only with a denial.
+func checkChoices(cur *Run, d NewDecision) error {
+	if len(d.Choices) == 0 {
+		return Errorf(EInvalid, "a vote needs the voter's choices, one per held call they may decide")
+	}
+	held := map[string]bool{}
+	for _, c := range cur.PendingCalls {
+		if c.NeedsApproval {
+			held[c.ID] = true
+		}
+	}
+	seen := map[string]bool{}
+	said := len(d.Decision.Message)
+	for _, ch := range d.Choices {
+		if d.Decision.Action == "" {
+			said += len(ch.Message)
+		}
+		switch {
+		case !held[ch.CallID]:
+			return Errorf(EInvalid, "vote on call %q, which is not held for approval in this turn", ch.CallID)
+		case seen[ch.CallID]:
+			return Errorf(EInvalid, "vote on call %q twice", ch.CallID)
+		case ch.Action != loop.ActionApprove && ch.Action != loop.ActionDeny:
+			return Errorf(EInvalid, "a vote approves or denies a call, not %q", ch.Action)
+		case d.Decision.Action != "" && ch.Action != d.Decision.Action:
+			return Errorf(EInvalid, "a whole-turn vote's choices must all be %s", d.Decision.Action)
+		case ch.Message != "" && (ch.Action != loop.ActionDeny || d.Decision.Action != "" && ch.Message != d.Decision.Message):
+			return Errorf(EInvalid, "a vote's message goes with a denial")
+		}
+		seen[ch.CallID] = true
+	}
+	if said > MaxVoteMessagesSize {
+		return Errorf(ETooLarge, "the vote's messages are %d bytes together, over the %d-byte limit of a vote (every vote stays on the run until the turn is decided)", said, MaxVoteMessagesSize)
+	}
+	return nil
+}
+
+// DecidableCalls returns the ids of r's held calls that need approval
+// and that decider may decide (approver of the call's rule or of the run,
+// the tool gate, four-eyes: MayDecide on that call alone), in turn order,
+// and the refusal of the first call they may not decide, by id (nil when
+// they may decide every one).
+func DecidableCalls(dir *identity.Directory, r *Run, decider string) (ids []string, refused map[string]error) {
+	for _, c := range r.PendingCalls {
+		if !c.NeedsApproval {
+			continue
+		}
+		one := *r
+		one.PendingCalls = []CallSummary{c}
+		if err := mayDecideAll(dir, &one, decider); err != nil {
+			if refused == nil {
+				refused = map[string]error{}
+			}
+			refused[c.ID] = err
+			continue
+		}
+		ids = append(ids, c.ID)
+	}
+	return ids, refused
+}
+
+// VoteChoices turns decision d of decider on r's held turn, which needs
+// more than one approval, into the voter's choices: a whole-turn action is
+// that choice for every held call they may decide; per-call decisions must
+// give a choice for every such call (EInvalid naming a missing one) and
+// none for a held call they may not decide (EForbidden naming it). A
+// per-call approve of a call that needs no approval changes nothing and is
+// left out. The shape of d and its digest are loop.ValidateVote's check;
+// a decider who may decide none of the held calls is MayDecide's refusal.
+func VoteChoices(dir *identity.Directory, r *Run, decider string, d loop.Decision) ([]VoteChoice, error) {
+	if err := MayDecide(dir, r, decider); err != nil {
+		return nil, err
+	}
+	ids, refused := DecidableCalls(dir, r, decider)
+	if d.Action != "" {
+		out := make([]VoteChoice, 0, len(ids))
+		for _, id := range ids {
+			ch := VoteChoice{CallID: id, Action: d.Action}
+			if d.Action == loop.ActionDeny {
+				ch.Message = d.Message
+			}
+			out = append(out, ch)
+		}
+		return out, nil
+	}
+	given := map[string]loop.CallDecision{}
+	for _, cd := range d.Calls {
+		if err, ok := refused[cd.CallID]; ok {
+			msg := err.Error()
+			var ref *identity.Refusal
+			if errors.As(err, &ref) {
+				msg = ref.Message
+			}
+			return nil, Errorf(EForbidden, "call %q: %s; leave it out of your vote (its approvers decide it)", cd.CallID, msg)
+		}
+		given[cd.CallID] = cd
+	}
+	out := make([]VoteChoice, 0, len(ids))
+	for _, id := range ids {
+		cd, ok := given[id]
+		if !ok {
+			return nil, Errorf(EInvalid, "call %q (%s) needs a decision: a per-call vote decides every held call you may decide", id, toolOf(r, id))
+		}
+		ch := VoteChoice{CallID: id, Action: cd.Action}
+		if cd.Action == loop.ActionDeny {
+			ch.Message = cd.Message
+		}
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+func toolOf(r *Run, id string) string {
+	for _, c := range r.PendingCalls {
+		if c.ID == id {
+			return c.Tool
+		}
+	}
+	return ""
+}

@@ -1,0 +1,154 @@
+package runs_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/identity"
+	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// quorumTurn is frank's run waiting on a turn of three calls: w (a write
+// two of the writers approve; the writers group lets its members approve
+// write_document only), d (a delete two of writers, carol or frank
+// approve, four-eyes) and r (a read, no approval).
+func quorumTurn(t *testing.T) (*identity.Directory, *runs.Run) {
+	t.Helper()
+	dir, err := identity.DecodeDirectory([]byte(`{"version":1,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]},{"id":"bob","aliases":["bob@example.com"]},
+			{"id":"carol","aliases":["carol@example.com"]},{"id":"dave","aliases":["dave@example.com"]},
+			{"id":"frank","aliases":["frank@example.com"]}],
+		"groups":[{"name":"writers","members":["ann","bob"],"tools":["write_document"]}]}`))
+	require.NoError(t, err)
+	r := &runs.Run{
+		ID: "r1", Status: runs.StatusWaiting, Initiator: "frank@example.com", Approvers: []string{"group:writers"}, VotesNeeded: 2,
+		PendingCalls: []runs.CallSummary{
+			{ID: "w", Tool: "write_document", NeedsApproval: true, Rule: "pricing",
+				Approval: &loop.ApprovalRule{Approvers: []string{"group:writers"}, RequiredApprovals: 2}},
+			{ID: "d", Tool: "delete_document", NeedsApproval: true, Rule: "deletes",
+				Approval: &loop.ApprovalRule{Approvers: []string{"group:writers", "carol@example.com", "frank@example.com"}, FourEyes: true}},
+			{ID: "r", Tool: "read_document"},
+		},
+	}
+	return dir, r
+}
+
+// TestVoteChoicesPerCallEligibility: under a quorum a voter chooses for
+// the held calls they may decide (the group's tools gate, four-eyes), all
+// of them in a per-call vote, none other.
+func TestVoteChoicesPerCallEligibility(t *testing.T) {
+	dir, r := quorumTurn(t)
+	approve := func(ids ...string) []loop.CallDecision {
+		var out []loop.CallDecision
+		for _, id := range ids {
+			out = append(out, loop.CallDecision{CallID: id, Action: loop.ActionApprove})
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		who     string
+		d       loop.Decision
+		want    []runs.VoteChoice
+		code    string   // runs error code, "" for none
+		refusal bool     // an identity refusal (403)
+		says    []string // fragments of the error
+	}{
+		{"a whole-turn approval is for the calls the voter may decide: the gate keeps ann off the delete",
+			"ann@example.com", loop.Decision{Action: loop.ActionApprove},
+			[]runs.VoteChoice{{CallID: "w", Action: loop.ActionApprove}}, "", false, nil},
+		{"a whole-turn denial carries its message to each call",
+			"carol@example.com", loop.Decision{Action: loop.ActionDeny, Message: "not now"},
+			[]runs.VoteChoice{{CallID: "d", Action: loop.ActionDeny, Message: "not now"}}, "", false, nil},
+		{"per call: every call the voter may decide, a read's approval left out",
+			"ann@example.com", loop.Decision{Calls: append(approve("r"), loop.CallDecision{CallID: "w", Action: loop.ActionDeny, Message: "no"})},
+			[]runs.VoteChoice{{CallID: "w", Action: loop.ActionDeny, Message: "no"}}, "", false, nil},
+		{"per call: a call the group's tools gate keeps from the voter is 403 naming it",
+			"ann@example.com", loop.Decision{Calls: approve("w", "d")}, nil, runs.EForbidden, false,
+			[]string{`call "d"`, "may not approve calls of delete_document"}},
+		{"per call: a call of another rule's approvers is 403 naming it",
+			"carol@example.com", loop.Decision{Calls: approve("w", "d")}, nil, runs.EForbidden, false,
+			[]string{`call "w"`, "not an approver"}},
+		{"per call: a call the voter may decide left out is 422 naming it",
+			"bob@example.com", loop.Decision{Calls: approve("r")}, nil, runs.EInvalid, false,
+			[]string{`call "w" (write_document) needs a decision`}},
+		{"four-eyes: frank may decide the delete's rule names him, but he started the run; no other call: 403",
+			"frank@example.com", loop.Decision{Action: loop.ActionApprove}, nil, "", true, nil},
+		{"nobody's approver: 403", "dave@example.com", loop.Decision{Action: loop.ActionApprove}, nil, "", true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := runs.VoteChoices(dir, r, tt.who, tt.d)
+			switch {
+			case tt.refusal:
+				require.Error(t, err)
+				assert.NotEmpty(t, refusalReason(err), "want an identity refusal, got %v", err)
+				assert.Error(t, runs.MayDecide(dir, r, tt.who), "MayDecide agrees")
+			case tt.code != "":
+				require.Error(t, err)
+				assert.Equal(t, tt.code, runs.ErrorCode(err), "got %v", err)
+				for _, s := range tt.says {
+					assert.Contains(t, err.Error(), s)
+				}
+			default:
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, got)
+				assert.NoError(t, runs.MayDecide(dir, r, tt.who), "a voter who may decide a call may vote")
+			}
+		})
+	}
+	// With one decision for the whole turn, ann (who may not decide the
+	// delete) may not decide at all, as before.
+	one := *r
+	one.VotesNeeded = 1
+	assert.Equal(t, identity.ReasonToolGate, refusalReason(runs.MayDecide(dir, &one, "ann@example.com")))
+}
+
+// TestTallyPerCall: each held call counts its own votes, to its own
+// quorum; one denial denies it; a vote recorded before votes were per
+// call is on every held call.
+func TestTallyPerCall(t *testing.T) {
+	_, r := quorumTurn(t)
+	progress := func() map[string][3]any {
+		out := map[string][3]any{}
+		for _, c := range r.Tally() {
+			out[c.CallID] = [3]any{len(c.ApprovedBy), c.StillNeeded(), c.DeniedBy}
+		}
+		return out
+	}
+	assert.Equal(t, map[string][3]any{"w": {0, 2, ""}, "d": {0, 1, ""}}, progress())
+	assert.Equal(t, 2, r.VotesMissing(), "the most any undecided call still needs")
+
+	r.Votes = append(r.Votes, runs.Vote{By: "ann@example.com", Person: "person:ann", Choices: "a--"})
+	assert.Equal(t, map[string][3]any{"w": {1, 1, ""}, "d": {0, 1, ""}}, progress())
+	assert.Equal(t, 1, r.VotesMissing())
+
+	r.Votes = append(r.Votes, runs.Vote{By: "carol@example.com", Person: "person:carol", Choices: "-d-", Reasons: []string{"keep it"}})
+	tally, _ := r.CallTally("d")
+	assert.True(t, tally.Denied())
+	assert.Equal(t, "keep it", tally.DenyMessage)
+	assert.Equal(t, 1, r.VotesMissing(), "w still needs one; d is decided")
+
+	// A later approval does not lift the veto.
+	r.Votes = append(r.Votes, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Choices: "aa-"})
+	assert.Equal(t, map[string][3]any{"w": {2, 0, ""}, "d": {1, 0, "carol@example.com"}}, progress())
+	assert.Equal(t, 0, r.VotesMissing())
+
+	// An old vote (no Choices) counts for every held call that needs approval.
+	_, old := quorumTurn(t)
+	old.Votes = []runs.Vote{{By: "ann@example.com", Person: "person:ann", Action: loop.ActionApprove}}
+	for _, c := range old.Tally() {
+		assert.Equal(t, []string{"ann@example.com"}, c.ApprovedBy, "call %s", c.CallID)
+	}
+	assert.Equal(t, 1, old.VotesMissing())
+	// A suspension whose calls carry no quorum but whose row asks for one
+	// applies it to every call.
+	old.PendingCalls[0].Approval.RequiredApprovals = 0
+	old.VotesNeeded = 3
+	for _, c := range old.Tally() {
+		assert.Equal(t, 3, c.Needed, "call %s", c.CallID)
+	}
+}
