@@ -94,6 +94,10 @@ func runQuorumPerCallVotes(t *testing.T, opts ...func(*apitest.Options)) {
 	if status != 409 || !strings.Contains(errMessage(out), "already voted") {
 		t.Fatalf("ann again, per call and incomplete: %d %v, want 409 (a person votes once)", status, out)
 	}
+	status, out = decide("ann", `"calls":[{"call_id":"toolu_a","action":"edit","input":{}}]`)
+	if status != 409 || !strings.Contains(errMessage(out), "already voted") {
+		t.Fatalf("ann again, with an edit: %d %v, want 409 (a person votes once, whatever the vote holds)", status, out)
+	}
 	status, out = decide("bob", `"action":"approve"`)
 	if status != 202 || out["status"] == "WAITING_FOR_APPROVAL" {
 		t.Fatalf("bob's vote: %d %v, want 202 and the run moving on", status, out)

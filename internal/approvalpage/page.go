@@ -149,7 +149,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		Approver:   approval.CleanText(p.Approver),
 		Deadline:   approval.FormatDeadline(p.Deadline),
 		TurnDigest: p.TurnDigest,
-		MaxReason:  MaxReasonLength,
+		MaxReason:  maxReason(p.VotesNeeded),
 		// Under a quorum a vote is on the calls this voter may decide.
 		VotesNeeded: p.VotesNeeded,
 		Approvals:   len(p.Voted),
@@ -392,4 +392,14 @@ func Text(p TextPage) (status int, html string) {
 		v.NextURL = HeldTextURL(p.CallID, p.Part, p.NextOffset)
 	}
 	return http.StatusOK, v.render()
+}
+
+// maxReason is the most characters the page lets a reason have: under a
+// quorum a vote's messages together are at most runs.MaxVoteMessagesSize
+// bytes (the row keeps every vote), so one reason is held to that too.
+func maxReason(votesNeeded int) int {
+	if votesNeeded > 1 {
+		return min(MaxReasonLength, runs.MaxVoteMessagesSize)
+	}
+	return MaxReasonLength
 }

@@ -44,7 +44,7 @@ func (a *API) alreadyDecidedPage(r *runs.Run, approver string) events.APIGateway
 		outcome = "denied"
 	}
 	if v, ok := voteOf(a.Directory, r, approver); ok && r.Decision != nil && v.By != r.DecidedBy {
-		how := string(v.Action)
+		how := string(v.TurnAction())
 		if how == "" {
 			how = "per call" // a per-call vote under a quorum
 		}
@@ -275,7 +275,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 // the run's current suspension (through it or otherwise), which still
 // waits for others.
 func votedPage(v runs.Vote, r *runs.Run) events.APIGatewayProxyResponse {
-	how := string(v.Action)
+	how := string(v.TurnAction())
 	if how == "" {
 		how = "per call"
 	}

@@ -145,7 +145,7 @@ func viewOf(r *runs.Run) RunView {
 		v.VotesNeeded = &missing
 	}
 	for _, vt := range r.Votes {
-		v.Votes = append(v.Votes, VoteView{By: vt.By, Action: vt.Action, Message: vt.Message, Calls: vt.CallChoices(r.PendingCalls), At: vt.At, Via: vt.Via})
+		v.Votes = append(v.Votes, VoteView{By: vt.By, Action: vt.TurnAction(), Message: vt.Message, Calls: vt.CallChoices(r.PendingCalls), At: vt.At, Via: vt.Via})
 	}
 	if r.Webhook != nil {
 		v.Webhook = &WebhookView{URL: r.Webhook.URL, Events: r.Webhook.Events, Pending: len(r.Outbox)}
@@ -437,13 +437,6 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	if r.VotesNeeded > 1 {
 		// A vote: whole turn or per call, on the calls this voter may
 		// decide; the store resolves each call from the votes.
-		err := loop.ValidateVote(r.HeldCalls(), r.TurnDigest, d)
-		switch {
-		case errors.Is(err, loop.ErrDigestMismatch):
-			return nil, turnMovedOn(r, d)
-		case err != nil:
-			return nil, runs.FromLoop(err)
-		}
 		how.Voter = runs.SubjectKey(a.Directory, how.Decider)
 		if how.Voter == "" {
 			return nil, errorf(runs.EForbidden, "the decision cannot be authorized: the decider is not a valid principal")
@@ -455,6 +448,13 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 				// it again, on the row it writes).
 				return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
 			}
+		}
+		err := loop.ValidateVote(r.HeldCalls(), r.TurnDigest, d)
+		switch {
+		case errors.Is(err, loop.ErrDigestMismatch):
+			return nil, turnMovedOn(r, d)
+		case err != nil:
+			return nil, runs.FromLoop(err)
 		}
 		how.Choices, err = runs.VoteChoices(a.Directory, r, how.Decider, d)
 		if err != nil {

@@ -330,16 +330,26 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			}
 			for _, v := range cur.Votes {
 				if v.Person == d.Voter {
-					how := string(v.Action)
+					how := string(v.TurnAction())
 					if how == "" {
 						how = "per call"
 					}
 					return nil, Write{}, Errorf(EConflict, "%s already voted (%s) on this suspension", d.Decider, how)
 				}
 			}
-			vote := Vote{By: d.Decider, Person: d.Voter, Action: d.Decision.Action, Via: d.Via, At: now}
-			vote.Choices, vote.Reasons = encodeChoices(cur.PendingCalls, d.Choices, d.Decision.Action != "")
-			if d.Decision.Action != "" {
+			if !decidesAnOpenCall(cur, d.Choices) && !turnDecided(cur.Tally()) {
+				// Nothing left for this voter: every call they may decide
+				// was approved or denied by the votes before (which also
+				// bounds the votes a row holds). A row whose votes decide
+				// every call but that still waits (the release before
+				// per-call votes rewrote them: Vote.Action) takes the vote,
+				// which then resumes it.
+				return nil, Write{}, Errorf(EConflict, "every call %s may decide on this suspension is already approved or denied; the turn waits on the other approvers", d.Decider)
+			}
+			vote := Vote{By: d.Decider, Person: d.Voter, Via: d.Via, At: now, Whole: d.Decision.Action != ""}
+			vote.Choices, vote.Reasons = encodeChoices(cur.PendingCalls, d.Choices, vote.Whole)
+			vote.Action = compatAction(vote.Choices, cur.PendingCalls)
+			if vote.Whole {
 				vote.Message = d.Decision.Message
 			}
 			next.Votes = append(next.Votes, vote)

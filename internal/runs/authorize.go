@@ -105,21 +105,34 @@ func mayDecideAll(dir *identity.Directory, r *Run, decider string) error {
 // (approval links, inbox entries, reminders): when one decision decides
 // them, those who may decide every call (Eligible); when they need more
 // than one approval (VotesNeeded), a vote is per call, and everyone who
-// may decide at least one of them, in turn order, each once.
+// may decide at least one of them, each once, taking the calls in turn
+// order round robin.
 func Deciders(dir *identity.Directory, r *Run, calls []CallSummary) []identity.Eligible {
 	if VotesNeeded(calls) <= 1 {
 		return Eligible(dir, r, calls)
 	}
+	// Round robin over the held calls (each call's first decider, then
+	// each call's second, ...), so that a list cut short (a suspension
+	// lists at most MaxApprovers) still reaches the deciders of every
+	// call, not only the many of the first.
+	var per [][]identity.Eligible
+	for _, c := range calls {
+		if c.NeedsApproval {
+			per = append(per, Eligible(dir, r, []CallSummary{c}))
+		}
+	}
 	var out []identity.Eligible
 	seen := map[string]bool{}
-	for _, c := range calls {
-		if !c.NeedsApproval {
-			continue
-		}
-		for _, e := range Eligible(dir, r, []CallSummary{c}) {
-			if k := e.Subject.Key(); !seen[k] {
+	for i, more := 0, true; more; i++ {
+		more = false
+		for _, list := range per {
+			if i >= len(list) {
+				continue
+			}
+			more = true
+			if k := list[i].Subject.Key(); !seen[k] {
 				seen[k] = true
-				out = append(out, e)
+				out = append(out, list[i])
 			}
 		}
 	}
@@ -248,8 +261,11 @@ func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
 	done := map[string]bool{}
 	for _, v := range r.Votes {
 		done[v.Person] = true
-		if v.Action == loop.ActionApprove {
-			voted = append(voted, v.By)
+		for _, ch := range v.CallChoices(r.PendingCalls) {
+			if ch.Action == loop.ActionApprove {
+				voted = append(voted, v.By) // approved at least one call
+				break
+			}
 		}
 	}
 	for _, e := range Deciders(dir, r, r.PendingCalls) {

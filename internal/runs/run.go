@@ -335,9 +335,19 @@ type Vote struct {
 	// Person is who the vote counts for (identity.Subject.Key): one vote
 	// per person, whatever alias they use.
 	Person string `json:"person"`
-	// Action is the whole-turn choice of a vote on the whole turn (approve
-	// or deny), "" for a per-call vote.
+	// Action is what a release that knew only whole-turn votes reads: a
+	// vote recorded before votes were per call has no Choices, and its
+	// Action (approve or deny) applies to every held call. A per-call
+	// vote's Action says only what such a reader may take from it without
+	// approving more than the voter did: approve when it approves every
+	// held call, deny when it denies any, "" otherwise (it counts for
+	// nothing). Such a release rewriting the row drops Choices, and the
+	// vote then reads that way here too: it never approves a call its
+	// voter did not approve (Vote.TurnAction is the voter's own choice).
 	Action loop.Action `json:"action,omitempty"`
+	// Whole says the voter voted on the whole turn: the same choice, the
+	// one in Choices, for every held call they may decide.
+	Whole bool `json:"whole,omitempty"`
 	// Message is a whole-turn vote's message (a denial's reason, or an
 	// approval's note).
 	Message string `json:"message,omitempty"`

@@ -1,7 +1,10 @@
 package runs
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
@@ -36,7 +39,7 @@ func (v Vote) choices(calls []CallSummary) []VoteChoice {
 			out = append(out, VoteChoice{CallID: calls[i].ID, Action: loop.ActionApprove})
 		case 'd':
 			ch := VoteChoice{CallID: calls[i].ID, Action: loop.ActionDeny}
-			if v.Action == loop.ActionDeny {
+			if v.Whole {
 				ch.Message = v.Message // a whole-turn denial's one message
 			} else if denials < len(v.Reasons) {
 				ch.Message = v.Reasons[denials]
@@ -51,6 +54,35 @@ func (v Vote) choices(calls []CallSummary) []VoteChoice {
 // CallChoices returns what the vote chose for each held call of calls (the
 // suspension's PendingCalls), in turn order.
 func (v Vote) CallChoices(calls []CallSummary) []VoteChoice { return v.choices(calls) }
+
+// TurnAction is the voter's whole-turn choice, approve or deny ("" for a
+// per-call vote): Action for a vote recorded before votes were per call.
+func (v Vote) TurnAction() loop.Action {
+	switch {
+	case v.Choices == "":
+		return v.Action
+	case !v.Whole:
+		return ""
+	case strings.Contains(v.Choices, "d"):
+		return loop.ActionDeny
+	}
+	return loop.ActionApprove
+}
+
+// compatAction is the Action stored with a vote of choices on calls (see
+// Vote.Action): approve when it approves every held call, deny when it
+// denies any, "" otherwise.
+func compatAction(choices string, calls []CallSummary) loop.Action {
+	if strings.Contains(choices, "d") {
+		return loop.ActionDeny
+	}
+	for i, c := range calls {
+		if c.NeedsApproval && (i >= len(choices) || choices[i] != 'a') {
+			return ""
+		}
+	}
+	return loop.ActionApprove
+}
 
 // encodeChoices returns the stored form of a vote's choices on calls
 // (Vote.Choices and Vote.Reasons: none for a whole-turn vote, whose
@@ -141,7 +173,10 @@ func (r *Run) Tally() []CallTally {
 	for _, v := range r.Votes {
 		for _, ch := range v.choices(r.PendingCalls) {
 			i, ok := at[ch.CallID]
-			if !ok {
+			if !ok || out[i].Decided() {
+				// A call is decided by the first votes that approve it as
+				// often as it needs or deny it; later choices on it count
+				// for nothing (Store.Decide refuses a vote with no other).
 				continue
 			}
 			switch t := &out[i]; ch.Action {
@@ -190,7 +225,7 @@ func turnDecided(tally []CallTally) bool {
 func resolvedDecision(r *Run, tally []CallTally, last loop.Decision) loop.Decision {
 	whole := true
 	for _, v := range r.Votes {
-		if v.Action == "" || len(v.choices(r.PendingCalls)) != len(tally) {
+		if v.TurnAction() == "" || len(v.choices(r.PendingCalls)) != len(tally) {
 			whole = false
 		}
 	}
@@ -203,14 +238,45 @@ func resolvedDecision(r *Run, tally []CallTally, last loop.Decision) loop.Decisi
 		return loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove, Message: last.Message}
 	}
 	d := loop.Decision{TurnDigest: r.TurnDigest}
+	denied := 0
 	for _, t := range tally {
 		cd := loop.CallDecision{CallID: t.CallID, Action: loop.ActionApprove}
 		if t.Denied() {
 			cd.Action, cd.Message = loop.ActionDeny, t.DenyMessage
+			denied++
 		}
 		d.Calls = append(d.Calls, cd)
 	}
+	fitDenials(&d, denied)
 	return d
+}
+
+// fitDenials cuts the denial messages of d, a decision resolved from
+// votes, to an equal share each when d would be over MaxDecisionSize: a
+// whole-turn denial's one message is repeated on every call it denies.
+func fitDenials(d *loop.Decision, denied int) {
+	if denied == 0 {
+		return
+	}
+	if b, err := json.Marshal(d); err == nil && len(b) <= MaxDecisionSize {
+		return
+	}
+	bare := *d
+	bare.Calls = slices.Clone(d.Calls)
+	for i := range bare.Calls {
+		bare.Calls[i].Message = ""
+	}
+	b, err := json.Marshal(bare)
+	if err != nil {
+		return
+	}
+	// A message's JSON may take up to 6 bytes per byte (\u escapes).
+	share := max((MaxDecisionSize-len(b))/denied/6, 0)
+	for i := range d.Calls {
+		if m := d.Calls[i].Message; m != "" {
+			d.Calls[i].Message = cutText(m, share, "…")
+		}
+	}
 }
 
 // checkChoices validates the choices of a vote on cur: at least one, each
@@ -334,4 +400,21 @@ func toolOf(r *Run, id string) string {
 		}
 	}
 	return ""
+}
+
+// decidesAnOpenCall reports whether choices choose for at least one held
+// call of cur that is neither approved nor denied yet.
+func decidesAnOpenCall(cur *Run, choices []VoteChoice) bool {
+	open := map[string]bool{}
+	for _, t := range cur.Tally() {
+		if !t.Decided() {
+			open[t.CallID] = true
+		}
+	}
+	for _, ch := range choices {
+		if open[ch.CallID] {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,8 @@
 package runs_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -132,10 +134,22 @@ func TestTallyPerCall(t *testing.T) {
 	assert.Equal(t, "keep it", tally.DenyMessage)
 	assert.Equal(t, 1, r.VotesMissing(), "w still needs one; d is decided")
 
-	// A later approval does not lift the veto.
+	// A later approval does not lift the veto: a decided call takes no
+	// more choices.
 	r.Votes = append(r.Votes, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Choices: "aa-"})
-	assert.Equal(t, map[string][3]any{"w": {2, 0, ""}, "d": {1, 0, "carol@example.com"}}, progress())
+	assert.Equal(t, map[string][3]any{"w": {2, 0, ""}, "d": {0, 0, "carol@example.com"}}, progress())
 	assert.Equal(t, 0, r.VotesMissing())
+
+	// Nor does a later denial take back an approval that was complete.
+	_, first := quorumTurn(t)
+	first.Votes = []runs.Vote{
+		{By: "ann@example.com", Person: "person:ann", Choices: "a--"},
+		{By: "bob@example.com", Person: "person:bob", Choices: "a--"},
+		{By: "erin@example.com", Person: "person:erin", Choices: "d--"},
+	}
+	w, _ := first.CallTally("w")
+	assert.True(t, w.Approved(), "approved by the first two; the third's denial came after")
+	assert.Equal(t, []string{"ann@example.com", "bob@example.com"}, w.ApprovedBy)
 
 	// An old vote (no Choices) counts for every held call that needs approval.
 	_, old := quorumTurn(t)
@@ -151,4 +165,31 @@ func TestTallyPerCall(t *testing.T) {
 	for _, c := range old.Tally() {
 		assert.Equal(t, 3, c.Needed, "call %s", c.CallID)
 	}
+}
+
+// TestDecidersReachEveryCall: under a quorum everyone who may decide a
+// held call is asked, the calls taken round robin, so that the 20 a
+// suspension lists include the approvers of a later call even when the
+// first call has 20 or more.
+func TestDecidersReachEveryCall(t *testing.T) {
+	var persons, members []string
+	for i := range 20 {
+		persons = append(persons, fmt.Sprintf(`{"id":"w%02d","aliases":["w%02d@example.com"]}`, i, i))
+		members = append(members, fmt.Sprintf(`"w%02d"`, i))
+	}
+	persons = append(persons, `{"id":"dave","aliases":["dave@example.com"]}`, `{"id":"frank","aliases":["frank@example.com"]}`)
+	dir, err := identity.DecodeDirectory([]byte(`{"version":1,"persons":[` + strings.Join(persons, ",") +
+		`],"groups":[{"name":"writers","members":[` + strings.Join(members, ",") + `]}]}`))
+	require.NoError(t, err)
+	r := &runs.Run{ID: "r1", Status: runs.StatusWaiting, Initiator: "frank@example.com", Approvers: []string{"group:writers"}, VotesNeeded: 2,
+		PendingCalls: []runs.CallSummary{
+			{ID: "a", Tool: "write_document", NeedsApproval: true, Rule: "docs", Approval: &loop.ApprovalRule{Approvers: []string{"group:writers"}, RequiredApprovals: 2}},
+			{ID: "b", Tool: "delete_document", NeedsApproval: true, Rule: "deletes", Approval: &loop.ApprovalRule{Approvers: []string{"dave@example.com"}}},
+		}}
+	var keys []string
+	for _, d := range runs.Deciders(dir, r, r.PendingCalls) {
+		keys = append(keys, d.Subject.Key())
+	}
+	require.Len(t, keys, 21, "every decider, each once")
+	assert.Equal(t, "person:dave", keys[1], "the second call's first approver comes second")
 }

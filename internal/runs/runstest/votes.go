@@ -2,9 +2,12 @@ package runstest
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,7 +48,7 @@ func testVotes(t *testing.T, e *Env) {
 	assert.Equal(t, r.Version+1, r1.Version)
 	assert.Nil(t, r1.Decision)
 	require.Len(t, r1.Votes, 1)
-	assert.Equal(t, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Choices: "a-", Via: runs.ViaAPI, At: e.Clock.Now()}, r1.Votes[0])
+	assert.Equal(t, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Whole: true, Choices: "a-", Via: runs.ViaAPI, At: e.Clock.Now()}, r1.Votes[0])
 	assert.Equal(t, 1, r1.VotesMissing())
 
 	// The same person again, by another alias: 409, nothing changes.
@@ -344,4 +347,133 @@ func testPerCallVotes(t *testing.T, e *Env) {
 		assert.Equal(t, runs.StatusResuming, r3.Status)
 		assert.Equal(t, map[string]string{"call-1": "deny:", "call-3": "approve:"}, calls(r3.Decision))
 	})
+}
+
+// votesOfTheReleaseBefore rewrites r's votes as a release that knew only
+// whole-turn votes does when it writes the row (a reminder by its sweep
+// during a deploy, say): its Vote has no Whole, Message, Choices or
+// Reasons, so they are lost.
+func (e *Env) votesOfTheReleaseBefore(t *testing.T, r *runs.Run) *runs.Run {
+	t.Helper()
+	type oldVote struct {
+		By     string      `json:"by"`
+		Person string      `json:"person"`
+		Action loop.Action `json:"action"`
+		Via    string      `json:"via"`
+		At     time.Time   `json:"at"`
+	}
+	b, err := json.Marshal(r.Votes)
+	require.NoError(t, err)
+	var old []oldVote
+	require.NoError(t, json.Unmarshal(b, &old))
+	b, err = json.Marshal(old)
+	require.NoError(t, err)
+	next := r.Clone()
+	next.Votes = nil
+	require.NoError(t, json.Unmarshal(b, &next.Votes))
+	next.Version++
+	runs.SealWriteID(next)
+	require.NoError(t, e.writeRow(t, runs.Write{Run: next, ExpectStatus: r.Status, ExpectVersion: r.Version}))
+	return e.stored(t, r.ID)
+}
+
+// testVotesReadByTheReleaseBefore: a vote's stored action is what a
+// release that knew only whole-turn votes may take from it without
+// approving more than the voter did: approve only when it approves every
+// held call, deny when it denies any, none otherwise. Such a release
+// rewriting the row drops the per-call choices, and the votes then count
+// that way here too: a call is never approved by votes that did not
+// approve it, and a denial is never lost.
+func testVotesReadByTheReleaseBefore(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.waitingTwoCalls(t, 3, 2)
+	r, err := e.Store.Decide(ctx, r, vote("ann", loop.ActionApprove)) // call-1 only: her whole-turn vote
+	require.NoError(t, err)
+	r, err = e.Store.Decide(ctx, r, vote("bob", loop.ActionApprove))
+	require.NoError(t, err)
+	r, err = e.Store.Decide(ctx, r, perCall("carol", "call-3", loop.ActionDeny))
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusWaiting, r.Status)
+	var stored []loop.Action
+	for _, v := range r.Votes {
+		stored = append(stored, v.Action)
+	}
+	assert.Equal(t, []loop.Action{"", "", loop.ActionDeny}, stored, "approving one call of two is no approval of the turn; a denial is one")
+	assert.Equal(t, []loop.Action{loop.ActionApprove, loop.ActionApprove, ""}, []loop.Action{r.Votes[0].TurnAction(), r.Votes[1].TurnAction(), r.Votes[2].TurnAction()},
+		"the voters' own choices")
+
+	r = e.votesOfTheReleaseBefore(t, r)
+	r, err = e.Store.Decide(ctx, r, vote("erin", loop.ActionApprove))
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusResuming, r.Status, "carol's denial, read as a denial of the turn, decides it; erin's vote resumes it")
+	require.NotNil(t, r.Decision)
+	assert.NotEqual(t, loop.ActionApprove, r.Decision.Action)
+	for _, cd := range r.Decision.Calls {
+		assert.Equal(t, loop.ActionDeny, cd.Action, "nothing runs that its approvers did not approve: %+v", r.Decision)
+	}
+
+	// A vote that approves every held call is an approval of the turn,
+	// which a release before reads the same way.
+	r = e.waitingTwoCalls(t, 2, 2)
+	r, err = e.Store.Decide(ctx, r, perCall("dave", "call-1", loop.ActionApprove, "call-3", loop.ActionApprove))
+	require.NoError(t, err)
+	assert.Equal(t, loop.ActionApprove, r.Votes[0].Action)
+}
+
+// testResolvedDecisionFits: the decision a quorum's votes come to fits
+// the decision limit, although a whole-turn denial's one message is
+// repeated on every call it denies.
+func testResolvedDecisionFits(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.Running(t)
+	sp, _ := e.Suspension(r, "s1")
+	st := sp.State
+	st.PendingCalls = st.PendingCalls[:1]
+	st.PendingCalls[0].Approval = &loop.ApprovalRule{RequiredApprovals: 2}
+	for i := range loop.MaxHeldCalls - 1 {
+		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: fmt.Sprintf("c%02d", i), Name: "send_email",
+			Input: json.RawMessage(`{}`), NeedsApproval: true, Effect: loop.EffectWrite, Approval: &loop.ApprovalRule{RequiredApprovals: 2}})
+	}
+	sp.VotesNeeded = runs.VotesNeeded(runs.SummarizeCalls(st))
+	r, err := e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	r, err = e.Store.Decide(ctx, r, perCall("ann", "call-1", loop.ActionApprove))
+	require.NoError(t, err)
+	msg := strings.Repeat("x", runs.MaxVoteMessagesSize)
+	d := vote("bob", loop.ActionDeny)
+	d.Decision.Message = msg
+	d.Choices = nil
+	for _, c := range r.PendingCalls {
+		d.Choices = append(d.Choices, runs.VoteChoice{CallID: c.ID, Action: loop.ActionDeny, Message: msg})
+	}
+	r, err = e.Store.Decide(ctx, r, d)
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusResuming, r.Status)
+	b, err := json.Marshal(r.Decision)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), runs.MaxDecisionSize)
+	for _, cd := range r.Decision.Calls {
+		require.Equal(t, loop.ActionDeny, cd.Action)
+		assert.True(t, strings.HasPrefix(msg, strings.TrimSuffix(cd.Message, "…")) && cd.Message != "", "a cut of the message: %q", cd.Message)
+	}
+}
+
+// testNoVoteOnDecidedCalls: a call is decided by the first votes that
+// approve it as often as it needs, or the first denial; a later choice on
+// it counts for nothing, and a vote that would choose only for decided
+// calls is refused (EConflict), changing nothing.
+func testNoVoteOnDecidedCalls(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.waitingTwoCalls(t, 1, 2)
+	r, err := e.Store.Decide(ctx, r, perCall("ann", "call-1", loop.ActionApprove))
+	require.NoError(t, err)
+	before := e.stored(t, r.ID)
+	_, err = e.Store.Decide(ctx, r, perCall("bob", "call-1", loop.ActionDeny))
+	AssertCode(t, runs.EConflict, err)
+	assert.Equal(t, before, e.stored(t, r.ID))
+	r, err = e.Store.Decide(ctx, r, perCall("carol", "call-1", loop.ActionDeny, "call-3", loop.ActionApprove))
+	require.NoError(t, err, "a vote with an open call counts for it")
+	t1, _ := r.CallTally("call-1")
+	assert.True(t, t1.Approved(), "call-1 stays approved")
+	assert.Equal(t, runs.StatusWaiting, r.Status)
 }
