@@ -58,7 +58,14 @@ func runQuorumPerCallVotes(t *testing.T, opts ...func(*apitest.Options)) {
 		return status, out
 	}
 
-	status, out := decide("ann", `"calls":[{"call_id":"toolu_a","action":"approve"},{"call_id":"toolu_b","action":"deny","message":"keep b as it is"}]`)
+	// A per-call vote decides every held call the voter may decide that
+	// is still open.
+	status, out := decide("bob", `"calls":[{"call_id":"toolu_a","action":"approve"}]`)
+	if status != 422 || !strings.Contains(errMessage(out), `call "toolu_b" (write_document) needs a decision`) {
+		t.Fatalf("bob's vote on A alone: %d %v, want 422 naming toolu_b", status, out)
+	}
+
+	status, out = decide("ann", `"calls":[{"call_id":"toolu_a","action":"approve"},{"call_id":"toolu_b","action":"deny","message":"keep b as it is"}]`)
 	if status != 202 || out["status"] != "WAITING_FOR_APPROVAL" {
 		t.Fatalf("ann's vote: %d %v, want 202 and still waiting", status, out)
 	}
@@ -81,11 +88,6 @@ func runQuorumPerCallVotes(t *testing.T, opts ...func(*apitest.Options)) {
 		t.Errorf("carol's inbox %v, want the run with 1 vote missing", inbox)
 	}
 
-	// A per-call vote decides every held call the voter may decide.
-	status, out = decide("bob", `"calls":[{"call_id":"toolu_a","action":"approve"}]`)
-	if status != 422 || !strings.Contains(errMessage(out), `call "toolu_b" (write_document) needs a decision`) {
-		t.Fatalf("bob's vote on A alone: %d %v, want 422 naming toolu_b", status, out)
-	}
 	status, out = decide("ann", `"action":"approve"`)
 	if status != 409 {
 		t.Fatalf("ann again: %d %v, want 409", status, out)

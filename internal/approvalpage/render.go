@@ -126,7 +126,14 @@ func (v confirmView) render() string {
 			h.Raw(" all")
 		}
 		h.Raw("</button>\n</div>")
-		if v.Unasked > 0 {
+		switch {
+		case v.VotesNeeded > 1:
+			h.Raw("\n<p class=\"muted\">Deny")
+			if v.PerCall {
+				h.Raw(" all")
+			}
+			h.Raw(" denies the calls you may decide; the other calls are decided by their own approvers.</p>")
+		case v.Unasked > 0:
 			h.Raw("\n<p class=\"muted\">Deny")
 			if v.PerCall {
 				h.Raw(" all")

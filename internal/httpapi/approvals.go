@@ -186,7 +186,14 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		if r.VotesNeeded > 1 {
 			// A vote is per call: the choices are for the calls this
 			// voter may decide, and each call shows its own progress.
-			cp.Decidable, _ = runs.DecidableCalls(a.Directory, r, t.Approver)
+			mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
+			cp.Decidable = r.OpenCalls(mine)
+			if len(mine) > 0 && len(cp.Decidable) == 0 {
+				// Every call of theirs is decided: nothing to vote on.
+				return page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
+					"Every call you may decide was already approved or denied by the other approvers; the run waits on other approvers for the rest (%d more approval(s)).",
+					r.VotesMissing()))), nil
+			}
 			if cp.Decidable == nil {
 				cp.Decidable = []string{}
 			}
@@ -238,7 +245,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	var d loop.Decision
 	if r.VotesNeeded > 1 {
 		mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
-		d, err = approvalpage.ParseVote(form, r.PendingCalls, mine)
+		d, err = approvalpage.ParseVote(form, r.PendingCalls, r.OpenCalls(mine))
 	} else {
 		d, err = approvalpage.ParseDecision(form, r.PendingCalls)
 	}

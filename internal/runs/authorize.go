@@ -111,10 +111,15 @@ func Deciders(dir *identity.Directory, r *Run, calls []CallSummary) []identity.E
 	if VotesNeeded(calls) <= 1 {
 		return Eligible(dir, r, calls)
 	}
-	// Round robin over the held calls (each call's first decider, then
-	// each call's second, ...), so that a list cut short (a suspension
-	// lists at most MaxApprovers) still reaches the deciders of every
-	// call, not only the many of the first.
+	return decidersPerCall(dir, r, calls)
+}
+
+// decidersPerCall returns everyone who may decide one of calls, each
+// once, round robin over the calls (each call's first decider, then each
+// call's second, ...), so that a list cut short (a suspension lists at
+// most MaxApprovers) still reaches the deciders of every call, not only
+// the many of the first.
+func decidersPerCall(dir *identity.Directory, r *Run, calls []CallSummary) []identity.Eligible {
 	var per [][]identity.Eligible
 	for _, c := range calls {
 		if c.NeedsApproval {
@@ -268,7 +273,7 @@ func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
 			}
 		}
 	}
-	for _, e := range Deciders(dir, r, r.PendingCalls) {
+	for _, e := range OpenDeciders(dir, r) {
 		if !done[e.Subject.Key()] {
 			still = append(still, e.Subject.String())
 		}

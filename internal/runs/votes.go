@@ -218,32 +218,39 @@ func turnDecided(tally []CallTally) bool {
 // every held call is decided (turnDecided), last being the vote that
 // completed it. When every vote was on the whole turn and covered every
 // held call (as every vote the release before per-call votes recorded
-// did), it is a whole-turn action, as that release stored it: deny with
-// the message of the one who denied, else approve with the last voter's
-// note. Otherwise it is one decision per held call that needs approval:
-// approve, or deny with the message of the person who denied it.
+// did) and every call came out the same, it is a whole-turn action, as
+// that release stored it: approve with the last voter's note, or deny
+// with the message of the one who denied. Otherwise it is one decision
+// per held call that needs approval: approve, or deny with the message of
+// the person who denied it.
 func resolvedDecision(r *Run, tally []CallTally, last loop.Decision) loop.Decision {
+	// The whole-turn form only when it says exactly what the calls came
+	// to: every vote on the whole turn and covering every held call, and
+	// every call approved, or every call denied. A call approved for good
+	// is never denied by a later whole-turn denial of the others.
 	whole := true
+	denied := 0
 	for _, v := range r.Votes {
 		if v.TurnAction() == "" || len(v.choices(r.PendingCalls)) != len(tally) {
 			whole = false
 		}
 	}
-	if whole {
-		for _, t := range tally {
-			if t.Denied() {
-				return loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionDeny, Message: t.DenyMessage}
-			}
+	for _, t := range tally {
+		if t.Denied() {
+			denied++
 		}
+	}
+	if whole && denied == 0 {
 		return loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove, Message: last.Message}
 	}
+	if whole && denied == len(tally) {
+		return loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionDeny, Message: tally[0].DenyMessage}
+	}
 	d := loop.Decision{TurnDigest: r.TurnDigest}
-	denied := 0
 	for _, t := range tally {
 		cd := loop.CallDecision{CallID: t.CallID, Action: loop.ActionApprove}
 		if t.Denied() {
 			cd.Action, cd.Message = loop.ActionDeny, t.DenyMessage
-			denied++
 		}
 		d.Calls = append(d.Calls, cd)
 	}
@@ -342,11 +349,61 @@ func DecidableCalls(dir *identity.Directory, r *Run, decider string) (ids []stri
 	return ids, refused
 }
 
+// OpenCalls returns those of ids (held calls of r) that are neither
+// approved nor denied yet under r's quorum, in their order; all of them
+// when r needs one approval.
+func (r *Run) OpenCalls(ids []string) []string {
+	if r.VotesNeeded <= 1 {
+		return ids
+	}
+	decided := map[string]bool{}
+	for _, t := range r.Tally() {
+		if t.Decided() {
+			decided[t.CallID] = true
+		}
+	}
+	var out []string
+	for _, id := range ids {
+		if !decided[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// OpenDeciders returns who may still vote on r's held turn: under a
+// quorum, those who may decide a held call that is neither approved nor
+// denied yet (Deciders of those calls); otherwise Deciders.
+func OpenDeciders(dir *identity.Directory, r *Run) []identity.Eligible {
+	if r.VotesNeeded <= 1 {
+		return Deciders(dir, r, r.PendingCalls)
+	}
+	open := map[string]bool{}
+	for _, t := range r.Tally() {
+		if !t.Decided() {
+			open[t.CallID] = true
+		}
+	}
+	var calls []CallSummary
+	for _, c := range r.PendingCalls {
+		if open[c.ID] {
+			calls = append(calls, c)
+		}
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	// Per call whatever these calls alone need: a vote is per call.
+	return decidersPerCall(dir, r, calls)
+}
+
 // VoteChoices turns decision d of decider on r's held turn, which needs
 // more than one approval, into the voter's choices: a whole-turn action is
 // that choice for every held call they may decide; per-call decisions must
 // give a choice for every such call (EInvalid naming a missing one) and
-// none for a held call they may not decide (EForbidden naming it). A
+// none for a held call they may not decide (EForbidden naming it); only
+// the calls not yet approved or denied take choices (a choice on a decided
+// call is left out, and a voter with none left is EConflict). A
 // per-call approve of a call that needs no approval changes nothing and is
 // left out. The shape of d and its digest are loop.ValidateVote's check;
 // a decider who may decide none of the held calls is MayDecide's refusal.
@@ -355,6 +412,9 @@ func VoteChoices(dir *identity.Directory, r *Run, decider string, d loop.Decisio
 		return nil, err
 	}
 	ids, refused := DecidableCalls(dir, r, decider)
+	if ids = r.OpenCalls(ids); len(ids) == 0 {
+		return nil, Errorf(EConflict, "every call %s may decide on this suspension is already approved or denied; the turn waits on the other approvers", decider)
+	}
 	if d.Action != "" {
 		out := make([]VoteChoice, 0, len(ids))
 		for _, id := range ids {

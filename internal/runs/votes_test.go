@@ -193,3 +193,44 @@ func TestDecidersReachEveryCall(t *testing.T) {
 	require.Len(t, keys, 21, "every decider, each once")
 	assert.Equal(t, "person:dave", keys[1], "the second call's first approver comes second")
 }
+
+// TestOnlyOpenCallsTakeVotes: under a quorum a call approved or denied
+// for good takes no more choices: a per-call vote need not name it, a
+// voter whose calls are all decided has nothing to vote on (EConflict),
+// and "who may still vote" (the page, the mail, reminders) lists only
+// those who may decide a call still open.
+func TestOnlyOpenCallsTakeVotes(t *testing.T) {
+	_, r := quorumTurn(t)
+	dir, err := identity.DecodeDirectory([]byte(`{"version":1,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]},{"id":"bob","aliases":["bob@example.com"]},
+			{"id":"carol","aliases":["carol@example.com"]},{"id":"dave","aliases":["dave@example.com"]},
+			{"id":"frank","aliases":["frank@example.com"]}],
+		"groups":[{"name":"writers","members":["ann","bob","dave"],"tools":["write_document"]}]}`))
+	require.NoError(t, err)
+	names := func(es []identity.Eligible) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Subject.Key())
+		}
+		return out
+	}
+	assert.ElementsMatch(t, []string{"person:ann", "person:bob", "person:dave", "person:carol"}, names(runs.OpenDeciders(dir, r)))
+
+	// carol denies the delete: it is decided, and she is the only one who
+	// could decide it.
+	r.Votes = append(r.Votes, runs.Vote{By: "carol@example.com", Person: "person:carol", Choices: "-d-"})
+	assert.Equal(t, []string{"w"}, r.OpenCalls([]string{"w", "d"}))
+	ch, err := runs.VoteChoices(dir, r, "ann@example.com", loop.Decision{TurnDigest: r.TurnDigest, Calls: []loop.CallDecision{{CallID: "w", Action: loop.ActionApprove}}})
+	require.NoError(t, err)
+	assert.Equal(t, []runs.VoteChoice{{CallID: "w", Action: loop.ActionApprove}}, ch)
+
+	// ann and bob approve the write: every call is decided.
+	r.Votes = append(r.Votes,
+		runs.Vote{By: "ann@example.com", Person: "person:ann", Choices: "a--"},
+		runs.Vote{By: "bob@example.com", Person: "person:bob", Choices: "a--"})
+	_, err = runs.VoteChoices(dir, r, "dave@example.com", loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove})
+	assert.Equal(t, runs.EConflict, runs.ErrorCode(err), "dave's only call is decided: %v", err)
+	assert.Empty(t, runs.OpenDeciders(dir, r))
+	_, still := runs.VoteTally(dir, r)
+	assert.Empty(t, still, "nobody may still vote")
+}

@@ -22,7 +22,9 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		voted[v.Person] = true
 	}
 	var unvoted []identity.Eligible
-	for _, e := range listed(runs.Deciders(w.Directory, r, r.PendingCalls)) {
+	// Those who may still vote: under a quorum, on a call not yet approved
+	// or denied.
+	for _, e := range listed(runs.OpenDeciders(w.Directory, r)) {
 		if !voted[e.Subject.Key()] {
 			unvoted = append(unvoted, e) // reminders go only to those who have not voted
 		}

@@ -476,4 +476,28 @@ func testNoVoteOnDecidedCalls(t *testing.T, e *Env) {
 	t1, _ := r.CallTally("call-1")
 	assert.True(t, t1.Approved(), "call-1 stays approved")
 	assert.Equal(t, runs.StatusWaiting, r.Status)
+
+	// Whole-turn votes alike: an approval of the turn that completes
+	// call-1, then a denial of the turn, which can only deny call-3. The
+	// decision is per call: call-1 runs.
+	whole := func(who string, action loop.Action) runs.NewDecision {
+		d := vote(who, action)
+		d.Choices = []runs.VoteChoice{{CallID: "call-1", Action: action}, {CallID: "call-3", Action: action}}
+		if action == loop.ActionDeny {
+			d.Decision.Message = "no " + who
+			for i := range d.Choices {
+				d.Choices[i].Message = d.Decision.Message
+			}
+		}
+		return d
+	}
+	r = e.waitingTwoCalls(t, 1, 2)
+	r, err = e.Store.Decide(ctx, r, whole("erin", loop.ActionApprove))
+	require.NoError(t, err)
+	r, err = e.Store.Decide(ctx, r, whole("carol", loop.ActionDeny))
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusResuming, r.Status)
+	require.NotNil(t, r.Decision)
+	assert.Empty(t, r.Decision.Action, "not a denial of the whole turn")
+	assert.Equal(t, []loop.CallDecision{{CallID: "call-1", Action: loop.ActionApprove}, {CallID: "call-3", Action: loop.ActionDeny, Message: "no carol"}}, r.Decision.Calls)
 }
