@@ -126,19 +126,19 @@ func (v confirmView) render() string {
 			h.Raw(" all")
 		}
 		h.Raw("</button>\n</div>")
+		note := ""
 		switch {
 		case v.VotesNeeded > 1:
-			h.Raw("\n<p class=\"muted\">Deny")
-			if v.PerCall {
-				h.Raw(" all")
-			}
-			h.Raw(" denies the calls you may decide; the other calls are decided by their own approvers.</p>")
+			note = " denies the calls you may decide; the other calls are decided by their own approvers.</p>"
 		case v.Unasked > 0:
+			note = " stops every call of this turn, also those that would run without approval.</p>"
+		}
+		if note != "" {
 			h.Raw("\n<p class=\"muted\">Deny")
 			if v.PerCall {
 				h.Raw(" all")
 			}
-			h.Raw(" stops every call of this turn, also those that would run without approval.</p>")
+			h.Raw(note)
 		}
 		if v.PerCall {
 			h.Raw("\n<p class=\"muted\">Or decide each call above, then:</p>\n<div class=\"buttons\">\n" +
