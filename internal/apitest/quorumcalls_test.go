@@ -185,6 +185,9 @@ func TestQuorumPerCallVotesThroughLinks(t *testing.T) {
 
 	annLink := linkPath(t, s.WaitLinks(t, "ann@example.com", 1)[0])
 	_, page := get(t, s, c, "GET", s.URL+annLink, "")
+	if strings.Contains(page, "stops every call of this turn") || !strings.Contains(page, "denies the calls you may decide") {
+		t.Error("ann's page under a quorum does not say that Deny all denies her calls only")
+	}
 	for _, want := range []string{`name="call.toolu_a"`, `name="call.toolu_b"`, "Submit per-call decisions", "Votes: 0 of 2 approvals"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("ann's page does not show %q", want)
