@@ -456,6 +456,13 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		case err != nil:
 			return nil, runs.FromLoop(err)
 		}
+		how.StillAsked = func(next *runs.Run) map[string]bool {
+			asked := map[string]bool{}
+			for _, e := range runs.OpenDeciders(a.Directory, next) {
+				asked[e.Subject.Key()] = true
+			}
+			return asked
+		}
 		how.Choices, err = runs.VoteChoices(a.Directory, r, how.Decider, d)
 		if err != nil {
 			var ref *identity.Refusal

@@ -237,6 +237,13 @@ type NewDecision struct {
 	// Choices are a vote's choices, one per held call the voter may decide
 	// (VoteChoices); a whole-turn vote's are all its action.
 	Choices []VoteChoice
+	// StillAsked, when set, returns the inbox keys (SubjectKey) of those
+	// who may still vote on next, the row after a vote that leaves it
+	// waiting (OpenDeciders): the others' inbox entries go in the same
+	// write. An empty answer removes nobody (it would mean nobody may
+	// decide an open call, which the row cannot tell apart from a
+	// directory that no longer resolves).
+	StillAsked func(next *Run) map[string]bool
 }
 
 // VoteEventData is the data of a vote event (the voter is the event's actor).
@@ -364,6 +371,18 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			if final {
 				decision = resolvedDecision(next, tally, d.Decision)
 			} else {
+				if d.StillAsked != nil {
+					// Those whose calls are all decided now have nothing
+					// left to vote on: the run leaves their inbox too.
+					if asked := d.StillAsked(next); len(asked) > 0 {
+						for _, k := range slices.Clone(next.InboxKeys) {
+							if !asked[k] {
+								w.DropInbox = append(w.DropInbox, InboxKey{Approver: k, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
+								next.InboxKeys = slices.DeleteFunc(next.InboxKeys, func(x string) bool { return x == k })
+							}
+						}
+					}
+				}
 				// The run keeps waiting: the others' entries say how many
 				// approvals are still missing (InboxEntry.VotesMissing).
 				w.NewInbox = inboxEntries(next)

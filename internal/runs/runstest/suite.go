@@ -110,6 +110,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"VotesReadByTheReleaseBefore", testVotesReadByTheReleaseBefore},
 		{"ResolvedDecisionFits", testResolvedDecisionFits},
 		{"NoVoteOnDecidedCalls", testNoVoteOnDecidedCalls},
+		{"VoteDropsTheDone", testVoteDropsTheDone},
 		{"Checkpoint", testCheckpoint},
 		{"IdempotentFence", testIdempotentFence},
 		{"Reclaims", testReclaims},

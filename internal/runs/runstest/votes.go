@@ -501,3 +501,44 @@ func testNoVoteOnDecidedCalls(t *testing.T, e *Env) {
 	assert.Empty(t, r.Decision.Action, "not a denial of the whole turn")
 	assert.Equal(t, []loop.CallDecision{{CallID: "call-1", Action: loop.ActionApprove}, {CallID: "call-3", Action: loop.ActionDeny, Message: "no carol"}}, r.Decision.Calls)
 }
+
+// testVoteDropsTheDone: a vote that leaves the run waiting also takes it
+// out of the inbox of those who have nothing left to vote on
+// (NewDecision.StillAsked), in the same write; an empty answer removes
+// nobody.
+func testVoteDropsTheDone(t *testing.T, e *Env) {
+	ctx := t.Context()
+	waiting := func() *runs.Run {
+		r := e.Running(t)
+		sp, _ := e.Suspension(r, "s1")
+		st := sp.State
+		st.PendingCalls[0].Approval = &loop.ApprovalRule{RequiredApprovals: 2}
+		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: "call-3", Name: "send_email", Input: json.RawMessage(`{}`),
+			NeedsApproval: true, Effect: loop.EffectWrite, Approval: &loop.ApprovalRule{RequiredApprovals: 2}})
+		sp.VotesNeeded = 2
+		sp.InboxKeys = []string{"person:ann", "person:bob", "person:carol"}
+		r, err := e.Store.Suspend(ctx, r, "w1", sp)
+		require.NoError(t, err)
+		return r
+	}
+	r := waiting()
+	d := perCall("ann", "call-1", loop.ActionApprove, "call-3", loop.ActionDeny)
+	d.StillAsked = func(next *runs.Run) map[string]bool {
+		assert.Equal(t, 1, next.VotesMissing(), "the row after the vote")
+		return map[string]bool{"person:bob": true}
+	}
+	r, err := e.Store.Decide(ctx, r, d)
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusWaiting, r.Status)
+	assert.Equal(t, []string{"person:bob"}, r.InboxKeys)
+	assert.Equal(t, []string{r.ID}, e.inboxIDs(t, "person:bob", 10))
+	assert.Empty(t, e.inboxIDs(t, "person:carol", 10), "carol has nothing left to vote on")
+	assert.Empty(t, e.inboxIDs(t, "person:ann", 10), "ann voted")
+
+	r = waiting()
+	d = perCall("ann", "call-1", loop.ActionApprove)
+	d.StillAsked = func(*runs.Run) map[string]bool { return nil }
+	r, err = e.Store.Decide(ctx, r, d)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"person:bob", "person:carol"}, r.InboxKeys, "an empty answer removes nobody")
+}
