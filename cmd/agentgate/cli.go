@@ -385,6 +385,9 @@ func writeRun(w io.Writer, r *client.Run) {
 	}
 	if p := r.Pending; p != nil {
 		fmt.Fprintf(w, "pending    %d call(s), digest %s, deadline %s\n", len(p.Calls), p.TurnDigest, until(p.Deadline))
+		if line := voteLine(r); line != "" {
+			fmt.Fprintf(w, "votes      %s\n", line)
+		}
 		for _, call := range p.Calls {
 			need := "runs on resume without approval"
 			switch {
@@ -392,6 +395,9 @@ func writeRun(w io.Writer, r *client.Run) {
 				need = "needs approval"
 			case call.Denied != "":
 				need = "denied by policy, never runs"
+			}
+			if progress := callProgress(call.Approval); progress != "" {
+				need += "; votes: " + progress
 			}
 			fmt.Fprintf(w, "  - %s %s (%s, %s)\n", one(call.ID), one(call.Tool), call.Effect, need)
 			if note := definitionNote(call); note != "" {

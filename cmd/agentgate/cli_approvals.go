@@ -222,24 +222,8 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		fmt.Fprintf(w, "metadata %s\n", b)
 	}
 	fmt.Fprintf(w, "turn digest %s\ndeadline    %s\n", p.TurnDigest, until(p.Deadline))
-	if len(r.Votes) > 0 || r.VotesNeeded != nil && *r.VotesNeeded > 1 {
-		var votes []string
-		for _, v := range r.Votes {
-			how := string(v.Action)
-			if how == "" {
-				var each []string
-				for _, ch := range v.Calls {
-					each = append(each, one(ch.CallID)+"="+string(ch.Action))
-				}
-				how = "per call: " + strings.Join(each, " ")
-			}
-			votes = append(votes, fmt.Sprintf("%s %s (%s)", one(v.By), how, v.Via))
-		}
-		missing := 0
-		if r.VotesNeeded != nil {
-			missing = *r.VotesNeeded
-		}
-		fmt.Fprintf(w, "votes       %s; %d more approval(s) needed\n", orDash(strings.Join(votes, ", ")), missing)
+	if line := voteLine(r); line != "" {
+		fmt.Fprintf(w, "votes       %s\n", line)
 	}
 	for i, call := range p.Calls {
 		need := "runs on resume without approval"
@@ -266,11 +250,8 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 				fmt.Fprintf(w, "    needs: %d approval(s)%s%s\n", max(a.RequiredApprovals, 1),
 					map[bool]string{true: ", four-eyes"}[a.FourEyes], map[bool]string{true: ", always ask"}[a.AlwaysAsk])
 			}
-			switch {
-			case a.DeniedBy != "":
-				fmt.Fprintf(w, "    votes: denied by %s\n", one(a.DeniedBy))
-			case a.Approvals != nil && a.StillNeeded != nil:
-				fmt.Fprintf(w, "    votes: %d approval(s), %d more needed\n", *a.Approvals, *a.StillNeeded)
+			if progress := callProgress(a); progress != "" {
+				fmt.Fprintf(w, "    votes: %s\n", progress)
 			}
 		}
 		if call.Denied != "" {
@@ -311,4 +292,43 @@ func definitionNote(call client.PendingCall) string {
 		return ""
 	}
 	return one(approval.CleanText(approval.DefinitionNote(&loop.UnverifiedDefinition{Reason: u.Reason, ListedAt: u.ListedAt})))
+}
+
+// voteLine says, for a run waiting under a quorum, who voted how and how
+// many approvals are still needed ("" when one approval decides).
+func voteLine(r *client.Run) string {
+	if len(r.Votes) == 0 && (r.VotesNeeded == nil || *r.VotesNeeded <= 1) {
+		return ""
+	}
+	var votes []string
+	for _, v := range r.Votes {
+		how := string(v.Action)
+		if how == "" {
+			var each []string
+			for _, ch := range v.Calls {
+				each = append(each, one(ch.CallID)+"="+string(ch.Action))
+			}
+			how = "per call: " + strings.Join(each, " ")
+		}
+		votes = append(votes, fmt.Sprintf("%s %s (%s)", one(v.By), how, v.Via))
+	}
+	missing := 0
+	if r.VotesNeeded != nil {
+		missing = *r.VotesNeeded
+	}
+	return fmt.Sprintf("%s; %d more approval(s) needed", orDash(strings.Join(votes, ", ")), missing)
+}
+
+// callProgress is a held call's own vote progress under a quorum ("" when
+// the run shows none).
+func callProgress(a *client.ApprovalRule) string {
+	switch {
+	case a == nil:
+		return ""
+	case a.DeniedBy != "":
+		return "denied by " + one(a.DeniedBy)
+	case a.Approvals != nil && a.StillNeeded != nil:
+		return fmt.Sprintf("%d approval(s), %d more needed", *a.Approvals, *a.StillNeeded)
+	}
+	return ""
 }

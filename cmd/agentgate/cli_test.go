@@ -412,6 +412,12 @@ func TestCLIVoteTwiceUnderAQuorum(t *testing.T) {
 	if got := e.runJSON("alice", "runs", "get", r.ID); got.Status != client.StatusWaiting {
 		t.Errorf("after one person's two votes the run is %s, want it still waiting", got.Status)
 	}
+	// The text of `runs get` shows the vote, as the decide command's 409
+	// hint says it does, and the held call's own progress.
+	if code, out, serr := e.cli("alice", "runs", "get", r.ID); code != 0 || !strings.Contains(out, "votes      bob") ||
+		!strings.Contains(out, "1 more approval(s) needed") || !strings.Contains(out, "votes: 1 approval(s), 1 more needed") {
+		t.Errorf("runs get under a quorum: exit %d\nstdout: %s\nstderr: %s", code, out, serr)
+	}
 }
 
 // TestInboxVotes: `approvals list` says of a quorum how many approvals are
