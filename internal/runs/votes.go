@@ -356,19 +356,26 @@ func (r *Run) OpenCalls(ids []string) []string {
 	if r.VotesNeeded <= 1 {
 		return ids
 	}
-	decided := map[string]bool{}
-	for _, t := range r.Tally() {
-		if t.Decided() {
-			decided[t.CallID] = true
-		}
-	}
+	open := r.openCalls()
 	var out []string
 	for _, id := range ids {
-		if !decided[id] {
+		if open[id] {
 			out = append(out, id)
 		}
 	}
 	return out
+}
+
+// openCalls returns the ids of r's held calls that need approval and are
+// neither approved nor denied yet (Tally).
+func (r *Run) openCalls() map[string]bool {
+	open := map[string]bool{}
+	for _, t := range r.Tally() {
+		if !t.Decided() {
+			open[t.CallID] = true
+		}
+	}
+	return open
 }
 
 // OpenDeciders returns who may still vote on r's held turn: under a
@@ -378,12 +385,7 @@ func OpenDeciders(dir *identity.Directory, r *Run) []identity.Eligible {
 	if r.VotesNeeded <= 1 {
 		return Deciders(dir, r, r.PendingCalls)
 	}
-	open := map[string]bool{}
-	for _, t := range r.Tally() {
-		if !t.Decided() {
-			open[t.CallID] = true
-		}
-	}
+	open := r.openCalls()
 	var calls []CallSummary
 	for _, c := range r.PendingCalls {
 		if open[c.ID] {
@@ -465,12 +467,7 @@ func toolOf(r *Run, id string) string {
 // decidesAnOpenCall reports whether choices choose for at least one held
 // call of cur that is neither approved nor denied yet.
 func decidesAnOpenCall(cur *Run, choices []VoteChoice) bool {
-	open := map[string]bool{}
-	for _, t := range cur.Tally() {
-		if !t.Decided() {
-			open[t.CallID] = true
-		}
-	}
+	open := cur.openCalls()
 	for _, ch := range choices {
 		if open[ch.CallID] {
 			return true
