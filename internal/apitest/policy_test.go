@@ -189,6 +189,18 @@ func TestPolicyOutcomesEndToEnd(t *testing.T) {
 			t.Fatalf("carol: %d %v", status, out)
 		}
 		waitAs(t, s, c, "bob", id, "COMPLETED")
+
+		// Four-eyes keeps out an initiator who would otherwise decide: ann,
+		// who started this one, is no approver of the pricing rule, and is
+		// told that.
+		_, run, _ = call(t, s, c, "POST", "/runs", "ann", jsonCT, `{"prompt":"update pricing","approvers":["group:ops"]}`)
+		id = run["id"].(string)
+		run = waitAs(t, s, c, "ann", id, "WAITING_FOR_APPROVAL")
+		decide = `{"turn_digest":"` + run["pending"].(map[string]any)["turn_digest"].(string) + `","action":"approve"}`
+		status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", "ann", jsonCT, decide)
+		if msg := errMessage(out); status != 403 || !strings.Contains(msg, "not an approver") || strings.Contains(msg, "four-eyes") {
+			t.Errorf("ann on her own run, no approver of its call: %d %v, want 403 not an approver (not four-eyes)", status, out)
+		}
 	})
 }
 

@@ -154,6 +154,9 @@ func (r *Refusal) Error() string { return r.Message }
 // MayDecide reports whether decider may decide every call described by reqs
 // of a run started by initiator; nil means yes. It fails closed: a zero
 // principal, no requirement, an empty tool or a nil approver list refuse.
+// The refusal is the first call's that refuses: a decider its approvers do
+// not name is ReasonNotApprover, one the tool gate stops ReasonToolGate,
+// and only the initiator who would otherwise be eligible ReasonFourEyes.
 func (d *Directory) MayDecide(decider, initiator Principal, reqs ...Requirement) error {
 	if decider.IsZero() || initiator.IsZero() || len(reqs) == 0 {
 		return &Refusal{Reason: ReasonInvalid, Message: "the decision cannot be authorized: the decider, the initiator or the calls are unknown"}
@@ -167,15 +170,16 @@ func (d *Directory) MayDecide(decider, initiator Principal, reqs ...Requirement)
 		if r.Tool == "" || r.Approvers == nil {
 			return &Refusal{Reason: ReasonInvalid, Message: "the decision cannot be authorized: a call has no tool or no approvers"}
 		}
-		if r.FourEyes && who.Same(init) {
-			return &Refusal{Reason: ReasonFourEyes, Tool: r.Tool, Message: fmt.Sprintf("four-eyes: %s started this run and cannot decide it; another person must", who)}
-		}
 		named, permitted := r.Approvers.covers(who, r.Tool)
 		switch {
 		case !named:
 			return &Refusal{Reason: ReasonNotApprover, Tool: r.Tool, Message: fmt.Sprintf("%s is not an approver of this call of %s", who, r.Tool)}
 		case !permitted:
 			return &Refusal{Reason: ReasonToolGate, Tool: r.Tool, Message: fmt.Sprintf("%s may not approve calls of %s (the directory limits their approvals to other tools)", who, r.Tool)}
+		case r.FourEyes && who.Same(init):
+			// Four-eyes only where the initiator would otherwise be
+			// eligible: one who is no approver is told that instead.
+			return &Refusal{Reason: ReasonFourEyes, Tool: r.Tool, Message: fmt.Sprintf("four-eyes: %s started this run and cannot decide it; another person must", who)}
 		}
 	}
 	return nil

@@ -107,6 +107,10 @@ func TestMayDecide(t *testing.T) {
 		{"no requirements", "carol", nil, ReasonInvalid},
 		{"empty tool", "carol", []Requirement{{Approvers: ops}}, ReasonInvalid},
 		{"nil approvers", "carol", []Requirement{{Tool: "write_document"}}, ReasonInvalid},
+		// Four-eyes refuses the initiator only where they would otherwise
+		// be eligible: merely not being an approver is not four-eyes.
+		{"the initiator, an approver, under four-eyes", ann, []Requirement{{Tool: "delete_document", Approvers: ops, FourEyes: true}}, ReasonFourEyes},
+		{"the initiator, not an approver, under four-eyes", ann, []Requirement{{Tool: "payments__refund", Approvers: finance, FourEyes: true}}, ReasonNotApprover},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

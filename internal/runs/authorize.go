@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -60,7 +61,9 @@ func VotesNeeded(calls []CallSummary) int {
 // caller, with a message safe to show). One decision decides every held
 // call, so the decider must be able to decide each of them; under a quorum
 // (r.VotesNeeded above 1) a vote is per call, and a decider who may decide
-// at least one held call may vote (on those: VoteChoices). It is the one
+// at least one held call may vote (on those: VoteChoices); one who may
+// decide none is refused for what keeps them from a call they are named on
+// (four-eyes, the tool gate) before "not an approver". It is the one
 // check used by the API and the approval links, and it fails closed: a
 // decider or initiator that is not a valid principal, a run with no call
 // awaiting approval, or an approver list that no longer resolves all
@@ -71,10 +74,21 @@ func MayDecide(dir *identity.Directory, r *Run, decider string) error {
 		if len(ids) > 0 {
 			return nil
 		}
+		// The refusal of a call the decider is named on (four-eyes, the
+		// tool gate) says more than "not an approver" of another.
+		var first error
 		for _, c := range r.PendingCalls {
-			if err := refused[c.ID]; err != nil {
+			err := refused[c.ID]
+			var ref *identity.Refusal
+			if err != nil && errors.As(err, &ref) && ref.Reason != identity.ReasonNotApprover {
 				return err
 			}
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return first
 		}
 		return refuse("the decision cannot be authorized: the run has no call awaiting approval")
 	}

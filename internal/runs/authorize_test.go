@@ -72,6 +72,49 @@ func TestMayDecideFailsClosed(t *testing.T) {
 	}
 }
 
+// TestMayDecideUnderAQuorumSaysWhy: a person who may decide none of the
+// held calls of a turn that needs more than one approval is refused for
+// the reason that keeps them from a call they are named on (four-eyes,
+// the tool gate) before "not an approver" of another; four-eyes only when
+// they are the initiator and would otherwise be eligible.
+func TestMayDecideUnderAQuorumSaysWhy(t *testing.T) {
+	dir, err := identity.DecodeDirectory([]byte(`{"version":1,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]},{"id":"bob","aliases":["bob@example.com"]},
+			{"id":"carol","aliases":["carol@example.com"]},{"id":"frank","aliases":["frank@example.com"]}],
+		"groups":[{"name":"ops","members":["ann","bob","frank"]}]}`))
+	require.NoError(t, err)
+	call := func(id string, fourEyes bool, approvers ...string) runs.CallSummary {
+		return runs.CallSummary{ID: id, Tool: "write_document", NeedsApproval: true,
+			Approval: &loop.ApprovalRule{Approvers: approvers, RequiredApprovals: 2, FourEyes: fourEyes}}
+	}
+	run := func(calls ...runs.CallSummary) *runs.Run {
+		return &runs.Run{ID: "r1", Status: runs.StatusWaiting, Initiator: "frank@example.com", Approvers: []string{"group:ops"}, VotesNeeded: 2, PendingCalls: calls}
+	}
+	tests := []struct {
+		name    string
+		run     *runs.Run
+		decider string
+		want    identity.Reason
+		says    string
+	}{
+		{"the initiator, approver of the second call only", run(call("b", true, "ann@example.com", "bob@example.com"), call("a", true, "group:ops")),
+			"frank@example.com", identity.ReasonFourEyes, "four-eyes"},
+		{"the initiator, approver of no call", run(call("a", true, "ann@example.com", "bob@example.com"), call("b", true, "bob@example.com", "carol@example.com")),
+			"frank@example.com", identity.ReasonNotApprover, "not an approver"},
+		{"another who is no approver", run(call("a", true, "group:ops"), call("b", true, "ann@example.com", "bob@example.com")),
+			"carol@example.com", identity.ReasonNotApprover, "not an approver"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := runs.MayDecide(dir, tt.run, tt.decider)
+			assert.Equal(t, tt.want, refusalReason(err))
+			if err != nil {
+				assert.Contains(t, err.Error(), tt.says)
+			}
+		})
+	}
+}
+
 func TestEligibleAndMayRead(t *testing.T) {
 	r := waitingRun("ann@example.com", true, "Ann+x@example.com", "bob@example.com", "arn:aws:iam::123456789012:user/carol")
 	var got []string
