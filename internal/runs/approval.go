@@ -394,9 +394,11 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			})})
 		}
 		if final {
-			w.Events = append(w.Events, Event{Type: EventDecision, Actor: d.Decider, Data: mustJSON(DecisionEventData{
-				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: decision,
-			})})
+			data := DecisionEventData{SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: decision}
+			if cur.VotesNeeded > 1 {
+				data = withDeciders(data, next)
+			}
+			w.Events = append(w.Events, Event{Type: EventDecision, Actor: d.Decider, Data: mustJSON(data)})
 		}
 		if d.Via == ViaLink {
 			if d.Token.RunID != cur.ID || d.Token.SuspensionID != d.SuspensionID {

@@ -40,21 +40,31 @@ type InboxEntry struct {
 	Tools       []string  `json:"tools"`
 	Deadline    time.Time `json:"deadline"`
 	SuspendedAt time.Time `json:"suspended_at"`
-	// VotesNeeded is how many approvals the suspension needs.
+	// VotesNeeded is how many approvals the suspension needs: the most
+	// approvals from distinct persons any of its held calls needs
+	// (Run.VotesNeeded; each call counts its own).
 	VotesNeeded int `json:"votes_needed"`
-	// Approvals is VotesNeeded less the approvals the suspension still
+	// Counted is VotesNeeded less the approvals the suspension still
 	// missed when the entry was written (Run.VotesMissing: the most any
-	// held call not yet decided still needs; with one quorum for every
-	// call, the approving votes so far): a vote that leaves the run waiting
-	// rewrites the entries that remain (Store.Decide). An entry written
-	// before entries counted them says 0 until the next such vote.
-	Approvals int `json:"approvals,omitempty"`
+	// held call not yet decided still needs), so that VotesMissing is
+	// VotesNeeded less Counted. It is not a count of persons (that is
+	// ApprovingPersons): stored as "approvals", with the meaning every
+	// release that reads entries gives it. A vote that leaves the run
+	// waiting rewrites the entries that remain (Store.Decide); an entry
+	// written before entries counted says 0 until the next such vote.
+	Counted int `json:"approvals,omitempty"`
+	// ApprovingPersons is how many distinct persons had approved at least
+	// one held call when the entry was written (Run.Approvals); nil for an
+	// entry written before entries counted them, until the next vote
+	// rewrites it.
+	ApprovingPersons *int `json:"approving_persons,omitempty"`
 }
 
 // VotesMissing returns how many approvals the suspension still needs
-// before the run resumes, as of the entry (Run.VotesMissing is the row's).
+// before the run resumes, as of the entry (Run.VotesMissing is the row's:
+// the most any held call not yet approved or denied still needs).
 func (e InboxEntry) VotesMissing() int {
-	return max(max(e.VotesNeeded, 1)-e.Approvals, 0)
+	return max(max(e.VotesNeeded, 1)-e.Counted, 0)
 }
 
 // InboxKey names one inbox entry. An approver's inbox is ordered by
@@ -152,12 +162,14 @@ func inboxEntries(r *Run) []InboxEntry {
 		tools = []string{}
 	}
 	out := make([]InboxEntry, 0, len(r.InboxKeys))
+	persons := r.Approvals()
 	for _, k := range r.InboxKeys {
+		persons := persons // each entry its own
 		out = append(out, InboxEntry{
 			Approver: k, RunID: r.ID, SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest,
 			Initiator: r.Initiator, Purpose: r.Purpose, Tools: slices.Clone(tools),
 			Deadline: r.ApprovalDeadline, SuspendedAt: r.SuspendedAt, VotesNeeded: max(r.VotesNeeded, 1),
-			Approvals: max(r.VotesNeeded, 1) - r.VotesMissing(),
+			Counted: max(r.VotesNeeded, 1) - r.VotesMissing(), ApprovingPersons: &persons,
 		})
 	}
 	return out

@@ -280,7 +280,11 @@ type Run struct {
 	Votes       []Vote `json:"votes,omitempty"`
 
 	// Decision is the decision on the current suspension (nil: none yet),
-	// with who made it, how (ViaAPI or ViaLink) and when.
+	// with who made it, how (ViaAPI or ViaLink) and when. Under a quorum
+	// DecidedBy, DecidedVia and DecidedAt are those of the vote that
+	// completed the turn; who decided each held call is in the Votes
+	// (DecidedCalls, DecidingVoters), which the row keeps until the next
+	// suspension.
 	Decision   *loop.Decision `json:"decision,omitempty"`
 	DecidedBy  string         `json:"decided_by,omitempty"`
 	DecidedVia string         `json:"decided_via,omitempty"`
@@ -365,7 +369,8 @@ type Vote struct {
 }
 
 // Approvals returns how many votes on the run's current suspension approve
-// at least one held call.
+// at least one held call: the number of distinct persons who approved (a
+// person votes once per suspension).
 func (r *Run) Approvals() int {
 	n := 0
 	for _, v := range r.Votes {
@@ -521,12 +526,23 @@ const (
 )
 
 // DecisionEventData is the data of a decision event: the decision on one
-// suspension and how it arrived (the decider is the event's actor).
+// suspension and how it arrived (the decider is the event's actor: under a
+// quorum, the voter whose vote completed the turn).
 type DecisionEventData struct {
 	SuspensionID string        `json:"suspension_id"`
 	TurnDigest   string        `json:"turn_digest"`
 	Via          string        `json:"via"`
 	Decision     loop.Decision `json:"decision"`
+	// Deciders and DecidedCalls are set under a quorum: the voters whose
+	// votes decided a held call, in the order they voted
+	// (Run.DecidingVoters), and who decided each held call
+	// (Run.DecidedCalls). Where they would make the event larger than
+	// maxDecidersSize, DecidedCalls is left out and Deciders cut short
+	// (DecidersCut): the vote events still carry every vote. A decision
+	// event written before this field has neither.
+	Deciders     []string      `json:"deciders,omitempty"`
+	DecidedCalls []DecidedCall `json:"decided_calls,omitempty"`
+	DecidersCut  bool          `json:"deciders_cut,omitempty"`
 }
 
 // Event is one entry of a run's audit stream. Seq runs 1, 2, 3... in the

@@ -203,6 +203,90 @@ func (r *Run) CallTally(id string) (CallTally, bool) {
 	return CallTally{}, false
 }
 
+// DecidedCall says who decided one held call under a quorum: the voters
+// (Vote.By) whose approvals approved it, as many as it needed and in the
+// order they voted, or the one voter who denied it.
+type DecidedCall struct {
+	CallID string      `json:"call_id"`
+	Tool   string      `json:"tool"`
+	Action loop.Action `json:"action"`
+	By     []string    `json:"by"`
+}
+
+// DecidedCalls returns who decided each held call of r that needs
+// approval and is approved or denied under r's quorum, in turn order
+// (all of them once the turn is decided); nil when one decision decides
+// r's turn (DecidedBy made it).
+func (r *Run) DecidedCalls() []DecidedCall {
+	if r.VotesNeeded <= 1 {
+		return nil
+	}
+	var out []DecidedCall
+	for _, t := range r.Tally() {
+		dc := DecidedCall{CallID: t.CallID, Tool: toolOf(r, t.CallID)}
+		switch {
+		case t.Denied():
+			dc.Action, dc.By = loop.ActionDeny, []string{t.DeniedBy}
+		case t.Approved():
+			dc.Action, dc.By = loop.ActionApprove, slices.Clone(t.ApprovedBy)
+		default:
+			continue
+		}
+		out = append(out, dc)
+	}
+	return out
+}
+
+// DecidingVoters returns, under a quorum, the voters (Vote.By) whose votes
+// decided at least one held call of r (DecidedCalls), each once, in the
+// order they voted: those who decided r's turn once it is decided. Nil
+// when one decision decides r's turn (DecidedBy made it).
+func (r *Run) DecidingVoters() []string {
+	decided := map[string]bool{}
+	for _, dc := range r.DecidedCalls() {
+		for _, by := range dc.By {
+			decided[by] = true
+		}
+	}
+	var out []string
+	for _, v := range r.Votes {
+		if decided[v.By] && !slices.Contains(out, v.By) {
+			out = append(out, v.By)
+		}
+	}
+	return out
+}
+
+// maxDecidersSize bounds what a decision event's Deciders and
+// DecidedCalls add to it (JSON): far above what real quorums come to,
+// it keeps the event under MaxEventDataSize whatever the votes.
+const maxDecidersSize = 32 << 10
+
+// withDeciders returns data with r's deciders (DecisionEventData.Deciders
+// and DecidedCalls), fitted to maxDecidersSize: DecidedCalls is left out
+// when both do not fit, and then Deciders cut short.
+func withDeciders(data DecisionEventData, r *Run) DecisionEventData {
+	data.Deciders, data.DecidedCalls = r.DecidingVoters(), r.DecidedCalls()
+	size := func() int {
+		b, err := json.Marshal(struct {
+			D []string      `json:"deciders,omitempty"`
+			C []DecidedCall `json:"decided_calls,omitempty"`
+		}{data.Deciders, data.DecidedCalls})
+		if err != nil {
+			return maxDecidersSize + 1
+		}
+		return len(b)
+	}
+	if size() <= maxDecidersSize {
+		return data
+	}
+	data.DecidedCalls, data.DecidersCut = nil, true
+	for len(data.Deciders) > 0 && size() > maxDecidersSize {
+		data.Deciders = data.Deciders[:len(data.Deciders)/2]
+	}
+	return data
+}
+
 // turnDecided reports whether every held call that needs approval is
 // approved or denied.
 func turnDecided(tally []CallTally) bool {

@@ -408,8 +408,10 @@ type inboxItem struct {
 	Deadline     int64    `dynamodbav:"deadline"`
 	SuspendedAt  int64    `dynamodbav:"suspended_at"`
 	VotesNeeded  int      `dynamodbav:"votes_needed"`
-	Approvals    int      `dynamodbav:"approvals,omitempty"`
-	ExpiresAt    int64    `dynamodbav:"expires_at"`
+	Approvals    int      `dynamodbav:"approvals,omitempty"` // runs.InboxEntry.Counted
+	// ApprovingPersons is absent on an item written before it was kept.
+	ApprovingPersons *int  `dynamodbav:"approving_persons,omitempty"`
+	ExpiresAt        int64 `dynamodbav:"expires_at"`
 }
 
 func inboxKeyOf(k runs.InboxKey) key {
@@ -422,7 +424,7 @@ func newInboxItem(e runs.InboxEntry) inboxItem {
 		Approver: e.Approver, RunID: e.RunID, SuspensionID: e.SuspensionID, TurnDigest: e.TurnDigest,
 		Initiator: e.Initiator, Purpose: e.Purpose, Tools: e.Tools,
 		Deadline: toMS(e.Deadline), SuspendedAt: toMS(e.SuspendedAt), VotesNeeded: e.VotesNeeded,
-		Approvals: e.Approvals, ExpiresAt: e.Deadline.Add(ttlGrace).Unix(),
+		Approvals: e.Counted, ApprovingPersons: e.ApprovingPersons, ExpiresAt: e.Deadline.Add(ttlGrace).Unix(),
 	}
 }
 
@@ -435,6 +437,6 @@ func (it inboxItem) entry() runs.InboxEntry {
 		Approver: it.Approver, RunID: it.RunID, SuspensionID: it.SuspensionID, TurnDigest: it.TurnDigest,
 		Initiator: it.Initiator, Purpose: it.Purpose, Tools: tools,
 		Deadline: fromMS(it.Deadline), SuspendedAt: fromMS(it.SuspendedAt), VotesNeeded: it.VotesNeeded,
-		Approvals: it.Approvals,
+		Counted: it.Approvals, ApprovingPersons: it.ApprovingPersons,
 	}
 }

@@ -84,7 +84,7 @@ func testInbox(t *testing.T, e *Env) {
 		assert.Equal(t, runs.InboxEntry{
 			Approver: "bob", RunID: r.ID, SuspensionID: "s1", TurnDigest: "digest-s1", Initiator: "alice",
 			Purpose: "file the report", Tools: []string{"send_email"}, Deadline: r.ApprovalDeadline,
-			SuspendedAt: before, VotesNeeded: 2,
+			SuspendedAt: before, VotesNeeded: 2, ApprovingPersons: ptr(0),
 		}, page[0], "only the call that needs approval names a tool")
 		assert.Equal(t, 2, page[0].VotesMissing())
 		assertIDs(t, "carol", r.ID)
@@ -114,7 +114,7 @@ func testInbox(t *testing.T, e *Env) {
 			require.NoError(t, err)
 			require.Len(t, page, 1)
 			want := before
-			want.Approver, want.Approvals = k, 1
+			want.Approver, want.Counted, want.ApprovingPersons = k, 1, ptr(1)
 			assert.Equal(t, want, page[0], "the entry of %s after one approval", k)
 			assert.Equal(t, 1, page[0].VotesMissing(), "votes missing in the entry of %s", k)
 		}
@@ -325,3 +325,5 @@ func testInboxConcurrent(t *testing.T, e *Env) {
 		assert.ElementsMatch(t, want, e.inboxIDs(t, k, 5), "inbox of %s", k)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
