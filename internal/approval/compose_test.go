@@ -282,3 +282,52 @@ func TestComposeSaysHowLargeTheWholeIs(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeQuorumProgress: under a quorum the mail says how many
+// approvals are needed and, where the held calls differ or votes were
+// cast, what each open call still needs; when every call needs the same
+// and nobody voted, the one number says it all.
+func TestComposeQuorumProgress(t *testing.T) {
+	tests := []struct {
+		name     string
+		progress []approval.CallProgress
+		voted    []string
+		want     []string
+		absent   []string
+	}{
+		{"the same for each call, no votes yet",
+			[]approval.CallProgress{{ID: "a", Tool: "write_document", Needed: 2, StillNeeded: 2}, {ID: "b", Tool: "send_email", Needed: 2, StillNeeded: 2}}, nil,
+			[]string{"2 approvals from distinct persons are needed"}, []string{"Needed:", "Still needed", "its own number"}},
+		{"calls that differ",
+			[]approval.CallProgress{{ID: "a", Tool: "write_document", Needed: 1, StillNeeded: 1}, {ID: "b", Tool: "send_email", Needed: 2, StillNeeded: 2}}, nil,
+			[]string{"each call needs its own number of approvals from distinct persons, up to 2", "1 more approval of write_document and 2 more of send_email"},
+			[]string{"2 approvals from distinct persons are needed"}},
+		{"a vote cast",
+			[]approval.CallProgress{{ID: "a", Tool: "write_document", Needed: 2, Approvals: 1, StillNeeded: 1}, {ID: "b", Tool: "send_email", Needed: 2, StillNeeded: 2}},
+			[]string{"ann@example.com"},
+			[]string{"2 approvals from distinct persons are needed; so far: ann@example.com", "1 more approval of write_document and 2 more of send_email"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := sampleMessage()
+			m.VotesNeeded, m.Progress, m.Voted = 2, tt.progress, tt.voted
+			_, text, html, err := approval.Compose(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			html = strings.ReplaceAll(strings.ReplaceAll(html, "<strong>", ""), "</strong>", "")
+			for part, body := range map[string]string{"text": text, "html": html} {
+				for _, w := range tt.want {
+					if !strings.Contains(strings.ToLower(body), strings.ToLower(w)) {
+						t.Errorf("%s part lacks %q:\n%s", part, w, body)
+					}
+				}
+				for _, a := range tt.absent {
+					if strings.Contains(body, a) {
+						t.Errorf("%s part has %q:\n%s", part, a, body)
+					}
+				}
+			}
+		})
+	}
+}

@@ -21,11 +21,20 @@ func (v mailView) text() string {
 	b.WriteString(v.Deadline)
 	if v.VotesNeeded > 1 {
 		b.WriteString("\nApprovals:  ")
-		b.WriteString(strconv.Itoa(v.VotesNeeded))
-		b.WriteString(" approvals from distinct persons are needed")
+		if v.SameNeeds {
+			b.WriteString(strconv.Itoa(v.VotesNeeded))
+			b.WriteString(" approvals from distinct persons are needed")
+		} else {
+			b.WriteString("each call needs its own number of approvals from distinct persons, up to ")
+			b.WriteString(strconv.Itoa(v.VotesNeeded))
+		}
 		if v.Voted != "" {
 			b.WriteString("; so far: ")
 			b.WriteString(v.Voted)
+		}
+		if v.More != "" {
+			b.WriteString("\nNeeded:     ")
+			b.WriteString(v.More)
 		}
 		if v.StillNeeded != "" {
 			b.WriteString("\nMay vote:   ")
@@ -140,11 +149,20 @@ func (v mailView) html() string {
 		`<p style="margin:0 0 16px;font-size:13px;color:#52525b">Opening the link only shows the calls; nothing is decided until you press Approve or Deny on that page. Do not forward this mail: whoever holds the link can decide.</p>`)
 	if v.VotesNeeded > 1 {
 		h.Raw("\n" + `<p style="margin:0 0 12px;font-size:14px"><strong>`)
-		h.Int(v.VotesNeeded)
-		h.Raw(" approvals</strong> from distinct persons are needed")
+		if v.SameNeeds {
+			h.Int(v.VotesNeeded)
+			h.Raw(" approvals</strong> from distinct persons are needed")
+		} else {
+			h.Raw("Each call needs its own number of approvals</strong> from distinct persons, up to ")
+			h.Int(v.VotesNeeded)
+		}
 		if v.Voted != "" {
 			h.Raw("; so far: ")
 			h.Text(v.Voted)
+		}
+		if v.More != "" {
+			h.Raw(". Still needed: ")
+			h.Text(v.More)
 		}
 		if v.StillNeeded != "" {
 			h.Raw(". Who may still vote: ")

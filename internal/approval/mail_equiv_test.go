@@ -50,6 +50,7 @@ func randomMailView(r *rand.Rand) mailView {
 	}
 	if r.IntN(2) == 0 {
 		v.VotesNeeded, v.Voted, v.StillNeeded = r.IntN(4), randomString(r), randomString(r)
+		v.SameNeeds, v.More = r.IntN(2) == 0, randomString(r)
 	}
 	for i := range r.IntN(4) {
 		c := callView{Number: i + 1, ID: randomString(r), Tool: randomString(r), NeedsApproval: r.IntN(2) == 0,

@@ -50,11 +50,15 @@ type Message struct {
 	Link string
 	// Reminder marks the second mail, sent when most of the window passed.
 	Reminder bool
-	// VotesNeeded is how many distinct persons must approve (0 or 1: one);
-	// Voted names who approved so far and StillNeeded who may still vote.
+	// VotesNeeded is how many distinct persons must approve (0 or 1: one;
+	// under a quorum the most any held call needs); Voted names who
+	// approved a held call so far and StillNeeded who may still vote;
+	// Progress is each held call's own vote progress (Progress), which the
+	// mail shows where the calls differ or votes were cast.
 	VotesNeeded int
 	Voted       []string
 	StillNeeded []string
+	Progress    []CallProgress
 }
 
 // Validate reports the first field of m a mail cannot do without.
@@ -105,10 +109,14 @@ type mailView struct {
 	Link         string
 	Calls        []callView
 	NeedApproval int
-	// Quorum: VotesNeeded > 1.
+	// Quorum: VotesNeeded > 1. SameNeeds: every held call needs
+	// VotesNeeded approvals; More what the open calls still need
+	// (MoreApprovals), "" when that is VotesNeeded of each.
 	VotesNeeded int
+	SameNeeds   bool
 	Voted       string
 	StillNeeded string
+	More        string
 }
 
 type callView struct {
@@ -148,6 +156,10 @@ func Compose(m Message) (subject, text, html string, err error) {
 		VotesNeeded:  m.VotesNeeded,
 		Voted:        truncate(CleanText(strings.Join(m.Voted, ", ")), ValueLimit),
 		StillNeeded:  truncate(CleanText(strings.Join(m.StillNeeded, ", ")), ValueLimit),
+		SameNeeds:    SameNeeds(m.Progress),
+	}
+	if more := MoreApprovals(m.Progress); more != fmt.Sprintf("%d more approval(s)", m.VotesNeeded) {
+		v.More = truncate(oneLine(CleanText(more)), ValueLimit)
 	}
 	for i, c := range m.Calls {
 		v.Calls = append(v.Calls, callView{

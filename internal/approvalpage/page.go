@@ -59,8 +59,9 @@ type ConfirmPage struct {
 	TurnDigest string
 	// Deadline is when the run expires without a decision.
 	Deadline time.Time
-	// VotesNeeded is how many distinct persons must approve (0 or 1: one);
-	// Voted names who approved so far, StillNeeded who may still vote.
+	// VotesNeeded is how many distinct persons must approve (0 or 1: one;
+	// under a quorum the most any held call needs); Voted names who
+	// approved a held call so far, StillNeeded who may still vote.
 	VotesNeeded int
 	Voted       []string
 	StillNeeded []string
@@ -69,9 +70,11 @@ type ConfirmPage struct {
 	// and the page says the others are decided by other approvers. Nil:
 	// every held call.
 	Decidable []string
-	// Progress, under a quorum, says each held call's vote progress by id
-	// ("1 of 2 approvals", "denied by ann"), shown with the call.
-	Progress map[string]string
+	// Progress, under a quorum, is each held call's vote progress
+	// (approval.Progress), shown with the call ("1 of 2 approvals",
+	// "denied by ann") and, for the calls still open, in the header
+	// (approval.MoreApprovals).
+	Progress []approval.CallProgress
 }
 
 type confirmView struct {
@@ -94,7 +97,10 @@ type confirmView struct {
 	Mine        int
 	MaxReason   int
 	VotesNeeded int
-	Approvals   int
+	// SameNeeds: every held call needs VotesNeeded approvals; More is what
+	// the open calls still need (approval.MoreApprovals).
+	SameNeeds   bool
+	More        string
 	Voted       string
 	StillNeeded string
 }
@@ -152,9 +158,21 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		MaxReason:  maxReason(p.VotesNeeded),
 		// Under a quorum a vote is on the calls this voter may decide.
 		VotesNeeded: p.VotesNeeded,
-		Approvals:   len(p.Voted),
+		SameNeeds:   approval.SameNeeds(p.Progress),
+		More:        approval.CleanText(approval.MoreApprovals(p.Progress)),
 		Voted:       approval.CleanText(strings.Join(p.Voted, ", ")),
 		StillNeeded: approval.CleanText(strings.Join(p.StillNeeded, ", ")),
+	}
+	progress := map[string]string{}
+	for _, c := range p.Progress {
+		switch {
+		case c.DeniedBy != "":
+			progress[c.ID] = "denied by " + c.DeniedBy
+		case c.StillNeeded == 0:
+			progress[c.ID] = fmt.Sprintf("approved (%d of %d approvals)", c.Approvals, c.Needed)
+		default:
+			progress[c.ID] = fmt.Sprintf("%d of %d approvals", c.Approvals, c.Needed)
+		}
 	}
 	for i, c := range p.Calls {
 		cv := callView{
@@ -165,7 +183,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 			Effect:         approval.CleanText(string(c.Effect)),
 			NeedsApproval:  c.NeedsApproval,
 			Mine:           c.NeedsApproval && (p.Decidable == nil || slices.Contains(p.Decidable, c.ID)),
-			Progress:       approval.CleanText(p.Progress[c.ID]),
+			Progress:       approval.CleanText(progress[c.ID]),
 			Arguments:      approval.CleanText(approval.PrettyArguments(c.Input)),
 			Preview:        approval.CleanText(c.Preview),
 			Rule:           approval.CleanText(c.Rule),
@@ -217,14 +235,21 @@ type DecidedPage struct {
 	// Calls are the pending calls, to name the tools of a per-call decision.
 	Calls []runs.CallSummary
 	// StillNeeded, when above 0, says the decision was a vote of a quorum
-	// and how many approvals the run still waits for.
+	// and how many approvals the run still waits for (the most any held
+	// call still needs); More, when set, says what each open call still
+	// needs (approval.MoreApprovals), shown instead of that number.
 	StillNeeded int
+	More        string
 }
 
 // Decided renders "your decision was recorded" with status 200: approved,
 // denied (with the reason), or each call's outcome.
 func Decided(p DecidedPage) (status int, html string) {
 	v := outcomeView{Title: "Your decision was recorded", RunID: approval.CleanText(p.RunID)}
+	waits := fmt.Sprintf("The run waits for %d more approval(s) from others before it continues.", p.StillNeeded)
+	if p.More != "" {
+		waits = "The run waits for " + approval.CleanText(p.More) + " from others before it continues."
+	}
 	d := p.Decision
 	switch {
 	case len(d.Calls) > 0:
@@ -258,12 +283,12 @@ func Decided(p DecidedPage) (status int, html string) {
 		}
 	case p.StillNeeded > 0:
 		v.Title = "Your vote was recorded"
-		v.Paragraphs = []string{fmt.Sprintf("Approved. The run waits for %d more approval(s) from others before it continues.", p.StillNeeded)}
+		v.Paragraphs = []string{"Approved. " + waits}
 	default:
 		v.Paragraphs = []string{"Approved. The run continues."}
 	}
 	if p.StillNeeded > 0 && (len(d.Calls) > 0 || d.Action == loop.ActionDeny) {
-		v.Paragraphs = append(v.Paragraphs, fmt.Sprintf("The run waits for %d more approval(s) from others before it continues.", p.StillNeeded))
+		v.Paragraphs = append(v.Paragraphs, waits)
 	}
 	return http.StatusOK, v.render()
 }
@@ -293,6 +318,76 @@ func AlreadyDecided(outcome, by, via string, at time.Time) (status int, html str
 // vote decided it: the page also says their vote counted.
 func AlreadyDecidedAfterVote(outcome, by, via string, at time.Time, vote string) (status int, html string) {
 	return alreadyDecided(outcome, by, via, at, "Your vote ("+approval.CleanText(vote)+") was recorded before that and counted.")
+}
+
+// VotesDecided is what the "Already decided" page says of a suspension
+// that a quorum's votes decided.
+type VotesDecided struct {
+	// Outcome is as AlreadyDecided's.
+	Outcome string
+	// Deciders are the voters whose votes decided a held call, in the
+	// order they voted (runs.Run.DecidingVoters); Calls who decided each
+	// (runs.Run.DecidedCalls; none when unknown).
+	Deciders []string
+	Calls    []runs.DecidedCall
+	// Last, Via and At are the vote that completed the turn (Run.DecidedBy).
+	Last string
+	Via  string
+	At   time.Time
+	// Vote is the viewer's own vote ("approve", "deny", "per call") when
+	// they voted and another's vote completed the turn; "" otherwise.
+	Vote string
+}
+
+// AlreadyDecidedByVotes renders, with status 409, that a quorum's votes
+// decided the suspension: whose votes decided it and, call by call, who
+// approved or denied each, and when and how the last vote was cast. With
+// no Deciders (a decision recorded before they were kept) it is
+// AlreadyDecided by the last voter.
+func AlreadyDecidedByVotes(p VotesDecided) (status int, html string) {
+	var more []string
+	if p.Vote != "" {
+		more = append(more, "Your vote ("+approval.CleanText(p.Vote)+") was recorded before that and counted.")
+	}
+	if len(p.Deciders) == 0 {
+		return alreadyDecided(p.Outcome, p.Last, p.Via, p.At, more...)
+	}
+	outcome := p.Outcome
+	if outcome == "" {
+		outcome = "decided"
+	}
+	s := "This request was already " + outcome + " by the votes of " + approval.CleanText(andList(p.Deciders))
+	if p.Last != "" {
+		s += "; the last, which completed it, was " + approval.CleanText(p.Last) + "'s"
+		if !p.At.IsZero() {
+			s += " on " + approval.FormatDeadline(p.At)
+		}
+		switch p.Via {
+		case runs.ViaLink:
+			s += " through an approval link"
+		case runs.ViaAPI:
+			s += " through the API"
+		}
+	}
+	v := outcomeView{Title: "Already decided", Paragraphs: append([]string{s + "."}, more...)}
+	for _, c := range p.Calls {
+		v.Calls = append(v.Calls, outcomeCall{ID: approval.CleanText(c.CallID), Tool: approval.CleanText(c.Tool),
+			Outcome: outcomeWord(c.Action) + " by " + approval.CleanText(andList(c.By))})
+	}
+	last := "Nothing was changed."
+	if len(v.Calls) > 0 {
+		last += " Who decided each call:" // the list follows the paragraphs
+	}
+	v.Paragraphs = append(v.Paragraphs, last)
+	return http.StatusConflict, v.render()
+}
+
+// andList joins names as "a", "a and b", "a, b and c".
+func andList(names []string) string {
+	if len(names) <= 1 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 func alreadyDecided(outcome, by, via string, at time.Time, more ...string) (status int, html string) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/approvalpage"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -127,6 +128,27 @@ func TestOutcomePages(t *testing.T) {
 			return approvalpage.AlreadyDecidedAfterVote("approved", "sec@example.com", runs.ViaLink, at, "approve")
 		}, 409,
 			[]string{"Already decided", "already approved by sec@example.com on Sat, 14 Mar 2026 09:30 UTC through an approval link.", "Your vote (approve) was recorded before that and counted.", "Nothing was changed."}, nil},
+		{"already decided by votes", func() (int, string) {
+			return approvalpage.AlreadyDecidedByVotes(approvalpage.VotesDecided{Outcome: "decided call by call",
+				Deciders: []string{"ann@example.com", "bob@example.com", hostile},
+				Calls: []runs.DecidedCall{
+					{CallID: "toolu_01", Tool: "write_document", Action: loop.ActionApprove, By: []string{"ann@example.com", hostile}},
+					{CallID: "toolu_02", Tool: "send_email", Action: loop.ActionDeny, By: []string{"bob@example.com"}},
+				},
+				Last: hostile, Via: runs.ViaLink, At: at, Vote: "per call"})
+		}, 409,
+			[]string{"Already decided", "already decided call by call by the votes of ann@example.com, bob@example.com and &lt;script&gt;",
+				"the last, which completed it, was &lt;script&gt;", "&#39;s on Sat, 14 Mar 2026 09:30 UTC through an approval link.",
+				"Your vote (per call) was recorded before that and counted.", "Nothing was changed. Who decided each call:",
+				"toolu_01</code>)</span>: approved by ann@example.com and &lt;script&gt;", "toolu_02</code>)</span>: denied by bob@example.com"}, nil},
+		{"already decided by votes, deciders unknown", func() (int, string) {
+			return approvalpage.AlreadyDecidedByVotes(approvalpage.VotesDecided{Outcome: "approved", Last: "sec@example.com", Via: runs.ViaAPI, At: at})
+		}, 409, []string{"already approved by sec@example.com on Sat, 14 Mar 2026 09:30 UTC through the API.", "Nothing was changed."}, []string{"votes of", "counted"}},
+		{"vote recorded, calls differ", func() (int, string) {
+			return approvalpage.Decided(approvalpage.DecidedPage{RunID: "run_1", StillNeeded: 2, More: "1 more approval of write_document and 2 more of send_email",
+				Decision: loop.Decision{TurnDigest: digest, Action: loop.ActionApprove}})
+		}, 200, []string{"Your vote was recorded", "Approved. The run waits for 1 more approval of write_document and 2 more of send_email from others before it continues."},
+			[]string{"2 more approval(s)"}},
 		{"already decided unknown", func() (int, string) { return approvalpage.AlreadyDecided("", "", "", time.Time{}) }, 409,
 			[]string{"This request was already decided."}, []string{" by ", " on "}},
 		{"cancelled", func() (int, string) { return approvalpage.Cancelled(at) }, 409,
@@ -205,5 +227,51 @@ func TestConfirmNotesADefinitionThatCouldNotBeChecked(t *testing.T) {
 	_, plain := approvalpage.Confirm(confirmPage())
 	if strings.Contains(plain, "could not be checked") {
 		t.Error("a call whose definition was checked carries a note")
+	}
+}
+
+// TestConfirmQuorumProgress: under a quorum the page says how many
+// approvals each call needs (one number when they need the same), who
+// approved so far, what the open calls still need, and each call's own
+// progress beside it.
+func TestConfirmQuorumProgress(t *testing.T) {
+	tests := []struct {
+		name     string
+		progress []approval.CallProgress
+		want     []string
+		absent   []string
+	}{
+		{"the same for each call",
+			[]approval.CallProgress{{ID: "toolu_01", Tool: "write_document", Needed: 2, Approvals: 1, StillNeeded: 1}, {ID: "toolu_02", Tool: "send_email", Needed: 2, Approvals: 1, StillNeeded: 1}},
+			[]string{"<strong>2 approvals</strong> from distinct persons for each call (approved so far by: ann@example.com)", "<dt>Still needed</dt><dd>1 more approval(s)</dd>", "Votes: 1 of 2 approvals"},
+			[]string{"its own number"}},
+		{"calls that differ",
+			[]approval.CallProgress{{ID: "toolu_01", Tool: "write_document", Needed: 1, StillNeeded: 1}, {ID: "toolu_02", Tool: "send_email", Needed: 2, Approvals: 1, StillNeeded: 1}},
+			[]string{"<strong>Each call needs its own number of approvals</strong> from distinct persons, up to 2", "<dt>Still needed</dt><dd>1 more approval(s)</dd>", "Votes: 0 of 1 approvals", "Votes: 1 of 2 approvals"},
+			[]string{"2 approvals</strong>"}},
+		{"one call decided",
+			[]approval.CallProgress{{ID: "toolu_01", Tool: "write_document", Needed: 2, DeniedBy: "bob@example.com"}, {ID: "toolu_02", Tool: "send_email", Needed: 2, Approvals: 1, StillNeeded: 1}},
+			[]string{"<dt>Still needed</dt><dd>1 more approval of send_email</dd>", "Votes: denied by bob@example.com"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := confirmPage()
+			p.VotesNeeded, p.Voted, p.Progress = 2, []string{"ann@example.com"}, tt.progress
+			status, body := approvalpage.Confirm(p)
+			if status != http.StatusOK {
+				t.Fatalf("status %d", status)
+			}
+			assertSafe(t, body)
+			for _, w := range tt.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("page lacks %q\n%s", w, body)
+				}
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(body, a) {
+					t.Errorf("page has %q", a)
+				}
+			}
+		})
 	}
 }

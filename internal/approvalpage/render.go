@@ -64,16 +64,19 @@ func (v confirmView) render() string {
 		h.Raw("</strong></dd>")
 		if v.VotesNeeded > 1 {
 			h.Raw("\n<dt>Approvals</dt><dd><strong>")
-			h.Int(v.Approvals)
-			h.Raw(" of ")
-			h.Int(v.VotesNeeded)
-			h.Raw(" approvals</strong> from distinct persons")
+			if v.SameNeeds {
+				h.Int(v.VotesNeeded)
+				h.Raw(" approvals</strong> from distinct persons for each call")
+			} else {
+				h.Raw("Each call needs its own number of approvals</strong> from distinct persons, up to ")
+				h.Int(v.VotesNeeded)
+			}
 			if v.Voted != "" {
-				h.Raw(" (so far: ")
+				h.Raw(" (approved so far by: ")
 				h.Text(v.Voted)
 				h.Raw(")")
 			}
-			h.Raw(" for each call; you vote on the calls you may decide")
+			h.Raw("; you vote on the calls you may decide")
 			if v.Mine < v.NeedApproval {
 				h.Raw(" (")
 				h.Int(v.Mine)
@@ -82,6 +85,11 @@ func (v confirmView) render() string {
 				h.Raw(")")
 			}
 			h.Raw(", and one denial denies a call</dd>")
+			if v.More != "" {
+				h.Raw("\n<dt>Still needed</dt><dd>")
+				h.Text(v.More)
+				h.Raw("</dd>")
+			}
 			if v.StillNeeded != "" {
 				h.Raw("\n<dt>Who may still vote</dt><dd>")
 				h.Text(v.StillNeeded)

@@ -44,7 +44,8 @@ func randomConfirm(r *rand.Rand) confirmView {
 		v.FormAction = randomString(r)
 	}
 	if r.IntN(2) == 0 {
-		v.VotesNeeded, v.Approvals, v.Voted, v.StillNeeded = r.IntN(4), r.IntN(3), randomString(r), randomString(r)
+		v.VotesNeeded, v.Voted, v.StillNeeded = r.IntN(4), randomString(r), randomString(r)
+		v.SameNeeds, v.More = r.IntN(2) == 0, randomString(r)
 	}
 	for i := range r.IntN(4) {
 		c := callView{Number: i + 1, ID: randomString(r), DisplayID: randomString(r), Tool: randomString(r),

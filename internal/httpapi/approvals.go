@@ -26,10 +26,12 @@ func page(status int, html string) events.APIGatewayProxyResponse {
 }
 
 // alreadyDecidedPage says who decided r's suspension, how and when; a run
-// cancelled before any decision was "decided" by the cancellation. When
-// the person behind approver voted on it (under a quorum) and someone else
-// cast the deciding vote, it also says their vote counted.
-func (a *API) alreadyDecidedPage(r *runs.Run, approver string) events.APIGatewayProxyResponse {
+// cancelled before any decision was "decided" by the cancellation. Under a
+// quorum it names whose votes decided it, call by call: r's own votes, or
+// for an earlier suspension of r (earlier, its decision event) what that
+// event recorded. When the person behind approver voted on it and someone
+// else cast the vote that completed it, it also says their vote counted.
+func (a *API) alreadyDecidedPage(r *runs.Run, approver string, earlier *runs.DecisionEventData) events.APIGatewayProxyResponse {
 	if r.DecidedBy == "" && r.Status == runs.StatusCancelled {
 		return page(approvalpage.Cancelled(r.UpdatedAt))
 	}
@@ -43,11 +45,26 @@ func (a *API) alreadyDecidedPage(r *runs.Run, approver string) events.APIGateway
 	case d.Action == loop.ActionDeny:
 		outcome = "denied"
 	}
+	how := ""
 	if v, ok := voteOf(a.Directory, r, approver); ok && r.Decision != nil && v.By != r.DecidedBy {
-		how := string(v.TurnAction())
+		how = string(v.TurnAction())
 		if how == "" {
 			how = "per call" // a per-call vote under a quorum
 		}
+	}
+	vd := approvalpage.VotesDecided{Outcome: outcome, Last: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Vote: how}
+	switch {
+	case earlier != nil:
+		vd.Deciders, vd.Calls = earlier.Deciders, earlier.DecidedCalls
+	case r.VotesNeeded > 1 && r.Decision != nil:
+		vd.Deciders, vd.Calls = r.DecidingVoters(), r.DecidedCalls()
+	}
+	if len(vd.Deciders) > 0 {
+		// A quorum's votes decided it: name whose, call by call, not only
+		// the vote that completed it.
+		return page(approvalpage.AlreadyDecidedByVotes(vd))
+	}
+	if how != "" {
 		return page(approvalpage.AlreadyDecidedAfterVote(outcome, r.DecidedBy, r.DecidedVia, r.DecidedAt, how))
 	}
 	return page(approvalpage.AlreadyDecided(outcome, r.DecidedBy, r.DecidedVia, r.DecidedAt))
@@ -96,14 +113,17 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	case decided && r.SuspensionID != t.SuspensionID:
 		// The run moved on to a later suspension: the row holds that one's
 		// decision (if any), not the one this link was for.
-		d, err := a.decisionOf(ctx, r, t.SuspensionID)
+		d, data, err := a.decisionOf(ctx, r, t.SuspensionID)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		p := a.alreadyDecidedPage(d, t.Approver)
+		if data == nil {
+			data = &runs.DecisionEventData{} // no decision found: nobody to name
+		}
+		p := a.alreadyDecidedPage(d, t.Approver, data)
 		return nil, nil, &p, nil
 	case decided || r.Status == runs.StatusCancelled:
-		p := a.alreadyDecidedPage(r, t.Approver)
+		p := a.alreadyDecidedPage(r, t.Approver, nil)
 		return nil, nil, &p, nil
 	case !a.now().Before(t.ExpiresAt) || r.Status == runs.StatusExpired || r.Status != runs.StatusWaiting:
 		p := page(approvalpage.Expired())
@@ -114,9 +134,9 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 
 // decisionOf returns a copy of r that carries the decision of an earlier
 // suspension, read from the run's decision event: who decided, how and
-// when, and the votes cast on it (vote events). Without such an event the
-// copy names no decider.
-func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) (*runs.Run, error) {
+// when, and the votes cast on it (vote events); and that event's data.
+// Without such an event the copy names no decider and the data is nil.
+func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) (*runs.Run, *runs.DecisionEventData, error) {
 	d := r.Clone()
 	d.Decision, d.DecidedBy, d.DecidedVia, d.DecidedAt = nil, "", "", time.Time{}
 	d.Votes = nil
@@ -124,7 +144,7 @@ func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) 
 	for range maxEventPages {
 		evs, err := a.Store.Events(ctx, r.ID, after, 1000)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, ev := range evs {
 			if ev.Type == runs.EventVote {
@@ -139,7 +159,7 @@ func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) 
 			var data runs.DecisionEventData
 			if json.Unmarshal(ev.Data, &data) == nil && data.SuspensionID == suspensionID {
 				d.Decision, d.DecidedBy, d.DecidedVia, d.DecidedAt = &data.Decision, ev.Actor, data.Via, ev.At
-				return d, nil
+				return d, &data, nil
 			}
 		}
 		if len(evs) < 1000 {
@@ -147,7 +167,7 @@ func (a *API) decisionOf(ctx context.Context, r *runs.Run, suspensionID string) 
 		}
 		after = evs[len(evs)-1].Seq
 	}
-	return d, nil
+	return d, nil, nil
 }
 
 // maxEventPages bounds the events decisionOf reads (1000 per page).
@@ -190,24 +210,18 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 			cp.Decidable = r.OpenCalls(mine)
 			if len(mine) > 0 && len(cp.Decidable) == 0 {
 				// Every call of theirs is decided: nothing to vote on.
-				return page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
-					"Every call you may decide was already approved or denied by the other approvers; the run waits on other approvers for the rest (%d more approval(s)).",
-					r.VotesMissing()))), nil
+				resp := page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
+					"Every call you may decide was already approved or denied by the other approvers; the run waits on other approvers for the rest (%s).",
+					stillNeeded(r))))
+				if head {
+					resp.Body = ""
+				}
+				return resp, nil
 			}
 			if cp.Decidable == nil {
 				cp.Decidable = []string{}
 			}
-			cp.Progress = map[string]string{}
-			for _, c := range r.Tally() {
-				switch {
-				case c.Denied():
-					cp.Progress[c.CallID] = "denied by " + c.DeniedBy
-				case c.Approved():
-					cp.Progress[c.CallID] = fmt.Sprintf("approved (%d of %d approvals)", len(c.ApprovedBy), c.Needed)
-				default:
-					cp.Progress[c.CallID] = fmt.Sprintf("%d of %d approvals", len(c.ApprovedBy), c.Needed)
-				}
-			}
+			cp.Progress = approval.Progress(r)
 		}
 		resp = page(approvalpage.Confirm(cp))
 	}
@@ -261,7 +275,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		switch code {
 		case runs.EConflict:
 			if fresh, gerr := a.Store.Get(ctx, r.ID); gerr == nil && fresh.Decision != nil {
-				return a.alreadyDecidedPage(fresh, t.Approver), nil
+				return a.alreadyDecidedPage(fresh, t.Approver, nil), nil
 			}
 			return page(approvalpage.Problem(status, msg)), nil
 		case runs.EGone:
@@ -271,11 +285,21 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		}
 		return page(approvalpage.Problem(status, msg)), nil
 	}
-	still := 0
+	dp := approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls}
 	if next.Status == runs.StatusWaiting {
-		still = max(next.VotesMissing(), 1)
+		dp.StillNeeded, dp.More = max(next.VotesMissing(), 1), approval.MoreApprovals(approval.Progress(next))
 	}
-	return page(approvalpage.Decided(approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls, StillNeeded: still})), nil
+	return page(approvalpage.Decided(dp)), nil
+}
+
+// stillNeeded says what r's open calls still need under a quorum: "2 more
+// approval(s)", or each call's own where they differ
+// (approval.MoreApprovals).
+func stillNeeded(r *runs.Run) string {
+	if more := approval.MoreApprovals(approval.Progress(r)); more != "" {
+		return more
+	}
+	return fmt.Sprintf("%d more approval(s)", r.VotesMissing())
 }
 
 // votedPage says, with 409, that the person behind a link already voted on
@@ -287,8 +311,8 @@ func votedPage(v runs.Vote, r *runs.Run) events.APIGatewayProxyResponse {
 		how = "per call"
 	}
 	return page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
-		"You already voted (%s) on this approval; it waits for %d more approval(s) from others.",
-		how, r.VotesMissing())))
+		"You already voted (%s) on this approval; it waits for %s from others.",
+		how, stillNeeded(r))))
 }
 
 func deref(p *events.APIGatewayProxyResponse) events.APIGatewayProxyResponse {
