@@ -30,6 +30,7 @@ func TestTypesMatchSpec(t *testing.T) {
 		"PendingCall":           client.PendingCall{},
 		"UnverifiedDefinition":  client.UnverifiedDefinition{},
 		"RecordedDecision":      client.RecordedDecision{},
+		"DecidedCall":           client.DecidedCall{},
 		"Decision":              client.Decision{},
 		"CallDecision":          client.CallDecision{},
 		"Output":                client.Output{},

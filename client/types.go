@@ -145,13 +145,14 @@ type ApprovalRule struct {
 	// AlwaysAsk: the tool cannot be approved for the rest of the run.
 	AlwaysAsk   bool   `json:"always_ask,omitempty"`
 	Description string `json:"description,omitempty"`
-	// Approvals, StillNeeded and DeniedBy are the call's vote progress
-	// while its turn waits under a quorum (nil and "" otherwise): the
-	// distinct persons who approved it so far, the approvals it still
-	// needs (0 once approved or denied), who denied it.
-	Approvals   *int   `json:"approvals,omitempty"`
-	StillNeeded *int   `json:"still_needed,omitempty"`
-	DeniedBy    string `json:"denied_by,omitempty"`
+	// Approvals, ApprovedBy, StillNeeded and DeniedBy are the call's vote
+	// progress while its turn waits under a quorum (nil and "" otherwise):
+	// how many distinct persons approved it so far and who, the approvals
+	// it still needs (0 once approved or denied), who denied it.
+	Approvals   *int     `json:"approvals,omitempty"`
+	ApprovedBy  []string `json:"approved_by,omitempty"`
+	StillNeeded *int     `json:"still_needed,omitempty"`
+	DeniedBy    string   `json:"denied_by,omitempty"`
 }
 
 // Counters are a run's running totals.
@@ -275,13 +276,29 @@ func DenyTurn(digest, message string) Decision {
 	return Decision{TurnDigest: digest, Action: Deny, Message: message}
 }
 
-// RecordedDecision is a decision as recorded on the run.
+// RecordedDecision is a decision as recorded on the run. By, Via and At
+// are the decider's; under a quorum (the turn needed more than one
+// approval) those of the vote that completed the turn, while Deciders
+// names everyone whose vote decided a held call and DecidedCalls who
+// decided each.
 type RecordedDecision struct {
 	By string `json:"by"`
 	// Via is "api" or "link".
-	Via      string    `json:"via"`
-	At       time.Time `json:"at"`
-	Decision Decision  `json:"decision"`
+	Via          string        `json:"via"`
+	At           time.Time     `json:"at"`
+	Decision     Decision      `json:"decision"`
+	Deciders     []string      `json:"deciders,omitempty"`
+	DecidedCalls []DecidedCall `json:"decided_calls,omitempty"`
+}
+
+// DecidedCall is who decided one held call under a quorum: the voters
+// whose approvals approved it (Action approve), or the one whose denial
+// denied it (Action deny).
+type DecidedCall struct {
+	CallID string   `json:"call_id"`
+	Tool   string   `json:"tool"`
+	Action Action   `json:"action"`
+	By     []string `json:"by"`
 }
 
 // Output is the final output of a settled run.
@@ -438,11 +455,16 @@ type PendingApproval struct {
 	Tools        []string  `json:"tools"`
 	Deadline     time.Time `json:"deadline"`
 	SuspendedAt  time.Time `json:"suspended_at"`
-	// VotesNeeded is the suspension's quorum; VotesMissing how many of
-	// those approvals are still missing (Run.VotesNeeded while the run
-	// waits). VotesMissing is 0 only from a server before the field.
-	VotesNeeded  int `json:"votes_needed"`
-	VotesMissing int `json:"votes_missing"`
+	// VotesNeeded is the suspension's quorum (the most approvals from
+	// distinct persons any held call needs); VotesMissing the most any
+	// held call not yet approved or denied still needs (Run.VotesNeeded
+	// while the run waits). VotesMissing is 0 only from a server before
+	// the field. Approvals is how many distinct persons approved a held
+	// call so far (nil from a server before the field, or for an entry
+	// written before it until the next vote).
+	VotesNeeded  int  `json:"votes_needed"`
+	VotesMissing int  `json:"votes_missing"`
+	Approvals    *int `json:"approvals,omitempty"`
 }
 
 // ApprovalPage is one page of the inbox; NextCursor is empty on the last.

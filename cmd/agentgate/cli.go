@@ -432,7 +432,20 @@ func writeRun(w io.Writer, r *client.Run) {
 		if what == "" {
 			what = fmt.Sprintf("%d per-call decision(s)", len(d.Decision.Calls))
 		}
-		fmt.Fprintf(w, "decision   %s by %s via %s at %s\n", what, one(d.By), d.Via, d.At.Format(time.RFC3339))
+		if len(d.Deciders) == 0 {
+			fmt.Fprintf(w, "decision   %s by %s via %s at %s\n", what, one(d.By), d.Via, d.At.Format(time.RFC3339))
+		} else {
+			// A quorum's: whose votes decided it, and who decided each call.
+			fmt.Fprintf(w, "decision   %s by the votes of %s; the last, %s's, via %s at %s\n", what,
+				one(strings.Join(d.Deciders, ", ")), one(d.By), d.Via, d.At.Format(time.RFC3339))
+			for _, c := range d.DecidedCalls {
+				outcome := "approved"
+				if c.Action == client.Deny {
+					outcome = "denied"
+				}
+				fmt.Fprintf(w, "  - %s %s %s by %s\n", one(c.CallID), one(c.Tool), outcome, one(strings.Join(c.By, ", ")))
+			}
+		}
 	}
 	if o := r.Output; o != nil {
 		if o.Text != "" {

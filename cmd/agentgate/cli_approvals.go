@@ -24,16 +24,22 @@ func init() {
 	}
 }
 
-// inboxVotes is what an inbox line says of a quorum: how many approvals
-// are still missing of how many ("" when one approval decides).
+// inboxVotes is what an inbox line says of a quorum ("" when one approval
+// decides): the most approvals a held call still needs (votes_missing; the
+// entry does not say each call's, `approvals show` does), the quorum, and
+// how many persons approved so far.
 func inboxVotes(a client.PendingApproval) string {
 	switch {
 	case a.VotesNeeded <= 1:
 		return ""
 	case a.VotesMissing == 0: // a server before votes_missing
-		return fmt.Sprintf("  needs %d approvals", a.VotesNeeded)
+		return fmt.Sprintf("  needs up to %d approvals per call", a.VotesNeeded)
 	}
-	return fmt.Sprintf("  %d more approval(s) needed of %d", a.VotesMissing, a.VotesNeeded)
+	s := fmt.Sprintf("  up to %d more approval(s) per call (quorum %d)", a.VotesMissing, a.VotesNeeded)
+	if a.Approvals != nil && *a.Approvals > 0 {
+		s += fmt.Sprintf("; %d person(s) approved so far", *a.Approvals)
+	}
+	return s
 }
 
 func approvalsVerbs() map[string]subcommand {
@@ -294,8 +300,9 @@ func definitionNote(call client.PendingCall) string {
 	return one(approval.CleanText(approval.DefinitionNote(&loop.UnverifiedDefinition{Reason: u.Reason, ListedAt: u.ListedAt})))
 }
 
-// voteLine says, for a run waiting under a quorum, who voted how and how
-// many approvals are still needed ("" when one approval decides).
+// voteLine says, for a run waiting under a quorum, who voted how and what
+// is still needed: "2 more approval(s)", or each open call's own where
+// they differ (approval.MoreApprovals); "" when one approval decides.
 func voteLine(r *client.Run) string {
 	if len(r.Votes) == 0 && (r.VotesNeeded == nil || *r.VotesNeeded <= 1) {
 		return ""
@@ -316,7 +323,30 @@ func voteLine(r *client.Run) string {
 	if r.VotesNeeded != nil {
 		missing = *r.VotesNeeded
 	}
-	return fmt.Sprintf("%s; %d more approval(s) needed", orDash(strings.Join(votes, ", ")), missing)
+	more := approval.MoreApprovals(callsProgress(r))
+	if more == "" {
+		more = fmt.Sprintf("%d more approval(s)", missing)
+	}
+	return fmt.Sprintf("%s; %s needed", orDash(strings.Join(votes, ", ")), one(more))
+}
+
+// callsProgress is the vote progress of r's held calls as the server
+// shows it in each call's approval (none from a server before per-call
+// progress).
+func callsProgress(r *client.Run) []approval.CallProgress {
+	if r.Pending == nil {
+		return nil
+	}
+	var out []approval.CallProgress
+	for _, c := range r.Pending.Calls {
+		a := c.Approval
+		if !c.NeedsApproval || a == nil || a.Approvals == nil || a.StillNeeded == nil {
+			continue
+		}
+		out = append(out, approval.CallProgress{ID: c.ID, Tool: c.Tool, Needed: *a.Approvals + *a.StillNeeded,
+			Approvals: *a.Approvals, StillNeeded: *a.StillNeeded, DeniedBy: a.DeniedBy})
+	}
+	return out
 }
 
 // callProgress is a held call's own vote progress under a quorum ("" when
@@ -327,6 +357,8 @@ func callProgress(a *client.ApprovalRule) string {
 		return ""
 	case a.DeniedBy != "":
 		return "denied by " + one(a.DeniedBy)
+	case a.Approvals != nil && a.StillNeeded != nil && len(a.ApprovedBy) > 0:
+		return fmt.Sprintf("%d approval(s) (%s), %d more needed", *a.Approvals, one(strings.Join(a.ApprovedBy, ", ")), *a.StillNeeded)
 	case a.Approvals != nil && a.StillNeeded != nil:
 		return fmt.Sprintf("%d approval(s), %d more needed", *a.Approvals, *a.StillNeeded)
 	}

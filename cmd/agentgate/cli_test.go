@@ -415,7 +415,7 @@ func TestCLIVoteTwiceUnderAQuorum(t *testing.T) {
 	// The text of `runs get` shows the vote, as the decide command's 409
 	// hint says it does, and the held call's own progress.
 	if code, out, serr := e.cli("alice", "runs", "get", r.ID); code != 0 || !strings.Contains(out, "votes      bob") ||
-		!strings.Contains(out, "1 more approval(s) needed") || !strings.Contains(out, "votes: 1 approval(s), 1 more needed") {
+		!strings.Contains(out, "1 more approval(s) needed") || !strings.Contains(out, "votes: 1 approval(s) (bob), 1 more needed") {
 		t.Errorf("runs get under a quorum: exit %d\nstdout: %s\nstderr: %s", code, out, serr)
 	}
 }
@@ -428,12 +428,53 @@ func TestInboxVotes(t *testing.T) {
 		want            string
 	}{
 		{1, 1, ""},
-		{2, 2, "  2 more approval(s) needed of 2"},
-		{3, 1, "  1 more approval(s) needed of 3"},
-		{2, 0, "  needs 2 approvals"}, // a server before votes_missing
+		{2, 2, "  up to 2 more approval(s) per call (quorum 2)"},
+		{3, 1, "  up to 1 more approval(s) per call (quorum 3)"},
+		{2, 0, "  needs up to 2 approvals per call"}, // a server before votes_missing
 	} {
 		if got := inboxVotes(client.PendingApproval{VotesNeeded: tt.needed, VotesMissing: tt.missing}); got != tt.want {
 			t.Errorf("needed %d, missing %d: %q, want %q", tt.needed, tt.missing, got, tt.want)
+		}
+	}
+	two := 2
+	if got, want := inboxVotes(client.PendingApproval{VotesNeeded: 2, VotesMissing: 1, Approvals: &two}), "  up to 1 more approval(s) per call (quorum 2); 2 person(s) approved so far"; got != want {
+		t.Errorf("with approvals: %q, want %q", got, want)
+	}
+}
+
+// TestQuorumTextPerCall: where the held calls of a quorum differ in what
+// they still need, the CLI's vote line says each call's; the text of a
+// decided run names whose votes decided it, call by call.
+func TestQuorumTextPerCall(t *testing.T) {
+	n := func(v int) *int { return &v }
+	needed := 2
+	r := &client.Run{ID: "r1", Status: client.StatusWaiting, VotesNeeded: &needed,
+		Votes: []client.Vote{{By: "ann", Calls: []client.VoteChoice{{CallID: "toolu_a", Action: client.Approve}}, Via: "api"}},
+		Pending: &client.Pending{TurnDigest: strings.Repeat("a", 64), Calls: []client.PendingCall{
+			{ID: "toolu_a", Tool: "write_document", NeedsApproval: true, Approval: &client.ApprovalRule{RequiredApprovals: 2, Approvals: n(1), ApprovedBy: []string{"ann"}, StillNeeded: n(1)}},
+			{ID: "toolu_b", Tool: "send_mail", NeedsApproval: true, Approval: &client.ApprovalRule{RequiredApprovals: 2, Approvals: n(0), StillNeeded: n(2)}},
+		}}}
+	if got, want := voteLine(r), "ann per call: toolu_a=approve (api); 1 more approval of write_document and 2 more of send_mail needed"; got != want {
+		t.Errorf("voteLine = %q, want %q", got, want)
+	}
+	var b strings.Builder
+	writeRun(&b, r)
+	if !strings.Contains(b.String(), "votes: 1 approval(s) (ann), 1 more needed") {
+		t.Errorf("runs get does not show who approved the call:\n%s", b.String())
+	}
+
+	r.Status, r.Pending, r.VotesNeeded = client.StatusCompleted, nil, nil
+	r.Decision = &client.RecordedDecision{By: "carol", Via: "link", At: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC),
+		Decision: client.Decision{Calls: []client.CallDecision{{CallID: "toolu_a", Action: client.Approve}, {CallID: "toolu_b", Action: client.Deny}}},
+		Deciders: []string{"ann", "bob", "carol"},
+		DecidedCalls: []client.DecidedCall{{CallID: "toolu_a", Tool: "write_document", Action: client.Approve, By: []string{"ann", "carol"}},
+			{CallID: "toolu_b", Tool: "send_mail", Action: client.Deny, By: []string{"bob"}}}}
+	b.Reset()
+	writeRun(&b, r)
+	for _, want := range []string{"decision   2 per-call decision(s) by the votes of ann, bob, carol; the last, carol's, via link at 2026-12-05T09:00:00Z",
+		"  - toolu_a write_document approved by ann, carol", "  - toolu_b send_mail denied by bob"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("runs get of a decided quorum lacks %q:\n%s", want, b.String())
 		}
 	}
 }

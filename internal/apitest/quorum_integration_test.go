@@ -18,3 +18,9 @@ func TestQuorumUnderConcurrencyOnDynamoDB(t *testing.T) {
 func TestQuorumPerCallVotesOnDynamoDB(t *testing.T) {
 	runQuorumPerCallVotes(t, onAWS(t))
 }
+
+// TestQuorumCallsDecidedApartOnDynamoDB is TestQuorumCallsDecidedApart on
+// DynamoDB + S3.
+func TestQuorumCallsDecidedApartOnDynamoDB(t *testing.T) {
+	runQuorumCallsDecidedApart(t, onAWS(t))
+}

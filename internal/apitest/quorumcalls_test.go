@@ -1,6 +1,7 @@
 package apitest_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -230,3 +231,130 @@ func TestQuorumPerCallVotesThroughLinks(t *testing.T) {
 		t.Errorf("pages/pricing.md = %q, %v; want it kept (the delete was denied)", b, err)
 	}
 }
+
+// runQuorumCallsDecidedApart: two held calls with their own approvers
+// and quorums, a write two of the writers approve (ann, bob, carol) and a
+// delete all three deleters approve (ann, dave, erin). Over HTTP:
+//   - the mail says each call needs its own number of approvals, and what
+//     each still needs;
+//   - once ann and bob approved the write, carol (a writer only) has
+//     nothing left to decide: the run leaves her inbox in the vote's own
+//     write (NewDecision.StillAsked, passed by the API) while it stays in
+//     dave's and erin's, whose entries count the two persons who approved
+//     (approvals) and the approvals the delete still needs (votes_missing);
+//   - carol's link says there is nothing left for her (409) and what the
+//     other call still needs, and offers no form;
+//   - GET /runs/{id} shows who approved each call so far and, once the
+//     turn is decided, whose votes decided it, call by call, while
+//     decision.by stays the voter whose vote completed it.
+func runQuorumCallsDecidedApart(t *testing.T, opts ...func(*apitest.Options)) {
+	const directory = `{"version": 1,
+ "persons": [
+  {"id": "ann",   "aliases": ["ann@example.com", "ann"]},
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "dave",  "aliases": ["dave@example.com", "dave"]},
+  {"id": "erin",  "aliases": ["erin@example.com", "erin"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}
+ ],
+ "groups": [{"name": "writers", "members": ["ann", "bob", "carol"]}, {"name": "deleters", "members": ["ann", "dave", "erin"]}]
+}`
+	const policy = `{"version": 1, "rules": [
+  {"id": "writes", "tools": ["write_document"], "outcome": "require_approval", "approvers": ["group:writers"], "required_approvals": 2},
+  {"id": "deletes", "tools": ["delete_document"], "outcome": "require_approval", "approvers": ["group:deleters"], "required_approvals": 3}
+ ]}`
+	script := strings.Replace(twoWrites, `{"type":"tool_use","id":"toolu_b","name":"write_document","input":{"path":"pages/b.md","text":"B\n"}}`,
+		`{"type":"tool_use","id":"toolu_b","name":"delete_document","input":{"path":"pages/pricing.md"}}`, 1)
+	o := apitest.Options{Script: script, Principals: []string{"frank", "ann", "bob", "carol", "dave", "erin"}, Governance: governance(t, directory, policy)}
+	for _, f := range opts {
+		f(&o)
+	}
+	s := start(t, o)
+	c := s.Client(t)
+	_, run, _ := call(t, s, c, "POST", "/runs", "frank", jsonCT, `{"prompt":"write a, delete pricing","approvers":["group:writers"]}`)
+	id := run["id"].(string)
+	waitAs(t, s, c, "frank", id, "WAITING_FOR_APPROVAL")
+	run = notified(t, s, c, "frank", id)
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	carolLink := linkPath(t, s.WaitLinks(t, "carol@example.com", 1)[0])
+	s.WaitLinks(t, "dave@example.com", 1)
+	mail := strings.NewReplacer("=\r\n", "", "=\n", "").Replace(s.Mail()) // quoted-printable's soft line breaks
+	for _, want := range []string{"each call needs its own number of approvals from distinct persons, up to 3",
+		"Needed:     2 more approvals of write_document and 3 more of delete_document"} {
+		if !strings.Contains(mail, want) {
+			t.Errorf("the approval mail does not say %q:\n%s", want, mail)
+		}
+	}
+
+	decide := func(who, body string) map[string]any {
+		t.Helper()
+		status, out, _ := call(t, s, c, "POST", "/runs/"+id+"/decision", who, jsonCT, `{"turn_digest":"`+digest+`",`+body+`}`)
+		if status != 202 {
+			t.Fatalf("%s's vote: %d %v", who, status, out)
+		}
+		return out
+	}
+	decide("ann", `"action":"approve"`)
+	out := decide("bob", `"calls":[{"call_id":"toolu_a","action":"approve"}]`)
+	if out["status"] != "WAITING_FOR_APPROVAL" || out["votes_needed"] != float64(2) {
+		t.Fatalf("after ann's and bob's votes: %v, votes_needed %v; want waiting for the delete's 2 more", out["status"], out["votes_needed"])
+	}
+	approvedBy := map[string]any{}
+	for _, pc := range out["pending"].(map[string]any)["calls"].([]any) {
+		pc := pc.(map[string]any)
+		approvedBy[pc["id"].(string)] = pc["approval"].(map[string]any)["approved_by"]
+	}
+	if fmt.Sprint(approvedBy["toolu_a"]) != "[ann bob]" || fmt.Sprint(approvedBy["toolu_b"]) != "[ann]" {
+		t.Errorf("approved_by %v, want the write approved by ann and bob, the delete by ann", approvedBy)
+	}
+
+	for who, listed := range map[string]bool{"ann": false, "bob": false, "carol": false, "dave": true, "erin": true} {
+		_, inbox, _ := call(t, s, c, "GET", "/approvals", who, "", "")
+		list := inbox["approvals"].([]any)
+		if !listed {
+			if len(list) != 0 {
+				t.Errorf("%s's inbox after the write was approved: %v, want empty (nothing left for %s to decide)", who, list, who)
+			}
+			continue
+		}
+		if len(list) != 1 {
+			t.Errorf("%s's inbox: %v, want the run", who, list)
+			continue
+		}
+		e := list[0].(map[string]any)
+		if e["approvals"] != float64(2) || e["votes_missing"] != float64(2) || e["votes_needed"] != float64(3) {
+			t.Errorf("%s's entry %v, want 2 persons approved, 2 approvals missing of 3", who, e)
+		}
+	}
+
+	status, page := get(t, s, c, "GET", s.URL+carolLink, "")
+	if status != 409 || strings.Contains(page, "<form") ||
+		!strings.Contains(page, "Every call you may decide was already approved or denied by the other approvers") ||
+		!strings.Contains(page, "(2 more approvals of delete_document)") {
+		t.Errorf("carol's link with nothing left for her: %d, want 409 saying so and what the delete still needs, no form:\n%s", status, page)
+	}
+	if status, page := get(t, s, c, "HEAD", s.URL+carolLink, ""); status != 409 || page != "" {
+		t.Errorf("HEAD of carol's link: %d %q, want 409 without a body", status, page)
+	}
+
+	decide("dave", `"action":"approve"`)
+	decide("erin", `"action":"approve"`)
+	done := waitAs(t, s, c, "frank", id, "COMPLETED")
+	d := done["decision"].(map[string]any)
+	if d["by"] != "erin" || fmt.Sprint(d["deciders"]) != "[ann bob dave erin]" {
+		t.Errorf("decision by %v, deciders %v; want by erin (the vote that completed it), deciders ann, bob, dave, erin", d["by"], d["deciders"])
+	}
+	if got := fmt.Sprint(d["decided_calls"]); got != "[map[action:approve by:[ann bob] call_id:toolu_a tool:write_document] map[action:approve by:[ann dave erin] call_id:toolu_b tool:delete_document]]" {
+		t.Errorf("decided_calls %s, want the write by ann and bob, the delete by ann, dave and erin", got)
+	}
+	for _, e := range eventsOf(t, s, c, "frank", id) {
+		if e["type"] == runs.EventDecision {
+			data := e["data"].(map[string]any)
+			if e["actor"] != "erin" || fmt.Sprint(data["deciders"]) != "[ann bob dave erin]" || fmt.Sprint(data["decided_calls"]) != fmt.Sprint(d["decided_calls"]) {
+				t.Errorf("decision event %v, want erin's, naming the deciders as the run does", e)
+			}
+		}
+	}
+}
+
+func TestQuorumCallsDecidedApart(t *testing.T) { runQuorumCallsDecidedApart(t) }

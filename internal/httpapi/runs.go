@@ -42,7 +42,9 @@ type RunView struct {
 	// while WAITING_FOR_TOOL_RESULTS).
 	ToolResults *ToolResultsView `json:"tool_results,omitempty"`
 	// Votes are the votes cast on the current (or last) suspension;
-	// VotesNeeded, while the run waits, the approvals still needed.
+	// VotesNeeded, while the run waits, the approvals still needed: under a
+	// quorum the most any held call that is neither approved nor denied
+	// still needs (each call's own is its approval's StillNeeded).
 	Votes       []VoteView        `json:"votes,omitempty"`
 	VotesNeeded *int              `json:"votes_needed,omitempty"`
 	Links       map[string]string `json:"links"`
@@ -69,13 +71,14 @@ type PendingCallView struct {
 
 // ApprovalView is a held call's approval terms (loop.ApprovalRule) and,
 // when the turn needs more than one approval and the call needs approval,
-// its vote progress: the approvals so far, how many it still needs (0 once
-// approved or denied), and who denied it.
+// its vote progress: the approvals so far and whose they are, how many it
+// still needs (0 once approved or denied), and who denied it.
 type ApprovalView struct {
 	loop.ApprovalRule
-	Approvals   *int   `json:"approvals,omitempty"`
-	StillNeeded *int   `json:"still_needed,omitempty"`
-	DeniedBy    string `json:"denied_by,omitempty"`
+	Approvals   *int     `json:"approvals,omitempty"`
+	ApprovedBy  []string `json:"approved_by,omitempty"`
+	StillNeeded *int     `json:"still_needed,omitempty"`
+	DeniedBy    string   `json:"denied_by,omitempty"`
 }
 
 // pendingCallViews returns r's held calls with their vote progress.
@@ -92,6 +95,7 @@ func pendingCallViews(r *runs.Run) []PendingCallView {
 			}
 			approvals, still := len(t.ApprovedBy), t.StillNeeded()
 			v.Approval.Approvals, v.Approval.StillNeeded, v.Approval.DeniedBy = &approvals, &still, t.DeniedBy
+			v.Approval.ApprovedBy = t.ApprovedBy
 		}
 		out = append(out, v)
 	}
@@ -114,12 +118,17 @@ type PendingView struct {
 	Calls        []PendingCallView `json:"calls"`
 }
 
-// DecisionView is the decision of the current suspension and who made it.
+// DecisionView is the decision of the current suspension and who made it:
+// By, Via and At are the decider's, or under a quorum those of the vote
+// that completed the turn; Deciders (every voter whose vote decided a held
+// call) and DecidedCalls (who decided each) are set under a quorum only.
 type DecisionView struct {
-	By       string         `json:"by"`
-	Via      string         `json:"via"`
-	At       time.Time      `json:"at"`
-	Decision *loop.Decision `json:"decision"`
+	By           string             `json:"by"`
+	Via          string             `json:"via"`
+	At           time.Time          `json:"at"`
+	Decision     *loop.Decision     `json:"decision"`
+	Deciders     []string           `json:"deciders,omitempty"`
+	DecidedCalls []runs.DecidedCall `json:"decided_calls,omitempty"`
 }
 
 // WebhookTargets is the submit-time check of webhook URLs.
@@ -151,7 +160,8 @@ func viewOf(r *runs.Run) RunView {
 		v.Webhook = &WebhookView{URL: r.Webhook.URL, Events: r.Webhook.Events, Pending: len(r.Outbox)}
 	}
 	if r.Decision != nil {
-		v.Decision = &DecisionView{By: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Decision: r.Decision}
+		v.Decision = &DecisionView{By: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Decision: r.Decision,
+			Deciders: r.DecidingVoters(), DecidedCalls: r.DecidedCalls()}
 	}
 	v.ToolResults = toolResultsView(r)
 	return v
@@ -570,11 +580,15 @@ type InboxEntryView struct {
 	Tools        []string  `json:"tools"`
 	Deadline     time.Time `json:"deadline"`
 	SuspendedAt  time.Time `json:"suspended_at"`
-	// VotesNeeded is the suspension's quorum; VotesMissing how many of
-	// those approvals are still missing (what GET /runs/{id} calls
-	// votes_needed).
-	VotesNeeded  int `json:"votes_needed"`
-	VotesMissing int `json:"votes_missing"`
+	// VotesNeeded is the suspension's quorum (the most approvals from
+	// distinct persons any held call needs); VotesMissing the most any
+	// held call not yet approved or denied still needs (what GET
+	// /runs/{id} calls votes_needed); Approvals how many distinct persons
+	// approved a held call so far (nil for an entry written before entries
+	// counted them, until the next vote).
+	VotesNeeded  int  `json:"votes_needed"`
+	VotesMissing int  `json:"votes_missing"`
+	Approvals    *int `json:"approvals,omitempty"`
 }
 
 // InboxPageView is the body of GET /approvals.
@@ -615,7 +629,7 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 		page.Approvals[i] = InboxEntryView{
 			RunID: e.RunID, SuspensionID: e.SuspensionID, TurnDigest: e.TurnDigest, Initiator: e.Initiator,
 			Purpose: e.Purpose, Tools: e.Tools, Deadline: e.Deadline, SuspendedAt: e.SuspendedAt, VotesNeeded: e.VotesNeeded,
-			VotesMissing: e.VotesMissing(),
+			VotesMissing: e.VotesMissing(), Approvals: e.ApprovingPersons,
 		}
 	}
 	return jsonResponse(http.StatusOK, page), nil
