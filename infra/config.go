@@ -48,6 +48,8 @@ import (
 //	noncurrentDays             noncurrent object versions kept (default 7)
 //	throttleRate, throttleBurst  stage throttling (default 50 rps, burst 100)
 //	skipApiGatewayAccountRole  leave the account's API Gateway CloudWatch role alone (default false)
+//	sesApi                     AGENTGATE_SES_API of the functions: v2 (SES v2) or v1 (SES's first API,
+//	                           for LocalStack Community; scripts/infra-local.sh sets it there); default unset (v2)
 const (
 	defaultStackName = "Agentgate"
 	defaultModelID   = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -144,6 +146,7 @@ func readConfig(get func(key string) string) (config, error) {
 	p.ThrottleRateLimit = float64(integer("throttleRate", stack.DefaultThrottleRateLimit))
 	p.ThrottleBurstLimit = float64(integer("throttleBurst", stack.DefaultThrottleBurstLimit))
 	p.SkipAPIGatewayAccountRole = boolean("skipApiGatewayAccountRole", false)
+	p.SESAPI = str("sesApi", "")
 
 	if arns := str("modelArns", ""); arns != "" {
 		for _, a := range strings.Split(arns, ",") {

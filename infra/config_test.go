@@ -38,6 +38,7 @@ func TestReadConfigDefaults(t *testing.T) {
 		{"approval throttle", p.ApprovalThrottleRateLimit, float64(stack.DefaultApprovalThrottleRateLimit)},
 		{"approval burst", p.ApprovalThrottleBurstLimit, float64(stack.DefaultApprovalThrottleBurstLimit)},
 		{"alarm e-mail", p.AlarmEmail, ""},
+		{"SES API (unset: the functions' default, v2)", p.SESAPI, ""},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -52,13 +53,13 @@ func TestReadConfigDefaults(t *testing.T) {
 func TestReadConfigSettings(t *testing.T) {
 	cfg, err := readConfig(contextOf(map[string]string{
 		"stackName": "AgentgateDev", "deletionProtection": "false", "model": "openai:gpt-test", "assetDir": t.TempDir(),
-		"modelArns": "arn:a, arn:b", "tracing": "true", "logRetentionDays": "7", "purgeRateMinutes": "5",
+		"modelArns": "arn:a, arn:b", "tracing": "true", "logRetentionDays": "7", "purgeRateMinutes": "5", "sesApi": "v1",
 	}))
 	if err != nil {
 		t.Fatalf("readConfig = %v", err)
 	}
 	p := cfg.props
-	if cfg.stackName != "AgentgateDev" || p.DeletionProtection || !p.Tracing || p.PurgeRateMinutes != 5 ||
+	if cfg.stackName != "AgentgateDev" || p.DeletionProtection || !p.Tracing || p.PurgeRateMinutes != 5 || p.SESAPI != "v1" ||
 		p.LogRetention != awslogs.RetentionDays_ONE_WEEK || !slices.Equal(p.ModelArns, []string{"arn:a", "arn:b"}) {
 		t.Errorf("readConfig = %+v, want the given settings", cfg)
 	}
@@ -79,6 +80,7 @@ func TestReadConfigErrors(t *testing.T) {
 		{"retention days", map[string]string{"logRetentionDays": "8"}, "logRetentionDays"},
 		{"duration", map[string]string{"approvalTtl": "tomorrow"}, "approval TTL"},
 		{"inference profile", map[string]string{"model": "bedrock:us.anthropic.claude-x"}, "modelArns"},
+		{"SES API", map[string]string{"sesApi": "sesv2"}, `SES API "sesv2": want v2`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

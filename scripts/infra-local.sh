@@ -12,6 +12,10 @@
 # (extra CDK context merged over the local defaults), INFRA_OUTDIR (default
 # infra/cdk.out/local), EMULATOR (localstack or moto, for `up` with Docker).
 #
+# On LocalStack the local defaults include sesApi=v1: the functions mail
+# through SES's first API (AGENTGATE_SES_API=v1), as LocalStack Community has
+# no SES v2. INFRA_CONTEXT_JSON='{"sesApi":"v2"}' overrides it (a Pro image).
+#
 # moto applies CloudFormation stacks it creates but fails stack updates, so
 # on moto an existing stack is deleted before it is deployed again. The deploy
 # uses `--method=direct` (CreateStack): moto executes change sets without
@@ -118,8 +122,10 @@ deploy)
   require_emulator
   context=$(python3 -c 'import json, sys
 ctx = {"deletionProtection": "false", "stackName": sys.argv[1]}
+if sys.argv[3] == "localstack":
+    ctx["sesApi"] = "v1"  # LocalStack Community has SES, not SES v2
 ctx.update(json.loads(sys.argv[2] or "{}"))
-print(json.dumps(ctx))' "$stack" "${INFRA_CONTEXT_JSON:-}")
+print(json.dumps(ctx))' "$stack" "${INFRA_CONTEXT_JSON:-}" "$kind")
   INFRA_CONTEXT_JSON="$context" scripts/infra-synth.sh "$outdir"
 
   start=$(date +%s.%N)

@@ -12,6 +12,9 @@
 # `scripts/test.sh integration` runs step 2 only (the tests of the
 # integration-tagged files; `scripts/test.sh integration all` runs every test
 # of those packages, as step 2 did before).
+# Against LocalStack without SES v2 (Community: its health lists no sesv2)
+# step 2 exports AGENTGATE_SES_API=v1 unless it is set, so that what the tests
+# start mails through SES's first API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL:-http://localhost:4566}"
@@ -96,7 +99,15 @@ answers() { # answers URL: whether anything answers HTTP on URL's host and port
   curl -sS -o /dev/null --max-time 2 "$1/" 2>/dev/null
 }
 lane_endpoints=()
-if curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null || curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/_localstack/health" 2>/dev/null; then
+if health="$(curl -fsS "$AWS_ENDPOINT_URL/_localstack/health" 2>/dev/null)"; then
+  echo "using the LocalStack already on $AWS_ENDPOINT_URL"
+  # LocalStack Community has SES but no SES v2 (a Pro service): mail goes
+  # through SES's first API there (internal/approval, AGENTGATE_SES_API).
+  if [ -z "${AGENTGATE_SES_API:-}" ] && ! grep -Eq '"sesv2": *"(available|running)"' <<<"$health"; then
+    export AGENTGATE_SES_API=v1
+    echo "LocalStack has no SES v2: AGENTGATE_SES_API=v1"
+  fi
+elif curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null; then
   echo "using the emulator already on $AWS_ENDPOINT_URL"
 else
   port="${AWS_ENDPOINT_URL##*:}"; port="${port%%/*}"; [[ "$port" =~ ^[0-9]+$ ]] || port=4566

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/ses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,17 +26,20 @@ import (
 	"github.com/agentgate/agentgate/internal/runs/s3state"
 )
 
-// TestApprovalLinkOnMoto runs the local server on DynamoDB+S3 with SES v2
-// on moto: the run suspends, the approval mail is read back from moto's
-// /moto-api/data.json, the link's page decides nothing, the POST approves,
-// the run resumes and completes with the write done once in S3, and the
-// audit trail names the approver's address.
+// TestApprovalLinkOnEmulator runs the local server on DynamoDB+S3 with SES
+// on the emulator (moto or LocalStack): the run suspends, the approval mail
+// is read back from the emulator (approvaltest.SentMail), the link's page
+// decides nothing, the POST approves, the run resumes and completes with
+// the write done once in S3, and the audit trail names the approver's
+// address. The server mails through AGENTGATE_SES_API's API (SES v2 by
+// default), through SES v1 on an emulator without SES v2 (LocalStack
+// Community).
 //
 // It creates its own table, bucket and sender identity and deletes none of
-// them, but it reads moto's data.json, which answers 500 once per S3 object
+// them. On moto it reads data.json, which answers 500 once per S3 object
 // of a deleted bucket: it needs a moto on which no suite has deleted
 // buckets with objects yet (run it first, on a fresh moto).
-func TestApprovalLinkOnMoto(t *testing.T) {
+func TestApprovalLinkOnEmulator(t *testing.T) {
 	ctx := context.Background()
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"), awsconfig.WithBaseEndpoint(endpoint()),
 		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
@@ -44,8 +47,8 @@ func TestApprovalLinkOnMoto(t *testing.T) {
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
 	table, bucket := "agentgate-link-"+suffix, "agentgate-link-"+suffix
 	sender := "agentgate-" + suffix + "@example.com"
-	// A fresh approver address per run: moto keeps every mail it was sent,
-	// and this one picks out ours.
+	// A fresh approver address per run: the emulator keeps every mail it
+	// was sent, and this one picks out ours.
 	approver := "ops-" + suffix + "@example.com"
 
 	_, err = dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table)
@@ -57,8 +60,16 @@ func TestApprovalLinkOnMoto(t *testing.T) {
 	_, err = s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(docKey),
 		Body: strings.NewReader(demoDocuments["pages/pricing.md"])})
 	require.NoError(t, err)
-	_, err = sesv2.NewFromConfig(awsCfg).CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(sender)})
+	// SES v1's VerifyEmailIdentity: moto and LocalStack Community both
+	// serve it (LocalStack Community has no SES v2).
+	_, err = ses.NewFromConfig(awsCfg).VerifyEmailIdentity(ctx, &ses.VerifyEmailIdentityInput{EmailAddress: aws.String(sender)})
 	require.NoError(t, err)
+	if v2, err := approvaltest.ServesSESv2(ctx, endpoint()); err != nil {
+		t.Fatalf("ask the emulator for its services: %v", err)
+	} else if !v2 {
+		t.Log("the emulator has no SES v2 (LocalStack Community): the server mails through SES v1")
+		t.Setenv("AGENTGATE_SES_API", "v1")
+	}
 	readDoc := func() string {
 		t.Helper()
 		out, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(docKey)})
@@ -130,12 +141,13 @@ func TestApprovalLinkOnMoto(t *testing.T) {
 	assert.Equal(t, done.Version, ls.alice.run(id).Version)
 }
 
-// sentMailTo polls moto for the one approval mail to approver. moto 5.2
-// answers data.json with a 500 once per S3 object of a deleted bucket (other
-// suites delete buckets), and approvaltest.SentMail retries a bounded number of
-// times; so a failed read is retried here too until motoMailWait. A moto
-// that served suites deleting buckets can hold thousands of such objects
-// (each one 500): run the mail suites first, on a fresh moto.
+// sentMailTo polls the emulator for the one approval mail to approver. moto
+// 5.2 answers data.json with a 500 once per S3 object of a deleted bucket
+// (other suites delete buckets), and approvaltest.SentMail retries a
+// bounded number of times; so a failed read is retried here too until
+// motoMailWait. A moto that served suites deleting buckets can hold
+// thousands of such objects (each one 500): run the mail suites first, on
+// a fresh moto.
 func sentMailTo(t *testing.T, approver string) approvaltest.SentMessage {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), motoMailWait)
@@ -161,7 +173,7 @@ func sentMailTo(t *testing.T, approver string) approvaltest.SentMessage {
 					"moto 5.2's data.json answers 500 once per S3 object of a deleted bucket; this moto holds too many "+
 					"(suites that delete buckets ran before): run the mail suites first, on a fresh moto", approver, motoMailWait, lastErr)
 			}
-			t.Fatalf("no approval mail to %s in moto after %s", approver, motoMailWait)
+			t.Fatalf("no approval mail to %s on the emulator after %s", approver, motoMailWait)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -2,7 +2,9 @@ package stack
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -156,6 +158,12 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 		"AGENTGATE_MAIL_FROM":       mail.from.ValueAsString(),
 		"AGENTGATE_APPROVAL_TTL":    jsii.String(p.ApprovalTTL),
 	}
+	mailEnv := map[string]*string{}
+	if p.SESAPI != "" {
+		// All three mail: the workers the first mails, purge the reminders.
+		mailEnv["AGENTGATE_SES_API"] = jsii.String(strings.ToLower(strings.TrimSpace(p.SESAPI)))
+	}
+	maps.Copy(workerEnv, mailEnv)
 	if p.Model != "" {
 		workerEnv["AGENTGATE_MODEL"] = jsii.String(p.Model)
 	}
@@ -172,6 +180,7 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 		"AGENTGATE_STARTRUN_FUNCTION": jsii.String(names.startrun),
 		"AGENTGATE_RESUME_FUNCTION":   jsii.String(names.resume),
 	})
+	maps.Copy(purgeEnv, mailEnv)
 
 	worker := awscdk.Duration_Minutes(jsii.Number(15))
 	workerAsync := asyncSettings{retryAttempts: WorkerRetryAttempts, maxEventAge: WorkerMaxEventAge}

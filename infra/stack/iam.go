@@ -107,6 +107,10 @@ func recordFailedEvents(a accessArns) awsiam.PolicyStatement {
 	return allow(sidFailedEvents, []string{"sqs:SendMessage"}, []*string{a.failedEvents}, nil)
 }
 
+// sendMail lets a function mail approvers from the sender alone. SES v2's
+// SendEmail and SES's first API's (AGENTGATE_SES_API=v1) are both the
+// action ses:SendEmail on the sender's identity, and ses:FromAddress
+// conditions both, so the statement does not depend on the API.
 func sendMail(a accessArns) awsiam.PolicyStatement {
 	return allow(sidSendMail, []string{"ses:SendEmail"}, []*string{a.sesIdentity},
 		map[string]any{"StringEquals": map[string]any{"ses:FromAddress": a.mailFrom}})

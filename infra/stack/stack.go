@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/agentgate/agentgate/internal/approval"
 )
 
 // FunctionNames are the three Lambda functions, in the order they are built
@@ -180,6 +182,13 @@ type AgentgateStackProps struct {
 	// function's default (service.DefaultDeliveryConcurrency).
 	WebhookConcurrency int
 
+	// SESAPI is AGENTGATE_SES_API of the three functions, the SES API their
+	// approval mail goes through: "v1" (SendEmail of SES's first API, for
+	// LocalStack Community, which has no SES v2) or "v2". Empty (the
+	// default) leaves the variable unset: SES v2. Either is the IAM action
+	// ses:SendEmail the roles allow.
+	SESAPI string
+
 	// SkipAPIGatewayAccountRole leaves the account-wide API Gateway
 	// CloudWatch role alone (set it when the account already has one);
 	// access logging needs that role to exist.
@@ -291,6 +300,11 @@ func (p AgentgateStackProps) Validate() error {
 	}
 	if err := validateGovernance(p); err != nil {
 		errs = append(errs, err)
+	}
+	if p.SESAPI != "" {
+		if _, err := approval.ParseSESAPI(p.SESAPI); err != nil {
+			errs = append(errs, fmt.Errorf("SES API %w", err))
+		}
 	}
 	if err := validateWebhooks(p); err != nil {
 		errs = append(errs, err)

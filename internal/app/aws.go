@@ -51,7 +51,8 @@ type AWSOptions struct {
 	MaxWait time.Duration
 }
 
-// NewAWS builds the App on DynamoDB, S3, SES v2 and Lambda async dispatch.
+// NewAWS builds the App on DynamoDB, S3, SES (v2, or v1 with
+// AGENTGATE_SES_API=v1) and Lambda async dispatch.
 // Every SDK client is built here, once.
 func NewAWS(o AWSOptions) (*App, error) {
 	c := o.Config

@@ -27,8 +27,8 @@ func lambdaDeps(t *testing.T, fn, tags string) []string {
 // TestLambdasLinkOnlyWhatTheyUse guards the binaries' size and cold start
 // (issue #15): no function links the template engine (it keeps every
 // exported method of every type), the AWS default credential chain, the
-// SDK's Lambda, SES v2 and Secrets Manager clients (dispatch, mail and
-// secrets sign their one call each: internal/awscall), JSON v2's reflective
+// SDK's Lambda, SES (v1 and v2) and Secrets Manager clients (dispatch, mail
+// and secrets sign their one call each: internal/awscall), JSON v2's reflective
 // decoder (the API decodes strictly over JSON v2's tokenizer alone) or,
 // unless built with the tags mcp and cel, the MCP SDK and cel-go; purge
 // links no model, tools, HTTP API, pages or embedded store.
@@ -40,7 +40,7 @@ func TestLambdasLinkOnlyWhatTheyUse(t *testing.T) {
 	const mcpSDK, celGo = "github.com/modelcontextprotocol/go-sdk/mcp", "github.com/google/cel-go/cel"
 	never := []string{"text/template", "html/template", "github.com/aws/aws-sdk-go-v2/config", mcpSDK, celGo,
 		"github.com/aws/aws-sdk-go-v2/service/sso", "github.com/aws/aws-sdk-go-v2/service/sts", "github.com/aws/aws-sdk-go-v2/service/lambda",
-		"github.com/aws/aws-sdk-go-v2/service/sesv2", "github.com/aws/aws-sdk-go-v2/service/secretsmanager",
+		"github.com/aws/aws-sdk-go-v2/service/sesv2", "github.com/aws/aws-sdk-go-v2/service/ses", "github.com/aws/aws-sdk-go-v2/service/secretsmanager",
 		"github.com/go-json-experiment/json",
 		// go.mod pins DynamoDB, DynamoDB Streams (attributevalue links its
 		// types) and Bedrock Runtime to their last releases before

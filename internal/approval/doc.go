@@ -8,10 +8,11 @@
 // subject, a plain-text part and an HTML part; every value in the HTML is
 // escaped, because tool arguments and previews are text the model wrote.
 //
-// Two Mailers deliver: SESMailer through Amazon SES v2, and OutboxMailer,
-// which writes .eml files into a folder and prints the link, for the local
-// binary. Package approvaltest reads mails back from a moto server for
-// integration tests.
+// Two Mailers deliver: SESMailer through Amazon SES (SES v2 by default, or
+// SES's first API, SESv1, for an emulator without SES v2 such as LocalStack
+// Community), and OutboxMailer, which writes .eml files into a folder and
+// prints the link, for the local binary. Package approvaltest reads mails
+// back from moto or LocalStack for integration tests.
 //
 // The link is the only secret: nothing here logs it.
 package approval

@@ -13,8 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/sesv2"
-	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ses"
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/approval/approvaltest"
@@ -28,7 +27,10 @@ func endpoint() string {
 	return "http://localhost:4566"
 }
 
-func sesClient(t *testing.T) *sesv2.Client {
+// sesClient is the SDK's client of SES's first API, whose
+// VerifyEmailIdentity moto and LocalStack Community both serve (LocalStack
+// Community has no SES v2).
+func sesClient(t *testing.T) *ses.Client {
 	t.Helper()
 	cfg, err := config.LoadDefaultConfig(context.Background(),
 		config.WithRegion("us-east-1"),
@@ -37,97 +39,127 @@ func sesClient(t *testing.T) *sesv2.Client {
 	if err != nil {
 		t.Fatalf("load aws config: %v", err)
 	}
-	return sesv2.NewFromConfig(cfg, func(o *sesv2.Options) { o.BaseEndpoint = aws.String(endpoint()) })
+	return ses.NewFromConfig(cfg, func(o *ses.Options) { o.BaseEndpoint = aws.String(endpoint()) })
 }
 
-// mailClient is the signed SES v2 caller the functions build
+// mailClient is the signed SES caller the functions build for api
 // (awswire.NewMailer), on the emulator.
-func mailClient(t *testing.T) *awscall.Client {
+func mailClient(t *testing.T, api approval.SESAPI) *awscall.Client {
 	t.Helper()
 	c, err := awscall.New(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(endpoint()),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}, awscall.SESv2)
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}, api.Service())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// verifySender creates the sender identity; moto rejects mail from
-// addresses (or domains) that are not identities.
-func verifySender(t *testing.T, client *sesv2.Client, from string) {
+// verifySender makes the sender an identity; the emulators reject mail
+// from addresses (or domains) that are not.
+func verifySender(t *testing.T, client *ses.Client, from string) {
 	t.Helper()
-	_, err := client.CreateEmailIdentity(context.Background(), &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(from)})
-	var exists *sestypes.AlreadyExistsException
-	if err != nil && !errors.As(err, &exists) {
-		t.Fatalf("create email identity %s: %v", from, err)
+	if _, err := client.VerifyEmailIdentity(context.Background(), &ses.VerifyEmailIdentityInput{EmailAddress: aws.String(from)}); err != nil {
+		t.Fatalf("verify email identity %s: %v", from, err)
 	}
 }
 
-func TestSESMailerMoto(t *testing.T) {
-	// data.json serializes all of moto's state: slow on a busy shared server.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+// sesAPIs runs f for each SES API the mailer sends through, skipping SES v2
+// where the emulator has none (LocalStack Community).
+func sesAPIs(t *testing.T, f func(t *testing.T, api approval.SESAPI)) {
+	for _, api := range []approval.SESAPI{approval.SESv2, approval.SESv1} {
+		t.Run(string(api), func(t *testing.T) {
+			if api == approval.SESv2 {
+				served, err := approvaltest.ServesSESv2(context.Background(), endpoint())
+				if err != nil {
+					t.Fatalf("ask the emulator for its services: %v", err)
+				}
+				if !served {
+					t.Skip("the emulator has no SES v2 (LocalStack Community: SES v2 is a Pro feature); the SES v1 path runs")
+				}
+			}
+			f(t, api)
+		})
+	}
+}
+
+// TestSESMailerOnEmulator sends an approval mail through each SES API and
+// reads it back from the emulator (moto or LocalStack).
+func TestSESMailerOnEmulator(t *testing.T) {
 	client := sesClient(t)
 	const from = "approvals@agentgate.test"
 	verifySender(t, client, from)
-
-	raw, _, err := approval.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const base = "https://gate.example.com/prod"
-	// A unique recipient finds this test's mail among everybody else's.
-	approver := "approver-" + strings.ToLower(raw[:10]) + "@example.com"
-	m := sampleMessage()
-	m.Approver = approver
-	m.Link = approval.Link(base, raw)
-
-	if err := approval.NewSESMailer(mailClient(t), from).Send(ctx, m); err != nil {
-		t.Fatalf("Send: %v", err)
-	}
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		sent, err := approvaltest.SentMail(ctx, endpoint())
+	sesAPIs(t, func(t *testing.T, api approval.SESAPI) {
+		// data.json serializes all of moto's state: slow on a busy shared server.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		raw, _, err := approval.NewToken()
 		if err != nil {
-			t.Fatalf("SentMail: %v", err)
+			t.Fatal(err)
 		}
-		var mine []approvaltest.SentMessage
-		for _, s := range sent {
-			for _, to := range s.To {
-				if to == approver {
-					mine = append(mine, s)
+		const base = "https://gate.example.com/prod"
+		// A unique recipient finds this test's mail among everybody else's.
+		approver := "approver-" + strings.ToLower(raw[:10]) + "@example.com"
+		m := sampleMessage()
+		m.Approver = approver
+		m.Link = approval.Link(base, raw)
+
+		if err := approval.NewSESMailer(mailClient(t, api), from, api).Send(ctx, m); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			sent, err := approvaltest.SentMail(ctx, endpoint())
+			if err != nil {
+				t.Fatalf("SentMail: %v", err)
+			}
+			var mine []approvaltest.SentMessage
+			for _, s := range sent {
+				for _, to := range s.To {
+					if to == approver {
+						mine = append(mine, s)
+					}
 				}
 			}
-		}
-		if len(mine) == 1 {
-			got := mine[0]
-			if got.From != from {
-				t.Errorf("From = %q, want %q", got.From, from)
+			if len(mine) == 1 {
+				got := mine[0]
+				if got.From != from {
+					t.Errorf("From = %q, want %q", got.From, from)
+				}
+				subject, _, _, _ := approval.Compose(m)
+				if got.Subject != subject {
+					t.Errorf("Subject = %q, want %q", got.Subject, subject)
+				}
+				link, ok := approvaltest.ExtractLink(got.Body(), base)
+				if !ok || link != m.Link {
+					t.Errorf("ExtractLink = %q, %v; want %q, true", link, ok, m.Link)
+				}
+				return
 			}
-			if !strings.HasPrefix(got.Subject, "Approval needed: ") {
-				t.Errorf("Subject = %q, want an approval subject", got.Subject)
+			if len(mine) > 1 || time.Now().After(deadline) {
+				t.Fatalf("found %d mails to %s on the emulator, want 1", len(mine), approver)
 			}
-			link, ok := approvaltest.ExtractLink(got.Body(), base)
-			if !ok || link != m.Link {
-				t.Errorf("ExtractLink = %q, %v; want %q, true", link, ok, m.Link)
-			}
-			return
+			time.Sleep(100 * time.Millisecond)
 		}
-		if len(mine) > 1 || time.Now().After(deadline) {
-			t.Fatalf("found %d mails to %s in moto, want 1", len(mine), approver)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
 }
 
+// TestSESMailerUnverifiedSender: the emulator refuses mail from an
+// unverified sender; the error names the service's code (SES v1's is an
+// XML answer) and never holds the link.
 func TestSESMailerUnverifiedSender(t *testing.T) {
-	m := sampleMessage()
-	err := approval.NewSESMailer(mailClient(t), "nobody@unverified-"+strings.ToLower(m.RunID)+".test").Send(context.Background(), m)
-	if err == nil {
-		t.Fatal("Send from an unverified sender: got nil error, want one")
-	}
-	if strings.Contains(err.Error(), m.Link) {
-		t.Errorf("error %q contains the link", err)
-	}
+	sesAPIs(t, func(t *testing.T, api approval.SESAPI) {
+		m := sampleMessage()
+		err := approval.NewSESMailer(mailClient(t, api), "nobody@unverified-"+strings.ToLower(m.RunID)+".test", api).Send(context.Background(), m)
+		if err == nil {
+			t.Fatal("Send from an unverified sender: got nil error, want one")
+		}
+		if strings.Contains(err.Error(), sampleToken) {
+			t.Errorf("error %q contains the link's token", err)
+		}
+		var ae *awscall.APIError
+		if !errors.As(err, &ae) || ae.Code != "MessageRejected" || ae.Message == "" {
+			t.Errorf("error %v, want the service's MessageRejected with its message", err)
+		}
+	})
 }

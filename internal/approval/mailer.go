@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/mail"
 	"net/textproto"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,51 +35,138 @@ var (
 	_ Mailer = (*OutboxMailer)(nil)
 )
 
-// SESCaller sends one signed SES v2 call; *awscall.Client of awscall.SESv2
-// is the one the functions use.
+// SESCaller sends one signed SES call; *awscall.Client of the SESAPI's
+// Service is the one the functions use.
 type SESCaller interface {
 	Do(ctx context.Context, r awscall.Request) (*awscall.Response, error)
 }
 
-// SESMailer sends approval mails through Amazon SES v2 as simple content with
-// a text and an HTML body. It makes SES v2's SendEmail call (POST
-// /v2/email/outbound-emails, the JSON body the SDK's client sends; a test
-// compares them) through awscall rather than the SDK's SES v2 client, which
+// SESAPI is the SES API SESMailer sends through (AGENTGATE_SES_API).
+type SESAPI string
+
+const (
+	// SESv2 is SES v2's SendEmail (POST /v2/email/outbound-emails, a JSON
+	// body), the default.
+	SESv2 SESAPI = "v2"
+	// SESv1 is SendEmail of SES's first API (2010-12-01, the Query
+	// protocol: a form posted to /), for an emulator that serves only that
+	// one: LocalStack Community has SES but not SES v2. Both are the IAM
+	// action ses:SendEmail on the sender's identity.
+	SESv1 SESAPI = "v1"
+)
+
+// DefaultSESAPI is the SES API when AGENTGATE_SES_API is unset.
+const DefaultSESAPI = SESv2
+
+// ParseSESAPI reads a value of AGENTGATE_SES_API: "v1" or "v2" (any case,
+// surrounding spaces ignored); empty is DefaultSESAPI.
+func ParseSESAPI(s string) (SESAPI, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return DefaultSESAPI, nil
+	case string(SESv2):
+		return SESv2, nil
+	case string(SESv1):
+		return SESv1, nil
+	}
+	return "", fmt.Errorf("%q: want v2 (SES v2, the default) or v1 (SES's first API, e.g. for LocalStack Community, which has no SES v2)", s)
+}
+
+// Service is the awscall service api is reached and signed as.
+func (api SESAPI) Service() awscall.Service {
+	if api == SESv1 {
+		return awscall.SES
+	}
+	return awscall.SESv2
+}
+
+// SESMailer sends approval mails through Amazon SES as simple content with
+// a text and an HTML body: SES v2's SendEmail (POST
+// /v2/email/outbound-emails) or, with SESv1, SendEmail of SES's first API
+// (a form posted to /). Each is the request the SDK's client sends (tests
+// compare them), made through awscall rather than the SDK's client, which
 // would cost every function 0.56 MB.
 type SESMailer struct {
 	client SESCaller
 	from   string
+	api    SESAPI
 }
 
 // NewSESMailer returns a mailer sending from the address from (for example
-// AGENTGATE_MAIL_FROM) with client, which the caller builds once.
-func NewSESMailer(client SESCaller, from string) *SESMailer {
-	return &SESMailer{client: client, from: from}
+// AGENTGATE_MAIL_FROM) through api (empty: SESv2) with client, a caller of
+// api.Service() that the caller builds once.
+func NewSESMailer(client SESCaller, from string, api SESAPI) *SESMailer {
+	if api == "" {
+		api = DefaultSESAPI
+	}
+	return &SESMailer{client: client, from: from, api: api}
 }
 
-// Send composes m and sends it to m.Approver.
+// Send composes m and sends it to m.Approver. An error never contains the
+// link's token, even where the service's message repeats the request.
 func (s *SESMailer) Send(ctx context.Context, m Message) error {
 	subject, text, html, err := Compose(m)
 	if err != nil {
 		return err
 	}
+	var r awscall.Request
+	if s.api == SESv1 {
+		r = s.sendEmailV1(m.Approver, subject, text, html)
+	} else if r, err = s.sendEmailV2(m.Approver, subject, text, html); err != nil {
+		return fmt.Errorf("send approval mail for run %s: %w", m.RunID, err)
+	}
+	if _, err := s.client.Do(ctx, r); err != nil {
+		return sendError(m, err)
+	}
+	return nil
+}
+
+// sendEmailV2 is SES v2's SendEmail of a simple mail.
+func (s *SESMailer) sendEmailV2(to, subject, text, html string) (awscall.Request, error) {
 	body, err := json.Marshal(sendEmail{
 		FromEmailAddress: s.from,
-		Destination:      sesDestination{ToAddresses: []string{m.Approver}},
+		Destination:      sesDestination{ToAddresses: []string{to}},
 		Content: sesContent{Simple: sesMessage{
 			Subject: sesText{Data: subject, Charset: sesCharset},
 			Body:    sesBody{Text: sesText{Data: text, Charset: sesCharset}, HTML: sesText{Data: html, Charset: sesCharset}},
 		}},
 	})
 	if err != nil {
-		return fmt.Errorf("send approval mail for run %s: %w", m.RunID, err)
+		return awscall.Request{}, err
 	}
-	_, err = s.client.Do(ctx, awscall.Request{Method: http.MethodPost, Path: "/v2/email/outbound-emails",
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: body})
-	if err != nil {
-		return fmt.Errorf("send approval mail for run %s: ses: %w", m.RunID, err)
+	return awscall.Request{Method: http.MethodPost, Path: "/v2/email/outbound-emails",
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: body}, nil
+}
+
+// sendEmailV1 is SendEmail of SES's first API: the members SESMailer sets,
+// flattened as the Query protocol does (lists as .member.N).
+func (s *SESMailer) sendEmailV1(to, subject, text, html string) awscall.Request {
+	form := url.Values{
+		"Action":                           {"SendEmail"},
+		"Version":                          {"2010-12-01"},
+		"Source":                           {s.from},
+		"Destination.ToAddresses.member.1": {to},
+		"Message.Subject.Data":             {subject},
+		"Message.Subject.Charset":          {sesCharset},
+		"Message.Body.Text.Data":           {text},
+		"Message.Body.Text.Charset":        {sesCharset},
+		"Message.Body.Html.Data":           {html},
+		"Message.Body.Html.Charset":        {sesCharset},
 	}
-	return nil
+	return awscall.Request{Method: http.MethodPost, Path: "/",
+		Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, Body: []byte(form.Encode())}
+}
+
+// sendError wraps the error of m's send. A service's message may repeat
+// values of the request (the link is in the body): when err's text holds
+// the link's token, the token is replaced and err is not wrapped, so no
+// log line, whichever error of the chain it prints, shows the link.
+func sendError(m Message, err error) error {
+	token := m.Link[strings.LastIndexByte(m.Link, '/')+1:]
+	if msg := err.Error(); token != "" && strings.Contains(msg, token) {
+		return fmt.Errorf("send approval mail for run %s: ses: %s", m.RunID, strings.ReplaceAll(msg, token, "[token]"))
+	}
+	return fmt.Errorf("send approval mail for run %s: ses: %w", m.RunID, err)
 }
 
 // sesCharset is the charset of every part of a mail.

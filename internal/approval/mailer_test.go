@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ses"
+	sesv1types "github.com/aws/aws-sdk-go-v2/service/ses/types"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
@@ -211,7 +214,7 @@ func TestSESMailer(t *testing.T) {
 	fake := &fakeSES{}
 	m := sampleMessage()
 	const from = "approvals@agentgate.test"
-	if err := approval.NewSESMailer(fake, from).Send(context.Background(), m); err != nil {
+	if err := approval.NewSESMailer(fake, from, approval.SESv2).Send(context.Background(), m); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	if len(fake.calls) != 1 {
@@ -249,15 +252,132 @@ func TestSESMailer(t *testing.T) {
 	}
 }
 
-func TestSESMailerError(t *testing.T) {
-	fake := &fakeSES{err: errors.New("MessageRejected: Email address not verified")}
-	m := sampleMessage()
-	err := approval.NewSESMailer(fake, "approvals@agentgate.test").Send(context.Background(), m)
-	if !errors.Is(err, fake.err) {
-		t.Fatalf("Send error = %v, want it to wrap %v", err, fake.err)
+// sdkRequestV1 is what the SDK's client of SES's first API sends for in:
+// its method, path, Content-Type and body, read by a test server.
+func sdkRequestV1(t *testing.T, in *ses.SendEmailInput) (method, path, contentType string, body []byte) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		method, path, contentType = r.Method, r.URL.Path, r.Header.Get("Content-Type")
+		body, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = io.WriteString(w, `<SendEmailResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/"><SendEmailResult><MessageId>m-1</MessageId></SendEmailResult></SendEmailResponse>`)
+	}))
+	defer srv.Close()
+	client := ses.New(ses.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("a", "s", "")})
+	if _, err := client.SendEmail(t.Context(), in); err != nil {
+		t.Fatalf("SDK SendEmail: %v", err)
 	}
-	if strings.Contains(err.Error(), m.Link) || strings.Contains(err.Error(), sampleToken) {
-		t.Errorf("error %q reveals the link", err)
+	return method, path, contentType, body
+}
+
+// TestSESMailerV1 checks the call SESMailer makes with SESv1 against the
+// one the SDK's client of SES's first API makes for the same mail.
+func TestSESMailerV1(t *testing.T) {
+	fake := &fakeSES{}
+	m := sampleMessage()
+	m.Purpose = "Résumé & prices: 10% + tax=yes"
+	const from = "approvals@agentgate.test"
+	if err := approval.NewSESMailer(fake, from, approval.SESv1).Send(context.Background(), m); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if len(fake.calls) != 1 {
+		t.Fatalf("%d calls, want 1", len(fake.calls))
+	}
+	got := fake.calls[0]
+	subject, text, html, _ := approval.Compose(m)
+	utf8 := aws.String("UTF-8")
+	method, path, contentType, body := sdkRequestV1(t, &ses.SendEmailInput{
+		Source:      aws.String(from),
+		Destination: &sesv1types.Destination{ToAddresses: []string{m.Approver}},
+		Message: &sesv1types.Message{
+			Subject: &sesv1types.Content{Data: aws.String(subject), Charset: utf8},
+			Body: &sesv1types.Body{
+				Text: &sesv1types.Content{Data: aws.String(text), Charset: utf8},
+				Html: &sesv1types.Content{Data: aws.String(html), Charset: utf8},
+			},
+		},
+	})
+	if got.Method != method || got.Path != path || got.Header.Get("Content-Type") != contentType {
+		t.Errorf("call %s %s (%s), want the SDK's %s %s (%s)", got.Method, got.Path, got.Header.Get("Content-Type"), method, path, contentType)
+	}
+	gotForm, err := url.ParseQuery(string(got.Body))
+	if err != nil {
+		t.Fatalf("body %s: %v", got.Body, err)
+	}
+	wantForm, err := url.ParseQuery(string(body))
+	if err != nil {
+		t.Fatalf("SDK body %s: %v", body, err)
+	}
+	if !reflect.DeepEqual(gotForm, wantForm) {
+		t.Errorf("form\n%v\nwant the SDK's\n%v", gotForm, wantForm)
+	}
+	if gotForm.Get("Action") != "SendEmail" || gotForm.Get("Destination.ToAddresses.member.1") != "alice@example.com" ||
+		!strings.Contains(gotForm.Get("Message.Body.Html.Data"), m.Link) {
+		t.Errorf("form %v is not a SendEmail to alice@example.com with the link", gotForm)
+	}
+}
+
+func TestSESMailerError(t *testing.T) {
+	for _, api := range []approval.SESAPI{approval.SESv2, approval.SESv1} {
+		t.Run(string(api), func(t *testing.T) {
+			fake := &fakeSES{err: errors.New("MessageRejected: Email address not verified")}
+			m := sampleMessage()
+			err := approval.NewSESMailer(fake, "approvals@agentgate.test", api).Send(context.Background(), m)
+			if !errors.Is(err, fake.err) {
+				t.Fatalf("Send error = %v, want it to wrap %v", err, fake.err)
+			}
+			if strings.Contains(err.Error(), m.Link) || strings.Contains(err.Error(), sampleToken) {
+				t.Errorf("error %q reveals the link", err)
+			}
+		})
+	}
+}
+
+// TestSESMailerErrorHidesAnEchoedToken: a service's error message may
+// repeat values of the request, the body holding the link; the error then
+// carried the token, which the caller logs.
+func TestSESMailerErrorHidesAnEchoedToken(t *testing.T) {
+	for _, api := range []approval.SESAPI{approval.SESv2, approval.SESv1} {
+		t.Run(string(api), func(t *testing.T) {
+			m := sampleMessage()
+			echo := &awscall.APIError{Status: 400, Code: "InvalidParameterValue", Message: "Value at 'message.body.html.data' failed: ..." + m.Link + "..."}
+			fake := &fakeSES{err: echo}
+			err := approval.NewSESMailer(fake, "approvals@agentgate.test", api).Send(context.Background(), m)
+			if err == nil {
+				t.Fatal("Send: got nil error, want one")
+			}
+			for e := err; e != nil; e = errors.Unwrap(e) {
+				if strings.Contains(e.Error(), sampleToken) {
+					t.Fatalf("error %q (or one it wraps) holds the token", e)
+				}
+			}
+			if !strings.Contains(err.Error(), "InvalidParameterValue") || !strings.Contains(err.Error(), m.RunID) {
+				t.Errorf("error %q lost the service's code or the run", err)
+			}
+		})
+	}
+}
+
+func TestParseSESAPI(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want approval.SESAPI
+		svc  awscall.Service
+	}{
+		{"", approval.SESv2, awscall.SESv2},
+		{"v2", approval.SESv2, awscall.SESv2},
+		{" V1 ", approval.SESv1, awscall.SES},
+	} {
+		got, err := approval.ParseSESAPI(tt.in)
+		if err != nil || got != tt.want || got.Service() != tt.svc {
+			t.Errorf("ParseSESAPI(%q) = %q (service %v), %v; want %q (%v)", tt.in, got, got.Service(), err, tt.want, tt.svc)
+		}
+	}
+	for _, bad := range []string{"v3", "sesv2", "2", "ses"} {
+		if got, err := approval.ParseSESAPI(bad); err == nil || !strings.Contains(err.Error(), "want v2") {
+			t.Errorf("ParseSESAPI(%q) = %q, %v; want an error saying what is wanted", bad, got, err)
+		}
 	}
 }
 
@@ -354,4 +474,109 @@ func TestSentMail(t *testing.T) {
 			t.Error("SentMail on a 404: got nil error, want one")
 		}
 	})
+}
+
+// localStack serves LocalStack's read-back endpoints: GET /_aws/ses with
+// testdata/localstack_ses.json and the health with services; every other
+// path is S3's 404 (NoSuchBucket), as LocalStack answers moto's
+// /moto-api/data.json.
+func localStack(t *testing.T, services string) *httptest.Server {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "localstack_ses.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/_aws/ses":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(data)
+		case "/_localstack/health":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"services": {`+services+`}, "edition": "community", "version": "4.14.0"}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchBucket</Code></Error>`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestSentMailOnLocalStack: SentMail read moto's data.json only, so the
+// mail suites could not read their mail back on LocalStack.
+func TestSentMailOnLocalStack(t *testing.T) {
+	srv := localStack(t, `"ses": "running", "s3": "running"`)
+	sent, err := approvaltest.SentMail(context.Background(), srv.URL+"/")
+	if err != nil {
+		t.Fatalf("SentMail: %v", err)
+	}
+	const link = "https://gate.example.com/approvals/" + sampleToken
+	want := []struct {
+		id, subject string
+		to          []string
+		text, html  bool // whether the part holds the link
+	}{
+		{"ls-simple-1", "Approval needed: write_document (run run_1)", []string{"alice@example.com", "carol@example.com"}, true, true},
+		{"ls-simple-2", "text", []string{"bob@example.com"}, false, false},
+		{"ls-raw-1", "Approval needed: é", []string{"dave@example.com"}, true, false},
+		{"ls-raw-2", "raw with destinations", []string{"erin@example.com"}, false, false},
+		{"ls-templated", "", []string{"frank@example.com"}, false, false},
+	}
+	if len(sent) != len(want) {
+		t.Fatalf("got %d messages, want %d", len(sent), len(want))
+	}
+	for i, w := range want {
+		got := sent[i]
+		t.Run(w.id, func(t *testing.T) {
+			if got.ID != w.id || got.Subject != w.subject || got.From != "approvals@agentgate.test" || !slices.Equal(got.To, w.to) {
+				t.Errorf("got %s %q from %s to %v; want %s %q from approvals@agentgate.test to %v", got.ID, got.Subject, got.From, got.To, w.id, w.subject, w.to)
+			}
+			for part, body := range map[string]string{"text": got.Text, "html": got.HTML} {
+				l, ok := approvaltest.ExtractLink(body, "https://gate.example.com")
+				if wantLink := map[string]bool{"text": w.text, "html": w.html}[part]; ok != wantLink || (ok && l != link) {
+					t.Errorf("%s part: ExtractLink = %q, %v; want the link: %t", part, l, ok, wantLink)
+				}
+			}
+		})
+	}
+	if sent[1].Text != "plain only" || sent[1].HTML != "" {
+		t.Errorf("a text-only mail read as text %q, html %q", sent[1].Text, sent[1].HTML)
+	}
+	if sent[2].Raw == "" || sent[2].HTML != "<p>html</p>" {
+		t.Errorf("raw mail: Raw %d bytes, HTML %q; want the source and its HTML part", len(sent[2].Raw), sent[2].HTML)
+	}
+
+	t.Run("SES not loaded yet", func(t *testing.T) {
+		bare := httptest.NewServer(http.NotFoundHandler())
+		defer bare.Close()
+		_, err := approvaltest.SentMail(context.Background(), bare.URL)
+		if err == nil || !strings.Contains(err.Error(), "/_aws/ses") || !strings.Contains(err.Error(), "/moto-api/data.json") {
+			t.Errorf("SentMail where neither endpoint is: %v, want an error naming both", err)
+		}
+	})
+}
+
+func TestServesSESv2(t *testing.T) {
+	moto := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "NoSuchBucket", http.StatusNotFound) // moto answers LocalStack's paths as S3 buckets
+	}))
+	defer moto.Close()
+	for _, tt := range []struct {
+		name     string
+		endpoint string
+		want     bool
+	}{
+		{"moto", moto.URL, true},
+		{"LocalStack Community", localStack(t, `"ses": "available", "sqs": "running"`).URL, false},
+		{"LocalStack Pro without sesv2 in SERVICES", localStack(t, `"ses": "available", "sesv2": "disabled"`).URL, false},
+		{"LocalStack Pro", localStack(t, `"ses": "available", "sesv2": "available"`).URL, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := approvaltest.ServesSESv2(context.Background(), tt.endpoint)
+			if err != nil || got != tt.want {
+				t.Errorf("ServesSESv2 = %t, %v; want %t", got, err, tt.want)
+			}
+		})
+	}
 }

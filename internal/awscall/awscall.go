@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,10 @@ type Service struct {
 var (
 	Lambda = Service{SDKID: "Lambda", EndpointPrefix: "lambda", SigningName: "lambda"}
 	SESv2  = Service{SDKID: "SESv2", EndpointPrefix: "email", SigningName: "ses"}
+	// SES is SES's first API (2010-12-01, the Query protocol: a form
+	// posted to /), on the same host as SES v2 but configured apart
+	// (AWS_ENDPOINT_URL_SES).
+	SES = Service{SDKID: "SES", EndpointPrefix: "email", SigningName: "ses"}
 )
 
 // MaxAttempts is how many times a call is sent when its answer is a
@@ -290,21 +295,31 @@ func (c *Client) send(ctx context.Context, r Request) (*Response, error) {
 	return nil, apiError(res, body)
 }
 
-// apiError reads an error answer: the code from the X-Amzn-ErrorType header
-// or the body's __type or code (REST-JSON and JSON 1.1 protocols, with any
-// namespace or ":url" suffix cut), the message from message or Message.
+// apiError reads an error answer: an XML body (the Query and REST-XML
+// protocols: <ErrorResponse><Error><Code>, or <Error><Code> at the root) by
+// its Code and Message; otherwise the code from the X-Amzn-ErrorType header
+// or the JSON body's __type or code (REST-JSON and JSON 1.1 protocols), the
+// message from message or Message. A namespace or ":url" suffix is cut from
+// the code.
 func apiError(res *http.Response, body []byte) *APIError {
-	var doc struct {
-		Type     string `json:"__type"`
-		Code     string `json:"code"`
-		Message  string `json:"message"`
-		Message2 string `json:"Message"`
-	}
-	_ = json.Unmarshal(body, &doc)
-	code := res.Header.Get("X-Amzn-ErrorType")
-	for _, c := range []string{doc.Type, doc.Code} {
-		if code == "" {
-			code = c
+	code, msg, id := xmlError(body)
+	if code == "" && msg == "" {
+		var doc struct {
+			Type     string `json:"__type"`
+			Code     string `json:"code"`
+			Message  string `json:"message"`
+			Message2 string `json:"Message"`
+		}
+		_ = json.Unmarshal(body, &doc)
+		code = res.Header.Get("X-Amzn-ErrorType")
+		for _, c := range []string{doc.Type, doc.Code} {
+			if code == "" {
+				code = c
+			}
+		}
+		msg = doc.Message
+		if msg == "" {
+			msg = doc.Message2
 		}
 	}
 	if i := strings.IndexByte(code, ':'); i >= 0 {
@@ -316,15 +331,36 @@ func apiError(res *http.Response, body []byte) *APIError {
 	if code == "" {
 		code = http.StatusText(res.StatusCode)
 	}
-	msg := doc.Message
-	if msg == "" {
-		msg = doc.Message2
-	}
-	id := res.Header.Get("X-Amzn-Requestid")
-	if id == "" {
-		id = res.Header.Get("X-Amz-Request-Id")
+	if h := res.Header.Get("X-Amzn-Requestid"); h != "" {
+		id = h
+	} else if h := res.Header.Get("X-Amz-Request-Id"); h != "" {
+		id = h
 	}
 	return &APIError{Status: res.StatusCode, Code: code, Message: msg, RequestID: id}
+}
+
+// xmlError reads the code, message and request id of an XML error body; all
+// empty when body is no XML error.
+func xmlError(body []byte) (code, msg, id string) {
+	if !bytes.HasPrefix(bytes.TrimSpace(body), []byte("<")) {
+		return "", "", ""
+	}
+	type fields struct {
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	}
+	var doc struct {
+		fields
+		Error     fields `xml:"Error"`
+		RequestID string `xml:"RequestId"`
+	}
+	if xml.Unmarshal(body, &doc) != nil {
+		return "", "", ""
+	}
+	if doc.Error.Code != "" || doc.Error.Message != "" {
+		return doc.Error.Code, doc.Error.Message, doc.RequestID
+	}
+	return doc.Code, doc.Message, doc.RequestID
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -159,6 +159,42 @@ func TestDoReturnsClientErrorsAtOnce(t *testing.T) {
 	}
 }
 
+// TestDoReadsXMLErrors: the Query protocol (SES's first API) and REST-XML
+// answer errors as XML, which gave the HTTP status text alone as the code
+// and no message.
+func TestDoReadsXMLErrors(t *testing.T) {
+	tests := []struct {
+		name              string
+		header            map[string]string
+		body              string
+		code, message, id string
+	}{
+		{"query", map[string]string{"X-Amzn-RequestId": "req-h"},
+			`<ErrorResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/"><Error><Type>Sender</Type><Code>MessageRejected</Code>` +
+				`<Message>Email address is not verified. The following identities failed the check in region EU-WEST-1: a@b.test</Message></Error>` +
+				`<RequestId>req-b</RequestId></ErrorResponse>`,
+			"MessageRejected", "Email address is not verified. The following identities failed the check in region EU-WEST-1: a@b.test", "req-h"},
+		{"query, request id in the body only", nil,
+			"<?xml version=\"1.0\"?>\n<ErrorResponse><Error><Code>InvalidParameterValue</Code><Message>Missing final '@domain'</Message></Error><RequestId>req-b</RequestId></ErrorResponse>",
+			"InvalidParameterValue", "Missing final '@domain'", "req-b"},
+		{"rest-xml", nil,
+			`<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message><RequestId>req-s</RequestId></Error>`,
+			"NoSuchBucket", "The specified bucket does not exist", "req-s"},
+		{"not an error document", nil, `<html><body>Bad Request</body></html>`, "Bad Request", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeService{answers: []answer{{status: 400, header: tt.header, body: tt.body}}}
+			c, _ := newClient(t, f, SES, "")
+			_, err := c.Do(t.Context(), Request{Method: "POST", Path: "/"})
+			var ae *APIError
+			if !errors.As(err, &ae) || ae.Code != tt.code || ae.Message != tt.message || ae.RequestID != tt.id || ae.Status != 400 {
+				t.Fatalf("error %#v, want code %q, message %q, request id %q", ae, tt.code, tt.message, tt.id)
+			}
+		})
+	}
+}
+
 func TestDoStopsWithItsContext(t *testing.T) {
 	f := &fakeService{answers: []answer{{status: 500}}}
 	c, _ := newClient(t, f, Lambda, "")
@@ -185,6 +221,9 @@ func TestEndpointIsTheSDKClientsEndpoint(t *testing.T) {
 		{"this service first", map[string]string{"AWS_ENDPOINT_URL": "http://localhost:4566", "AWS_ENDPOINT_URL_LAMBDA": "http://localhost:9000"}, Lambda, "http://localhost:9000"},
 		{"another service's", map[string]string{"AWS_ENDPOINT_URL": "http://localhost:4566", "AWS_ENDPOINT_URL_LAMBDA": "http://localhost:9000"}, SESv2, "http://localhost:4566"},
 		{"SES v2's", map[string]string{"AWS_ENDPOINT_URL_SESV2": "http://localhost:9001"}, SESv2, "http://localhost:9001"},
+		{"regional SES", nil, SES, "https://email.eu-west-1.amazonaws.com"},
+		{"SES's", map[string]string{"AWS_ENDPOINT_URL_SES": "http://localhost:9002", "AWS_ENDPOINT_URL_SESV2": "http://localhost:9001"}, SES, "http://localhost:9002"},
+		{"SES v2's is not SES's", map[string]string{"AWS_ENDPOINT_URL": "http://localhost:4566", "AWS_ENDPOINT_URL_SESV2": "http://localhost:9001"}, SES, "http://localhost:4566"},
 		{"ignored", map[string]string{"AWS_ENDPOINT_URL": "http://localhost:4566", "AWS_ENDPOINT_URL_LAMBDA": "http://localhost:9000", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true"}, Lambda, "https://lambda.eu-west-1.amazonaws.com"},
 	}
 	for _, tt := range tests {

@@ -40,8 +40,9 @@ func NewStore(c config.Config, awsCfg aws.Config, s3c *s3.Client, logger *slog.L
 	return runs.NewStore(rows, states, runs.Options{Retention: c.Retention, Logger: logger, Outbound: Outbound()}), nil
 }
 
-// NewMailer builds the SES v2 mailer of AGENTGATE_MAIL_FROM, or returns nil
-// when no sender is configured (approvers then use the API only).
+// NewMailer builds the SES mailer of AGENTGATE_MAIL_FROM, sending through
+// the API of AGENTGATE_SES_API (SES v2 by default), or returns nil when no
+// sender is configured (approvers then use the API only).
 func NewMailer(c config.Config, awsCfg aws.Config) (approval.Mailer, error) {
 	if c.MailFrom == "" {
 		return nil, nil
@@ -49,11 +50,11 @@ func NewMailer(c config.Config, awsCfg aws.Config) (approval.Mailer, error) {
 	if c.PublicBaseURL == "" {
 		return nil, fmt.Errorf("%s is needed to mail approval links", config.EnvPublicBaseURL)
 	}
-	client, err := awscall.New(awsCfg, awscall.SESv2)
+	client, err := awscall.New(awsCfg, c.SESAPI.Service())
 	if err != nil {
 		return nil, err
 	}
-	return approval.NewSESMailer(client, c.MailFrom), nil
+	return approval.NewSESMailer(client, c.MailFrom, c.SESAPI), nil
 }
 
 // NewDispatcher builds the async Lambda invoke of the worker functions.

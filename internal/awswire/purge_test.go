@@ -89,6 +89,7 @@ func TestPurgeStartUpErrorsNameTheProblem(t *testing.T) {
 		{"missing directory", func(m map[string]string) { m["AGENTGATE_DIRECTORY"] = filepath.Join(t.TempDir(), "none.json") }, "none.json"},
 		{"allow list without secret", func(m map[string]string) { m["AGENTGATE_WEBHOOK_ALLOW"] = "10.0.0.0/8" }, "AGENTGATE_WEBHOOK_SECRET"},
 		{"delivery concurrency 0", func(m map[string]string) { m["AGENTGATE_WEBHOOK_CONCURRENCY"] = "0" }, `AGENTGATE_WEBHOOK_CONCURRENCY="0": want an integer from 1 to 64`},
+		{"unknown SES API", func(m map[string]string) { m["AGENTGATE_SES_API"] = "v3" }, `AGENTGATE_SES_API="v3": want v2`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

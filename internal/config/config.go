@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/service"
@@ -18,20 +19,21 @@ import (
 // only the functions that run a model read them, so purge links no provider.
 // Every default is the constant of the package that applies it.
 type Config struct {
-	Table               string        // AGENTGATE_TABLE
-	Bucket              string        // AGENTGATE_BUCKET
-	KMSKeyID            string        // AGENTGATE_KMS_KEY_ID (optional)
-	StartRunFunction    string        // AGENTGATE_STARTRUN_FUNCTION
-	ResumeFunction      string        // AGENTGATE_RESUME_FUNCTION
-	PublicBaseURL       string        // AGENTGATE_PUBLIC_BASE_URL
-	MailFrom            string        // AGENTGATE_MAIL_FROM
-	ApprovalTTL         time.Duration // AGENTGATE_APPROVAL_TTL, default service.DefaultApprovalTTL
-	Retention           time.Duration // AGENTGATE_RETENTION, default runs.DefaultRetention
-	DueShards           int           // AGENTGATE_DUE_SHARDS, default dynamo.DefaultDueShards
-	DeliveryConcurrency int           // AGENTGATE_WEBHOOK_CONCURRENCY, default service.DefaultDeliveryConcurrency
-	AllowedModels       []string      // AGENTGATE_ALLOWED_MODELS, comma-separated model ids runs may choose
-	DirectoryFile       string        // AGENTGATE_DIRECTORY, path of the directory file (optional)
-	PolicyFile          string        // AGENTGATE_POLICY, path of the policy file (optional)
+	Table               string          // AGENTGATE_TABLE
+	Bucket              string          // AGENTGATE_BUCKET
+	KMSKeyID            string          // AGENTGATE_KMS_KEY_ID (optional)
+	StartRunFunction    string          // AGENTGATE_STARTRUN_FUNCTION
+	ResumeFunction      string          // AGENTGATE_RESUME_FUNCTION
+	PublicBaseURL       string          // AGENTGATE_PUBLIC_BASE_URL
+	MailFrom            string          // AGENTGATE_MAIL_FROM
+	SESAPI              approval.SESAPI // AGENTGATE_SES_API: v2 or v1, default approval.DefaultSESAPI
+	ApprovalTTL         time.Duration   // AGENTGATE_APPROVAL_TTL, default service.DefaultApprovalTTL
+	Retention           time.Duration   // AGENTGATE_RETENTION, default runs.DefaultRetention
+	DueShards           int             // AGENTGATE_DUE_SHARDS, default dynamo.DefaultDueShards
+	DeliveryConcurrency int             // AGENTGATE_WEBHOOK_CONCURRENCY, default service.DefaultDeliveryConcurrency
+	AllowedModels       []string        // AGENTGATE_ALLOWED_MODELS, comma-separated model ids runs may choose
+	DirectoryFile       string          // AGENTGATE_DIRECTORY, path of the directory file (optional)
+	PolicyFile          string          // AGENTGATE_POLICY, path of the policy file (optional)
 }
 
 // Variable names.
@@ -43,6 +45,7 @@ const (
 	EnvResumeFunction     = "AGENTGATE_RESUME_FUNCTION"
 	EnvPublicBaseURL      = "AGENTGATE_PUBLIC_BASE_URL"
 	EnvMailFrom           = "AGENTGATE_MAIL_FROM"
+	EnvSESAPI             = "AGENTGATE_SES_API"
 	EnvApprovalTTL        = "AGENTGATE_APPROVAL_TTL"
 	EnvRetention          = "AGENTGATE_RETENTION"
 	EnvDueShards          = "AGENTGATE_DUE_SHARDS"
@@ -85,6 +88,9 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 		return Config{}, fmt.Errorf("missing environment variable(s): %s", strings.Join(missing, ", "))
 	}
 	var err error
+	if c.SESAPI, err = approval.ParseSESAPI(getenv(EnvSESAPI)); err != nil {
+		return Config{}, fmt.Errorf("%s=%w", EnvSESAPI, err)
+	}
 	if c.ApprovalTTL, err = duration(getenv, EnvApprovalTTL, c.ApprovalTTL, service.MinApprovalTTL, service.MaxApprovalTTL); err != nil {
 		return Config{}, err
 	}

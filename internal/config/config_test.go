@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/approval"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -17,6 +19,7 @@ func TestLoadDefaultsAndRequired(t *testing.T) {
 	assert.Equal(t, 720*time.Hour, c.Retention)
 	assert.Equal(t, 8, c.DueShards)
 	assert.Equal(t, "https://x.example/prod", c.PublicBaseURL)
+	assert.Equal(t, approval.SESv2, c.SESAPI)
 
 	_, err = Load(env(map[string]string{EnvTable: "t"}), EnvTable, EnvBucket, EnvResumeFunction)
 	require.Error(t, err)
@@ -72,6 +75,35 @@ func TestWebhookConcurrency(t *testing.T) {
 			require.NoError(t, aloneErr)
 			assert.Equal(t, tt.want, c.DeliveryConcurrency)
 			assert.Equal(t, tt.want, alone)
+		})
+	}
+}
+
+// TestSESAPI: AGENTGATE_SES_API picks the SES API of approval mail, v2
+// (the default) or v1 (LocalStack Community has no SES v2); anything else
+// stops start-up with an error naming the variable and what it wants.
+func TestSESAPI(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    approval.SESAPI
+		wantErr string
+	}{
+		{"", approval.SESv2, ""},
+		{"v2", approval.SESv2, ""},
+		{"v1", approval.SESv1, ""},
+		{" V1 ", approval.SESv1, ""},
+		{"sesv2", "", `AGENTGATE_SES_API="sesv2": want v2 (SES v2, the default) or v1`},
+		{"1", "", `AGENTGATE_SES_API="1": want v2 (SES v2, the default) or v1`},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			c, err := Load(env(map[string]string{EnvSESAPI: tt.value}))
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, c.SESAPI)
 		})
 	}
 }

@@ -6,12 +6,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/awscall"
 	"github.com/agentgate/agentgate/internal/loop"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,20 +23,54 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
+// emulator returns AWS_ENDPOINT_URL (default http://localhost:4566).
+func emulator() string {
+	if e := os.Getenv("AWS_ENDPOINT_URL"); e != "" {
+		return e
+	}
+	return "http://localhost:4566"
+}
+
 // newMotoS3Client returns an S3 client for the emulator at AWS_ENDPOINT_URL
-// (default http://localhost:4566).
+// (moto or LocalStack).
 func newMotoS3Client(t *testing.T) *s3.Client {
 	t.Helper()
-	endpoint := os.Getenv("AWS_ENDPOINT_URL")
-	if endpoint == "" {
-		endpoint = "http://localhost:4566"
-	}
 	return s3.New(s3.Options{
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		BaseEndpoint: aws.String(endpoint),
+		BaseEndpoint: aws.String(emulator()),
 		UsePathStyle: true,
 	})
+}
+
+// newKMSKey creates a KMS key on the emulator and returns its ARN.
+// LocalStack's S3 refuses an SSE-KMS put under a key KMS does not hold
+// (KMS.NotFoundException); moto takes any key id. The call is KMS's
+// CreateKey (JSON 1.1) signed through awscall, which spares the tests the
+// SDK's KMS client.
+func newKMSKey(t *testing.T) string {
+	t.Helper()
+	c, err := awscall.New(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(emulator()),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")},
+		awscall.Service{SDKID: "KMS", EndpointPrefix: "kms", SigningName: "kms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Do(context.Background(), awscall.Request{Method: http.MethodPost, Path: "/",
+		Header: http.Header{"X-Amz-Target": {"TrentService.CreateKey"}, "Content-Type": {"application/x-amz-json-1.1"}},
+		Body:   []byte(`{"Description":"agentgate docstore test"}`)})
+	if err != nil {
+		t.Fatalf("create a KMS key: %v", err)
+	}
+	var out struct {
+		KeyMetadata struct {
+			Arn string `json:"Arn"`
+		} `json:"KeyMetadata"`
+	}
+	if err := json.Unmarshal(res.Body, &out); err != nil || out.KeyMetadata.Arn == "" {
+		t.Fatalf("CreateKey answered %s (%v), want the key's metadata", res.Body, err)
+	}
+	return out.KeyMetadata.Arn
 }
 
 // newTestBucket creates a bucket with a random name and removes it, with
@@ -125,7 +162,8 @@ func TestS3BackendLayout(t *testing.T) {
 func TestS3BackendKMS(t *testing.T) {
 	client := newMotoS3Client(t)
 	bucket := newTestBucket(t, client)
-	b, err := NewS3Backend(client, S3Config{Bucket: bucket, KMSKeyID: "alias/agentgate-test"})
+	key := newKMSKey(t)
+	b, err := NewS3Backend(client, S3Config{Bucket: bucket, KMSKeyID: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +172,8 @@ func TestS3BackendKMS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if head.ServerSideEncryption != s3types.ServerSideEncryptionAwsKms || aws.ToString(head.SSEKMSKeyId) == "" {
-		t.Errorf("encryption = %q key %q, want aws:kms with a key", head.ServerSideEncryption, aws.ToString(head.SSEKMSKeyId))
+	if head.ServerSideEncryption != s3types.ServerSideEncryptionAwsKms || !strings.HasSuffix(key, aws.ToString(head.SSEKMSKeyId)) {
+		t.Errorf("encryption = %q key %q, want aws:kms with the key %s", head.ServerSideEncryption, aws.ToString(head.SSEKMSKeyId), key)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -66,5 +67,27 @@ func TestTemplateHelpers(t *testing.T) {
 	}
 	if got := quote("error: operation error S3: GetPublicAccessBlock, https response error StatusCode: 404, RequestID: x, api error NoSuchPublicAccessBlockConfiguration: not found"); got != "error: NoSuchPublicAccessBlockConfiguration: not found" {
 		t.Errorf("quote(sdk error) = %q", got)
+	}
+}
+
+// TestWantEnvTakesTheOptionalVariablesTheTemplateSets: a stack deployed
+// with sesApi (scripts/infra-local.sh on LocalStack) gives each function
+// AGENTGATE_SES_API; the checker failed such a function's environment as
+// not the contract's.
+func TestWantEnvTakesTheOptionalVariablesTheTemplateSets(t *testing.T) {
+	tpl, err := parseTemplate(`{"Resources":{
+		"Purge":{"Type":"AWS::Lambda::Function","Properties":{"Environment":{"Variables":{"AGENTGATE_TABLE":{"Ref":"T"},"AGENTGATE_SES_API":"v1"}}}},
+		"Resume":{"Type":"AWS::Lambda::Function","Properties":{"Environment":{"Variables":{"AGENTGATE_TABLE":{"Ref":"T"}}}}}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checker{template: tpl, physical: map[string][]resource{"AWS::Lambda::Function": {{"Purge", "Agentgate-purge"}, {"Resume", "Agentgate-resume"}}}}
+	keys, values := c.wantEnv("PurgeFunctionName", "Agentgate-purge")
+	if !slices.Contains(keys, "AGENTGATE_SES_API") || values["AGENTGATE_SES_API"] != "v1" || len(keys) != len(contractEnv["PurgeFunctionName"])+1 {
+		t.Errorf("purge: %v %v, want the contract's variables and AGENTGATE_SES_API=v1", keys, values)
+	}
+	keys, values = c.wantEnv("ResumeFunctionName", "Agentgate-resume")
+	if !slices.Equal(keys, contractEnv["ResumeFunctionName"]) || len(values) != 0 {
+		t.Errorf("resume: %v %v, want the contract's variables alone", keys, values)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -212,6 +213,32 @@ var contractEnv = map[string][]string{
 		"AGENTGATE_STARTRUN_FUNCTION", "AGENTGATE_TABLE"},
 }
 
+// optionalEnv are the variables the stack sets only when asked
+// (CONTRACTS.md): AGENTGATE_SES_API with the sesApi context key, which
+// scripts/infra-local.sh sets on LocalStack.
+var optionalEnv = []string{"AGENTGATE_SES_API"}
+
+// wantEnv returns the environment variables of the function named name (the
+// stack output out) and the values the deployed template gives the
+// optional ones: contractEnv plus each optional variable the template sets.
+func (c *checker) wantEnv(out, name string) (keys []string, values map[string]string) {
+	keys = slices.Clone(contractEnv[out])
+	values = map[string]string{}
+	for _, r := range c.physical["AWS::Lambda::Function"] {
+		if r.physical != name || c.template == nil {
+			continue
+		}
+		for _, k := range optionalEnv {
+			if v := at(c.template.props(r.logical), "Environment", "Variables", k); v != nil {
+				keys = append(keys, k)
+				values[k] = flat(v)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys, values
+}
+
 func (c *checker) checkFunctions(ctx context.Context) {
 	wantValues := map[string]string{
 		"AGENTGATE_TABLE":             c.outputs["TableName"],
@@ -255,8 +282,14 @@ func (c *checker) checkFunctions(ctx context.Context) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		c.expect(area, name+" environment variables", strings.Join(keys, " "), strings.Join(contractEnv[out], " "), nil)
+		wantKeys, optional := c.wantEnv(out, name)
+		c.expect(area, name+" environment variables", strings.Join(keys, " "), strings.Join(wantKeys, " "), nil)
 		var mismatched []string
+		for k, want := range optional {
+			if got := env[k]; got != want {
+				mismatched = append(mismatched, fmt.Sprintf("%s=%s (want %s)", k, got, want))
+			}
+		}
 		for k, want := range wantValues {
 			if got, ok := env[k]; ok && got != want {
 				mismatched = append(mismatched, fmt.Sprintf("%s=%s (want %s)", k, got, want))

@@ -3,6 +3,7 @@ package approvaltest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -28,8 +29,8 @@ type SentMessage struct {
 	// Subject is the decoded subject.
 	Subject string
 	// Text and HTML are the plain-text and HTML bodies. For simple content
-	// with both bodies moto keeps only the HTML one; for raw mails both are
-	// taken from the MIME parts.
+	// with both bodies moto keeps only the HTML one, LocalStack both; for
+	// raw mails both are taken from the MIME parts.
 	Text string
 	HTML string
 	// Raw is the MIME source of a raw mail, empty for simple content.
@@ -41,6 +42,18 @@ type SentMessage struct {
 func (m SentMessage) Body() string {
 	return strings.TrimSpace(m.HTML + "\n" + m.Text)
 }
+
+// The emulators' read-back endpoints.
+const (
+	// motoData is moto's dump of its whole state.
+	motoData = "/moto-api/data.json"
+	// localStackSES lists the mails LocalStack's SES accepted. LocalStack
+	// registers it when SES first loads (its first SES call; the init of
+	// localstack/docker-compose.yml makes one).
+	localStackSES = "/_aws/ses"
+	// localStackHealth is LocalStack's health, with its services' states.
+	localStackHealth = "/_localstack/health"
+)
 
 // motoSES is the "ses" section of moto's /moto-api/data.json, which holds
 // the mails of SES v1 and v2 of all accounts and regions:
@@ -66,32 +79,62 @@ type motoSES struct {
 	} `json:"ses"`
 }
 
-// SentMail returns the mails a moto server at endpoint (for example
-// http://localhost:4566) has accepted through SES, oldest first, read from
-// its GET /moto-api/data.json. It is a helper for integration tests.
+// localStackMail is LocalStack's GET /_aws/ses (its SES provider's
+// SentEmail records, oldest first, of all regions):
+//
+//	{"messages": [{"Id", "Region", "Source", "Subject", "Timestamp",
+//	               "Destination": {"ToAddresses": [...], "CcAddresses": [...], "BccAddresses": [...]},
+//	               "Body": {"text_part": ..., "html_part": ...}},
+//	              {"Id", "Region", "Source", "RawData", "Timestamp"}]}
+//
+// A raw mail carries a Destination only in some versions, as the list of
+// addresses given to SendRawEmail.
+type localStackMail struct {
+	Messages []struct {
+		ID          string          `json:"Id"`
+		Source      string          `json:"Source"`
+		Subject     string          `json:"Subject"`
+		Destination json.RawMessage `json:"Destination"`
+		Body        *struct {
+			Text *string `json:"text_part"`
+			HTML *string `json:"html_part"`
+		} `json:"Body"`
+		RawData string `json:"RawData"`
+	} `json:"messages"`
+}
+
+// SentMail returns the mails the emulator at endpoint (for example
+// http://localhost:4566) has accepted through SES (v1 or v2), oldest first.
+// It is a helper for integration tests. It reads moto's GET
+// /moto-api/data.json and, when that is not found, LocalStack's GET
+// /_aws/ses.
 //
 // moto 5.2 answers data.json with a 500 once for every S3 object whose
 // bucket was deleted (it looks the bucket up while serializing the object's
 // restore status, and the next read moves past it), so SentMail retries on
 // 5xx answers, up to readAttempts times or until ctx is done.
 func SentMail(ctx context.Context, endpoint string) ([]SentMessage, error) {
-	url := strings.TrimRight(endpoint, "/") + "/moto-api/data.json"
-	var data motoSES
-	for attempt := 1; ; attempt++ {
-		retry, err := readModelData(ctx, url, &data)
-		if err == nil {
-			break
-		}
-		if !retry || attempt == readAttempts {
-			return nil, fmt.Errorf("read sent mail: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read sent mail: %w (last: %w)", ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	base := strings.TrimRight(endpoint, "/")
+	var moto motoSES
+	err := getJSON(ctx, base+motoData, &moto)
+	if err == nil {
+		return fromMoto(moto)
 	}
+	if !errors.Is(err, errNotFound) {
+		return nil, fmt.Errorf("read sent mail: %w", err)
+	}
+	var ls localStackMail
+	switch err := getJSON(ctx, base+localStackSES, &ls); {
+	case errors.Is(err, errNotFound):
+		return nil, fmt.Errorf("read sent mail: neither moto's %s nor LocalStack's %s is found at %s "+
+			"(LocalStack serves %s once SES has loaded, at its first SES call)", motoData, localStackSES, base, localStackSES)
+	case err != nil:
+		return nil, fmt.Errorf("read sent mail: %w", err)
+	}
+	return fromLocalStack(ls)
+}
 
+func fromMoto(data motoSES) ([]SentMessage, error) {
 	var out []SentMessage
 	for _, m := range data.SES.Message {
 		s := SentMessage{ID: m.ID, From: m.Source, Subject: m.Subject}
@@ -120,12 +163,104 @@ func SentMail(ctx context.Context, endpoint string) ([]SentMessage, error) {
 	return out, nil
 }
 
-// readAttempts bounds how often SentMail reads data.json.
+func fromLocalStack(data localStackMail) ([]SentMessage, error) {
+	var out []SentMessage
+	for _, m := range data.Messages {
+		s := SentMessage{ID: m.ID, From: m.Source, Subject: m.Subject, Raw: m.RawData}
+		to, err := destinations(m.Destination)
+		if err != nil {
+			return nil, fmt.Errorf("read sent mail %s: destination: %w", m.ID, err)
+		}
+		for _, a := range to {
+			if !slices.Contains(s.To, a) {
+				s.To = append(s.To, a)
+			}
+		}
+		switch {
+		case m.RawData != "":
+			if err := parseRaw(&s); err != nil {
+				return nil, fmt.Errorf("read sent mail %s: %w", m.ID, err)
+			}
+		case m.Body != nil:
+			if m.Body.Text != nil {
+				s.Text = *m.Body.Text
+			}
+			if m.Body.HTML != nil {
+				s.HTML = *m.Body.HTML
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// destinations reads a LocalStack Destination: SES's Destination object
+// (To, Cc and Bcc, in that order) or a list of addresses; absent is none.
+func destinations(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var d struct {
+		To  []string `json:"ToAddresses"`
+		Cc  []string `json:"CcAddresses"`
+		Bcc []string `json:"BccAddresses"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, err
+	}
+	return slices.Concat(d.To, d.Cc, d.Bcc), nil
+}
+
+// ServesSESv2 reports whether the emulator at endpoint serves SES v2.
+// LocalStack lists its services' states at GET /_localstack/health, sesv2
+// only in a Pro image (an auth token) that loads it; an endpoint where
+// that is not found is taken to be moto, which serves SES v1 and v2.
+func ServesSESv2(ctx context.Context, endpoint string) (bool, error) {
+	var health struct {
+		Services map[string]string `json:"services"`
+	}
+	switch err := getJSON(ctx, strings.TrimRight(endpoint, "/")+localStackHealth, &health); {
+	case errors.Is(err, errNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	switch health.Services["sesv2"] {
+	case "available", "running":
+		return true, nil
+	}
+	return false, nil
+}
+
+// readAttempts bounds how often getJSON reads an endpoint that answers 5xx.
 const readAttempts = 50
 
-// readModelData decodes the SES part of data.json into data; retry says a
-// failure was a server error worth another try.
-func readModelData(ctx context.Context, url string, data *motoSES) (retry bool, err error) {
+// errNotFound is the error of a 404 answer.
+var errNotFound = errors.New("not found")
+
+// getJSON decodes the JSON answer of GET url into v, trying again after a
+// 5xx answer; a 404 is errNotFound.
+func getJSON(ctx context.Context, url string, v any) error {
+	for attempt := 1; ; attempt++ {
+		retry, err := getJSONOnce(ctx, url, v)
+		if err == nil || !retry || attempt == readAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// getJSONOnce makes one GET; retry says a failure was a server error worth
+// another try.
+func getJSONOnce(ctx context.Context, url string, v any) (retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false, err
@@ -137,9 +272,12 @@ func readModelData(ctx context.Context, url string, data *motoSES) (retry bool, 
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drain for reuse; the status is the error
+		if resp.StatusCode == http.StatusNotFound {
+			return false, fmt.Errorf("GET %s: %w", url, errNotFound)
+		}
 		return resp.StatusCode >= 500, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(data); err != nil {
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		return false, fmt.Errorf("decode %s: %w", url, err)
 	}
 	return false, nil
