@@ -191,6 +191,10 @@ type PendingCall struct {
 	Approval *ApprovalRule `json:"approval,omitempty"`
 	// Denied is the policy's denial: the call never runs.
 	Denied string `json:"denied,omitempty"`
+	// Rejected is why the call cannot run at all (an unknown tool, an
+	// input its schema refuses): the model gets this error whatever the
+	// decision (but for an edit that gives a held call a valid input).
+	Rejected string `json:"rejected,omitempty"`
 	// ApprovedBy names who approved the tool for the rest of the run.
 	ApprovedBy string `json:"approved_by,omitempty"`
 	// DefinitionUnverified is set when the tool's server could not be

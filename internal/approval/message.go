@@ -122,6 +122,9 @@ type callView struct {
 	Rule          string
 	RuleNote      string
 	Denied        string
+	// Rejected is why a call that needs no approval cannot run at all
+	// (runs.CallSummary.Rejected).
+	Rejected string
 	// DefinitionNote: the tool's definition could not be checked when the
 	// turn was held (DefinitionNote).
 	DefinitionNote string
@@ -164,6 +167,9 @@ func Compose(m Message) (subject, text, html string, err error) {
 			// The note is short (its reason is capped): never cut.
 			DefinitionNote: CleanText(DefinitionNote(c.DefinitionUnverified)),
 		})
+		if !c.NeedsApproval && c.Denied == "" {
+			v.Calls[len(v.Calls)-1].Rejected = truncate(CleanText(c.Rejected), ValueLimit)
+		}
 		if c.NeedsApproval {
 			v.NeedApproval++
 		}

@@ -115,6 +115,9 @@ type callView struct {
 	Rule      string
 	RuleNote  string
 	Denied    string
+	// Rejected is why a call that needs no approval cannot run at all
+	// (runs.CallSummary.Rejected): it fails whatever the decision.
+	Rejected string
 	// DefinitionNote: the tool's definition could not be checked when the
 	// turn was held (approval.DefinitionNote).
 	DefinitionNote string
@@ -173,6 +176,9 @@ func Confirm(p ConfirmPage) (status int, html string) {
 			Denied:         approval.CleanText(c.Denied),
 			DefinitionNote: approval.CleanText(approval.DefinitionNote(c.DefinitionUnverified)),
 		}
+		if !c.NeedsApproval && c.Denied == "" {
+			cv.Rejected = approval.CleanText(c.Rejected)
+		}
 		if c.InputTruncated {
 			cv.InputURL, cv.InputSize = HeldTextURL(c.ID, "input", 0), c.InputSize
 			if len(c.Input) == 0 {
@@ -185,7 +191,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		v.Calls = append(v.Calls, cv)
 		if c.NeedsApproval {
 			v.NeedApproval++
-		} else if c.Denied == "" {
+		} else if c.Denied == "" && c.Rejected == "" {
 			v.Unasked++
 		}
 		if cv.Mine {

@@ -121,6 +121,11 @@ type CallSummary struct {
 	Approval *loop.ApprovalRule `json:"approval,omitempty"`
 	// Denied is the policy's denial: the call never runs and needs no decision.
 	Denied string `json:"denied,omitempty"`
+	// Rejected is why the call cannot run at all (an unknown tool, an input
+	// its schema refuses: loop.PendingCall.Rejected), cut to
+	// SummaryRejectedBytes: whatever the decision it gets an error result
+	// (but for an edit that gives a held call a valid input).
+	Rejected string `json:"rejected,omitempty"`
 	// ApprovedBy names who approved the call's tool for the rest of the run
 	// (remember: "run"): it runs without a decision.
 	ApprovedBy string `json:"approved_by,omitempty"`
@@ -137,6 +142,7 @@ func (c CallSummary) PendingCall() loop.PendingCall {
 	return loop.PendingCall{
 		ID: c.ID, Name: c.Tool, Input: c.Input, NeedsApproval: c.NeedsApproval, Effect: c.Effect,
 		Rule: c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
+		Rejected: c.Rejected,
 	}
 }
 
@@ -469,8 +475,9 @@ func (r *Run) LostWorkerReason() loop.TerminationReason {
 }
 
 // HeldCalls returns the loop's view of the held turn's calls, for
-// loop.ValidateDecision, which reads their ids, tools and whether they need
-// approval, never their inputs (a row's input may be shortened).
+// loop.ValidateDecision, which reads their ids, tools, whether they need
+// approval and why one cannot run, never their inputs (a row's input may
+// be shortened).
 func (r *Run) HeldCalls() []loop.PendingCall {
 	out := make([]loop.PendingCall, len(r.PendingCalls))
 	for i, c := range r.PendingCalls {

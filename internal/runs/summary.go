@@ -23,6 +23,9 @@ const (
 	// SummaryToolBytes is the most of a tool name the row keeps (only the
 	// name of an unknown tool, which never runs, can be longer).
 	SummaryToolBytes = 128
+	// SummaryRejectedBytes is the most of why a call cannot run
+	// (CallSummary.Rejected) the row keeps.
+	SummaryRejectedBytes = 500
 )
 
 // minSummaryBytes is the smallest share of input and preview a call keeps
@@ -33,6 +36,12 @@ const minSummaryBytes = 128
 // unverified definition's reason a call's summary keeps when even its
 // smallest input and preview shares do not fit.
 const summaryNoteBytes = 32
+
+// summaryRejectedNoteBytes is how much of why a call cannot run
+// (CallSummary.Rejected) a call's summary keeps then: it is kept at all so
+// that a per-call decision on the call is still refused for the right
+// reason (loop.CheckCallDecision).
+const summaryRejectedNoteBytes = 16
 
 // SummarizeCalls returns the run row's summary of a suspended state's
 // pending calls, in turn order, within MaxPendingCallsSize as JSON when the
@@ -87,6 +96,7 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 			ID: c.ID, Tool: cutText(c.Name, SummaryToolBytes, "…"), NeedsApproval: c.NeedsApproval, Effect: c.Effect,
 			InputSize: len(compactInput(c.Input)),
 			Rule:      c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
+			Rejected: cutText(c.Rejected, SummaryRejectedBytes, "…"),
 		}
 		if u := c.DefinitionUnverified; u != nil {
 			note := *u
@@ -102,6 +112,7 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 			if s.DefinitionUnverified != nil {
 				s.DefinitionUnverified.Reason = cutText(s.DefinitionUnverified.Reason, summaryNoteBytes, "…")
 			}
+			s.Rejected = cutText(s.Rejected, summaryRejectedNoteBytes, "…")
 		}
 		s.Input, s.InputTruncated = shortenInput(compactInput(c.Input), inMax)
 		if p := st.Previews[c.ID]; p != "" {

@@ -53,7 +53,7 @@ func TestSummarizeCallsFitsTheRow(t *testing.T) {
 		in := `{"text":"` + strings.Repeat("\u0001", 5000) + `"}`
 		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: id, Name: strings.Repeat("n", 300), Input: json.RawMessage(in), NeedsApproval: true,
 			Rule: strings.Repeat("r", 64), Approval: &loop.ApprovalRule{Approvers: []string{"group:finance-approvers", "group:security-officers"}, RequiredApprovals: 2,
-				FourEyes: true, AlwaysAsk: true, Description: strings.Repeat("d", 200)},
+				FourEyes: true, AlwaysAsk: true, Description: strings.Repeat("d", 200)}, Rejected: strings.Repeat("\u0001", 2000),
 			DefinitionUnverified: &loop.UnverifiedDefinition{Reason: strings.Repeat("r", loop.MaxUnverifiedReasonBytes), ListedAt: time.Date(2026, 12, 5, 9, 14, 2, 123456789, time.UTC)}})
 		st.Previews[id] = strings.Repeat("\u0001", 50000)
 	}
@@ -66,6 +66,7 @@ func TestSummarizeCallsFitsTheRow(t *testing.T) {
 		assert.True(t, c.PreviewTruncated)
 		assert.Equal(t, 50000, c.PreviewSize)
 		assert.LessOrEqual(t, len(c.Tool), SummaryToolBytes+len("…"))
+		assert.NotEmpty(t, c.Rejected, "why a call cannot run is cut, never dropped")
 	}
 }
 
