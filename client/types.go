@@ -189,6 +189,9 @@ type PendingCall struct {
 	// Approval is who must approve the call as its rule says (nil: the
 	// run's approvers, one approval).
 	Approval *ApprovalRule `json:"approval,omitempty"`
+	// RuleDescription is what the rule that lets the call run without
+	// approval, or denied it, is for; a held call's is Approval.Description.
+	RuleDescription string `json:"rule_description,omitempty"`
 	// Denied is the policy's denial: the call never runs.
 	Denied string `json:"denied,omitempty"`
 	// Rejected is why the call cannot run at all (an unknown tool, an

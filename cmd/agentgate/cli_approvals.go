@@ -255,6 +255,8 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 			if progress := callProgress(a); progress != "" {
 				fmt.Fprintf(w, "    votes: %s\n", progress)
 			}
+		} else if call.RuleDescription != "" {
+			fmt.Fprintf(w, "    why:  %s\n", one(call.RuleDescription))
 		}
 		if call.Denied != "" {
 			fmt.Fprintf(w, "    DENIED by policy: %s\n", one(call.Denied))

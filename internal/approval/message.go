@@ -336,11 +336,12 @@ func indent(prefix, s string) string {
 }
 
 // RuleNote describes what a call's policy rule asks of its approval, for
-// approvers (mail and page).
+// approvers (mail and page); for a call that needs none (an allow rule
+// lets it run, or a deny rule refused it), what the rule is for.
 func RuleNote(c runs.CallSummary) string {
 	a := c.Approval
 	if a == nil {
-		return ""
+		return c.RuleDescription
 	}
 	var parts []string
 	if a.Description != "" {

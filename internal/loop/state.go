@@ -85,6 +85,11 @@ type PendingCall struct {
 	// Approval is who must approve the call, as its rule says (nil: the
 	// run's approvers, one approval).
 	Approval *ApprovalRule `json:"approval,omitempty"`
+	// RuleDescription is what the rule that let the call run unasked, or
+	// denied it, is for (Verdict.Description), for approvers of the turn;
+	// a held call's rule description is its Approval's. The turn digest
+	// does not cover it.
+	RuleDescription string `json:"rule_description,omitempty"`
 	// ApprovedBy names who approved the call in advance (remember: "run");
 	// such a call needs no decision.
 	ApprovedBy string `json:"approved_by,omitempty"`

@@ -119,6 +119,10 @@ type CallSummary struct {
 	// Approval is who must approve the call and how, as its rule says (nil:
 	// the run's approvers, one approval).
 	Approval *loop.ApprovalRule `json:"approval,omitempty"`
+	// RuleDescription is what the rule that lets the call run without
+	// approval, or denied it, is for (loop.PendingCall.RuleDescription),
+	// shown to approvers; a held call's is Approval.Description.
+	RuleDescription string `json:"rule_description,omitempty"`
 	// Denied is the policy's denial: the call never runs and needs no decision.
 	Denied string `json:"denied,omitempty"`
 	// Rejected is why the call cannot run at all (an unknown tool, an input
@@ -142,7 +146,7 @@ func (c CallSummary) PendingCall() loop.PendingCall {
 	return loop.PendingCall{
 		ID: c.ID, Name: c.Tool, Input: c.Input, NeedsApproval: c.NeedsApproval, Effect: c.Effect,
 		Rule: c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
-		Rejected: c.Rejected,
+		Rejected: c.Rejected, RuleDescription: c.RuleDescription,
 	}
 }
 
