@@ -18,3 +18,11 @@ func TestQuorumUnderConcurrencyOnDynamoDB(t *testing.T) {
 func TestQuorumPerCallVotesOnDynamoDB(t *testing.T) {
 	runQuorumPerCallVotes(t, onAWS(t))
 }
+
+// TestQuorumLostWhileWaitingOnDynamoDB is TestQuorumLostWhileWaitingEndToEnd
+// on DynamoDB + S3: the sweep's end of a run whose approval can no longer
+// be given is a conditional write on the row its check read, which a vote
+// landing first refuses.
+func TestQuorumLostWhileWaitingOnDynamoDB(t *testing.T) {
+	runQuorumLostWhileWaiting(t, onAWS(t))
+}

@@ -350,6 +350,17 @@ func Expired() (status int, html string) {
 	}.render()
 }
 
+// Unmeetable renders the page for a token whose run ended because a held
+// call could no longer get the approvals it needs (the directory changed
+// while it waited), status 410.
+func Unmeetable() (status int, html string) {
+	return http.StatusGone, outcomeView{
+		Title: "Approval no longer possible",
+		Paragraphs: []string{"The run no longer waits for a decision: since it was held, too few of the persons who may decide one of its calls remain " +
+			"(the directory changed), so that call's approvals could not be completed. The run ended without running anything of this turn. Nothing was changed."},
+	}.render()
+}
+
 // Problem renders an error page with status (a 4xx or 5xx; anything else
 // becomes 500) and message, which must be safe to show: for example
 // runs.ErrorMessage of the error ParseDecision returned.

@@ -317,6 +317,11 @@ const (
 const (
 	// ReasonApprovalExpired ends a run whose approval window closed undecided.
 	ReasonApprovalExpired TerminationReason = "approval_expired"
+	// ReasonApprovalUnmeetable ends a waiting run a held call of which can
+	// no longer get the approvals it still needs: the directory changed
+	// while it waited (a person left a group it names, a group was
+	// removed), and too few persons who have not voted may still decide it.
+	ReasonApprovalUnmeetable TerminationReason = "approval_unmeetable"
 	// ReasonInterruptedWrite ends a run whose worker vanished while a write
 	// may have begun, or after a write completed in the lost segment: the
 	// write is never executed again.

@@ -276,6 +276,11 @@ type Run struct {
 	RemindAt         time.Time         `json:"remind_at,omitzero"`
 	ReminderSent     bool              `json:"reminder_sent,omitempty"`
 	Notification     NotificationState `json:"notification,omitempty"`
+	// QuorumCheckAt, while the run waits, is when the sweep next checks
+	// that each held call not yet approved or denied can still get the
+	// approvals it needs from the directory in force (zero: never; see
+	// CheckOpenApprovals and Store.EndUnmeetable).
+	QuorumCheckAt time.Time `json:"quorum_check_at,omitzero"`
 	// NoticeSeq is the event sequence number the current suspension kept
 	// for the notified event of its first notification (Suspension.Notify),
 	// until that event takes it (0: none kept, or taken). The event takes

@@ -111,6 +111,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ResolvedDecisionFits", testResolvedDecisionFits},
 		{"NoVoteOnDecidedCalls", testNoVoteOnDecidedCalls},
 		{"VoteDropsTheDone", testVoteDropsTheDone},
+		{"QuorumCheck", testQuorumCheck},
+		{"EndUnmeetable", testEndUnmeetable},
 		{"Checkpoint", testCheckpoint},
 		{"IdempotentFence", testIdempotentFence},
 		{"Reclaims", testReclaims},
