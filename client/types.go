@@ -190,8 +190,15 @@ type PendingCall struct {
 	// Approval is who must approve the call as its rule says (nil: the
 	// run's approvers, one approval).
 	Approval *ApprovalRule `json:"approval,omitempty"`
+	// RuleDescription is what the rule that lets the call run without
+	// approval, or denied it, is for; a held call's is Approval.Description.
+	RuleDescription string `json:"rule_description,omitempty"`
 	// Denied is the policy's denial: the call never runs.
 	Denied string `json:"denied,omitempty"`
+	// Rejected is why the call cannot run at all (an unknown tool, an
+	// input its schema refuses): the model gets this error whatever the
+	// decision (but for an edit that gives a held call a valid input).
+	Rejected string `json:"rejected,omitempty"`
 	// ApprovedBy names who approved the tool for the rest of the run.
 	ApprovedBy string `json:"approved_by,omitempty"`
 	// DefinitionUnverified is set when the tool's server could not be

@@ -238,6 +238,8 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 			need = "NEEDS APPROVAL"
 		case call.Denied != "":
 			need = "DENIED BY POLICY, never runs"
+		case call.Rejected != "":
+			need = "CANNOT RUN, fails whatever the decision"
 		}
 		fmt.Fprint(w, "\n")
 		bold(fmt.Sprintf("[%d] %s", i+1, one(call.Tool)))
@@ -259,9 +261,17 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 			if progress := callProgress(a); progress != "" {
 				fmt.Fprintf(w, "    votes: %s\n", progress)
 			}
+		} else if call.RuleDescription != "" {
+			fmt.Fprintf(w, "    why:  %s\n", one(call.RuleDescription))
 		}
 		if call.Denied != "" {
 			fmt.Fprintf(w, "    DENIED by policy: %s\n", one(call.Denied))
+		}
+		switch {
+		case call.Rejected != "" && call.NeedsApproval:
+			fmt.Fprintf(w, "    fails as it is: %s (an edit with a valid input runs instead)\n", one(call.Rejected))
+		case call.Rejected != "":
+			fmt.Fprintf(w, "    cannot run: %s\n", one(call.Rejected))
 		}
 		if call.ApprovedBy != "" {
 			fmt.Fprintf(w, "    approved for this run by %s\n", one(call.ApprovedBy))

@@ -270,6 +270,34 @@ func TestHeldTurnShowsLiteralArguments(t *testing.T) {
 	}
 }
 
+// TestHeldTurnSaysWhyCallsRunOrNot: `approvals show` gives the
+// description of the allow rule that lets a call run without approval, as
+// a held call's rule gives its own, and labels a call that cannot run so,
+// with why, never "runs on resume".
+func TestHeldTurnSaysWhyCallsRunOrNot(t *testing.T) {
+	r := &client.Run{ID: "run1", Initiator: "alice", Pending: &client.Pending{
+		TurnDigest: "d", Deadline: time.Now().Add(time.Hour),
+		Calls: []client.PendingCall{
+			{ID: "c1", Tool: "write_document", NeedsApproval: true, Effect: client.EffectWrite, Rule: "pricing",
+				Approval: &client.ApprovalRule{Description: "pricing changes go through finance"}},
+			{ID: "c2", Tool: "write_document", Effect: client.EffectWrite, Rule: "drafts", RuleDescription: "drafts are scratch space"},
+			{ID: "c3", Tool: "no_such_tool", Rejected: `unknown tool "no_such_tool"`},
+		},
+	}}
+	var out strings.Builder
+	writeHeldTurn(&out, r, false)
+	text := out.String()
+	for _, want := range []string{"why:  pricing changes go through finance", "rule: drafts\n    why:  drafts are scratch space",
+		"[3] no_such_tool CANNOT RUN", `cannot run: unknown tool "no_such_tool"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("approvals show lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Count(text, "runs on resume") != 1 {
+		t.Errorf("want only the drafts write said to run on resume:\n%s", text)
+	}
+}
+
 // TestRunsWaitSaysWhenItCannotReachTheServer: `runs wait` against a server
 // that is not there retries until --timeout, as before, but says so on
 // stderr once rather than staying silent.

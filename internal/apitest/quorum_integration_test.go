@@ -24,3 +24,11 @@ func TestQuorumPerCallVotesOnDynamoDB(t *testing.T) {
 func TestQuorumCallsDecidedApartOnDynamoDB(t *testing.T) {
 	runQuorumCallsDecidedApart(t, onAWS(t))
 }
+
+// TestQuorumLostWhileWaitingOnDynamoDB is TestQuorumLostWhileWaitingEndToEnd
+// on DynamoDB + S3: the sweep's end of a run whose approval can no longer
+// be given is a conditional write on the row its check read, which a vote
+// landing first refuses.
+func TestQuorumLostWhileWaitingOnDynamoDB(t *testing.T) {
+	runQuorumLostWhileWaiting(t, onAWS(t))
+}

@@ -255,6 +255,25 @@ func TestComposeLabelsCallsThePolicyDenied(t *testing.T) {
 	}
 }
 
+// TestComposeLabelsCallsThatCannotRun: a call that needs no approval and
+// cannot run (an unknown tool) is labelled so in both parts, with why, not
+// "runs without approval".
+func TestComposeLabelsCallsThatCannotRun(t *testing.T) {
+	m := sampleMessage()
+	m.Calls = m.Calls[:1]
+	m.Calls[0].NeedsApproval = false
+	m.Calls[0].Rejected = `unknown tool "no_such_tool"`
+	_, text, html, err := approval.Compose(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part, body := range map[string]string{"text": text, "html": strings.ReplaceAll(html, "&#34;", `"`)} {
+		if !strings.Contains(body, "cannot run") || !strings.Contains(body, `unknown tool "no_such_tool"`) || strings.Contains(body, "runs without approval") {
+			t.Errorf("%s part: want the call labelled cannot run with why, not runs without approval:\n%s", part, body)
+		}
+	}
+}
+
 // TestComposeSaysHowLargeTheWholeIs: the mail cuts what the row's summary
 // had already shortened; it says how large the whole input and preview
 // are, not how much of the summary's shortened text it left out (it said

@@ -61,6 +61,8 @@ func (v mailView) text() string {
 			b.WriteString(" (needs approval")
 		case c.Denied != "":
 			b.WriteString(" (denied by policy")
+		case c.Rejected != "":
+			b.WriteString(" (cannot run")
 		default:
 			b.WriteString(" (runs without approval")
 		}
@@ -82,6 +84,11 @@ func (v mailView) text() string {
 		if c.Denied != "" {
 			b.WriteString("\n    denied by policy: ")
 			b.WriteString(c.Denied)
+		}
+		if c.Rejected != "" {
+			b.WriteString("\n    cannot run: ")
+			b.WriteString(c.Rejected)
+			b.WriteString(" (the agent gets this error, whatever the decision)")
 		}
 		if c.DefinitionNote != "" {
 			b.WriteString("\n    note: ")
@@ -185,6 +192,8 @@ func (v mailView) html() string {
 			h.Raw(` <span style="padding:1px 6px;background:#fee2e2;border-radius:4px;font-size:12px">needs approval</span>`)
 		case c.Denied != "":
 			h.Raw(` <span style="padding:1px 6px;background:#e4e4e7;border-radius:4px;font-size:12px">denied by policy</span>`)
+		case c.Rejected != "":
+			h.Raw(` <span style="padding:1px 6px;background:#e4e4e7;border-radius:4px;font-size:12px">cannot run</span>`)
 		default:
 			h.Raw(` <span style="padding:1px 6px;background:#e4e4e7;border-radius:4px;font-size:12px">runs without approval</span>`)
 		}
@@ -210,6 +219,11 @@ func (v mailView) html() string {
 			h.Raw("\n" + `<p style="margin:0 0 6px;font-size:13px">Denied by policy: `)
 			h.Text(c.Denied)
 			h.Raw("</p>")
+		}
+		if c.Rejected != "" {
+			h.Raw("\n" + `<p style="margin:0 0 6px;font-size:13px">Cannot run: `)
+			h.Text(c.Rejected)
+			h.Raw(" (the agent gets this error, whatever the decision)</p>")
 		}
 		if c.DefinitionNote != "" {
 			h.Raw("\n" + `<p style="margin:0 0 6px;padding:6px 8px;background:#fef3c7;border-radius:4px;font-size:13px">`)

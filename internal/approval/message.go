@@ -130,6 +130,9 @@ type callView struct {
 	Rule          string
 	RuleNote      string
 	Denied        string
+	// Rejected is why a call that needs no approval cannot run at all
+	// (runs.CallSummary.Rejected).
+	Rejected string
 	// DefinitionNote: the tool's definition could not be checked when the
 	// turn was held (DefinitionNote).
 	DefinitionNote string
@@ -176,6 +179,9 @@ func Compose(m Message) (subject, text, html string, err error) {
 			// The note is short (its reason is capped): never cut.
 			DefinitionNote: CleanText(DefinitionNote(c.DefinitionUnverified)),
 		})
+		if !c.NeedsApproval && c.Denied == "" {
+			v.Calls[len(v.Calls)-1].Rejected = truncate(CleanText(c.Rejected), ValueLimit)
+		}
 		if c.NeedsApproval {
 			v.NeedApproval++
 		}
@@ -342,11 +348,12 @@ func indent(prefix, s string) string {
 }
 
 // RuleNote describes what a call's policy rule asks of its approval, for
-// approvers (mail and page).
+// approvers (mail and page); for a call that needs none (an allow rule
+// lets it run, or a deny rule refused it), what the rule is for.
 func RuleNote(c runs.CallSummary) string {
 	a := c.Approval
 	if a == nil {
-		return ""
+		return c.RuleDescription
 	}
 	var parts []string
 	if a.Description != "" {

@@ -198,6 +198,8 @@ func TestParseDecisionAgreesWithAPI(t *testing.T) {
 		{"write an allow rule lets run", runs.CallSummary{ID: "c", Tool: "write_document", Effect: "write", Rule: "drafts"}},
 		{"write approved for the run", runs.CallSummary{ID: "c", Tool: "write_document", Effect: "write", Rule: "default", ApprovedBy: "ops@example.com"}},
 		{"call a deny rule refused", runs.CallSummary{ID: "c", Tool: "write_document", Effect: "write", Rule: "no-prod", Denied: "not in prod"}},
+		{"unknown tool's call", runs.CallSummary{ID: "c", Tool: "no_such_tool", Rejected: `unknown tool "no_such_tool"`}},
+		{"held write whose input its schema refuses", runs.CallSummary{ID: "c", Tool: "write_document", Effect: "write", NeedsApproval: true, Rejected: "input: missing path"}},
 	}
 	held := runs.CallSummary{ID: "h", Tool: "send_email", Effect: "write", NeedsApproval: true}
 	for _, k := range kinds {
@@ -225,6 +227,9 @@ func TestParseDecisionAgreesWithAPI(t *testing.T) {
 					why, _, _ := strings.Cut(strings.TrimPrefix(runs.ErrorMessage(runs.FromLoop(apiErr)), "calls[1]: "), ";")
 					if msg := runs.ErrorMessage(formErr); !strings.HasPrefix(msg, why) {
 						t.Errorf("form refusal %q does not start with the API's reason %q", msg, why)
+					}
+					if k.call.Rejected != "" && (!strings.Contains(why, "cannot run ("+k.call.Rejected+")") || strings.Contains(why, "runs without")) {
+						t.Errorf("refusal %q, want it to say the call cannot run (%s)", why, k.call.Rejected)
 					}
 					if code := runs.ErrorCode(formErr); code != runs.EInvalid {
 						t.Errorf("form refusal code = %q, want %q (422, as the API's)", code, runs.EInvalid)

@@ -121,6 +121,9 @@ type callView struct {
 	Rule      string
 	RuleNote  string
 	Denied    string
+	// Rejected is why a call that needs no approval cannot run at all
+	// (runs.CallSummary.Rejected): it fails whatever the decision.
+	Rejected string
 	// DefinitionNote: the tool's definition could not be checked when the
 	// turn was held (approval.DefinitionNote).
 	DefinitionNote string
@@ -191,6 +194,9 @@ func Confirm(p ConfirmPage) (status int, html string) {
 			Denied:         approval.CleanText(c.Denied),
 			DefinitionNote: approval.CleanText(approval.DefinitionNote(c.DefinitionUnverified)),
 		}
+		if !c.NeedsApproval && c.Denied == "" {
+			cv.Rejected = approval.CleanText(c.Rejected)
+		}
 		if c.InputTruncated {
 			cv.InputURL, cv.InputSize = HeldTextURL(c.ID, "input", 0), c.InputSize
 			if len(c.Input) == 0 {
@@ -203,7 +209,7 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		v.Calls = append(v.Calls, cv)
 		if c.NeedsApproval {
 			v.NeedApproval++
-		} else if c.Denied == "" {
+		} else if c.Denied == "" && c.Rejected == "" {
 			v.Unasked++
 		}
 		if cv.Mine {
@@ -436,6 +442,17 @@ func Expired() (status int, html string) {
 	return http.StatusGone, outcomeView{
 		Title:      "Approval link expired",
 		Paragraphs: []string{"The time to decide has passed, and the run no longer waits for a decision. Nothing was changed."},
+	}.render()
+}
+
+// Unmeetable renders the page for a token whose run ended because a held
+// call could no longer get the approvals it needs (the directory changed
+// while it waited), status 410.
+func Unmeetable() (status int, html string) {
+	return http.StatusGone, outcomeView{
+		Title: "Approval no longer possible",
+		Paragraphs: []string{"The run no longer waits for a decision: since it was held, too few of the persons who may decide one of its calls remain " +
+			"(the directory changed), so that call's approvals could not be completed. The run ended without running anything of this turn. Nothing was changed."},
 	}.render()
 }
 

@@ -72,6 +72,13 @@ func TestConfirmForm(t *testing.T) {
 		t.Error("a call the policy denied is not labelled denied by policy (or is labelled as running without approval)")
 	}
 
+	rejected := confirmPage()
+	rejected.Calls[2].Tool, rejected.Calls[2].Effect, rejected.Calls[2].Rejected = "no_such_tool", "", `unknown tool "no_such_tool"`
+	if _, b := approvalpage.Confirm(rejected); !strings.Contains(b, `<span class="tag">cannot run</span>`) || !strings.Contains(b, "unknown tool &#34;no_such_tool&#34;") ||
+		strings.Contains(b, "runs without approval") {
+		t.Error("a call that cannot run is not labelled cannot run with why (or is labelled as running without approval)")
+	}
+
 	_, single := approvalpage.Confirm(approvalpage.ConfirmPage{Calls: threeCalls()[:1], TurnDigest: digest, Deadline: time.Now()})
 	if strings.Contains(single, "per_call") || strings.Contains(single, "call.toolu_01") {
 		t.Error("a turn with one call needing approval shows per-call choices")

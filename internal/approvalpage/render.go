@@ -169,6 +169,8 @@ func (v confirmView) renderCall(h *approval.HTML, c callView) {
 		h.Raw(" <span class=\"tag need\">needs approval</span>")
 	case c.Denied != "":
 		h.Raw(" <span class=\"tag\">denied by policy</span>")
+	case c.Rejected != "":
+		h.Raw(" <span class=\"tag\">cannot run</span>")
 	default:
 		h.Raw(" <span class=\"tag\">runs without approval</span>")
 	}
@@ -199,6 +201,11 @@ func (v confirmView) renderCall(h *approval.HTML, c callView) {
 		h.Raw("\n<p style=\"margin:0 0 4px\"><strong>Denied by policy:</strong> ")
 		h.Text(c.Denied)
 		h.Raw(" (it never runs)</p>")
+	}
+	if c.Rejected != "" {
+		h.Raw("\n<p style=\"margin:0 0 4px\"><strong>Cannot run:</strong> ")
+		h.Text(c.Rejected)
+		h.Raw(" (the agent gets this error, whatever the decision)</p>")
 	}
 	if c.DefinitionNote != "" {
 		h.Raw("\n<p class=\"notice\" style=\"margin:0 0 4px\">")

@@ -126,7 +126,7 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 		p := a.alreadyDecidedPage(r, t.Approver, nil)
 		return nil, nil, &p, nil
 	case !a.now().Before(t.ExpiresAt) || r.Status == runs.StatusExpired || r.Status != runs.StatusWaiting:
-		p := page(approvalpage.Expired())
+		p := expiredPage(r)
 		return nil, nil, &p, nil
 	}
 	return t, r, nil, nil
@@ -274,12 +274,16 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		code, status, msg := classify(err)
 		switch code {
 		case runs.EConflict:
-			if fresh, gerr := a.Store.Get(ctx, r.ID); gerr == nil && fresh.Decision != nil {
+			fresh, gerr := a.Store.Get(ctx, r.ID)
+			switch {
+			case gerr == nil && fresh.Decision != nil:
 				return a.alreadyDecidedPage(fresh, t.Approver, nil), nil
+			case gerr == nil && fresh.Status == runs.StatusExpired:
+				return expiredPage(fresh), nil // ended while the form was open
 			}
 			return page(approvalpage.Problem(status, msg)), nil
 		case runs.EGone:
-			return page(approvalpage.Expired()), nil
+			return expiredPage(r), nil
 		case runs.EInternal:
 			return events.APIGatewayProxyResponse{}, err
 		}
@@ -354,4 +358,14 @@ func voteOf(dir *identity.Directory, r *runs.Run, approver string) (runs.Vote, b
 		}
 	}
 	return runs.Vote{}, false
+}
+
+// expiredPage is the page of a link whose run no longer waits for the
+// link's decision: its window closed, or, for a run ended
+// approval_unmeetable, its approval could no longer be given.
+func expiredPage(r *runs.Run) events.APIGatewayProxyResponse {
+	if r != nil && r.Status == runs.StatusExpired && r.Reason == loop.ReasonApprovalUnmeetable {
+		return page(approvalpage.Unmeetable())
+	}
+	return page(approvalpage.Expired())
 }

@@ -425,6 +425,9 @@ func notWaiting(r *runs.Run) error {
 	switch {
 	case r.Status == runs.StatusWaiting:
 		return nil
+	case r.Status == runs.StatusExpired && r.Reason == loop.ReasonApprovalUnmeetable:
+		// The sweep ended the wait: the directory no longer lets a held call be approved.
+		return errorf(runs.EGone, "run %s is EXPIRED (approval_unmeetable): a held call can no longer get the approvals it needs; nothing waits for a decision", r.ID)
 	case r.Status == runs.StatusExpired:
 		// The sweep ended the wait: the window closed (410, as before the sweep came).
 		return errorf(runs.EGone, "run %s is EXPIRED: its window closed; nothing waits for a decision", r.ID)

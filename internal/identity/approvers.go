@@ -13,6 +13,11 @@ import (
 // loop's validators), anything unmarked stays internal.
 var ErrInvalidApprovers = errors.New("invalid approvers")
 
+// ErrNoSuchGroup marks the error of an approver list that names a group
+// the directory does not have (test with errors.Is): a fact about the
+// directory, unlike an entry this build cannot read.
+var ErrNoSuchGroup = errors.New("no such group in the directory")
+
 // MaxApproverEntries bounds an approver list (runs and rules).
 const MaxApproverEntries = 20
 
@@ -87,7 +92,7 @@ func (d *Directory) resolve(field string, entries []string, groupsOnly bool) (*A
 		if name, ok := strings.CutPrefix(text, GroupPrefix); ok {
 			g, found := d.Group(name)
 			if !found {
-				return nil, fmt.Errorf("%s: no such group in the directory", where)
+				return nil, fmt.Errorf("%s: %w", where, ErrNoSuchGroup)
 			}
 			e = approverEntry{text: text, group: g}
 			if j, dup := seen["group:"+name]; dup {

@@ -381,6 +381,9 @@ func (s *segment) plan(ctx context.Context, uses []Block) []PendingCall {
 		for i := range calls {
 			if msg, ok := denials[calls[i].ID]; ok && calls[i].NeedsApproval {
 				calls[i].NeedsApproval = false
+				if a := calls[i].Approval; a != nil {
+					calls[i].RuleDescription = a.Description // what the rule is for stays
+				}
 				calls[i].Approval = nil
 				calls[i].Denied = msg
 			}
@@ -475,8 +478,10 @@ func applyVerdict(c *PendingCall, v Verdict) {
 	case VerdictAllow:
 		c.NeedsApproval = false
 		c.ApprovedBy = v.ApprovedBy
+		c.RuleDescription = v.Description
 	case VerdictDeny:
 		c.NeedsApproval = false
+		c.RuleDescription = v.Description
 		c.Denied = v.Message
 		if c.Denied == "" {
 			c.Denied = fmt.Sprintf("denied by policy rule %q", v.Rule)

@@ -85,6 +85,11 @@ type PendingCall struct {
 	// Approval is who must approve the call, as its rule says (nil: the
 	// run's approvers, one approval).
 	Approval *ApprovalRule `json:"approval,omitempty"`
+	// RuleDescription is what the rule that let the call run unasked, or
+	// denied it, is for (Verdict.Description), for approvers of the turn;
+	// a held call's rule description is its Approval's. The turn digest
+	// does not cover it.
+	RuleDescription string `json:"rule_description,omitempty"`
 	// ApprovedBy names who approved the call in advance (remember: "run");
 	// such a call needs no decision.
 	ApprovedBy string `json:"approved_by,omitempty"`
@@ -312,6 +317,11 @@ const (
 const (
 	// ReasonApprovalExpired ends a run whose approval window closed undecided.
 	ReasonApprovalExpired TerminationReason = "approval_expired"
+	// ReasonApprovalUnmeetable ends a waiting run a held call of which can
+	// no longer get the approvals it still needs: the directory changed
+	// while it waited (a person left a group it names, a group was
+	// removed), and too few persons who have not voted may still decide it.
+	ReasonApprovalUnmeetable TerminationReason = "approval_unmeetable"
 	// ReasonInterruptedWrite ends a run whose worker vanished while a write
 	// may have begun, or after a write completed in the lost segment: the
 	// write is never executed again.

@@ -20,6 +20,10 @@ type Verdict struct {
 	// ApprovedBy, with VerdictAllow, names who approved the call in advance
 	// (an approver's remember: "run"); recorded as approved_by_rule.
 	ApprovedBy string
+	// Description, with VerdictAllow or VerdictDeny, is what the rule is
+	// for, shown to approvers of a turn the call is part of
+	// (PendingCall.RuleDescription); a held call's is Approval.Description.
+	Description string
 }
 
 // VerdictAction is a Policy's answer for one call.

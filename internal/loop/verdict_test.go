@@ -243,7 +243,7 @@ func TestPolicyQuerySeesTheToolsOwnTrigger(t *testing.T) {
 // is never denied by the hook.
 func TestUnapprovableDeniesBeforeSuspending(t *testing.T) {
 	const why = "approval cannot be given: rule \"two-of-ops\" needs 2 approvals"
-	ask := loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "two-of-ops", Approval: &loop.ApprovalRule{RequiredApprovals: 2}}
+	ask := loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "two-of-ops", Approval: &loop.ApprovalRule{RequiredApprovals: 2, Description: "ops changes take two"}}
 	hook := func(ids ...string) func(context.Context, []loop.PendingCall) map[string]string {
 		return func(_ context.Context, calls []loop.PendingCall) map[string]string {
 			out := map[string]string{}
@@ -295,6 +295,7 @@ func TestUnapprovableDeniesBeforeSuspending(t *testing.T) {
 		assert.False(t, w1.NeedsApproval)
 		assert.Equal(t, why, w1.Denied)
 		assert.Nil(t, w1.Approval)
+		assert.Equal(t, "ops changes take two", w1.RuleDescription, "what the rule is for stays for the approvers of the turn")
 		assert.True(t, d1.NeedsApproval)
 		assert.Empty(t, d1.Denied)
 	})
@@ -313,7 +314,7 @@ func byPath(_ context.Context, q loop.PolicyQuery) loop.Verdict {
 		return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "pricing",
 			Approval: &loop.ApprovalRule{Approvers: []string{"group:finance"}, RequiredApprovals: 2, FourEyes: true}}
 	case strings.HasPrefix(in.Path, "drafts/"):
-		return loop.Verdict{Action: loop.VerdictAllow, Rule: "drafts"}
+		return loop.Verdict{Action: loop.VerdictAllow, Rule: "drafts", Description: "drafts are scratch space"}
 	case q.Call.NeedsApproval:
 		return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "default"}
 	}
@@ -380,6 +381,7 @@ func TestOnlyHeldCallsAreDeniedOrEditedOneByOne(t *testing.T) {
 	for _, c := range st.PendingCalls {
 		require.Equal(t, c.ID == "w1", c.NeedsApproval, c.ID)
 	}
+	assert.Equal(t, "drafts are scratch space", st.PendingCalls[2].RuleDescription, "the allow rule's description is kept for the approvers")
 	decide := func(extra loop.CallDecision) loop.Decision {
 		return loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}, extra}}
 	}

@@ -94,9 +94,13 @@ type Outcome struct {
 	RequiredApprovals int  `json:"required_approvals,omitempty"`
 	FourEyes          bool `json:"four_eyes,omitempty"`
 	AlwaysAsk         bool `json:"always_ask,omitempty"`
-	// Message is the denial told to the model (deny), or the rule's
-	// description shown to approvers (require_approval).
+	// Message is the denial told to the model (deny).
 	Message string `json:"message,omitempty"`
+	// Description is the deciding rule's description, shown to approvers
+	// whatever the outcome: why a call is held, why it runs without them
+	// (allow), why it was refused (deny). For an allow rule the run made
+	// require approval (TightenedByRun) it says so first.
+	Description string `json:"description,omitempty"`
 	// EvalError is set when a rule's condition could not be evaluated; the
 	// outcome is then the fail-closed reading (see Evaluate).
 	EvalError string `json:"eval_error,omitempty"`
@@ -375,7 +379,7 @@ func evalCondition(ctx context.Context, c condition, v *vars) (bool, error) {
 func (p *Policy) outcome(r rule) Outcome {
 	switch r.Outcome {
 	case Allow:
-		return Outcome{Action: Allow, Rule: r.ID}
+		return Outcome{Action: Allow, Rule: r.ID, Description: r.Description}
 	case RequireApproval:
 		return p.requireApproval(r.ID, r.Approvers, r.RequiredApprovals, r.FourEyes, r.AlwaysAsk, r.Description)
 	}
@@ -383,7 +387,7 @@ func (p *Policy) outcome(r rule) Outcome {
 	if msg == "" {
 		msg = fmt.Sprintf("denied by policy rule %q", r.ID)
 	}
-	return Outcome{Action: Deny, Rule: r.ID, Message: msg}
+	return Outcome{Action: Deny, Rule: r.ID, Message: msg, Description: r.Description}
 }
 
 func (p *Policy) requireApproval(id string, approvers []string, n int, fourEyes, alwaysAsk bool, desc string) Outcome {
@@ -391,7 +395,7 @@ func (p *Policy) requireApproval(id string, approvers []string, n int, fourEyes,
 	return Outcome{
 		Action: RequireApproval, Rule: id, Approvers: approvers,
 		RequiredApprovals: max(n, d.RequiredApprovals, 1),
-		FourEyes:          fourEyes || d.FourEyes, AlwaysAsk: alwaysAsk, Message: desc,
+		FourEyes:          fourEyes || d.FourEyes, AlwaysAsk: alwaysAsk, Description: desc,
 	}
 }
 

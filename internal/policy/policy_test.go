@@ -56,12 +56,12 @@ func TestEvaluateExamplePolicy(t *testing.T) {
 			Outcome{Action: Deny, Rule: "no-prod-deletes", Message: "production documents are never deleted by an agent"}},
 		{"deny rule's condition false: default for a write", write("delete_document", `{"path":"dev/a.md"}`, ann),
 			Outcome{Action: RequireApproval, Rule: RuleDefault, RequiredApprovals: 1}},
-		{"allow a write", write("write_document", `{"path":"drafts/x.md","text":""}`, ann),
-			Outcome{Action: Allow, Rule: "drafts"}},
+		{"allow a write, with the rule's description for approvers", write("write_document", `{"path":"drafts/x.md","text":""}`, ann),
+			Outcome{Action: Allow, Rule: "drafts", Description: "drafts are scratch space"}},
 		{"condition over the initiator's groups", write("write_document", `{"path":"drafts/x.md","text":""}`, ivan),
 			Outcome{Action: RequireApproval, Rule: RuleDefault, RequiredApprovals: 1}},
 		{"quorum rule, MCP glob, double vs int", write("payments__charge", `{"amount":1500}`, ann),
-			Outcome{Action: RequireApproval, Rule: "big-payments", Approvers: []string{"group:finance"}, RequiredApprovals: 2, FourEyes: true, AlwaysAsk: true, Message: "payments over 1000 need two people from finance"}},
+			Outcome{Action: RequireApproval, Rule: "big-payments", Approvers: []string{"group:finance"}, RequiredApprovals: 2, FourEyes: true, AlwaysAsk: true, Description: "payments over 1000 need two people from finance"}},
 		{"first match wins: the next rule", write("payments__charge", `{"amount":10}`, ann),
 			Outcome{Action: RequireApproval, Rule: "payments", Approvers: []string{"group:finance"}, RequiredApprovals: 1}},
 		{"approval for a read", read("read_document", `{"path":"hr/salaries.md"}`, ann),
@@ -256,7 +256,7 @@ func TestCancelledContextFailsClosed(t *testing.T) {
 
 func TestRunMayOnlyTighten(t *testing.T) {
 	p, err := compile(t, `{"version":1,"defaults":{"required_approvals":2,"four_eyes":true},"rules":[
-		{"id":"reads","tools":["read_*"],"outcome":"allow"},
+		{"id":"reads","description":"reads change nothing","tools":["read_*"],"outcome":"allow"},
 		{"id":"nope","tools":["drop_table"],"outcome":"deny"}]}`, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -292,8 +292,10 @@ func TestRunMayOnlyTighten(t *testing.T) {
 		tool string
 		want Outcome
 	}{
-		{"read_secrets", Outcome{Action: RequireApproval, Rule: "reads", RequiredApprovals: 3, FourEyes: true, TightenedByRun: true}},
-		{"read_public", Outcome{Action: Allow, Rule: "reads"}},
+		// The allow rule's description is kept, after why the call is held.
+		{"read_secrets", Outcome{Action: RequireApproval, Rule: "reads", RequiredApprovals: 3, FourEyes: true, TightenedByRun: true,
+			Description: "this run asks for approval of read_secrets calls, which the policy alone lets run (reads change nothing)"}},
+		{"read_public", Outcome{Action: Allow, Rule: "reads", Description: "reads change nothing"}},
 		{"write_document", Outcome{Action: RequireApproval, Rule: RuleDefault, RequiredApprovals: 3, FourEyes: true, TightenedByRun: true}},
 		{"drop_table", Outcome{Action: Deny, Rule: "nope", Message: `denied by policy rule "nope"`}},
 	}

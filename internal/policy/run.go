@@ -74,7 +74,8 @@ func (rr *RunRules) tighten(o Outcome, tool string, d Defaults) Outcome {
 		if !toolpattern.AnyMatch(rr.patterns, tool) {
 			return o
 		}
-		o = Outcome{Action: RequireApproval, Rule: o.Rule, RequiredApprovals: max(d.RequiredApprovals, 1), FourEyes: d.FourEyes, EvalError: o.EvalError, TightenedByRun: true}
+		o = Outcome{Action: RequireApproval, Rule: o.Rule, RequiredApprovals: max(d.RequiredApprovals, 1), FourEyes: d.FourEyes, EvalError: o.EvalError, TightenedByRun: true,
+			Description: tightenedNote(tool, o.Description)}
 		fallthrough
 	case RequireApproval:
 		if rr.requiredApprovals > o.RequiredApprovals {
@@ -85,4 +86,15 @@ func (rr *RunRules) tighten(o Outcome, tool string, d Defaults) Outcome {
 		}
 	}
 	return o
+}
+
+// tightenedNote is the description approvers see on a call the policy
+// lets run (its rule's description: desc, "" for none) that a run asked
+// approval for: why it is held, then what the rule says.
+func tightenedNote(tool, desc string) string {
+	note := fmt.Sprintf("this run asks for approval of %s calls, which the policy alone lets run", tool)
+	if desc != "" {
+		note += " (" + desc + ")"
+	}
+	return note
 }

@@ -30,6 +30,10 @@ type Suspension struct {
 	Deadline time.Time
 	// RemindAt, when set and before Deadline, is when approvers get a reminder.
 	RemindAt time.Time
+	// QuorumCheckAt, when set and before Deadline, is when the sweep first
+	// checks that the held calls can still get their approvals
+	// (Run.QuorumCheckAt); later is ignored.
+	QuorumCheckAt time.Time
 	// Tokens are the approval-link tokens issued to approvers.
 	Tokens []TokenGrant
 	// InboxApprovers are the approver entries whose inbox lists the
@@ -89,6 +93,10 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.ApprovalDeadline = deadline
 	next.RemindAt = ms(sp.RemindAt)
 	next.ReminderSent = false
+	next.QuorumCheckAt = time.Time{}
+	if at := ms(sp.QuorumCheckAt); at.Before(deadline) {
+		next.QuorumCheckAt = at
+	}
 	next.Notification = NotificationPending
 	next.NoticeSeq = 0 // the write keeps one when sp.Notify
 	next.Decision, next.DecidedBy, next.DecidedVia, next.DecidedAt = nil, "", "", time.Time{}

@@ -316,7 +316,7 @@ func UnmeetableApprovals(dir *identity.Directory, r *Run, calls []CallSummary) m
 		if !c.NeedsApproval {
 			continue
 		}
-		if msg := approvalShortfall(dir, r, []CallSummary{c}); msg != "" {
+		if msg, _ := approvalShortfall(dir, r, c, c.RequiredApprovals(), 0, nil); msg != "" {
 			if out == nil {
 				out = map[string]string{}
 			}
@@ -326,47 +326,102 @@ func UnmeetableApprovals(dir *identity.Directory, r *Run, calls []CallSummary) m
 	return out
 }
 
-// approvalShortfall says why a held call (calls: that one call) cannot be
-// approved, "" when enough persons may decide it.
-func approvalShortfall(dir *identity.Directory, r *Run, calls []CallSummary) string {
-	need := VotesNeeded(calls)
-	var rules []string
-	fourEyes := false
-	for _, c := range calls {
-		if c.Rule != "" && !slices.Contains(rules, strconv.Quote(c.Rule)) {
-			rules = append(rules, strconv.Quote(c.Rule))
-		}
-		fourEyes = fourEyes || r.FourEyes || c.Approval != nil && c.Approval.FourEyes
+// CheckOpenApprovals checks, against dir (the directory in force now),
+// that each held call of waiting run r that is neither approved nor denied
+// yet can still get the approvals it still needs: the rule the planned
+// turn was checked by (UnmeetableApprovals), on the terms the call was
+// held with, less the approvals it has and the persons who have voted on
+// the suspension (a person votes once). Lost holds, by call id, why a
+// call's approval can no longer be given, when that is certain: fewer
+// persons who have not voted may decide it (its approvers as dir resolves
+// them, the tool gate, four-eyes) than it still needs, or its approvers
+// name a group dir does not have. Unsure holds the calls whose check could
+// not be made (an initiator or an approver entry this build cannot read):
+// never a reason to end a run. Both are nil for a run that does not wait
+// and for a nil dir (no directory: nobody can tell a group removed from
+// one never configured).
+func CheckOpenApprovals(dir *identity.Directory, r *Run) (lost, unsure map[string]string) {
+	if dir == nil || r == nil || r.Status != StatusWaiting {
+		return nil, nil
 	}
-	var what string
-	switch {
-	case len(rules) > 0:
-		what = fmt.Sprintf("rule %s needs %s from distinct persons", rules[0], approvals(need))
-	default:
-		what = fmt.Sprintf("the call needs %s from distinct persons", approvals(need))
+	voted := map[string]bool{}
+	for _, v := range r.Votes {
+		voted[v.Person] = true
+	}
+	byID := map[string]CallSummary{}
+	for _, c := range r.PendingCalls {
+		byID[c.ID] = c
+	}
+	for _, t := range r.Tally() {
+		c, ok := byID[t.CallID]
+		if !ok || t.Decided() {
+			continue
+		}
+		msg, certain := approvalShortfall(dir, r, c, t.Needed, len(t.ApprovedBy), voted)
+		switch {
+		case msg == "":
+		case certain:
+			if lost == nil {
+				lost = map[string]string{}
+			}
+			lost[c.ID] = "approval can no longer be given: " + msg
+		default:
+			if unsure == nil {
+				unsure = map[string]string{}
+			}
+			unsure[c.ID] = msg
+		}
+	}
+	return lost, unsure
+}
+
+// approvalShortfall says why held call c of run r cannot get the need
+// approvals it asks for, having have of them already from persons among
+// voted (the persons, Subject.Key, who voted on the suspension; none may
+// vote again): "" when enough persons who have not voted may decide it.
+// certain is false when the shortfall comes from something this build
+// cannot read (the initiator, an approver entry) rather than from what the
+// directory says.
+func approvalShortfall(dir *identity.Directory, r *Run, c CallSummary, need, have int, voted map[string]bool) (msg string, certain bool) {
+	fourEyes := r.FourEyes || c.Approval != nil && c.Approval.FourEyes
+	what := fmt.Sprintf("the call needs %s from distinct persons", approvals(need))
+	if c.Rule != "" {
+		what = fmt.Sprintf("rule %s needs %s from distinct persons", strconv.Quote(c.Rule), approvals(need))
+	}
+	if have > 0 {
+		what += fmt.Sprintf(" and has %d", have)
 	}
 	init, err := identity.Parse(r.Initiator)
 	if err != nil {
-		return what + ", and nobody may decide: the run's initiator is not a valid principal"
+		return what + ", and nobody may decide: the run's initiator is not a valid principal", false
 	}
-	reqs, err := Requirements(dir, r, calls)
+	reqs, err := Requirements(dir, r, []CallSummary{c})
 	if err != nil {
-		return what + ", and nobody may decide: its approvers no longer resolve (" + err.Error() + ")"
+		return what + ", and nobody may decide: its approvers no longer resolve (" + err.Error() + ")", errors.Is(err, identity.ErrNoSuchGroup)
 	}
-	eligible := dir.Eligible(init, reqs...)
-	if len(eligible) >= need {
-		return ""
+	var eligible []identity.Eligible
+	for _, e := range dir.Eligible(init, reqs...) {
+		if !voted[e.Subject.Key()] {
+			eligible = append(eligible, e)
+		}
+	}
+	if len(eligible) >= need-have {
+		return "", false
 	}
 	names := make([]string, 0, min(len(eligible), maxNamedDeciders))
 	for _, e := range eligible[:min(len(eligible), maxNamedDeciders)] {
 		names = append(names, deciderName(e.Subject))
 	}
-	who := "nobody may decide"
+	persons, person, nobody := "persons", "person", "nobody may decide"
+	if len(voted) > 0 {
+		persons, person, nobody = "persons who have not voted", "person who has not voted", "nobody who has not voted may decide"
+	}
+	who := nobody
 	switch {
 	case len(eligible) == 1:
-		who = "only 1 person may decide: " + names[0]
+		who = fmt.Sprintf("only 1 %s may decide: %s", person, names[0])
 	case len(eligible) > 1:
-		who = fmt.Sprintf("only %d persons may decide: %s", len(eligible), strings.Join(names, ", "))
+		who = fmt.Sprintf("only %d %s may decide: %s", len(eligible), persons, strings.Join(names, ", "))
 		if len(eligible) > len(names) {
 			who += ", …"
 		}
@@ -374,7 +429,7 @@ func approvalShortfall(dir *identity.Directory, r *Run, calls []CallSummary) str
 	if fourEyes {
 		who += fmt.Sprintf(" (four-eyes: %s started the run and never decides it)", deciderName(dir.Lookup(init)))
 	}
-	return what + ", but " + who
+	return what + ", but " + who, true
 }
 
 // deciderName names a subject in a denial: a directory person by id,

@@ -210,6 +210,119 @@ func TestUnmeetableApprovals(t *testing.T) {
 	}
 }
 
+// TestCheckOpenApprovals: a waiting run's held call not yet approved or
+// denied is lost when the directory in force leaves fewer persons who have
+// not voted able to decide it than the approvals it still needs, or when
+// a group its approvers name is gone; the same rule as at planning, less
+// the votes cast. What cannot be read is unsure, never lost; a directory
+// that still has enough persons, a decided call, a run that does not
+// wait and no directory at all give nothing.
+func TestCheckOpenApprovals(t *testing.T) {
+	const before = `{"version":1,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]},{"id":"bob","aliases":["bob@example.com"]},
+			{"id":"carol","aliases":["carol@example.com"]},{"id":"dave","aliases":["dave@example.com"]}],
+		"groups":[{"name":"finance","members":["bob","carol","dave"]},{"name":"legal","members":["carol","dave"]}]}`
+	directory := func(t *testing.T, doc string) *identity.Directory {
+		t.Helper()
+		d, err := identity.DecodeDirectory([]byte(doc))
+		require.NoError(t, err)
+		return d
+	}
+	// finance lost bob and dave; legal is gone.
+	after := directory(t, `{"version":1,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]},{"id":"bob","aliases":["bob@example.com"]},
+			{"id":"carol","aliases":["carol@example.com"]},{"id":"dave","aliases":["dave@example.com"]}],
+		"groups":[{"name":"finance","members":["carol"]}]}`)
+	pricing := runs.CallSummary{ID: "w1", Tool: "write_document", NeedsApproval: true, Rule: "pricing",
+		Approval: &loop.ApprovalRule{Approvers: []string{"group:finance"}, RequiredApprovals: 2}}
+	contract := runs.CallSummary{ID: "w2", Tool: "write_document", NeedsApproval: true, Rule: "legal",
+		Approval: &loop.ApprovalRule{Approvers: []string{"group:legal"}}}
+	waiting := func(initiator string, calls ...runs.CallSummary) *runs.Run {
+		r := waitingRun(initiator, false, "group:finance")
+		r.PendingCalls = calls
+		r.VotesNeeded = runs.VotesNeeded(calls)
+		return r
+	}
+	voted := func(r *runs.Run, person, choices string) *runs.Run {
+		r.Votes = append(r.Votes, runs.Vote{By: person + "@example.com", Person: "person:" + person, Choices: choices, Via: runs.ViaAPI})
+		return r
+	}
+
+	t.Run("when planned, the run could wait", func(t *testing.T) {
+		r := waiting("ann@example.com", pricing, contract)
+		require.Nil(t, runs.UnmeetableApprovals(directory(t, before), r, r.PendingCalls))
+		lost, unsure := runs.CheckOpenApprovals(directory(t, before), r)
+		assert.Nil(t, lost)
+		assert.Nil(t, unsure)
+	})
+	t.Run("members left the group: lost, saying who may still decide", func(t *testing.T) {
+		lost, unsure := runs.CheckOpenApprovals(after, waiting("ann@example.com", pricing))
+		assert.Nil(t, unsure)
+		assert.Equal(t, map[string]string{"w1": `approval can no longer be given: rule "pricing" needs 2 approvals from distinct persons, but only 1 person may decide: carol`}, lost)
+	})
+	t.Run("a vote counts, and its voter does not vote again", func(t *testing.T) {
+		// bob approved before he left finance: carol alone may still vote,
+		// and one more approval is all the call needs.
+		r := voted(waiting("ann@example.com", pricing), "bob", "a")
+		lost, _ := runs.CheckOpenApprovals(after, r)
+		assert.Nil(t, lost, "carol's approval would complete it")
+		// carol approved: nobody who has not voted is left for the second.
+		r = voted(waiting("ann@example.com", pricing), "carol", "a")
+		lost, _ = runs.CheckOpenApprovals(after, r)
+		assert.Equal(t, map[string]string{"w1": `approval can no longer be given: rule "pricing" needs 2 approvals from distinct persons and has 1, but nobody who has not voted may decide`}, lost)
+	})
+	t.Run("a decided call is not checked", func(t *testing.T) {
+		// Approved by bob and carol (a row that still waits with every call
+		// decided is one the release before per-call votes left).
+		r := voted(voted(waiting("ann@example.com", pricing), "bob", "a"), "carol", "a")
+		lost, unsure := runs.CheckOpenApprovals(after, r)
+		assert.Nil(t, lost)
+		assert.Nil(t, unsure)
+	})
+	t.Run("a group that is gone: lost, certainly", func(t *testing.T) {
+		lost, unsure := runs.CheckOpenApprovals(after, waiting("ann@example.com", contract))
+		assert.Nil(t, unsure)
+		require.Contains(t, lost, "w2")
+		assert.Contains(t, lost["w2"], `rule "legal" needs 1 approval from distinct persons, and nobody may decide: its approvers no longer resolve`)
+		assert.Contains(t, lost["w2"], "no such group in the directory")
+	})
+	t.Run("each call on its own", func(t *testing.T) {
+		r := waiting("ann@example.com", pricing, runs.CallSummary{ID: "w3", Tool: "write_document", NeedsApproval: true, Rule: "default"},
+			runs.CallSummary{ID: "r1", Tool: "read_document"})
+		r.Approvers = []string{"carol@example.com"}
+		lost, _ := runs.CheckOpenApprovals(after, r)
+		assert.Equal(t, []string{"w1"}, keys(lost), "w3 (the run's approver carol) can still be approved, r1 needs no approval")
+	})
+	t.Run("what cannot be read is unsure, never lost", func(t *testing.T) {
+		lost, unsure := runs.CheckOpenApprovals(after, waiting("not a principal", pricing))
+		assert.Nil(t, lost)
+		assert.Contains(t, unsure["w1"], "the run's initiator is not a valid principal")
+		r := waiting("ann@example.com", runs.CallSummary{ID: "w4", Tool: "write_document", NeedsApproval: true, Rule: "odd",
+			Approval: &loop.ApprovalRule{Approvers: []string{"arn:aws:sts::123456789012:assumed-role/Ops/s1"}}})
+		lost, unsure = runs.CheckOpenApprovals(after, r)
+		assert.Nil(t, lost)
+		assert.Contains(t, unsure, "w4")
+	})
+	t.Run("no directory, or not waiting: nothing", func(t *testing.T) {
+		lost, unsure := runs.CheckOpenApprovals(nil, waiting("ann@example.com", contract))
+		assert.Nil(t, lost)
+		assert.Nil(t, unsure)
+		r := waiting("ann@example.com", pricing)
+		r.Status = runs.StatusResuming
+		lost, unsure = runs.CheckOpenApprovals(after, r)
+		assert.Nil(t, lost)
+		assert.Nil(t, unsure)
+	})
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
 // TestPastRuleApproversRead: the approvers policy rules named for earlier
 // turns read the run (each entry resolved on its own: two rules naming one
 // person by two aliases, more entries than a list holds, or a group the

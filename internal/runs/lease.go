@@ -507,8 +507,8 @@ func (s *Store) dueAt(r *Run) time.Time {
 	return due
 }
 
-// LifecycleDue is when r has time-based work of its own (approval expiry
-// or reminder, tool-results expiry, lease expiry, dispatch grace, retention,
+// LifecycleDue is when r has time-based work of its own (approval expiry,
+// reminder or quorum check, tool-results expiry, lease expiry, dispatch grace, retention,
 // which waits for a pending delivery), leaving its outbox aside: the run's
 // DueAt is the earlier of the two.
 func (s *Store) LifecycleDue(r *Run) time.Time {
@@ -518,10 +518,14 @@ func (s *Store) LifecycleDue(r *Run) time.Time {
 	case StatusRunning:
 		return r.LeaseUntil
 	case StatusWaiting:
-		if !r.RemindAt.IsZero() && !r.ReminderSent {
-			return r.RemindAt
+		due := r.ApprovalDeadline
+		if !r.RemindAt.IsZero() && !r.ReminderSent && r.RemindAt.Before(due) {
+			due = r.RemindAt
 		}
-		return r.ApprovalDeadline
+		if !r.QuorumCheckAt.IsZero() && r.QuorumCheckAt.Before(due) {
+			due = r.QuorumCheckAt
+		}
+		return due
 	case StatusWaitingForToolResults:
 		if r.HandOver == nil {
 			return r.UpdatedAt // unreadable: the sweep looks at it at once

@@ -119,8 +119,17 @@ type CallSummary struct {
 	// Approval is who must approve the call and how, as its rule says (nil:
 	// the run's approvers, one approval).
 	Approval *loop.ApprovalRule `json:"approval,omitempty"`
+	// RuleDescription is what the rule that lets the call run without
+	// approval, or denied it, is for (loop.PendingCall.RuleDescription),
+	// shown to approvers; a held call's is Approval.Description.
+	RuleDescription string `json:"rule_description,omitempty"`
 	// Denied is the policy's denial: the call never runs and needs no decision.
 	Denied string `json:"denied,omitempty"`
+	// Rejected is why the call cannot run at all (an unknown tool, an input
+	// its schema refuses: loop.PendingCall.Rejected), cut to
+	// SummaryRejectedBytes: whatever the decision it gets an error result
+	// (but for an edit that gives a held call a valid input).
+	Rejected string `json:"rejected,omitempty"`
 	// ApprovedBy names who approved the call's tool for the rest of the run
 	// (remember: "run"): it runs without a decision.
 	ApprovedBy string `json:"approved_by,omitempty"`
@@ -137,6 +146,7 @@ func (c CallSummary) PendingCall() loop.PendingCall {
 	return loop.PendingCall{
 		ID: c.ID, Name: c.Tool, Input: c.Input, NeedsApproval: c.NeedsApproval, Effect: c.Effect,
 		Rule: c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
+		Rejected: c.Rejected, RuleDescription: c.RuleDescription,
 	}
 }
 
@@ -266,6 +276,11 @@ type Run struct {
 	RemindAt         time.Time         `json:"remind_at,omitzero"`
 	ReminderSent     bool              `json:"reminder_sent,omitempty"`
 	Notification     NotificationState `json:"notification,omitempty"`
+	// QuorumCheckAt, while the run waits, is when the sweep next checks
+	// that each held call not yet approved or denied can still get the
+	// approvals it needs from the directory in force (zero: never; see
+	// CheckOpenApprovals and Store.EndUnmeetable).
+	QuorumCheckAt time.Time `json:"quorum_check_at,omitzero"`
 	// NoticeSeq is the event sequence number the current suspension kept
 	// for the notified event of its first notification (Suspension.Notify),
 	// until that event takes it (0: none kept, or taken). The event takes
@@ -474,8 +489,9 @@ func (r *Run) LostWorkerReason() loop.TerminationReason {
 }
 
 // HeldCalls returns the loop's view of the held turn's calls, for
-// loop.ValidateDecision, which reads their ids, tools and whether they need
-// approval, never their inputs (a row's input may be shortened).
+// loop.ValidateDecision, which reads their ids, tools, whether they need
+// approval and why one cannot run, never their inputs (a row's input may
+// be shortened).
 func (r *Run) HeldCalls() []loop.PendingCall {
 	out := make([]loop.PendingCall, len(r.PendingCalls))
 	for i, c := range r.PendingCalls {

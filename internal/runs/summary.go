@@ -23,6 +23,9 @@ const (
 	// SummaryToolBytes is the most of a tool name the row keeps (only the
 	// name of an unknown tool, which never runs, can be longer).
 	SummaryToolBytes = 128
+	// SummaryRejectedBytes is the most of why a call cannot run
+	// (CallSummary.Rejected) the row keeps.
+	SummaryRejectedBytes = 500
 )
 
 // minSummaryBytes is the smallest share of input and preview a call keeps
@@ -33,6 +36,14 @@ const minSummaryBytes = 128
 // unverified definition's reason a call's summary keeps when even its
 // smallest input and preview shares do not fit.
 const summaryNoteBytes = 32
+
+// summaryShortNoteBytes is how much of why a call cannot run
+// (CallSummary.Rejected) and of the description of the rule that let it
+// run or denied it (CallSummary.RuleDescription) a call's summary keeps
+// then (such a call has no approval terms to make room for them). Why a
+// call cannot run is kept at all so that a per-call decision on it is
+// still refused for the right reason (loop.CheckCallDecision).
+const summaryShortNoteBytes = 16
 
 // SummarizeCalls returns the run row's summary of a suspended state's
 // pending calls, in turn order, within MaxPendingCallsSize as JSON when the
@@ -87,6 +98,7 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 			ID: c.ID, Tool: cutText(c.Name, SummaryToolBytes, "…"), NeedsApproval: c.NeedsApproval, Effect: c.Effect,
 			InputSize: len(compactInput(c.Input)),
 			Rule:      c.Rule, Approval: cloneApproval(c.Approval), Denied: c.Denied, ApprovedBy: c.ApprovedBy,
+			Rejected: cutText(c.Rejected, SummaryRejectedBytes, "…"), RuleDescription: c.RuleDescription,
 		}
 		if u := c.DefinitionUnverified; u != nil {
 			note := *u
@@ -99,9 +111,11 @@ func summarize(st *loop.SuspendedState, inMax, preMax int) []CallSummary {
 			if s.Approval != nil {
 				s.Approval.Description = cutText(s.Approval.Description, summaryNoteBytes, "…")
 			}
+			s.RuleDescription = cutText(s.RuleDescription, summaryShortNoteBytes, "…")
 			if s.DefinitionUnverified != nil {
 				s.DefinitionUnverified.Reason = cutText(s.DefinitionUnverified.Reason, summaryNoteBytes, "…")
 			}
+			s.Rejected = cutText(s.Rejected, summaryShortNoteBytes, "…")
 		}
 		s.Input, s.InputTruncated = shortenInput(compactInput(c.Input), inMax)
 		if p := st.Previews[c.ID]; p != "" {

@@ -47,25 +47,39 @@ func TestShortenInput(t *testing.T) {
 }
 
 func TestSummarizeCallsFitsTheRow(t *testing.T) {
-	st := &loop.SuspendedState{Previews: map[string]string{}}
-	for i := range MaxPendingCalls {
-		id := strings.Repeat("i", loop.MaxCallIDBytes-3) + string(rune('A'+i%26)) + string(rune('a'+i/26))
-		in := `{"text":"` + strings.Repeat("\u0001", 5000) + `"}`
-		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: id, Name: strings.Repeat("n", 300), Input: json.RawMessage(in), NeedsApproval: true,
-			Rule: strings.Repeat("r", 64), Approval: &loop.ApprovalRule{Approvers: []string{"group:finance-approvers", "group:security-officers"}, RequiredApprovals: 2,
-				FourEyes: true, AlwaysAsk: true, Description: strings.Repeat("d", 200)},
-			DefinitionUnverified: &loop.UnverifiedDefinition{Reason: strings.Repeat("r", loop.MaxUnverifiedReasonBytes), ListedAt: time.Date(2026, 12, 5, 9, 14, 2, 123456789, time.UTC)}})
-		st.Previews[id] = strings.Repeat("\u0001", 50000)
-	}
-	calls := SummarizeCalls(st)
-	b, err := json.Marshal(calls)
-	require.NoError(t, err)
-	assert.LessOrEqual(t, len(b), MaxPendingCallsSize, "worst-case escaping still fits")
-	for _, c := range calls {
-		assert.True(t, c.InputTruncated)
-		assert.True(t, c.PreviewTruncated)
-		assert.Equal(t, 50000, c.PreviewSize)
-		assert.LessOrEqual(t, len(c.Tool), SummaryToolBytes+len("…"))
+	// A call has approval terms (held) or its rule's description (let run,
+	// or denied), never both: the worst case of each.
+	for _, held := range []bool{true, false} {
+		st := &loop.SuspendedState{Previews: map[string]string{}}
+		for i := range MaxPendingCalls {
+			id := strings.Repeat("i", loop.MaxCallIDBytes-3) + string(rune('A'+i%26)) + string(rune('a'+i/26))
+			in := `{"text":"` + strings.Repeat("\u0001", 5000) + `"}`
+			c := loop.PendingCall{ID: id, Name: strings.Repeat("n", 300), Input: json.RawMessage(in), NeedsApproval: held,
+				Rule: strings.Repeat("r", 64), Rejected: strings.Repeat("\u0001", 2000),
+				DefinitionUnverified: &loop.UnverifiedDefinition{Reason: strings.Repeat("r", loop.MaxUnverifiedReasonBytes), ListedAt: time.Date(2026, 12, 5, 9, 14, 2, 123456789, time.UTC)}}
+			if held {
+				c.Approval = &loop.ApprovalRule{Approvers: []string{"group:finance-approvers", "group:security-officers"}, RequiredApprovals: 2,
+					FourEyes: true, AlwaysAsk: true, Description: strings.Repeat("d", 200)}
+			} else {
+				c.RuleDescription = strings.Repeat("\u0001", 1000)
+			}
+			st.PendingCalls = append(st.PendingCalls, c)
+			st.Previews[id] = strings.Repeat("\u0001", 50000)
+		}
+		calls := SummarizeCalls(st)
+		b, err := json.Marshal(calls)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(b), MaxPendingCallsSize, "worst-case escaping still fits (held: %v)", held)
+		for _, c := range calls {
+			assert.True(t, c.InputTruncated)
+			assert.True(t, c.PreviewTruncated)
+			assert.Equal(t, 50000, c.PreviewSize)
+			assert.LessOrEqual(t, len(c.Tool), SummaryToolBytes+len("…"))
+			assert.NotEmpty(t, c.Rejected, "why a call cannot run is cut, never dropped")
+			if !held {
+				assert.NotEmpty(t, c.RuleDescription, "the rule's description is cut, never dropped")
+			}
+		}
 	}
 }
 

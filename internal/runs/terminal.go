@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
@@ -152,6 +153,91 @@ func (s *Store) Expire(ctx context.Context, cur *Run) (*Run, error) {
 	}
 	s.dropStates(ctx, r.ID, blobs)
 	return r, nil
+}
+
+// UnmeetableCall is a held call whose approval can no longer be given, as
+// the expired event of a run EndUnmeetable ended names it.
+type UnmeetableCall struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Detail says why (CheckOpenApprovals).
+	Detail string `json:"detail"`
+}
+
+// EndUnmeetable ends WAITING_FOR_APPROVAL run cur, as the sweep read it,
+// as EXPIRED (reason approval_unmeetable) because held calls of it can no
+// longer get the approvals they still need (lost: why, by call id, from
+// CheckOpenApprovals on cur), and deletes its state blobs, as Expire does
+// at the deadline: the expired event names the calls and why, the run's
+// output says it, its inbox entries go and its webhook hears run.expired.
+// The write is conditional on cur's version, the row the check read, and
+// is never retried on a later one: a vote (or any write) that lands first
+// wins, and the run is checked again on the row it left. Codes: EInvalid
+// (no call named, or one that is not a held call of cur awaiting
+// approval), ENotFound, EConflict (the run changed since cur, or is not
+// waiting).
+func (s *Store) EndUnmeetable(ctx context.Context, cur *Run, lost map[string]string) (*Run, error) {
+	if cur == nil {
+		return nil, Errorf(EInvalid, "run is required")
+	}
+	if cur.Status != StatusWaiting {
+		return nil, Errorf(EConflict, "run %s is %s, not waiting for approval", cur.ID, cur.Status)
+	}
+	if len(lost) == 0 {
+		return nil, Errorf(EInvalid, "no held call of run %s was named as unmeetable", cur.ID)
+	}
+	var calls []UnmeetableCall
+	var details []string
+	for _, c := range cur.PendingCalls {
+		why, ok := lost[c.ID]
+		if !ok {
+			continue
+		}
+		if !c.NeedsApproval {
+			return nil, Errorf(EInvalid, "call %q of run %s needs no approval", c.ID, cur.ID)
+		}
+		calls = append(calls, UnmeetableCall{CallID: c.ID, Tool: c.Tool, Detail: cutText(why, 500, "…")})
+		details = append(details, fmt.Sprintf("call %s (%s): %s", c.ID, c.Tool, why))
+	}
+	if len(calls) != len(lost) {
+		return nil, Errorf(EInvalid, "a call named as unmeetable is not held by run %s", cur.ID)
+	}
+	now := s.now()
+	next := s.terminal(cur, StatusExpired, loop.ReasonApprovalUnmeetable, now)
+	next.Output = FinalOutput("", loop.ReasonApprovalUnmeetable,
+		strings.Join(details, "; ")+"; the directory changed while the run waited, and nothing of the held turn ran")
+	r, err := s.commit(ctx, cur, next, Write{Events: []Event{{Type: EventExpired, Actor: "purge", Data: mustJSON(struct {
+		SuspensionID string                 `json:"suspension_id"`
+		Reason       loop.TerminationReason `json:"reason"`
+		Calls        []UnmeetableCall       `json:"calls"`
+	}{cur.SuspensionID, loop.ReasonApprovalUnmeetable, calls})}}})
+	if err != nil {
+		return nil, err
+	}
+	s.dropStates(ctx, r.ID, blobsOf(cur))
+	return r, nil
+}
+
+// ScheduleQuorumCheck moves the next quorum check of WAITING_FOR_APPROVAL
+// run cur, as the sweep read it, to at (Run.QuorumCheckAt: the run's due
+// time moves with it; zero, or not before the approval deadline: no more
+// checks), once a check found every held call can still be approved. One
+// write of the row alone, with no event, conditional on cur's version: a
+// change since (a vote) refuses it, and the run, still due, is checked
+// again on the new row. Codes: ENotFound, EConflict.
+func (s *Store) ScheduleQuorumCheck(ctx context.Context, cur *Run, at time.Time) (*Run, error) {
+	if cur == nil {
+		return nil, Errorf(EInvalid, "run is required")
+	}
+	if cur.Status != StatusWaiting {
+		return nil, Errorf(EConflict, "run %s is %s, not waiting for approval", cur.ID, cur.Status)
+	}
+	next := cur.Clone()
+	next.QuorumCheckAt = time.Time{}
+	if at = ms(at); at.Before(cur.ApprovalDeadline) {
+		next.QuorumCheckAt = at
+	}
+	return s.commit(ctx, cur, next, Write{})
 }
 
 // Purge deletes a terminal run: its state blobs (the whole prefix), then its

@@ -40,13 +40,13 @@ func runPolicy(pol *policy.Policy, dir *identity.Directory, r *runs.Run, req *St
 		}
 		switch o.Action {
 		case policy.Allow:
-			return loop.Verdict{Action: loop.VerdictAllow, Rule: o.Rule}
+			return loop.Verdict{Action: loop.VerdictAllow, Rule: o.Rule, Description: o.Description}
 		case policy.Deny:
-			return loop.Verdict{Action: loop.VerdictDeny, Rule: o.Rule, Message: o.Message}
+			return loop.Verdict{Action: loop.VerdictDeny, Rule: o.Rule, Message: o.Message, Description: o.Description}
 		}
 		approval := &loop.ApprovalRule{
 			Approvers: o.Approvers, RequiredApprovals: o.RequiredApprovals, FourEyes: o.FourEyes,
-			AlwaysAsk: o.AlwaysAsk, Description: o.Message,
+			AlwaysAsk: o.AlwaysAsk, Description: o.Description,
 		}
 		if q.RememberedBy != "" && remembered(dir, r, q, o, approval) {
 			return loop.Verdict{Action: loop.VerdictAllow, Rule: policy.RuleRemembered, ApprovedBy: q.RememberedBy}

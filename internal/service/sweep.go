@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/webhook"
@@ -27,7 +28,12 @@ type SweepSummary struct {
 	WorkersLost int `json:"workers_lost"`
 	Purged      int `json:"purged"`
 	Reminded    int `json:"reminded"`
-	Skipped     int `json:"skipped"`
+	// QuorumChecked counts waiting runs whose held calls were found, at
+	// their quorum check, to be able to get their approvals still;
+	// Unmeetable, those ended approval_unmeetable because one cannot.
+	QuorumChecked int `json:"quorum_checked"`
+	Unmeetable    int `json:"approvals_unmeetable"`
+	Skipped       int `json:"skipped"`
 	// Deliveries counts webhook attempts.
 	Deliveries int `json:"webhook_attempts"`
 	// WaitingForSecret counts due webhook deliveries no attempt could be
@@ -45,23 +51,28 @@ type SweepSummary struct {
 }
 
 // Sweeper is the scheduled purge: one pass over the due index that expires
-// approvals past their deadline, reaps runs whose worker lease expired,
+// approvals past their deadline, ends waiting runs whose approval can no
+// longer be given (checkQuorum), reaps runs whose worker lease expired,
 // re-dispatches QUEUED/RESUMING runs whose dispatch was lost, deletes
 // settled runs past retention, and makes the runs' due webhook attempts.
 // Work per sweep is bounded by MaxRuns; what is left is due on the next
 // tick.
 //
-// The lifecycle steps (expiry, reminder, re-dispatch, takeover, purge) are
-// taken one after another on the sweep's goroutine. The webhook
-// deliveries of up to DeliveryConcurrency runs are made at the same time,
-// each run's on its own goroutine, in order; a run with deliveries due has
-// its lifecycle step taken once they are done (its row is never written by
-// two goroutines at once).
+// The lifecycle steps (expiry, quorum check, reminder, re-dispatch,
+// takeover, purge) are taken one after another on the sweep's goroutine.
+// The webhook deliveries of up to DeliveryConcurrency runs are made at the
+// same time, each run's on its own goroutine, in order; a run with
+// deliveries due has its lifecycle step taken once they are done (its row
+// is never written by two goroutines at once).
 type Sweeper struct {
 	Store    *runs.Store
 	Dispatch Dispatcher
 	// Remind, when set, sends the reminder for a waiting run (80% of the window).
 	Remind func(ctx context.Context, r *runs.Run) error
+	// Directory is the deployment directory in force, against which a
+	// waiting run's quorum is checked again (checkQuorum). Nil: no
+	// directory, no check (a run is never ended for want of one).
+	Directory *identity.Directory
 	// Webhooks sends the runs' due webhook deliveries (nil: this process
 	// has no signing secret; due deliveries wait for one without using up
 	// their attempts, as they do while the sender cannot read its secret,
@@ -163,7 +174,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
 		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded,
-		"skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhooks_waiting_for_secret", sum.WaitingForSecret,
+		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhooks_waiting_for_secret", sum.WaitingForSecret,
 		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
 }
@@ -261,6 +272,8 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.WorkersLost += o.WorkersLost
 	sum.Purged += o.Purged
 	sum.Reminded += o.Reminded
+	sum.QuorumChecked += o.QuorumChecked
+	sum.Unmeetable += o.Unmeetable
 	sum.Skipped += o.Skipped
 	sum.Deliveries += o.Deliveries
 	sum.WaitingForSecret += o.WaitingForSecret
@@ -282,8 +295,21 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		}
 		sum.Expired++
 	case r.Status == runs.StatusWaiting:
-		if s.Remind == nil || r.ReminderSent {
-			sum.Skipped++
+		checked := false
+		if !r.QuorumCheckAt.IsZero() && !now.Before(r.QuorumCheckAt) {
+			next, err := s.checkQuorum(ctx, r, now, sum)
+			switch {
+			case err != nil:
+				return skipConflict(err, sum)
+			case next == nil:
+				return nil // ended
+			}
+			r, checked = next, true
+		}
+		if s.Remind == nil || r.ReminderSent || r.RemindAt.IsZero() || now.Before(r.RemindAt) {
+			if !checked {
+				sum.Skipped++
+			}
 			return nil
 		}
 		if err := s.Remind(ctx, r); err != nil {
@@ -350,6 +376,39 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		sum.Skipped++
 	}
 	return nil
+}
+
+// checkQuorum checks again, against the directory in force, that every
+// held call of waiting run r not yet approved or denied can still get the
+// approvals it needs (runs.CheckOpenApprovals: the rule a turn is checked
+// by when it is planned, on the terms the call was held with, less those
+// who voted). When one certainly cannot, the run ends EXPIRED
+// (approval_unmeetable) in a write conditional on the row the check read
+// (runs.Store.EndUnmeetable: a vote that lands first wins, and the run is
+// checked again on the row it left) and checkQuorum returns nil;
+// otherwise the next check is scheduled (QuorumCheckEvery on) and the row
+// written is returned. It never ends a run on what it cannot tell: without
+// a directory, or for a call whose initiator or approver entries this
+// build cannot read, the check is only scheduled again.
+func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary) (*runs.Run, error) {
+	lost, unsure := runs.CheckOpenApprovals(s.Directory, r)
+	for id, why := range unsure {
+		s.logger().WarnContext(ctx, "quorum check: a held call's approval could not be checked; the run waits on", "run_id", r.ID, "call_id", id, "reason", why)
+	}
+	if len(lost) == 0 {
+		next, err := s.Store.ScheduleQuorumCheck(ctx, r, now.Add(QuorumCheckEvery))
+		if err != nil {
+			return nil, err
+		}
+		sum.QuorumChecked++
+		return next, nil
+	}
+	if _, err := s.Store.EndUnmeetable(ctx, r, lost); err != nil {
+		return nil, err
+	}
+	s.logger().InfoContext(ctx, "run ended: a held call can no longer get its approvals", "run_id", r.ID, "suspension_id", r.SuspensionID, "calls", len(lost))
+	sum.Unmeetable++
+	return nil, nil
 }
 
 // delivered is a run whose due deliveries a goroutine of the sweep made:

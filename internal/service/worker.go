@@ -22,6 +22,14 @@ import (
 // first approval mail of a suspension failed.
 const MailRetryDelay = time.Minute
 
+// QuorumCheckEvery is how often the sweep checks that a waiting run's held
+// calls can still get their approvals from the directory in force
+// (Sweeper.checkQuorum): the first check this long after the suspension,
+// then this long after each check that found they can. A run waits on
+// approvers at most this long after a change to the directory made its
+// approval impossible (unless its deadline comes first).
+const QuorumCheckEvery = time.Hour
+
 // DefaultDeadlineMargin is how long before its context's deadline (a
 // Lambda's timeout) a segment stops starting model and tool calls and
 // checkpoints the run, which goes on in a new invocation.
@@ -889,14 +897,21 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		// that are local names or IAM principals only), there is none.
 		remindAt = now.Add(s.ttl * 8 / 10)
 	}
+	var checkAt time.Time
+	if s.w.Directory != nil {
+		// Who may decide can only change with the directory: without one
+		// there is nothing to check again.
+		checkAt = now.Add(QuorumCheckEvery)
+	}
 	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
-		State:       st,
-		Deadline:    deadline,
-		RemindAt:    remindAt,
-		Tokens:      grants,
-		InboxKeys:   inbox,
-		VotesNeeded: runs.VotesNeeded(calls),
-		Notify:      mail, // the notified event is recorded even after a quick decision
+		State:         st,
+		Deadline:      deadline,
+		RemindAt:      remindAt,
+		QuorumCheckAt: checkAt,
+		Tokens:        grants,
+		InboxKeys:     inbox,
+		VotesNeeded:   runs.VotesNeeded(calls),
+		Notify:        mail, // the notified event is recorded even after a quick decision
 	})
 	if err != nil {
 		if runs.ErrorCode(err) == runs.ETooLarge {

@@ -86,6 +86,7 @@ func TestDeliveriesMatchSpec(t *testing.T) {
 		{webhook.EventFailed, loop.ReasonInterruptedWrite},
 		{webhook.EventCancelled, loop.ReasonCancelled},
 		{webhook.EventExpired, loop.ReasonApprovalExpired},
+		{webhook.EventExpired, loop.ReasonApprovalUnmeetable},
 		{webhook.EventExpired, loop.ReasonToolResultsExpired},
 	}
 	tested := map[webhook.EventType]bool{}

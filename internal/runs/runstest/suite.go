@@ -113,6 +113,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"VoteDropsTheDone", testVoteDropsTheDone},
 		{"QuorumDeciders", testQuorumDeciders},
 		{"InboxCountsPersons", testInboxCountsPersons},
+		{"QuorumCheck", testQuorumCheck},
+		{"EndUnmeetable", testEndUnmeetable},
 		{"Checkpoint", testCheckpoint},
 		{"IdempotentFence", testIdempotentFence},
 		{"Reclaims", testReclaims},
