@@ -71,7 +71,10 @@ func NewSweeper(cfg config.Config, awsCfg aws.Config, getenv func(string) string
 	if err != nil {
 		return nil, err
 	}
-	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, Logger: logger, DeliveryConcurrency: cfg.DeliveryConcurrency}
+	// The directory also checks waiting runs' quorums again (a person or a
+	// group gone since the turn was held).
+	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, Directory: dir, Logger: logger,
+		DeliveryConcurrency: cfg.DeliveryConcurrency}
 	hooks, err := Webhooks(getenv, awsCfg)
 	if err != nil {
 		return nil, err

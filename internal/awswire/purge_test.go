@@ -132,3 +132,34 @@ func TestPurgeSweeperDeliveryConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgeSweeperChecksQuorumsWithTheDirectory: the purge function's
+// sweep has the deployment's directory (AGENTGATE_DIRECTORY), against which
+// it checks waiting runs' quorums again; without one it has none.
+func TestPurgeSweeperChecksQuorumsWithTheDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "directory.json")
+	if err := os.WriteFile(path, []byte(`{"version":1,"persons":[{"id":"ann","aliases":["ann@example.com"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"", path} {
+		m := purgeEnv("http://127.0.0.1:1")
+		if file != "" {
+			m["AGENTGATE_DIRECTORY"] = file
+		}
+		cfg, err := config.Load(env(m), awswire.PurgeRequired...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		awsCfg, err := awsenv.Load(env(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := awswire.NewSweeper(cfg, awsCfg, env(m), "purge/test", slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Directory != nil; got != (file != "") {
+			t.Errorf("AGENTGATE_DIRECTORY=%q: the sweep has a directory: %t", file, got)
+		}
+	}
+}
