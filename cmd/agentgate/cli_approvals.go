@@ -26,8 +26,8 @@ func init() {
 
 // inboxVotes is what an inbox line says of a quorum ("" when one approval
 // decides): the most approvals a held call still needs (votes_missing; the
-// entry does not say each call's, `approvals show` does), the quorum, and
-// how many persons approved so far.
+// entry does not say each call's, `approvals show` does), the most a call
+// needs, and how many persons approved a call so far.
 func inboxVotes(a client.PendingApproval) string {
 	switch {
 	case a.VotesNeeded <= 1:
@@ -35,9 +35,9 @@ func inboxVotes(a client.PendingApproval) string {
 	case a.VotesMissing == 0: // a server before votes_missing
 		return fmt.Sprintf("  needs up to %d approvals per call", a.VotesNeeded)
 	}
-	s := fmt.Sprintf("  up to %d more approval(s) per call (quorum %d)", a.VotesMissing, a.VotesNeeded)
+	s := fmt.Sprintf("  up to %d more approval(s) per call (each needs up to %d)", a.VotesMissing, a.VotesNeeded)
 	if a.Approvals != nil && *a.Approvals > 0 {
-		s += fmt.Sprintf("; %d person(s) approved so far", *a.Approvals)
+		s += fmt.Sprintf("; %d person(s) approved a call so far", *a.Approvals)
 	}
 	return s
 }

@@ -456,8 +456,8 @@ func TestInboxVotes(t *testing.T) {
 		want            string
 	}{
 		{1, 1, ""},
-		{2, 2, "  up to 2 more approval(s) per call (quorum 2)"},
-		{3, 1, "  up to 1 more approval(s) per call (quorum 3)"},
+		{2, 2, "  up to 2 more approval(s) per call (each needs up to 2)"},
+		{3, 1, "  up to 1 more approval(s) per call (each needs up to 3)"},
 		{2, 0, "  needs up to 2 approvals per call"}, // a server before votes_missing
 	} {
 		if got := inboxVotes(client.PendingApproval{VotesNeeded: tt.needed, VotesMissing: tt.missing}); got != tt.want {
@@ -465,7 +465,7 @@ func TestInboxVotes(t *testing.T) {
 		}
 	}
 	two := 2
-	if got, want := inboxVotes(client.PendingApproval{VotesNeeded: 2, VotesMissing: 1, Approvals: &two}), "  up to 1 more approval(s) per call (quorum 2); 2 person(s) approved so far"; got != want {
+	if got, want := inboxVotes(client.PendingApproval{VotesNeeded: 2, VotesMissing: 1, Approvals: &two}), "  up to 1 more approval(s) per call (each needs up to 2); 2 person(s) approved a call so far"; got != want {
 		t.Errorf("with approvals: %q, want %q", got, want)
 	}
 }

@@ -161,8 +161,8 @@ func Compose(m Message) (subject, text, html string, err error) {
 		StillNeeded:  truncate(CleanText(strings.Join(m.StillNeeded, ", ")), ValueLimit),
 		SameNeeds:    SameNeeds(m.Progress),
 	}
-	if more := MoreApprovals(m.Progress); more != fmt.Sprintf("%d more approval(s)", m.VotesNeeded) {
-		v.More = truncate(oneLine(CleanText(more)), ValueLimit)
+	if !Untouched(m.Progress, m.VotesNeeded) {
+		v.More = truncate(oneLine(CleanText(MoreApprovals(m.Progress))), ValueLimit)
 	}
 	for i, c := range m.Calls {
 		v.Calls = append(v.Calls, callView{

@@ -49,6 +49,18 @@ func SameNeeds(ps []CallProgress) bool {
 	return true
 }
 
+// Untouched reports whether every call of ps is open and still needs n
+// approvals: then n alone says all there is of their progress, and
+// MoreApprovals would only repeat it.
+func Untouched(ps []CallProgress, n int) bool {
+	for _, p := range ps {
+		if p.StillNeeded != n {
+			return false
+		}
+	}
+	return true
+}
+
 // MoreApprovals says what the calls of ps that are neither approved nor
 // denied still need, as a phrase: "2 more approval(s)" when every call of
 // ps is open and each needs as many more; otherwise each open call's own,

@@ -336,13 +336,20 @@ type VotesDecided struct {
 	// (runs.Run.DecidedCalls; none when unknown).
 	Deciders []string
 	Calls    []runs.DecidedCall
+	// Cut says Deciders is shortened and Calls left out (the decision
+	// event's deciders_cut): the page says others decided too.
+	Cut bool
 	// Last, Via and At are the vote that completed the turn (Run.DecidedBy).
 	Last string
 	Via  string
 	At   time.Time
 	// Vote is the viewer's own vote ("approve", "deny", "per call") when
 	// they voted and another's vote completed the turn; "" otherwise.
-	Vote string
+	// Voter is who cast it (Vote.By): the page says it counted when Voter
+	// is among Deciders, and only that it was recorded otherwise (an
+	// approval of a call another then denied decided nothing).
+	Vote  string
+	Voter string
 }
 
 // AlreadyDecidedByVotes renders, with status 409, that a quorum's votes
@@ -352,8 +359,12 @@ type VotesDecided struct {
 // AlreadyDecided by the last voter.
 func AlreadyDecidedByVotes(p VotesDecided) (status int, html string) {
 	var more []string
-	if p.Vote != "" {
+	switch {
+	case p.Vote == "":
+	case len(p.Deciders) == 0 || slices.Contains(p.Deciders, p.Voter):
 		more = append(more, "Your vote ("+approval.CleanText(p.Vote)+") was recorded before that and counted.")
+	default:
+		more = append(more, "Your vote ("+approval.CleanText(p.Vote)+") was recorded before that; the calls it chose for were decided by the votes named here.")
 	}
 	if len(p.Deciders) == 0 {
 		return alreadyDecided(p.Outcome, p.Last, p.Via, p.At, more...)
@@ -362,7 +373,11 @@ func AlreadyDecidedByVotes(p VotesDecided) (status int, html string) {
 	if outcome == "" {
 		outcome = "decided"
 	}
-	s := "This request was already " + outcome + " by the votes of " + approval.CleanText(andList(p.Deciders))
+	deciders := approval.CleanText(andList(p.Deciders))
+	if p.Cut {
+		deciders = approval.CleanText(strings.Join(p.Deciders, ", ")) + " and others (the run's vote events name every vote)"
+	}
+	s := "This request was already " + outcome + " by the votes of " + deciders
 	if p.Last != "" {
 		s += "; the last, which completed it, was " + approval.CleanText(p.Last) + "'s"
 		if !p.At.IsZero() {

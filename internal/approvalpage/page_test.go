@@ -142,12 +142,23 @@ func TestOutcomePages(t *testing.T) {
 					{CallID: "toolu_01", Tool: "write_document", Action: loop.ActionApprove, By: []string{"ann@example.com", hostile}},
 					{CallID: "toolu_02", Tool: "send_email", Action: loop.ActionDeny, By: []string{"bob@example.com"}},
 				},
-				Last: hostile, Via: runs.ViaLink, At: at, Vote: "per call"})
+				Last: hostile, Via: runs.ViaLink, At: at, Vote: "per call", Voter: "bob@example.com"})
 		}, 409,
 			[]string{"Already decided", "already decided call by call by the votes of ann@example.com, bob@example.com and &lt;script&gt;",
 				"the last, which completed it, was &lt;script&gt;", "&#39;s on Sat, 14 Mar 2026 09:30 UTC through an approval link.",
 				"Your vote (per call) was recorded before that and counted.", "Nothing was changed. Who decided each call:",
 				"toolu_01</code>)</span>: approved by ann@example.com and &lt;script&gt;", "toolu_02</code>)</span>: denied by bob@example.com"}, nil},
+		{"already decided by votes, the viewer's vote decided nothing", func() (int, string) {
+			return approvalpage.AlreadyDecidedByVotes(approvalpage.VotesDecided{Outcome: "decided call by call",
+				Deciders: []string{"bob@example.com"},
+				Calls:    []runs.DecidedCall{{CallID: "toolu_02", Tool: "send_email", Action: loop.ActionDeny, By: []string{"bob@example.com"}}},
+				Last:     "bob@example.com", Via: runs.ViaAPI, At: at, Vote: "approve", Voter: "dave@example.com"})
+		}, 409, []string{"Your vote (approve) was recorded before that; the calls it chose for were decided by the votes named here."},
+			[]string{"counted"}},
+		{"already decided by votes, deciders cut", func() (int, string) {
+			return approvalpage.AlreadyDecidedByVotes(approvalpage.VotesDecided{Outcome: "approved",
+				Deciders: []string{"ann@example.com", "bob@example.com"}, Cut: true, Last: "sec@example.com", Via: runs.ViaAPI, At: at})
+		}, 409, []string{"already approved by the votes of ann@example.com, bob@example.com and others (the run&#39;s vote events name every vote)"}, nil},
 		{"already decided by votes, deciders unknown", func() (int, string) {
 			return approvalpage.AlreadyDecidedByVotes(approvalpage.VotesDecided{Outcome: "approved", Last: "sec@example.com", Via: runs.ViaAPI, At: at})
 		}, 409, []string{"already approved by sec@example.com on Sat, 14 Mar 2026 09:30 UTC through the API.", "Nothing was changed."}, []string{"votes of", "counted"}},

@@ -45,17 +45,17 @@ func (a *API) alreadyDecidedPage(r *runs.Run, approver string, earlier *runs.Dec
 	case d.Action == loop.ActionDeny:
 		outcome = "denied"
 	}
-	how := ""
+	how, voter := "", ""
 	if v, ok := voteOf(a.Directory, r, approver); ok && r.Decision != nil && v.By != r.DecidedBy {
-		how = string(v.TurnAction())
+		how, voter = string(v.TurnAction()), v.By
 		if how == "" {
 			how = "per call" // a per-call vote under a quorum
 		}
 	}
-	vd := approvalpage.VotesDecided{Outcome: outcome, Last: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Vote: how}
+	vd := approvalpage.VotesDecided{Outcome: outcome, Last: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Vote: how, Voter: voter}
 	switch {
 	case earlier != nil:
-		vd.Deciders, vd.Calls = earlier.Deciders, earlier.DecidedCalls
+		vd.Deciders, vd.Calls, vd.Cut = earlier.Deciders, earlier.DecidedCalls, earlier.DecidersCut
 	case r.VotesNeeded > 1 && r.Decision != nil:
 		vd.Deciders, vd.Calls = r.DecidingVoters(), r.DecidedCalls()
 	}

@@ -588,7 +588,10 @@ type InboxEntryView struct {
 	// held call not yet approved or denied still needs (what GET
 	// /runs/{id} calls votes_needed); Approvals how many distinct persons
 	// approved a held call so far (nil for an entry written before entries
-	// counted them, until the next vote).
+	// counted them, until the next vote): runs.InboxEntry.ApprovingPersons,
+	// stored as approving_persons, not the stored "approvals" attribute
+	// (runs.InboxEntry.Counted, VotesNeeded less VotesMissing, kept for the
+	// release before).
 	VotesNeeded  int  `json:"votes_needed"`
 	VotesMissing int  `json:"votes_missing"`
 	Approvals    *int `json:"approvals,omitempty"`

@@ -362,7 +362,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				return nil, Write{}, Errorf(EConflict, "every call %s may decide on this suspension is already approved or denied; the turn waits on the other approvers", d.Decider)
 			}
 			vote := Vote{By: d.Decider, Person: d.Voter, Via: d.Via, At: now, Whole: d.Decision.Action != ""}
-			vote.Choices, vote.Reasons = encodeChoices(cur.PendingCalls, d.Choices, vote.Whole)
+			vote.Choices, vote.Reasons = encodeChoices(cur.PendingCalls, openChoices(cur, d.Choices), vote.Whole)
 			vote.Action = compatAction(vote.Choices, cur.PendingCalls)
 			if vote.Whole {
 				vote.Message = d.Decision.Message

@@ -548,6 +548,22 @@ func toolOf(r *Run, id string) string {
 	return ""
 }
 
+// openChoices returns the choices of choices on calls of cur that are
+// neither approved nor denied. Choices are built on the voter's copy of the
+// run (VoteChoices leaves out the calls decided on it); a call another vote
+// decided since is left out as well: its choice would count for nothing,
+// and stored it would count the voter among those who approved.
+func openChoices(cur *Run, choices []VoteChoice) []VoteChoice {
+	open := cur.openCalls()
+	out := make([]VoteChoice, 0, len(choices))
+	for _, ch := range choices {
+		if open[ch.CallID] {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
 // decidesAnOpenCall reports whether choices choose for at least one held
 // call of cur that is neither approved nor denied yet.
 func decidesAnOpenCall(cur *Run, choices []VoteChoice) bool {

@@ -108,3 +108,53 @@ func testInboxCountsPersons(t *testing.T, e *Env) {
 	assert.Nil(t, page[0].ApprovingPersons, "an entry without the count")
 	assert.Equal(t, 1, page[0].VotesMissing())
 }
+
+// testStaleChoicesLeftOut: a vote's choices are built on the voter's copy
+// of the run; a choice on a call another vote decided since is left out of
+// the stored vote (it would count for nothing), so the voter is not counted
+// among those who approved (Run.Approvals, the inbox's ApprovingPersons)
+// for an approval that counted for nothing (reviewer helper-80).
+func testStaleChoicesLeftOut(t *testing.T, e *Env) {
+	ctx := t.Context()
+	r := e.Running(t)
+	sp, _ := e.Suspension(r, "s1")
+	st := sp.State
+	st.PendingCalls[0].Approval = &loop.ApprovalRule{RequiredApprovals: 2}
+	for _, id := range []string{"call-3", "call-4"} {
+		st.PendingCalls = append(st.PendingCalls, loop.PendingCall{ID: id, Name: "send_email", Input: json.RawMessage(`{}`),
+			NeedsApproval: true, Effect: loop.EffectWrite, Approval: &loop.ApprovalRule{RequiredApprovals: 2}})
+	}
+	sp.VotesNeeded = 2
+	sp.InboxKeys = []string{"person:ann", "person:bob", "person:dave", "person:erin"}
+	r, err := e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+
+	stale := r // dave's copy: call-1 open
+	for _, who := range []string{"ann", "bob"} {
+		r, err = e.Store.Decide(ctx, r, perCall(who, "call-1", loop.ActionApprove))
+		require.NoError(t, err)
+	}
+	tally, ok := r.CallTally("call-1")
+	require.True(t, ok)
+	require.True(t, tally.Approved(), "call-1 approved by ann and bob")
+
+	// dave's vote, built on the stale copy: approve call-1, deny call-3.
+	r, err = e.Store.Decide(ctx, stale, perCall("dave", "call-1", loop.ActionApprove, "call-3", loop.ActionDeny))
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusWaiting, r.Status, "call-4 is still open")
+	stored := e.stored(t, r.ID)
+	require.Len(t, stored.Votes, 3)
+	dave := stored.Votes[2]
+	assert.Equal(t, "person:dave", dave.Person)
+	for i, c := range stored.PendingCalls {
+		if c.ID == "call-1" {
+			assert.Equal(t, byte('-'), dave.Choices[i], "the choice on call-1, decided since dave read the run, is left out")
+		}
+	}
+	assert.Equal(t, 2, stored.Approvals(), "only ann and bob approved a call their approval counted for")
+	page, _, err := e.Store.Inbox(ctx, "person:erin", 10, "")
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.NotNil(t, page[0].ApprovingPersons)
+	assert.Equal(t, 2, *page[0].ApprovingPersons)
+}

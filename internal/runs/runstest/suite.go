@@ -113,6 +113,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"VoteDropsTheDone", testVoteDropsTheDone},
 		{"QuorumDeciders", testQuorumDeciders},
 		{"InboxCountsPersons", testInboxCountsPersons},
+		{"StaleChoicesLeftOut", testStaleChoicesLeftOut},
 		{"QuorumCheck", testQuorumCheck},
 		{"EndUnmeetable", testEndUnmeetable},
 		{"Checkpoint", testCheckpoint},
