@@ -357,6 +357,8 @@ func TestStatusCodeRule(t *testing.T) {
 		{"21 approvers", req("POST", "/runs", alice, `{"prompt":"x","approvers":`+approvers(21)+`}`), 413, "too_large"},
 		{"require_approval pattern of 128 characters", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"require_approval":["write_`+strings.Repeat("*", 128-6)+`"]}`), 202, ""},
 		{"client tool whose schema refers back to itself", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"client_tools":[{"name":"ctool","effect":"write","input_schema":{"type":"object","properties":{"q":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$ref":"#/$defs/x"}}}}]}`), 422, "unprocessable"},
+		{"empty allowed_tools", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"allowed_tools":[]}`), 422, "unprocessable"},
+		{"empty messages beside a prompt", req("POST", "/runs", alice, `{"prompt":"x","messages":[],"approvers":["b@example.com"]}`), 422, "unprocessable"},
 		{"empty webhook_events", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/a","webhook_events":[]}`), 422, "unprocessable"},
 		{"webhook_events, each once", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/a","webhook_events":["run.completed","run.failed"]}`), 202, ""},
 		{"duplicate webhook_events", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"webhook_url":"https://hooks.example.com/a","webhook_events":["run.completed","run.completed"]}`), 422, "unprocessable"},
