@@ -172,6 +172,12 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		// number); written out, it is below the spec's minimum of 1.
 		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)
 	}
+	if sr.WebhookURL == "" && given["/webhook_url"] {
+		// "" is how the request type spells "no webhook"; written out, it
+		// is no URI (format: uri) and most likely a value the caller
+		// forgot to fill in.
+		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url is empty: give an absolute https URL, or leave it out for no webhooks")
+	}
 	for i, m := range sr.Messages {
 		if m.Content == nil {
 			// The contract's Message requires content (an array; null
