@@ -248,7 +248,9 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 
 // checkRunPolicy checks a start request against the directory and the
 // deployment policy: its approvers resolve (groups only, when the
-// directory says so), the groups its tool executors name exist, its
+// directory says so), its tool executors resolve as approvers do (the
+// groups exist, no person twice by any alias; service accounts allowed:
+// identity.Directory.RunToolExecutors), its
 // requirements only tighten the policy (422 naming what it tried to
 // loosen), and enough persons may approve for the approvals it needs. It
 // returns whether the run is four-eyes.
@@ -257,8 +259,8 @@ func (a *API) checkRunPolicy(initiator identity.Principal, sr *service.StartRequ
 	if err != nil {
 		return false, refusal(err, identity.ErrInvalidApprovers)
 	}
-	if err := a.checkExecutorGroups(sr.ToolExecutors); err != nil {
-		return false, err
+	if err := a.Directory.RunToolExecutors(sr.ToolExecutors); err != nil {
+		return false, refusal(err, identity.ErrInvalidApprovers)
 	}
 	if _, err := a.Policy.CheckRun(sr.RunRequirements()); err != nil {
 		return false, refusal(err, policy.ErrInvalidRun)
@@ -271,23 +273,6 @@ func (a *API) checkRunPolicy(initiator identity.Principal, sr *service.StartRequ
 			need, have, map[bool]string{true: " (four-eyes: not the initiator)"}[fourEyes])
 	}
 	return fourEyes, nil
-}
-
-// checkExecutorGroups refuses (422) a tool executor entry "group:<name>"
-// whose group the directory lacks, as an approver entry is refused: a
-// misspelt group would let nobody submit. Membership itself is read when
-// results are submitted (runs.MaySubmitResults), so the members at that
-// time may submit. group_approvers_only does not apply: an executor is
-// no check on the initiator, who may submit the results anyway.
-func (a *API) checkExecutorGroups(executors []string) error {
-	for i, e := range executors {
-		if name, ok := strings.CutPrefix(e, identity.GroupPrefix); ok {
-			if _, found := a.Directory.Group(name); !found {
-				return errorf(runs.EInvalid, "tool_executors[%d]: %q: no such group in the directory", i, e)
-			}
-		}
-	}
-	return nil
 }
 
 // readable loads a run the caller may see: its initiator or an approver.
