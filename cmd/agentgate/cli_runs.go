@@ -233,7 +233,8 @@ func explainDecideError(id string, err error) error {
 	switch {
 	case strings.Contains(msg, "already voted"):
 		return fmt.Errorf("%w\nyour vote stands; the run resumes once enough others have voted (`agentgate runs get %s` shows the votes)", err, id)
-	case strings.Contains(msg, "the turn you reviewed"), strings.Contains(msg, "decision names"): // the latter: a server before the wording changed
+	case strings.Contains(msg, "does not match the turn"),
+		strings.Contains(msg, "the turn you reviewed"), strings.Contains(msg, "decision names"): // the latter two: servers before the wording changed
 		return fmt.Errorf("%w\nthat digest is not the turn held now (mistyped, or the run moved on): look again with `agentgate approvals show %s`", err, id)
 	}
 	return fmt.Errorf("%w\nthe run moved on or was decided since you reviewed it: look again with `agentgate approvals show %s`", err, id)

@@ -156,7 +156,7 @@ func TestBadInput(t *testing.T) {
 		{"decide: non-approver", req("POST", dec, carol, `{"turn_digest":"`+digest+`","action":"approve"}`), 403, "not an approver"},
 		{"decide: initiator is not approver", req("POST", dec, alice, `{"turn_digest":"`+digest+`","action":"approve"}`), 403, "not an approver"},
 		{"decide: unknown run", req("POST", "/runs/nope/decision", bob, `{"turn_digest":"`+digest+`","action":"approve"}`), 404, "not found"},
-		{"decide: wrong digest", req("POST", dec, bob, `{"turn_digest":"`+strings.Repeat("0", 64)+`","action":"approve"}`), 409, "the turn you reviewed (\"" + strings.Repeat("0", 64) + "\") was already decided, by someone else, or it changed: run " + r.ID + " now waits on another turn (\"" + digest + "\"), which you can review before you decide on it"},
+		{"decide: wrong digest", req("POST", dec, bob, `{"turn_digest":"`+strings.Repeat("0", 64)+`","action":"approve"}`), 409, "the turn digest you sent (\"" + strings.Repeat("0", 64) + "\") does not match the turn run " + r.ID + " waits on (\"" + digest + "\"): the turn you reviewed was decided already (by someone else) or changed, or the digest was never one of this run's; review the turn it waits on before you decide on it"},
 		{"decide: unknown call", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"zz","action":"approve"}]}`), 422, "not pending"},
 		{"decide: edit fails schema", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":{"path":"x"}}]}`), 422, "schema"},
 		{"decide: edit input null", req("POST", dec, bob, `{"turn_digest":"`+digest+`","calls":[{"call_id":"tu_write","action":"edit","input":null}]}`), 422, "edited input must be a JSON object"},

@@ -612,10 +612,13 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 	return jsonResponse(http.StatusOK, page), nil
 }
 
-// turnMovedOn is the refusal of a decision on a turn the run no longer
-// waits on: most often another approver decided it first. It says so, and
-// that the turn waiting now is another one, to review before deciding it
-// (not to decide again blind).
+// turnMovedOn is the refusal of a decision whose digest is not that of the
+// turn the run waits on: most often another approver decided that turn
+// first, or it changed; but the digest may also be one this run never had
+// (mistyped, or of another run). The row keeps only the current turn's
+// digest, so the message cannot tell which and says both. It names the
+// turn waiting now, to review before deciding it (not to decide again
+// blind).
 func turnMovedOn(r *runs.Run, d loop.Decision) error {
-	return errorf(runs.EConflict, "the turn you reviewed (%q) was already decided, by someone else, or it changed: run %s now waits on another turn (%q), which you can review before you decide on it", d.TurnDigest, r.ID, r.TurnDigest)
+	return errorf(runs.EConflict, "the turn digest you sent (%q) does not match the turn run %s waits on (%q): the turn you reviewed was decided already (by someone else) or changed, or the digest was never one of this run's; review the turn it waits on before you decide on it", d.TurnDigest, r.ID, r.TurnDigest)
 }
