@@ -2,7 +2,9 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,6 +157,10 @@ func TestErrors(t *testing.T) {
 			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, AllowedTools: []string{"rm_rf"}})
 			return err
 		}, 422, client.CodeUnprocessable},
+		{"start: an empty AllowedTools is sent, not dropped (dropped, it would allow every tool)", func() error {
+			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, AllowedTools: []string{}})
+			return err
+		}, 422, client.CodeUnprocessable},
 		{"start: a model not allowed", func() error {
 			_, err := alice.StartRun(ctx, client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}, Model: "gpt-huge"})
 			return err
@@ -264,6 +270,54 @@ func checkAPIError(t *testing.T, err error, status int, code string) {
 
 // TestWaitRetriesTransientErrors: throttling and 5xx are retried, a 4xx
 // ends the wait, and the context bounds it.
+// TestStartRunSendsEmptyLists: an empty, non-nil AllowedTools or
+// WebhookEvents goes on the wire as [] (the API refuses it) instead of
+// being dropped by omitempty, which the API would read as "all"; nil ones
+// are left out.
+func TestStartRunSendsEmptyLists(t *testing.T) {
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"id":"r1","status":"QUEUED"}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, client.WithBearerToken("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []client.StartRunRequest{
+		{Prompt: "x", Approvers: []string{"bob"}, AllowedTools: []string{}, WebhookURL: "https://h.example.com/", WebhookEvents: []string{}},
+		{Prompt: "x", Approvers: []string{"bob"}},
+		{Prompt: "x", Approvers: []string{"bob"}, AllowedTools: []string{"read_document"}, WebhookURL: "https://h.example.com/", WebhookEvents: []string{"run.completed"}},
+	}
+	for _, req := range reqs {
+		if _, err := c.StartRun(ctx(t), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []map[string]string{
+		{"allowed_tools": `[]`, "webhook_events": `[]`},
+		{"allowed_tools": "", "webhook_events": ""},
+		{"allowed_tools": `["read_document"]`, "webhook_events": `["run.completed"]`},
+	} {
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(bodies[i]), &got); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range want {
+			if string(got[k]) != v {
+				t.Errorf("request %d: %s is %q, want %q (body %s)", i, k, got[k], v, bodies[i])
+			}
+		}
+		if got["prompt"] == nil || got["approvers"] == nil {
+			t.Errorf("request %d: the other members are lost: %s", i, bodies[i])
+		}
+	}
+}
+
 func TestWaitRetriesTransientErrors(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

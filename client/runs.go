@@ -30,11 +30,29 @@ func (c *Client) StartRun(ctx context.Context, req StartRunRequest) (*Run, error
 			}
 		}
 	}
+	body := startRunBody{StartRunRequest: req}
+	if req.AllowedTools != nil {
+		body.AllowedTools = &req.AllowedTools
+	}
+	if req.WebhookEvents != nil {
+		body.WebhookEvents = &req.WebhookEvents
+	}
 	var r Run
-	if err := c.do(ctx, "POST", "/runs", req, &r); err != nil {
+	if err := c.do(ctx, "POST", "/runs", body, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// startRunBody is the body StartRun sends: req, with the lists whose
+// absence means "all" sent whenever they are not nil. omitempty would drop
+// an empty one, so a caller who allowed no tool would get every tool; sent
+// empty, it gets the API's 422 instead. (These fields, being shallower,
+// replace the embedded ones of the same JSON name.)
+type startRunBody struct {
+	StartRunRequest
+	AllowedTools  *[]string `json:"allowed_tools,omitempty"`
+	WebhookEvents *[]string `json:"webhook_events,omitempty"`
 }
 
 // Run returns a run (GET /runs/{id}).

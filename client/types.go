@@ -93,7 +93,10 @@ type StartRunRequest struct {
 	System   string    `json:"system,omitempty"`
 	// Model must be one of the deployment's allowed models; empty: the
 	// configured model.
-	Model        string   `json:"model,omitempty"`
+	Model string `json:"model,omitempty"`
+	// AllowedTools limits the tools the model may call; nil: all of them.
+	// A non-nil empty slice is sent as [] and refused by the API (422),
+	// not dropped: it does not mean "all".
 	AllowedTools []string `json:"allowed_tools,omitempty"`
 	// Approvers may decide the run: e-mail addresses get approval links,
 	// other principals (IAM ARNs, local names) decide through the API.
@@ -121,7 +124,8 @@ type StartRunRequest struct {
 	ToolExecutors         []string     `json:"tool_executors,omitempty"`
 	// WebhookURL and WebhookEvents ask for signed webhooks (see the
 	// README's "Webhooks"); a deployment without a signing secret, or a
-	// refused target, answers 422.
+	// refused target, answers 422. WebhookEvents nil means every event
+	// type; a non-nil empty slice is sent as [] and refused (422).
 	WebhookURL    string   `json:"webhook_url,omitempty"`
 	WebhookEvents []string `json:"webhook_events,omitempty"`
 	// RequiredApprovals is how many distinct persons must approve each call

@@ -119,23 +119,32 @@ func retryNotice(w io.Writer) func(error) {
 	}
 }
 
-// runGroup runs one command group: args[0] names the verb.
+// runGroup runs one command group: args[0] names the verb. No verb, an
+// unknown one, a flag the verb does not have, and the usage errors of the
+// verb itself (usagef) are usageErrors, which carry the usage to print.
 func runGroup(ctx context.Context, group string, verbs map[string]subcommand, args []string, stdout io.Writer) error {
 	stdout = terminalSafe{stdout}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
 		groupUsage(stdout, group, verbs)
 		return nil
 	}
+	var b strings.Builder
+	groupUsage(&b, group, verbs)
+	if len(args) == 0 {
+		return &usageError{err: fmt.Errorf("no command given"), usage: b.String()}
+	}
 	v, ok := verbs[args[0]]
 	if !ok {
-		var b strings.Builder
-		groupUsage(&b, group, verbs)
-		return fmt.Errorf("unknown command %q\n\n%s", args[0], b.String())
+		return &usageError{err: fmt.Errorf("unknown command %q", args[0]), usage: b.String()}
 	}
 	fs := flag.NewFlagSet(group+" "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	// -h prints the usage on stdout; a flag error is returned and its
+	// usage printed on stderr, once, by run.
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	verbUsage := fmt.Sprintf("usage: agentgate %s %s %s\n", group, args[0], v.usage)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: agentgate %s %s %s\n\n%s\n\nflags:\n", group, args[0], v.usage, v.summary)
+		fmt.Fprintf(fs.Output(), "%s\n%s\n\nflags:\n", verbUsage, v.summary)
 		fs.PrintDefaults()
 	}
 	var g globalFlags
@@ -146,12 +155,22 @@ func runGroup(ctx context.Context, group string, verbs map[string]subcommand, ar
 	ordered, err := interleave(fs, args[1:])
 	if err == nil {
 		err = fs.Parse(ordered)
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
+		if errors.Is(err, flag.ErrHelp) {
+			_, werr := io.Copy(stdout, &help)
+			return werr
+		}
+		if err != nil {
+			err = &usageError{err: err}
+		}
+	} else {
+		err = &usageError{err: err}
 	}
 	if err == nil {
 		err = v.run(ctx, &g, fs.Args(), stdout)
+	}
+	var usageErr *usageError
+	if errors.As(err, &usageErr) && usageErr.usage == "" {
+		usageErr.usage = verbUsage + fmt.Sprintf("(agentgate %s %s -h lists its flags)\n", group, args[0])
 	}
 	if err != nil && g.json {
 		return jsonFailure{err}
@@ -253,13 +272,13 @@ func oneID(args []string) (string, error) {
 	switch len(args) {
 	case 1:
 		if args[0] == "" {
-			return "", errors.New("the run id is empty")
+			return "", usagef("the run id is empty")
 		}
 		return args[0], nil
 	case 0:
-		return "", errors.New("give the run id")
+		return "", usagef("give the run id")
 	}
-	return "", fmt.Errorf("give one run id, not %d arguments", len(args))
+	return "", usagef("give one run id, not %d arguments", len(args))
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -56,10 +56,10 @@ func approvalsVerbs() map[string]subcommand {
 			flags: func(fs *flag.FlagSet) { fs.IntVar(&limit, "limit", 0, "print at most this many (0: all)") },
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
 				if len(args) > 0 {
-					return fmt.Errorf("unexpected arguments %q", args)
+					return usagef("unexpected arguments %q", args)
 				}
 				if limit < 0 {
-					return fmt.Errorf("--limit %d: give 0 (all) or more", limit)
+					return usagef("--limit %d: give 0 (all) or more", limit)
 				}
 				c, err := g.client()
 				if err != nil {
@@ -164,7 +164,7 @@ func decideTurn(ctx context.Context, g *globalFlags, args []string, w io.Writer,
 	}
 	if digest == "" {
 		if !cliIsTerminal(cliStdin) || g.json {
-			return fmt.Errorf("give --digest: the turn digest you reviewed (`agentgate approvals show %s` prints it)", id)
+			return usagef("give --digest: the turn digest you reviewed (`agentgate approvals show %s` prints it)", id)
 		}
 		r, err := waitingRun(ctx, c, id)
 		if err != nil {

@@ -40,7 +40,10 @@ func runsVerbs() map[string]subcommand {
 			flags: start.register,
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
 				if len(args) > 0 {
-					return fmt.Errorf("unexpected arguments %q", args)
+					return usagef("unexpected arguments %q", args)
+				}
+				if err := checkTimeout(start.timeout); err != nil {
+					return err // before the run is started
 				}
 				req, err := start.request()
 				if err != nil {
@@ -94,9 +97,9 @@ func runsVerbs() map[string]subcommand {
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
 				switch {
 				case after < 0:
-					return fmt.Errorf("--after %d: give 0 (from the start) or more", after)
+					return usagef("--after %d: give 0 (from the start) or more", after)
 				case limit < 0:
-					return fmt.Errorf("--limit %d: give 0 (all) or more", limit)
+					return usagef("--limit %d: give 0 (all) or more", limit)
 				}
 				id, c, err := g.runClient(args)
 				if err != nil {
@@ -128,6 +131,9 @@ func runsVerbs() map[string]subcommand {
 			run: func(ctx context.Context, g *globalFlags, args []string, w io.Writer) error {
 				id, err := oneID(args)
 				if err != nil {
+					return err
+				}
+				if err := checkTimeout(timeout); err != nil {
 					return err
 				}
 				want, err := parseStatuses(statuses)
@@ -189,10 +195,18 @@ func runsVerbs() map[string]subcommand {
 	}
 }
 
+// checkTimeout refuses a negative --timeout, a usage error.
+func checkTimeout(timeout time.Duration) error {
+	if timeout < 0 {
+		return usagef("--timeout %s: give a duration of 0 (no limit) or more", timeout)
+	}
+	return nil
+}
+
 // waitFor is client.Wait bounded by timeout.
 func waitFor(ctx context.Context, c *client.Client, id string, timeout time.Duration, want []client.Status) (*client.Run, error) {
-	if timeout < 0 {
-		return nil, fmt.Errorf("--timeout %s: give a duration of 0 (no limit) or more", timeout)
+	if err := checkTimeout(timeout); err != nil {
+		return nil, err
 	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -213,7 +227,7 @@ func parseStatuses(in []string) ([]client.Status, error) {
 			ok = ok || k == st
 		}
 		if !ok {
-			return nil, fmt.Errorf("unknown status %q", s)
+			return nil, usagef("unknown status %q", s)
 		}
 		out = append(out, st)
 	}
@@ -233,7 +247,8 @@ func explainDecideError(id string, err error) error {
 	switch {
 	case strings.Contains(msg, "already voted"):
 		return fmt.Errorf("%w\nyour vote stands; the run resumes once enough others have voted (`agentgate runs get %s` shows the votes)", err, id)
-	case strings.Contains(msg, "the turn you reviewed"), strings.Contains(msg, "decision names"): // the latter: a server before the wording changed
+	case strings.Contains(msg, "does not match the turn"),
+		strings.Contains(msg, "the turn you reviewed"), strings.Contains(msg, "decision names"): // the latter two: servers before the wording changed
 		return fmt.Errorf("%w\nthat digest is not the turn held now (mistyped, or the run moved on): look again with `agentgate approvals show %s`", err, id)
 	}
 	return fmt.Errorf("%w\nthe run moved on or was decided since you reviewed it: look again with `agentgate approvals show %s`", err, id)
@@ -302,7 +317,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		}
 	}
 	if s.promptFile != "" && s.prompt != "" {
-		return req, errors.New("give --prompt or --prompt-file, not both")
+		return req, usagef("give --prompt or --prompt-file, not both")
 	}
 	if s.promptFile != "" {
 		b, err := readInput(s.promptFile)
@@ -338,7 +353,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 	for _, kv := range s.meta {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return req, fmt.Errorf("--meta %q: want key=value", kv)
+			return req, usagef("--meta %q: want key=value", kv)
 		}
 		if req.Metadata == nil {
 			req.Metadata = map[string]string{}
@@ -347,7 +362,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 	}
 	if s.ttl != 0 {
 		if s.ttl%time.Second != 0 {
-			return req, fmt.Errorf("--ttl %s: whole seconds only", s.ttl)
+			return req, usagef("--ttl %s: whole seconds only", s.ttl)
 		}
 		req.ApprovalTTLSeconds = int64(s.ttl / time.Second)
 	}
@@ -376,7 +391,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 	}
 	if s.toolResultsTTL != 0 {
 		if s.toolResultsTTL%time.Second != 0 {
-			return req, fmt.Errorf("--tool-results-ttl %s: whole seconds only", s.toolResultsTTL)
+			return req, usagef("--tool-results-ttl %s: whole seconds only", s.toolResultsTTL)
 		}
 		req.ToolResultsTTLSeconds = int64(s.toolResultsTTL / time.Second)
 	}
@@ -386,9 +401,9 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 	}
 	switch {
 	case req.Prompt == "" && len(req.Messages) == 0:
-		return req, errors.New("give --prompt, --prompt-file, --messages-file or --body")
+		return req, usagef("give --prompt, --prompt-file, --messages-file or --body")
 	case len(req.Approvers) == 0:
-		return req, errors.New("give at least one --approver")
+		return req, usagef("give at least one --approver")
 	}
 	return req, nil
 }
@@ -418,7 +433,7 @@ func (d *decideFlags) decision() (client.Decision, error) {
 		}
 	}
 	if modes != 1 {
-		return out, errors.New("give exactly one of --approve, --deny, --call or --decision-file")
+		return out, usagef("give exactly one of --approve, --deny, --call or --decision-file")
 	}
 	if d.file != "" {
 		b, err := readInput(d.file)
@@ -435,7 +450,7 @@ func (d *decideFlags) decision() (client.Decision, error) {
 		out.TurnDigest = d.digest
 	}
 	if out.TurnDigest == "" {
-		return out, errors.New("give --digest: the turn digest you reviewed (`agentgate approvals show ID` prints it)")
+		return out, usagef("give --digest: the turn digest you reviewed (`agentgate approvals show ID` prints it)")
 	}
 	switch {
 	case d.approve:
@@ -452,7 +467,7 @@ func (d *decideFlags) decision() (client.Decision, error) {
 		}
 	}
 	if d.message != "" && !d.deny {
-		return out, errors.New("--message goes with --deny (per call: --call ID=deny:reason)")
+		return out, usagef("--message goes with --deny (per call: --call ID=deny:reason)")
 	}
 	return out, nil
 }
@@ -476,21 +491,21 @@ func parseCallDecision(spec string) (client.CallDecision, error) {
 		id, rest, ok = strings.Cut(spec, "=") // for the messages below
 	}
 	if !ok || id == "" {
-		return client.CallDecision{}, fmt.Errorf("--call %q: want ID=approve, ID=deny[:reason] or ID=edit:@file.json", spec)
+		return client.CallDecision{}, usagef("--call %q: want ID=approve, ID=deny[:reason] or ID=edit:@file.json", spec)
 	}
 	action, arg, _ := strings.Cut(rest, ":")
 	cd := client.CallDecision{CallID: id, Action: client.Action(action)}
 	switch cd.Action {
 	case client.Approve:
 		if arg != "" {
-			return cd, fmt.Errorf("--call %q: approve takes nothing after it", spec)
+			return cd, usagef("--call %q: approve takes nothing after it", spec)
 		}
 	case client.Deny:
 		cd.Message = arg
 	case client.Edit:
 		file, ok := strings.CutPrefix(arg, "@")
 		if !ok || file == "" {
-			return cd, fmt.Errorf("--call %q: edit takes @file.json with the new arguments", spec)
+			return cd, usagef("--call %q: edit takes @file.json with the new arguments", spec)
 		}
 		b, err := readInput(file)
 		if err != nil {
@@ -501,7 +516,7 @@ func parseCallDecision(spec string) (client.CallDecision, error) {
 		}
 		cd.Input = json.RawMessage(b)
 	default:
-		return cd, fmt.Errorf("--call %q: the action is approve, deny or edit", spec)
+		return cd, usagef("--call %q: the action is approve, deny or edit", spec)
 	}
 	return cd, nil
 }

@@ -133,31 +133,31 @@ func TestCLIRunsAndApprovals(t *testing.T) {
 		{"get unknown", "alice", []string{"runs", "get", "nope"}, 1, "", "HTTP 404 not_found"},
 		{"get forbidden", "carol", []string{"runs", "get", r.ID}, 1, "", "HTTP 403 forbidden"},
 		{"get unauthenticated", "stranger", []string{"runs", "get", r.ID}, 1, "", "HTTP 401 unauthorized"},
-		{"get no id", "alice", []string{"runs", "get"}, 1, "", "give the run id"},
+		{"get no id", "alice", []string{"runs", "get"}, 2, "", "give the run id"},
 		{"events", "alice", []string{"runs", "events", r.ID}, 0, "run_started", ""},
 		{"events json limit", "alice", []string{"runs", "events", r.ID, "--json", "--limit", "2"}, 0, `"seq": 2`, ""},
 		{"events forbidden", "carol", []string{"runs", "events", r.ID}, 1, "", "HTTP 403"},
-		{"start without approver", "alice", []string{"runs", "start", "--prompt", "x"}, 1, "", "--approver"},
+		{"start without approver", "alice", []string{"runs", "start", "--prompt", "x"}, 2, "", "--approver"},
 		{"start unknown tool", "alice", []string{"runs", "start", "--prompt", "x", "--approver", "bob", "--tool", "rm_rf"}, 1, "", "HTTP 422 unprocessable"},
 		{"start bad ttl", "alice", []string{"runs", "start", "--prompt", "x", "--approver", "bob", "--ttl", "5s"}, 1, "", "approval_ttl_seconds"},
 		{"show", "bob", []string{"approvals", "show", r.ID}, 0, "+- Team: 12 EUR", ""},
 		{"show has the digest", "bob", []string{"approvals", "show", r.ID}, 0, "--digest " + digest, ""},
 		{"show forbidden", "carol", []string{"approvals", "show", r.ID}, 1, "", "HTTP 403"},
-		{"approve without digest", "bob", []string{"approvals", "approve", r.ID}, 1, "", "give --digest"},
+		{"approve without digest", "bob", []string{"approvals", "approve", r.ID}, 2, "", "give --digest"},
 		{"approve stale digest", "bob", []string{"approvals", "approve", r.ID, "--digest", strings.Repeat("0", 64)}, 1, "", "that digest is not the turn held now"},
 		{"approve not an approver", "carol", []string{"approvals", "approve", r.ID, "--digest", digest}, 1, "", "HTTP 403"},
 		{"decide edit fails schema", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "toolu_demo_write=edit:@" + editFile}, 1, "", "HTTP 422"},
 		{"decide unknown call", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "nope=approve"}, 1, "", "HTTP 422"},
-		{"decide two modes", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--approve", "--deny"}, 1, "", "exactly one"},
-		{"decide bad call spec", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "x=maybe"}, 1, "", "approve, deny or edit"},
+		{"decide two modes", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--approve", "--deny"}, 2, "", "exactly one"},
+		{"decide bad call spec", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "x=maybe"}, 2, "", "approve, deny or edit"},
 		{"inbox", "bob", []string{"approvals", "list"}, 0, r.ID + "  from alice  write_document", ""},
 		{"inbox json", "bob", []string{"approvals", "list", "--json"}, 0, `"turn_digest": "` + digest, ""},
 		{"inbox limit", "bob", []string{"approvals", "list", "--limit", "1", "--json"}, 0, `"run_id"`, ""},
 		{"inbox of a non-approver", "carol", []string{"approvals", "list"}, 0, "nothing waits for your decision", ""},
 		{"inbox unauthenticated", "stranger", []string{"approvals", "list"}, 1, "", "HTTP 401 unauthorized"},
 		{"wait for a status", "alice", []string{"runs", "wait", r.ID, "--status", "waiting_for_approval"}, 0, "WAITING_FOR_APPROVAL", ""},
-		{"wait bad status", "alice", []string{"runs", "wait", r.ID, "--status", "DONE"}, 1, "", "unknown status"},
-		{"unknown verb", "alice", []string{"runs", "frobnicate", "x"}, 1, "", "unknown command"},
+		{"wait bad status", "alice", []string{"runs", "wait", r.ID, "--status", "DONE"}, 2, "", "unknown status"},
+		{"unknown verb", "alice", []string{"runs", "frobnicate", "x"}, 2, "", "unknown command"},
 		{"cancel", "alice", []string{"runs", "cancel", other.ID}, 0, "CANCELLED", ""},
 		{"cancel again", "alice", []string{"runs", "cancel", other.ID}, 1, "", "HTTP 409 conflict"},
 		{"show not waiting", "alice", []string{"approvals", "show", other.ID}, 1, "", "nothing waits"},
@@ -369,7 +369,8 @@ func TestHelpExitsZero(t *testing.T) {
 }
 
 // TestConflictingOrInvalidFlagsAreRefused: values the CLI would otherwise
-// drop or misread end the command with a message instead.
+// drop or misread end the command with a message instead, as a usage
+// error (exit 2), before any request.
 func TestConflictingOrInvalidFlagsAreRefused(t *testing.T) {
 	prompt := filepath.Join(t.TempDir(), "p.txt")
 	if err := os.WriteFile(prompt, []byte("from the file"), 0o600); err != nil {
@@ -387,8 +388,8 @@ func TestConflictingOrInvalidFlagsAreRefused(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		args := append(tt.args, "--endpoint", "http://127.0.0.1:1", "--token", "t")
-		if code := run(context.Background(), args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tt.want) {
-			t.Errorf("agentgate %v: exit %d, stderr %q; want 1 and %q", tt.args, code, errOut.String(), tt.want)
+		if code := run(context.Background(), args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("agentgate %v: exit %d, stderr %q; want 2 and %q", tt.args, code, errOut.String(), tt.want)
 		}
 	}
 }
@@ -526,22 +527,56 @@ func TestAFlagWithoutItsValueIsRefused(t *testing.T) {
 	}
 }
 
-// TestUsageErrorsExitTwo: no command, like an unknown one, prints the
-// usage on stderr and exits 2; help exits 0.
+// TestUsageErrorsExitTwo: every usage error exits 2 with the message and
+// the usage on stderr and nothing on stdout: no command or an unknown
+// one, a command group without its subcommand or with an unknown one, a
+// missing or extra argument, a flag a command does not have. Help exits 0
+// with the usage on stdout. (Group commands without a subcommand, like
+// `agentgate runs`, printed the usage and exited 0; the others exited 1.)
 func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
 		want int
+		msg  string // on stderr, beside the usage
 	}{
-		{nil, 2},
-		{[]string{"nosuch"}, 2},
-		{[]string{"help"}, 0},
-		{[]string{"--help"}, 0},
+		{nil, 2, ""},
+		{[]string{"nosuch"}, 2, `unknown command "nosuch"`},
+		{[]string{"runs"}, 2, "no command given"},
+		{[]string{"approvals"}, 2, "no command given"},
+		{[]string{"runs", "bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"approvals", "bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"runs", "get"}, 2, "give the run id"},
+		{[]string{"runs", "get", "a", "b"}, 2, "give one run id, not 2 arguments"},
+		{[]string{"runs", "cancel"}, 2, "give the run id"},
+		{[]string{"approvals", "show"}, 2, "give the run id"},
+		{[]string{"approvals", "list", "extra"}, 2, "unexpected arguments"},
+		{[]string{"runs", "tool-results", "r1"}, 2, "give --results FILE"},
+		{[]string{"runs", "get", "r1", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"runs", "get", "r1", "--json", "--bogus"}, 2, `"message":"flag provided but not defined: -bogus"`},
+		{[]string{"approvals", "list", "--limit", "many"}, 2, `invalid value "many" for flag -limit`},
+		{[]string{"runs", "get", "r1", "--token"}, 2, "flag needs an argument: --token"},
+		{[]string{"serve", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"serve", "extra"}, 2, "unexpected arguments"},
+		{[]string{"serve", "--retention", "1ms"}, 2, "--retention 1ms"},
+		{[]string{"init", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"demo", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"help"}, 0, ""},
+		{[]string{"--help"}, 0, ""},
+		{[]string{"runs", "help"}, 0, ""},
+		{[]string{"approvals", "--help"}, 0, ""},
+		{[]string{"runs", "get", "-h"}, 0, ""},
 	} {
 		var out, errOut bytes.Buffer
+		// No endpoint is given: a usage error is found before any request.
 		code := run(context.Background(), tt.args, &out, &errOut)
-		if code != tt.want || !strings.Contains(out.String()+errOut.String(), "usage: agentgate") {
-			t.Errorf("agentgate %v: exit %d, want %d and the usage (stdout %q, stderr %q)", tt.args, code, tt.want, out.String(), errOut.String())
+		switch {
+		case code != tt.want:
+			t.Errorf("agentgate %v: exit %d, want %d (stdout %q, stderr %q)", tt.args, code, tt.want, out.String(), errOut.String())
+		case tt.want == 0 && !strings.Contains(out.String(), "usage: agentgate"):
+			t.Errorf("agentgate %v: want the usage on stdout (stdout %q, stderr %q)", tt.args, out.String(), errOut.String())
+		case tt.want == 2 && (out.Len() > 0 || !strings.Contains(errOut.String(), tt.msg) ||
+			!strings.Contains(strings.ToLower(errOut.String()), "usage") && !strings.Contains(errOut.String(), `"error"`)):
+			t.Errorf("agentgate %v: want %q and the usage on stderr, nothing on stdout (stdout %q, stderr %q)", tt.args, tt.msg, out.String(), errOut.String())
 		}
 	}
 }

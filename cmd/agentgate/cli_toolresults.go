@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,7 +29,7 @@ func toolResultsVerb() subcommand {
 				return err
 			}
 			if file == "" {
-				return errors.New("give --results FILE")
+				return usagef("give --results FILE")
 			}
 			b, err := readInput(file)
 			if err != nil {

@@ -28,7 +28,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	dir := fs.String("dir", "", "folder for the store (default: a new temporary folder)")
 	verbose := fs.Bool("v", false, "also print the server's JSON log")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
 	}
 	if *dir == "" {

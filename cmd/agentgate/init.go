@@ -29,17 +29,13 @@ const initStateBackstopDays = 90
 
 func runInit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
-	fs.SetOutput(stdout)
 	endpoint := fs.String("endpoint", os.Getenv("AWS_ENDPOINT_URL"), "AWS endpoint, e.g. http://localhost:4566 for moto or LocalStack (default $AWS_ENDPOINT_URL; empty = AWS)")
 	table := fs.String("table", initEnvOr("AGENTGATE_TABLE", "agentgate-runs"), "DynamoDB table name")
 	bucket := fs.String("bucket", initEnvOr("AGENTGATE_BUCKET", "agentgate-state"), "S3 bucket name")
 	region := fs.String("region", initEnvOr("AWS_REGION", "us-east-1"), "AWS region")
 	kmsKey := fs.String("kms-key-id", os.Getenv("AGENTGATE_KMS_KEY_ID"), "KMS key for the bucket's default encryption (empty = SSE-S3)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	opts := []func(*config.LoadOptions) error{config.WithRegion(*region)}
 	if *endpoint != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -49,18 +50,68 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if err := cmd.run(ctx, args[1:], stdout); errors.Is(err, flag.ErrHelp) {
+	err := cmd.run(ctx, args[1:], stdout)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0 // -h: the flag package printed the usage
-	} else if err != nil {
-		if errors.As(err, new(jsonFailure)) {
-			writeJSONError(stderr, err) // JSON escapes what a caller sent
-			return 1
-		}
-		// An API error's message may quote what a caller sent.
-		fmt.Fprintf(stderr, "agentgate %s: %s\n", args[0], terminalText(err.Error()))
-		return 1
 	}
-	return 0
+	code := 1
+	var usageErr *usageError
+	if errors.As(err, &usageErr) {
+		code = 2
+	}
+	if errors.As(err, new(jsonFailure)) {
+		writeJSONError(stderr, err) // JSON escapes what a caller sent
+		return code
+	}
+	// An API error's message may quote what a caller sent.
+	fmt.Fprintf(stderr, "agentgate %s: %s\n", args[0], terminalText(err.Error()))
+	switch {
+	case usageErr != nil && usageErr.usage != "":
+		fmt.Fprintf(stderr, "\n%s", terminalText(usageErr.usage))
+	case usageErr != nil:
+		fmt.Fprintf(stderr, "usage: agentgate %s -h lists its flags\n", args[0])
+	}
+	return code
+}
+
+// usageError is a command line the command cannot run: no subcommand or
+// an unknown one, a flag it does not have or a value it cannot take, a
+// missing or extra argument, flags that do not go together. run exits 2
+// for it (1 is for a command that ran and failed) and prints usage, when
+// set, after the message.
+type usageError struct {
+	err   error
+	usage string
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with the message format gives.
+func usagef(format string, a ...any) error {
+	return &usageError{err: fmt.Errorf(format, a...)}
+}
+
+// parseFlags parses args into fs: -h prints the usage on stdout and is
+// flag.ErrHelp; any other error is a usageError that carries the usage
+// (run prints both on stderr); positional arguments are refused unless the
+// command takes them (positional).
+func parseFlags(fs *flag.FlagSet, args []string, positional bool, stdout io.Writer) error {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = io.Copy(stdout, &out)
+		return err
+	case err != nil:
+		out.Reset()
+		fs.Usage()
+		return &usageError{err: err, usage: out.String()}
+	case !positional && fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
 
 // version is the build's version: the main module's version (a tagged

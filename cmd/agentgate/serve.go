@@ -346,13 +346,13 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	policyFile := fs.String("policy", os.Getenv(config.EnvPolicy), "policy file: rules per tool with CEL conditions (see README; default $"+config.EnvPolicy+")")
 	var remote remoteFlag
 	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
 	}
 	retentionGiven := false
 	fs.Visit(func(f *flag.Flag) { retentionGiven = retentionGiven || f.Name == "retention" })
 	if retentionGiven && (*retention < time.Second || *retention > 10*365*24*time.Hour) {
-		return fmt.Errorf("--retention %s: want a duration from 1s to 87600h", *retention)
+		return usagef("--retention %s: want a duration from 1s to 87600h", *retention)
 	}
 	generated := ""
 	if len(tokens) == 0 {

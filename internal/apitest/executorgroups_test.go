@@ -43,7 +43,8 @@ var executorPrincipals = []string{"alice", "ann", "bob", "bob@example.com", "car
 // tool_executors lets any member of the group submit its results (by any
 // alias), read it and see the group on the tool_results event; a
 // non-member, a service account and an approver get 403 and change
-// nothing; an unknown group or one named twice is 422 at start.
+// nothing; an unknown group, one named twice, or one person named twice
+// by two aliases (as for approvers) is 422 at start.
 func TestClientToolsGroupExecutors(t *testing.T) { runClientToolsGroupExecutors(t, nil) }
 
 func runClientToolsGroupExecutors(t *testing.T, store func(*apitest.Options)) {
@@ -55,7 +56,8 @@ func runClientToolsGroupExecutors(t *testing.T, store func(*apitest.Options)) {
 	}
 
 	for _, tt := range []struct{ name, executors, msg string }{
-		{"an unknown group", `["carol","group:nope"]`, `tool_executors[1]: "group:nope": no such group in the directory`},
+		{"an unknown group", `["carol","group:nope"]`, `tool_executors[1] "group:nope": no such group in the directory`},
+		{"one person twice, by two aliases", `["dave","dave@example.com"]`, `tool_executors[1] "dave@example.com": the same person as tool_executors[0]`},
 		{"a group twice", `["group:ops","group:ops"]`, `tool_executors[1]: "group:ops" is listed twice`},
 		{"an empty group name", `["group:"]`, `tool_executors[0]: "group:" names no group`},
 	} {

@@ -279,7 +279,7 @@ func TestLinkBadForms(t *testing.T) {
 		{"a call marked deny, then Approve all", formType, good + "&call." + heldCallID(r) + "=deny", http.StatusUnprocessableEntity, "is marked deny"},
 		{"per-call choice for an unknown call", formType, "digest=" + digest + "&action=per_call&call.tu_nope=approve", http.StatusUnprocessableEntity, "unknown call id"},
 		{"reason too long", formType, "digest=" + digest + "&action=deny&message=" + strings.Repeat("x", 2001), http.StatusUnprocessableEntity, "at most 2000"},
-		{"digest of another turn", formType, "digest=" + strings.Repeat("0", 64) + "&action=approve", http.StatusConflict, "was already decided, by someone else, or it changed: run " + r.ID + " now waits on another turn"},
+		{"digest of another turn", formType, "digest=" + strings.Repeat("0", 64) + "&action=approve", http.StatusConflict, "does not match the turn run " + r.ID + " waits on"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			requirePage(t, f.post(link, tt.contentType, tt.body), tt.status, tt.want, "Nothing was changed.")

@@ -182,6 +182,12 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		// number); written out, it is below the spec's minimum of 1.
 		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)
 	}
+	if sr.WebhookURL == "" && given["/webhook_url"] {
+		// "" is how the request type spells "no webhook"; written out, it
+		// is no URI (format: uri) and most likely a value the caller
+		// forgot to fill in.
+		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url is empty: give an absolute https URL, or leave it out for no webhooks")
+	}
 	for i, m := range sr.Messages {
 		if m.Content == nil {
 			// The contract's Message requires content (an array; null
@@ -252,7 +258,9 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 
 // checkRunPolicy checks a start request against the directory and the
 // deployment policy: its approvers resolve (groups only, when the
-// directory says so), the groups its tool executors name exist, its
+// directory says so), its tool executors resolve as approvers do (the
+// groups exist, no person twice by any alias; service accounts allowed:
+// identity.Directory.RunToolExecutors), its
 // requirements only tighten the policy (422 naming what it tried to
 // loosen), and enough persons may approve for the approvals it needs. It
 // returns whether the run is four-eyes.
@@ -261,8 +269,8 @@ func (a *API) checkRunPolicy(initiator identity.Principal, sr *service.StartRequ
 	if err != nil {
 		return false, refusal(err, identity.ErrInvalidApprovers)
 	}
-	if err := a.checkExecutorGroups(sr.ToolExecutors); err != nil {
-		return false, err
+	if err := a.Directory.RunToolExecutors(sr.ToolExecutors); err != nil {
+		return false, refusal(err, identity.ErrInvalidApprovers)
 	}
 	if _, err := a.Policy.CheckRun(sr.RunRequirements()); err != nil {
 		return false, refusal(err, policy.ErrInvalidRun)
@@ -275,23 +283,6 @@ func (a *API) checkRunPolicy(initiator identity.Principal, sr *service.StartRequ
 			need, have, map[bool]string{true: " (four-eyes: not the initiator)"}[fourEyes])
 	}
 	return fourEyes, nil
-}
-
-// checkExecutorGroups refuses (422) a tool executor entry "group:<name>"
-// whose group the directory lacks, as an approver entry is refused: a
-// misspelt group would let nobody submit. Membership itself is read when
-// results are submitted (runs.MaySubmitResults), so the members at that
-// time may submit. group_approvers_only does not apply: an executor is
-// no check on the initiator, who may submit the results anyway.
-func (a *API) checkExecutorGroups(executors []string) error {
-	for i, e := range executors {
-		if name, ok := strings.CutPrefix(e, identity.GroupPrefix); ok {
-			if _, found := a.Directory.Group(name); !found {
-				return errorf(runs.EInvalid, "tool_executors[%d]: %q: no such group in the directory", i, e)
-			}
-		}
-	}
-	return nil
 }
 
 // readable loads a run the caller may see: its initiator or an approver.
@@ -641,10 +632,13 @@ func (a *API) listApprovals(ctx context.Context, req events.APIGatewayProxyReque
 	return jsonResponse(http.StatusOK, page), nil
 }
 
-// turnMovedOn is the refusal of a decision on a turn the run no longer
-// waits on: most often another approver decided it first. It says so, and
-// that the turn waiting now is another one, to review before deciding it
-// (not to decide again blind).
+// turnMovedOn is the refusal of a decision whose digest is not that of the
+// turn the run waits on: most often another approver decided that turn
+// first, or it changed; but the digest may also be one this run never had
+// (mistyped, or of another run). The row keeps only the current turn's
+// digest, so the message cannot tell which and says both. It names the
+// turn waiting now, to review before deciding it (not to decide again
+// blind).
 func turnMovedOn(r *runs.Run, d loop.Decision) error {
-	return errorf(runs.EConflict, "the turn you reviewed (%q) was already decided, by someone else, or it changed: run %s now waits on another turn (%q), which you can review before you decide on it", d.TurnDigest, r.ID, r.TurnDigest)
+	return errorf(runs.EConflict, "the turn digest you sent (%q) does not match the turn run %s waits on (%q): the turn you reviewed was decided already (by someone else) or changed, or the digest was never one of this run's; review the turn it waits on before you decide on it", d.TurnDigest, r.ID, r.TurnDigest)
 }

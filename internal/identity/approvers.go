@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// ErrInvalidApprovers marks the errors of RunApprovers: an approver list a
-// run names that does not resolve. The rest of the
+// ErrInvalidApprovers marks the errors of RunApprovers and RunToolExecutors:
+// an approver (or tool executor) list a run names that does not resolve.
+// The rest of the
 // message names the entry and is written for the API caller (422); the
 // handler maps the mark to the API's error (as runs.FromLoop does for the
 // loop's validators), anything unmarked stays internal.
@@ -58,7 +59,19 @@ func (l *ApproverList) Len() int {
 // error names the entry (approvers[1] "x": ...) and is meant for the API
 // caller (422).
 func (d *Directory) RunApprovers(entries []string) (*ApproverList, error) {
-	return markInvalid(d.resolve("approvers", entries, d.GroupApproversOnly()))
+	return markInvalid(d.resolve("approvers", entries, resolveRules{groupsOnly: d.GroupApproversOnly()}))
+}
+
+// RunToolExecutors checks the tool executors a run names as RunApprovers
+// checks its approvers (each group exists, each principal parses and is no
+// role session, and no group or person is named twice, a person by any of
+// their aliases), except that a service account is accepted (a service may
+// submit results; it never decides) and group_approvers_only does not
+// apply (an executor is no check on the initiator, who may submit the
+// results anyway). The error is marked as RunApprovers' is.
+func (d *Directory) RunToolExecutors(entries []string) error {
+	_, err := markInvalid(d.resolve("tool_executors", entries, resolveRules{serviceAccounts: true}))
+	return err
 }
 
 // ResolveApprovers resolves an approver list without the group-only rule:
@@ -69,7 +82,7 @@ func (d *Directory) RunApprovers(entries []string) (*ApproverList, error) {
 // was removed, an alias became a service account) is an error, and callers
 // refuse the decision.
 func (d *Directory) ResolveApprovers(field string, entries []string) (*ApproverList, error) {
-	return d.resolve(field, entries, false)
+	return d.resolve(field, entries, resolveRules{})
 }
 
 // markInvalid wraps resolve's error in ErrInvalidApprovers.
@@ -80,7 +93,16 @@ func markInvalid(l *ApproverList, err error) (*ApproverList, error) {
 	return l, nil
 }
 
-func (d *Directory) resolve(field string, entries []string, groupsOnly bool) (*ApproverList, error) {
+// resolveRules are what a list may hold beyond principals who may decide
+// and existing groups.
+type resolveRules struct {
+	// groupsOnly refuses every entry but groups (group_approvers_only).
+	groupsOnly bool
+	// serviceAccounts accepts service accounts (tool executors).
+	serviceAccounts bool
+}
+
+func (d *Directory) resolve(field string, entries []string, rules resolveRules) (*ApproverList, error) {
 	if len(entries) > MaxApproverEntries {
 		return nil, fmt.Errorf("%s: %d entries, at most %d allowed", field, len(entries), MaxApproverEntries)
 	}
@@ -100,7 +122,7 @@ func (d *Directory) resolve(field string, entries []string, groupsOnly bool) (*A
 			}
 			seen["group:"+name] = i
 		} else {
-			if groupsOnly {
+			if rules.groupsOnly {
 				return nil, fmt.Errorf("%s: this deployment requires approvers to be groups (group:<name>), so an initiator cannot choose their own approver", where)
 			}
 			p, err := Parse(text)
@@ -111,7 +133,7 @@ func (d *Directory) resolve(field string, entries []string, groupsOnly bool) (*A
 				return nil, fmt.Errorf("%s: every session of a role is the same principal; name the role ARN instead", where)
 			}
 			s := d.Lookup(p)
-			if s.IsServiceAccount() {
+			if s.IsServiceAccount() && !rules.serviceAccounts {
 				return nil, fmt.Errorf("%s: is service account %q; service accounts never decide", where, s.Service.ID)
 			}
 			e = approverEntry{text: p.String(), subject: s}

@@ -174,6 +174,42 @@ func TestRunApprovers(t *testing.T) {
 	}
 }
 
+// TestRunToolExecutors: tool executors go through the approvers' checks
+// (one person twice by two aliases was accepted for them while approvers
+// refused it), except that a service account is accepted and a group-only
+// directory does not apply.
+func TestRunToolExecutors(t *testing.T) {
+	d := testDirectory(t)
+	groupsOnly, err := DecodeDirectory([]byte(`{"version":1,"group_approvers_only":true,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]}],"groups":[{"name":"ops","members":["ann"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		dir     *Directory
+		entries []string
+		want    string // "" = accepted
+	}{
+		{"principals, groups and a service account", d, []string{"group:ops", "dave@example.com", "ci-bot"}, ""},
+		{"same person twice by alias", d, []string{"ann@example.com", "arn:aws:iam::123456789012:user/ann"}, `tool_executors[1] "arn:aws:iam::123456789012:user/ann": the same person as tool_executors[0]`},
+		{"unknown group", d, []string{"group:admins"}, `tool_executors[0] "group:admins": no such group`},
+		{"group twice", d, []string{"group:ops", "group:ops"}, "listed twice"},
+		{"session ARN", nil, []string{"arn:aws:sts::123456789012:assumed-role/R/s1"}, "name the role ARN"},
+		{"a person on a group-only directory", groupsOnly, []string{"ann@example.com"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.dir.RunToolExecutors(tt.entries)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("RunToolExecutors(%q) = %v, want accepted", tt.entries, err)
+			case tt.want != "" && (!errors.Is(err, ErrInvalidApprovers) || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("RunToolExecutors(%q) = %v, want an error containing %q", tt.entries, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestEligible(t *testing.T) {
 	d := testDirectory(t)
 	ops := mustRunApprovers(t, d, "group:ops", "ann+again@example.com", "outsider@example.org", "arn:aws:iam::123456789012:user/zed")

@@ -17,8 +17,9 @@ type Subscription struct {
 
 // OutboxEntry is one message waiting on the run row to be sent (a webhook
 // delivery). The Store keeps it opaque: it schedules entries in the same
-// write as the transition that caused them, keeps the run in the due index
-// until DueAt, and replaces or removes an entry when an attempt is
+// write as the transition that caused them, oldest first, keeps the run in
+// the due index until the front entry's DueAt (Run.OutboxDue: the outbox
+// is sent in order), and replaces or removes an entry when an attempt is
 // recorded. Data is the sender's own record (webhook.Delivery).
 type OutboxEntry struct {
 	// ID is stable across attempts (the webhook-id).
@@ -106,15 +107,18 @@ type outboxEventData struct {
 	Type string `json:"type"`
 }
 
-// OutboxDue returns the earliest DueAt of r's outbox (zero when empty).
+// OutboxDue returns when r's outbox is due: the DueAt of its front (oldest)
+// entry, zero when it is empty. A run's outbox is sent front to back, the
+// oldest entry first: nothing is sent before the front entry is due, and
+// then the entries behind it go too, in order, whatever their own DueAt,
+// so that a later message never reaches the receiver ahead of an older
+// one of the same run (a first attempt does not overtake an older entry's
+// retry, nor does a retry whose delay came out shorter).
 func (r *Run) OutboxDue() time.Time {
-	var t time.Time
-	for _, e := range r.Outbox {
-		if t.IsZero() || e.DueAt.Before(t) {
-			t = e.DueAt
-		}
+	if len(r.Outbox) == 0 {
+		return time.Time{}
 	}
-	return t
+	return r.Outbox[0].DueAt
 }
 
 // outboxSendable reports whether the sweep may send (and record) r's

@@ -94,22 +94,28 @@ func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, e
 	return sum, nil
 }
 
-// deliver makes one attempt at every due outbox entry of r, in the
-// outbox's order, one after another, and records each in its own write,
-// within the bounds of round, which the runs delivered to at the same time
-// share. It returns the run as last written (r when nothing was) and what
-// it did (Deliveries, WaitingForSecret, GivenUp, More). Failures are
-// logged: a delivery never fails the run or the sweep.
+// deliver makes one attempt at each outbox entry of r once its front
+// entry is due (runs.Run.OutboxDue), in the outbox's order, one after
+// another, and records each in its own write, within the bounds of round,
+// which the runs delivered to at the same time share. The entries behind
+// the front go with it whatever their own due time: a run's deliveries
+// reach the receiver oldest first, and a delivery waiting behind an older
+// one keeps that one's pace (its first attempt waits for the older one's
+// retry; its retries go right after the older one's). A write that fails
+// ends the pass, so nothing later is sent ahead of what was not recorded.
+// It returns the run as last written (r when nothing was) and what it did
+// (Deliveries, WaitingForSecret, GivenUp, More). Failures are logged: a
+// delivery never fails the run or the sweep.
 func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, round *deliveryRound, log *slog.Logger) (*runs.Run, SweepSummary) {
 	var sum SweepSummary
 	sched := s.Schedule
 	if sched.Attempts == 0 {
 		sched = webhook.DefaultSchedule
 	}
+	if due := r.OutboxDue(); due.IsZero() || now.Before(due) {
+		return r, sum
+	}
 	for _, e := range append([]runs.OutboxEntry(nil), r.Outbox...) {
-		if now.Before(e.DueAt) {
-			continue
-		}
 		if !round.begin() {
 			sum.More = true
 			return r, sum
@@ -147,7 +153,7 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, round
 			entries, err := d.Entry()
 			if err != nil {
 				log.ErrorContext(ctx, "sweep: re-encode delivery", "run_id", r.ID, "webhook_id", e.ID, "err", err)
-				continue
+				return r, sum
 			}
 			next = &entries[0]
 		}

@@ -36,7 +36,8 @@ type StartRequest struct {
 	System string `json:"system,omitempty"`
 	// Model overrides the configured model id of the provider (optional).
 	Model string `json:"model,omitempty"`
-	// AllowedTools limits the tools the model may call (default: all).
+	// AllowedTools limits the tools the model may call (left out: all). An
+	// empty list is refused rather than read as "all" (or as "none").
 	AllowedTools []string `json:"allowed_tools,omitempty"`
 	// Approvers may decide this run's approvals: e-mail addresses get
 	// approval links, other principals (IAM ARNs, local users) decide
@@ -86,6 +87,13 @@ type StartRequest struct {
 // size or count limit, EInvalid for anything else.
 func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 	switch {
+	// An empty list where leaving the member out means "all" (or where the
+	// spec wants at least one entry) is refused: a caller who wrote
+	// "allowed_tools": [] meant to allow no tool, and would get them all.
+	case r.AllowedTools != nil && len(r.AllowedTools) == 0:
+		return runs.Errorf(runs.EInvalid, "allowed_tools is empty: name at least one tool, or leave it out for all of them")
+	case r.Messages != nil && len(r.Messages) == 0:
+		return runs.Errorf(runs.EInvalid, "messages is empty: give at least one message, or give prompt instead")
 	case r.Prompt == "" && len(r.Messages) == 0:
 		return runs.Errorf(runs.EInvalid, "give prompt or messages")
 	case r.Prompt != "" && len(r.Messages) > 0:

@@ -425,6 +425,35 @@ func TestAPlainWorkerLeavesADeliverJob(t *testing.T) {
 	assert.Error(t, service.Job{Kind: service.JobDeliver}.Validate(), "a deliver job names its run")
 }
 
+// An empty allowed_tools meant every tool (a caller who allowed none got
+// them all, read tools running unattended) and an empty messages was
+// taken when a prompt was given, against the spec's minItems; both are
+// 422 now, as an empty webhook_events is. Left out, allowed_tools still
+// means all.
+func TestEmptyListsAreRefused(t *testing.T) {
+	tools, err := loop.NewToolbox(&loop.FuncTool{Def: loop.Definition{Name: "t", Effect: loop.EffectRead}})
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		req  service.StartRequest
+		want string
+	}{
+		{service.StartRequest{Prompt: "x", AllowedTools: []string{}}, "allowed_tools is empty: name at least one tool, or leave it out for all of them"},
+		{service.StartRequest{Prompt: "x", Messages: []loop.Message{}}, "messages is empty"},
+		{service.StartRequest{Messages: []loop.Message{}}, "messages is empty"},
+	} {
+		tt.req.Approvers = []string{"a@example.com"}
+		err := tt.req.Validate(tools)
+		assert.ErrorContains(t, err, tt.want)
+		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err))
+	}
+	for _, ok := range []service.StartRequest{
+		{Prompt: "x", Approvers: []string{"a@example.com"}},
+		{Prompt: "x", Approvers: []string{"a@example.com"}, AllowedTools: []string{"t"}},
+	} {
+		assert.NoError(t, ok.Validate(tools))
+	}
+}
+
 // An empty webhook_events meant every event (a caller who asked for none
 // got all), an event type listed twice was stored once, and a webhook_url
 // with a space or a non-ASCII character was stored as given; all are 422

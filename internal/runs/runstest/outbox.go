@@ -123,6 +123,41 @@ func testOutbox(t *testing.T, h Harness) {
 		AssertCode(t, runs.EConflict, err)
 	})
 
+	t.Run("due when the front entry is: the outbox goes oldest first", func(t *testing.T) {
+		r := create()
+		r, err := e.Store.Claim(ctx, r.ID, "w1")
+		require.NoError(t, err)
+		sp, _ := e.Suspension(r, "s1")
+		r, err = e.Store.Suspend(ctx, r, "w1", sp)
+		require.NoError(t, err)
+		now := e.Clock.Now().UTC().Truncate(time.Millisecond)
+		front := r.Outbox[0]
+		front.DueAt = now.Add(5 * time.Minute) // its retry
+		front.Data = json.RawMessage(`{"attempts":1}`)
+		r, err = e.Store.RecordOutbox(ctx, r, front.ID, &front, runs.Event{})
+		require.NoError(t, err)
+		r, err = e.Store.Cancel(ctx, r, "alice")
+		require.NoError(t, err)
+		require.Len(t, r.Outbox, 2)
+		assert.Equal(t, front.ID, r.Outbox[0].ID, "the older entry stays in front")
+		assert.Equal(t, now, r.Outbox[1].DueAt, "the new entry's own due time is now")
+		assert.Equal(t, now.Add(5*time.Minute), r.DueAt, "but the run is due when its front entry is")
+		assert.Equal(t, now.Add(5*time.Minute), r.OutboxDue())
+		due, _, err := e.Store.Due(ctx, now, 100, "")
+		require.NoError(t, err)
+		assert.False(t, containsRun(due, r.ID), "nothing of the run may be sent before its front entry")
+		got, err := e.Store.Get(ctx, r.ID)
+		require.NoError(t, err)
+		assert.Equal(t, r, got)
+
+		r, err = e.Store.RecordOutbox(ctx, r, front.ID, nil, runs.Event{})
+		require.NoError(t, err)
+		assert.Equal(t, now, r.DueAt, "the next entry is the front now")
+		due, _, err = e.Store.Due(ctx, now, 100, "")
+		require.NoError(t, err)
+		assert.True(t, containsRun(due, r.ID))
+	})
+
 	t.Run("NotifyScheduled names a run whose new entries may be sent", func(t *testing.T) {
 		var named []string
 		e.Store.NotifyScheduled(func(id string) { named = append(named, id) })
