@@ -150,9 +150,10 @@ type ApprovalRule struct {
 	AlwaysAsk   bool   `json:"always_ask,omitempty"`
 	Description string `json:"description,omitempty"`
 	// Approvals, ApprovedBy, StillNeeded and DeniedBy are the call's vote
-	// progress while its turn waits under a quorum (nil and "" otherwise):
-	// how many distinct persons approved it so far and who, the approvals
-	// it still needs (0 once approved or denied), who denied it.
+	// progress while votes decide its turn (Run.Voting; nil and ""
+	// otherwise): how many distinct persons approved it so far and who,
+	// the approvals it still needs (0 once approved or denied), who
+	// denied it.
 	Approvals   *int     `json:"approvals,omitempty"`
 	ApprovedBy  []string `json:"approved_by,omitempty"`
 	StillNeeded *int     `json:"still_needed,omitempty"`
@@ -288,8 +289,8 @@ func DenyTurn(digest, message string) Decision {
 }
 
 // RecordedDecision is a decision as recorded on the run. By, Via and At
-// are the decider's; under a quorum (the turn needed more than one
-// approval) those of the vote that completed the turn, while Deciders
+// are the decider's; when votes decided it (a quorum, or calls no one
+// person could decide together) those of the vote that completed the turn, while Deciders
 // names everyone whose vote decided a held call and DecidedCalls who
 // decided each.
 type RecordedDecision struct {
@@ -302,7 +303,7 @@ type RecordedDecision struct {
 	DecidedCalls []DecidedCall `json:"decided_calls,omitempty"`
 }
 
-// DecidedCall is who decided one held call under a quorum: the voters
+// DecidedCall is who decided one held call by votes: the voters
 // whose approvals approved it (Action approve), or the one whose denial
 // denied it (Action deny).
 type DecidedCall struct {
@@ -332,8 +333,8 @@ type RunLinks struct {
 	ToolResults string `json:"tool_results,omitempty"`
 }
 
-// Vote is one person's vote on a suspension that needs more than one
-// approval (a quorum).
+// Vote is one person's vote on a suspension that votes decide (a quorum,
+// or calls no one person may decide together: Run.Voting).
 type Vote struct {
 	By string `json:"by"`
 	// Action and Message are a whole-turn vote's (none for a per-call vote).
@@ -403,15 +404,17 @@ type Run struct {
 	// Webhook is the run's webhook subscription (nil: none).
 	Webhook *WebhookSubscription `json:"webhook,omitempty"`
 
-	// Votes are the votes on the current suspension when it needs more
-	// than one approval; VotesNeeded, while the run waits, the approvals
-	// still needed. ToolResults are the client calls to execute (only
-	// while WAITING_FOR_TOOL_RESULTS).
+	// ToolResults are the client calls to execute (only while
+	// WAITING_FOR_TOOL_RESULTS).
 	ToolResults *PendingToolResults `json:"tool_results,omitempty"`
-	// Votes are the votes cast on the current suspension under a quorum;
-	// VotesNeeded is the approvals still missing.
+	// Votes are the votes cast on the current suspension when votes
+	// decide it; VotesNeeded is the approvals still missing. Voting, while
+	// the run waits, says votes decide the held turn, call by call: under a
+	// quorum, or when no one person may decide every held call (each call
+	// is then decided by its own approvers, one approval each).
 	Votes       []Vote `json:"votes,omitempty"`
 	VotesNeeded *int   `json:"votes_needed,omitempty"`
+	Voting      bool   `json:"voting,omitempty"`
 }
 
 // WebhookSubscription is where a run's caller is told about the run; the

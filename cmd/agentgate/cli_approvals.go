@@ -310,11 +310,13 @@ func definitionNote(call client.PendingCall) string {
 	return one(approval.CleanText(approval.DefinitionNote(&loop.UnverifiedDefinition{Reason: u.Reason, ListedAt: u.ListedAt})))
 }
 
-// voteLine says, for a run waiting under a quorum, who voted how and what
-// is still needed: "2 more approval(s)", or each open call's own where
-// they differ (approval.MoreApprovals); "" when one approval decides.
+// voteLine says, for a run waiting on votes (a quorum, or calls no one
+// person may decide together: Run.Voting), who voted how and what is
+// still needed: "2 more approval(s)", or each open call's own where they
+// differ (approval.MoreApprovals); "" when one decision decides.
 func voteLine(r *client.Run) string {
-	if len(r.Votes) == 0 && (r.VotesNeeded == nil || *r.VotesNeeded <= 1) {
+	// A server before Run.Voting says a quorum by votes_needed alone.
+	if !r.Voting && len(r.Votes) == 0 && (r.VotesNeeded == nil || *r.VotesNeeded <= 1) {
 		return ""
 	}
 	var votes []string
@@ -359,7 +361,7 @@ func callsProgress(r *client.Run) []approval.CallProgress {
 	return out
 }
 
-// callProgress is a held call's own vote progress under a quorum ("" when
+// callProgress is a held call's own vote progress when votes decide ("" when
 // the run shows none).
 func callProgress(a *client.ApprovalRule) string {
 	switch {

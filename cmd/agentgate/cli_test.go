@@ -648,3 +648,28 @@ func TestUntilKeepsTheMilliseconds(t *testing.T) {
 		t.Errorf("until(%v) = %q, want it to begin %q", later, got, want)
 	}
 }
+
+// TestVoteLineWithoutAQuorum: a run whose calls no one person may decide
+// together (voting, one approval each) shows its vote line before any
+// vote, saying what each call needs; one decided by one decision shows
+// none.
+func TestVoteLineWithoutAQuorum(t *testing.T) {
+	n := func(v int) *int { return &v }
+	r := &client.Run{ID: "r1", Status: client.StatusWaiting, VotesNeeded: n(1), Voting: true,
+		Pending: &client.Pending{TurnDigest: strings.Repeat("a", 64), Calls: []client.PendingCall{
+			{ID: "toolu_a", Tool: "write_document", NeedsApproval: true, Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}},
+			{ID: "toolu_b", Tool: "delete_document", NeedsApproval: true, Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}},
+		}}}
+	if got, want := voteLine(r), "-; 1 more approval(s) needed"; got != want {
+		t.Errorf("voteLine = %q, want %q", got, want)
+	}
+	r.Pending.Calls[0].Approval = &client.ApprovalRule{Approvals: n(1), ApprovedBy: []string{"ann"}, StillNeeded: n(0)}
+	r.Votes = []client.Vote{{By: "ann", Action: client.Approve, Via: "api"}}
+	if got, want := voteLine(r), "ann approve (api); 1 more approval of delete_document needed"; got != want {
+		t.Errorf("voteLine after ann's vote = %q, want %q", got, want)
+	}
+	r.Voting, r.Votes, r.Pending.Calls[0].Approval, r.Pending.Calls[1].Approval = false, nil, nil, nil
+	if got := voteLine(r); got != "" {
+		t.Errorf("one decision: voteLine = %q, want none", got)
+	}
+}

@@ -32,3 +32,8 @@ func TestQuorumCallsDecidedApartOnDynamoDB(t *testing.T) {
 func TestQuorumLostWhileWaitingOnDynamoDB(t *testing.T) {
 	runQuorumLostWhileWaiting(t, onAWS(t))
 }
+
+// TestSplitDecisionOnDynamoDB is TestSplitDecision on DynamoDB + S3.
+func TestSplitDecisionOnDynamoDB(t *testing.T) {
+	runSplitDecision(t, onAWS(t))
+}

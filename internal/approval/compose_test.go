@@ -329,7 +329,7 @@ func TestComposeQuorumProgress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := sampleMessage()
-			m.VotesNeeded, m.Progress, m.Voted = 2, tt.progress, tt.voted
+			m.Voting, m.VotesNeeded, m.Progress, m.Voted = true, 2, tt.progress, tt.voted
 			_, text, html, err := approval.Compose(m)
 			if err != nil {
 				t.Fatal(err)

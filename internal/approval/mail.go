@@ -19,12 +19,16 @@ func (v mailView) text() string {
 	b.WriteString(indent("            ", v.Purpose))
 	b.WriteString("\nDecide by:  ")
 	b.WriteString(v.Deadline)
-	if v.VotesNeeded > 1 {
+	if v.Voting {
 		b.WriteString("\nApprovals:  ")
-		if v.SameNeeds {
+		switch {
+		case v.VotesNeeded <= 1:
+			// No one person may decide every held call.
+			b.WriteString("each call is decided by its own approvers, one approval each")
+		case v.SameNeeds:
 			b.WriteString(strconv.Itoa(v.VotesNeeded))
 			b.WriteString(" approvals from distinct persons are needed")
-		} else {
+		default:
 			b.WriteString("each call needs its own number of approvals from distinct persons, up to ")
 			b.WriteString(strconv.Itoa(v.VotesNeeded))
 		}
@@ -154,12 +158,15 @@ func (v mailView) html() string {
 	h.URL(v.Link)
 	h.Raw(`" style="display:inline-block;padding:10px 18px;background:#2563eb;color:#ffffff;text-decoration:none;border-radius:6px;font-weight:bold">Review and decide</a></p>` + "\n" +
 		`<p style="margin:0 0 16px;font-size:13px;color:#52525b">Opening the link only shows the calls; nothing is decided until you press Approve or Deny on that page. Do not forward this mail: whoever holds the link can decide.</p>`)
-	if v.VotesNeeded > 1 {
+	if v.Voting {
 		h.Raw("\n" + `<p style="margin:0 0 12px;font-size:14px"><strong>`)
-		if v.SameNeeds {
+		switch {
+		case v.VotesNeeded <= 1:
+			h.Raw("Each call is decided by its own approvers</strong>, one approval each")
+		case v.SameNeeds:
 			h.Int(v.VotesNeeded)
 			h.Raw(" approvals</strong> from distinct persons are needed")
-		} else {
+		default:
 			h.Raw("Each call needs its own number of approvals</strong> from distinct persons, up to ")
 			h.Int(v.VotesNeeded)
 		}

@@ -49,7 +49,7 @@ func randomMailView(r *rand.Rand) mailView {
 		v.Link = "https://approvals.example.com/prod/approvals/" + randomString(r)
 	}
 	if r.IntN(2) == 0 {
-		v.VotesNeeded, v.Voted, v.StillNeeded = r.IntN(4), randomString(r), randomString(r)
+		v.Voting, v.VotesNeeded, v.Voted, v.StillNeeded = r.IntN(4) > 0, r.IntN(4), randomString(r), randomString(r)
 		v.SameNeeds, v.More = r.IntN(2) == 0, randomString(r)
 	}
 	for i := range r.IntN(4) {

@@ -50,12 +50,15 @@ type Message struct {
 	Link string
 	// Reminder marks the second mail, sent when most of the window passed.
 	Reminder bool
-	// VotesNeeded is how many distinct persons must approve (0 or 1: one;
-	// under a quorum the most any held call needs); Voted names who
+	// VotesNeeded is how many distinct persons must approve (0 or 1: one
+	// for each call; under a quorum the most any held call needs). Voting
+	// says votes decide the turn, call by call (runs.Run.Voting: a quorum,
+	// or calls no one person may decide together); Voted names who
 	// approved a held call so far and StillNeeded who may still vote;
 	// Progress is each held call's own vote progress (Progress), which the
 	// mail shows where the calls differ or votes were cast.
 	VotesNeeded int
+	Voting      bool
 	Voted       []string
 	StillNeeded []string
 	Progress    []CallProgress
@@ -109,9 +112,11 @@ type mailView struct {
 	Link         string
 	Calls        []callView
 	NeedApproval int
-	// Quorum: VotesNeeded > 1. SameNeeds: every held call needs
-	// VotesNeeded approvals; More what the open calls still need
-	// (MoreApprovals), "" when that is VotesNeeded of each.
+	// Voting: votes decide the turn, call by call (Message.Voting).
+	// SameNeeds: every held call needs VotesNeeded approvals; More what
+	// the open calls still need (MoreApprovals), "" when that is
+	// VotesNeeded of each.
+	Voting      bool
 	VotesNeeded int
 	SameNeeds   bool
 	Voted       string
@@ -157,6 +162,7 @@ func Compose(m Message) (subject, text, html string, err error) {
 		Deadline:     FormatDeadline(m.Deadline),
 		Link:         m.Link,
 		VotesNeeded:  m.VotesNeeded,
+		Voting:       m.Voting,
 		Voted:        truncate(CleanText(strings.Join(m.Voted, ", ")), ValueLimit),
 		StillNeeded:  truncate(CleanText(strings.Join(m.StillNeeded, ", ")), ValueLimit),
 		SameNeeds:    SameNeeds(m.Progress),

@@ -7,7 +7,7 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// CallProgress is one held call's vote progress under a quorum, as
+// CallProgress is one held call's vote progress when votes decide, as
 // approvers are told it (the mail, the page, the CLI).
 type CallProgress struct {
 	ID   string
@@ -22,9 +22,10 @@ type CallProgress struct {
 }
 
 // Progress returns the vote progress of each held call of r that needs
-// approval, in turn order; nil when one approval decides r's turn.
+// approval, in turn order; nil when one decision decides r's turn
+// (runs.Run.Voting).
 func Progress(r *runs.Run) []CallProgress {
-	if r.VotesNeeded <= 1 {
+	if !r.Voting() {
 		return nil
 	}
 	tools := map[string]string{}

@@ -59,18 +59,21 @@ type ConfirmPage struct {
 	TurnDigest string
 	// Deadline is when the run expires without a decision.
 	Deadline time.Time
-	// VotesNeeded is how many distinct persons must approve (0 or 1: one;
-	// under a quorum the most any held call needs); Voted names who
+	// VotesNeeded is how many distinct persons must approve (0 or 1: one
+	// for each call; under a quorum the most any held call needs). Voting
+	// says votes decide the turn, call by call (runs.Run.Voting: a quorum,
+	// or calls no one person may decide together); Voted names who
 	// approved a held call so far, StillNeeded who may still vote.
 	VotesNeeded int
+	Voting      bool
 	Voted       []string
 	StillNeeded []string
-	// Decidable, under a quorum, are the ids of the held calls this voter
+	// Decidable, when votes decide, are the ids of the held calls this voter
 	// may decide (runs.DecidableCalls): only they get per-call choices,
 	// and the page says the others are decided by other approvers. Nil:
 	// every held call.
 	Decidable []string
-	// Progress, under a quorum, is each held call's vote progress
+	// Progress, when votes decide, is each held call's vote progress
 	// (approval.Progress), shown with the call ("1 of 2 approvals",
 	// "denied by ann") and, for the calls still open, in the header
 	// (approval.MoreApprovals).
@@ -97,6 +100,7 @@ type confirmView struct {
 	Mine        int
 	MaxReason   int
 	VotesNeeded int
+	Voting      bool
 	// SameNeeds: every held call needs VotesNeeded approvals; More is what
 	// the open calls still need (approval.MoreApprovals).
 	SameNeeds   bool
@@ -158,9 +162,10 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		Approver:   approval.CleanText(p.Approver),
 		Deadline:   approval.FormatDeadline(p.Deadline),
 		TurnDigest: p.TurnDigest,
-		MaxReason:  maxReason(p.VotesNeeded),
-		// Under a quorum a vote is on the calls this voter may decide.
+		MaxReason:  maxReason(p.Voting),
+		// When votes decide, a vote is on the calls this voter may decide.
 		VotesNeeded: p.VotesNeeded,
+		Voting:      p.Voting,
 		SameNeeds:   approval.SameNeeds(p.Progress),
 		More:        approval.CleanText(approval.MoreApprovals(p.Progress)),
 		Voted:       approval.CleanText(strings.Join(p.Voted, ", ")),
@@ -521,11 +526,12 @@ func Text(p TextPage) (status int, html string) {
 	return http.StatusOK, v.render()
 }
 
-// maxReason is the most characters the page lets a reason have: under a
-// quorum a vote's messages together are at most runs.MaxVoteMessagesSize
-// bytes (the row keeps every vote), so one reason is held to that too.
-func maxReason(votesNeeded int) int {
-	if votesNeeded > 1 {
+// maxReason is the most characters the page lets a reason have: when
+// votes decide, a vote's messages together are at most
+// runs.MaxVoteMessagesSize bytes (the row keeps every vote), so one reason
+// is held to that too.
+func maxReason(voting bool) int {
+	if voting {
 		return min(MaxReasonLength, runs.MaxVoteMessagesSize)
 	}
 	return MaxReasonLength

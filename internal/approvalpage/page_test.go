@@ -274,7 +274,7 @@ func TestConfirmQuorumProgress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := confirmPage()
-			p.VotesNeeded, p.Voted, p.Progress = 2, []string{"ann@example.com"}, tt.progress
+			p.Voting, p.VotesNeeded, p.Voted, p.Progress = true, 2, []string{"ann@example.com"}, tt.progress
 			status, body := approvalpage.Confirm(p)
 			if status != http.StatusOK {
 				t.Fatalf("status %d", status)

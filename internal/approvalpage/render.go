@@ -62,12 +62,16 @@ func (v confirmView) render() string {
 		h.Raw("</dd>\n<dt>Decide by</dt><dd><strong>")
 		h.Text(v.Deadline)
 		h.Raw("</strong></dd>")
-		if v.VotesNeeded > 1 {
+		if v.Voting {
 			h.Raw("\n<dt>Approvals</dt><dd><strong>")
-			if v.SameNeeds {
+			switch {
+			case v.VotesNeeded <= 1:
+				// No one person may decide every held call.
+				h.Raw("Each call is decided by its own approvers</strong>, one approval each")
+			case v.SameNeeds:
 				h.Int(v.VotesNeeded)
 				h.Raw(" approvals</strong> from distinct persons for each call")
-			} else {
+			default:
 				h.Raw("Each call needs its own number of approvals</strong> from distinct persons, up to ")
 				h.Int(v.VotesNeeded)
 			}
@@ -136,7 +140,7 @@ func (v confirmView) render() string {
 		h.Raw("</button>\n</div>")
 		note := ""
 		switch {
-		case v.VotesNeeded > 1:
+		case v.Voting:
 			note = " denies the calls you may decide; the other calls are decided by their own approvers.</p>"
 		case v.Unasked > 0:
 			note = " stops every call of this turn, also those that would run without approval.</p>"

@@ -56,7 +56,7 @@ func (a *API) alreadyDecidedPage(r *runs.Run, approver string, earlier *runs.Dec
 	switch {
 	case earlier != nil:
 		vd.Deciders, vd.Calls, vd.Cut = earlier.Deciders, earlier.DecidedCalls, earlier.DecidersCut
-	case r.VotesNeeded > 1 && r.Decision != nil:
+	case r.Voting() && r.Decision != nil:
 		vd.Deciders, vd.Calls = r.DecidingVoters(), r.DecidedCalls()
 	}
 	if len(vd.Deciders) > 0 {
@@ -201,9 +201,9 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		cp := approvalpage.ConfirmPage{
 			RunID: r.ID, Initiator: r.Initiator, Purpose: r.Purpose, Approver: t.Approver,
 			Calls: r.PendingCalls, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline,
-			VotesNeeded: r.VotesNeeded, Voted: voted, StillNeeded: still,
+			VotesNeeded: r.VotesNeeded, Voting: r.Voting(), Voted: voted, StillNeeded: still,
 		}
-		if r.VotesNeeded > 1 {
+		if r.Voting() {
 			// A vote is per call: the choices are for the calls this
 			// voter may decide, and each call shows its own progress.
 			mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
@@ -257,7 +257,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		return page(approvalpage.Problem(http.StatusForbidden, msg)), nil
 	}
 	var d loop.Decision
-	if r.VotesNeeded > 1 {
+	if r.Voting() {
 		mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
 		d, err = approvalpage.ParseVote(form, r.PendingCalls, r.OpenCalls(mine))
 	} else {

@@ -42,15 +42,19 @@ type RunView struct {
 	// while WAITING_FOR_TOOL_RESULTS).
 	ToolResults *ToolResultsView `json:"tool_results,omitempty"`
 	// Votes are the votes cast on the current (or last) suspension;
-	// VotesNeeded, while the run waits, the approvals still needed: under a
-	// quorum the most any held call that is neither approved nor denied
-	// still needs (each call's own is its approval's StillNeeded).
+	// VotesNeeded, while the run waits, the approvals still needed: when
+	// votes decide the turn the most any held call that is neither
+	// approved nor denied still needs (each call's own is its approval's
+	// StillNeeded). Voting, while the run waits, says votes decide the
+	// turn, call by call (runs.Run.Voting): under a quorum, or when no one
+	// person may decide every held call.
 	Votes       []VoteView        `json:"votes,omitempty"`
 	VotesNeeded *int              `json:"votes_needed,omitempty"`
+	Voting      bool              `json:"voting,omitempty"`
 	Links       map[string]string `json:"links"`
 }
 
-// VoteView is one vote on a suspension that needs more than one approval:
+// VoteView is one vote on a suspension that votes decide:
 // a whole-turn vote's action (none for a per-call vote) and the voter's
 // choice on each held call they decided.
 type VoteView struct {
@@ -63,14 +67,15 @@ type VoteView struct {
 }
 
 // PendingCallView is a held call as GET /runs/{id} shows it: its summary
-// and, under a quorum, its approval with the call's own vote progress.
+// and, when votes decide the turn, its approval with the call's own vote
+// progress.
 type PendingCallView struct {
 	runs.CallSummary
 	Approval *ApprovalView `json:"approval,omitempty"`
 }
 
 // ApprovalView is a held call's approval terms (loop.ApprovalRule) and,
-// when the turn needs more than one approval and the call needs approval,
+// when votes decide the turn and the call needs approval,
 // its vote progress: the approvals so far and whose they are, how many it
 // still needs (0 once approved or denied), and who denied it.
 type ApprovalView struct {
@@ -89,7 +94,7 @@ func pendingCallViews(r *runs.Run) []PendingCallView {
 		if c.Approval != nil {
 			v.Approval = &ApprovalView{ApprovalRule: *c.Approval}
 		}
-		if t, ok := r.CallTally(c.ID); ok && r.VotesNeeded > 1 {
+		if t, ok := r.CallTally(c.ID); ok && r.Voting() {
 			if v.Approval == nil {
 				v.Approval = &ApprovalView{}
 			}
@@ -119,9 +124,9 @@ type PendingView struct {
 }
 
 // DecisionView is the decision of the current suspension and who made it:
-// By, Via and At are the decider's, or under a quorum those of the vote
-// that completed the turn; Deciders (every voter whose vote decided a held
-// call) and DecidedCalls (who decided each) are set under a quorum only.
+// By, Via and At are the decider's, or when votes decided it those of the
+// vote that completed the turn; Deciders (every voter whose vote decided a
+// held call) and DecidedCalls (who decided each) are set then only.
 type DecisionView struct {
 	By           string             `json:"by"`
 	Via          string             `json:"via"`
@@ -151,7 +156,7 @@ func viewOf(r *runs.Run) RunView {
 	if r.Status == runs.StatusWaiting {
 		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: pendingCallViews(r)}
 		missing := r.VotesMissing()
-		v.VotesNeeded = &missing
+		v.VotesNeeded, v.Voting = &missing, r.Voting()
 	}
 	for _, vt := range r.Votes {
 		v.Votes = append(v.Votes, VoteView{By: vt.By, Action: vt.TurnAction(), Message: vt.Message, Calls: vt.CallChoices(r.PendingCalls), At: vt.At, Via: vt.Via})
@@ -438,7 +443,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	if !a.now().Before(r.ApprovalDeadline) {
 		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.UTC().Format(runs.InstantLayout))
 	}
-	if r.VotesNeeded > 1 {
+	if r.Voting() {
 		// A vote: whole turn or per call, on the calls this voter may
 		// decide; the store resolves each call from the votes.
 		how.Voter = runs.SubjectKey(a.Directory, how.Decider)

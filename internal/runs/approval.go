@@ -46,6 +46,10 @@ type Suspension struct {
 	InboxKeys []string
 	// VotesNeeded is how many approvals the suspension needs (0: one).
 	VotesNeeded int
+	// PerCallVotes says votes decide the held turn, call by call
+	// (HoldsVotes; Run.PerCallVotes): under a quorum, and when no one
+	// person may decide every held call.
+	PerCallVotes bool
 	// Notify says approvers are told (mailed their links) once the
 	// suspension is stored: its write keeps the number after its events
 	// for the notified event of that first notification (Run.NoticeSeq),
@@ -100,7 +104,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.Notification = NotificationPending
 	next.NoticeSeq = 0 // the write keeps one when sp.Notify
 	next.Decision, next.DecidedBy, next.DecidedVia, next.DecidedAt = nil, "", "", time.Time{}
-	next.VotesNeeded, next.Votes = max(sp.VotesNeeded, 1), nil
+	next.VotesNeeded, next.PerCallVotes, next.Votes = max(sp.VotesNeeded, 1), sp.PerCallVotes, nil
 	next.Counters = st.Counters
 	next.SuspendedAt = now
 	next.Reclaims = 0 // the run got somewhere
@@ -232,15 +236,16 @@ type NewDecision struct {
 	// Token is the looked-up approval token when Via is ViaLink; it is
 	// consumed (single use) in the same write.
 	Token *ApprovalToken
-	// Decision is the answer the loop's Resume applies. When the
-	// suspension needs more than one approval it is a vote (a turn action,
+	// Decision is the answer the loop's Resume applies. When votes decide
+	// the suspension (Run.Voting) it is a vote (a turn action,
 	// approve or deny, or per-call approvals and denials, never edits), and
 	// the decision stored once every held call is decided is the one the
 	// votes come to.
 	Decision loop.Decision
-	// Voter is who the decision counts for when the suspension needs more
-	// than one approval (identity.Subject.Key of the decider); a person
-	// votes once.
+	// Voter is who the decision counts for when votes decide the
+	// suspension (identity.Subject.Key of the decider); a person votes
+	// once. A decision with a Voter or Choices is a vote, and is refused
+	// (EConflict) by a suspension one decision decides.
 	Voter string
 	// Choices are a vote's choices, one per held call the voter may decide
 	// (VoteChoices); a whole-turn vote's are all its action.
@@ -329,7 +334,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		w := Write{}
 		final := true
 		decision := d.Decision
-		if cur.VotesNeeded > 1 {
+		if cur.Voting() {
 			// A vote: each held call is approved once as many distinct
 			// persons as it needs approved it and denied by the first
 			// denial; the run resumes once every held call is one or the
@@ -400,10 +405,17 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				Message: vote.Message, Calls: vote.choices(cur.PendingCalls),
 				Person: d.Voter, Approvals: next.Approvals(), VotesNeeded: cur.VotesNeeded, VotesMissing: next.VotesMissing(),
 			})})
+		} else if d.Voter != "" || d.Choices != nil {
+			// A vote, built on a row that took votes, on a row that takes
+			// one decision: a release before PerCallVotes rewrote the row
+			// without it (and no vote was cast yet). Taken as the one
+			// decision, a whole-turn approval of the voter's calls would
+			// approve the others' too.
+			return nil, Write{}, Errorf(EConflict, "run %s: the held turn is now decided by one decision of a person who may decide every held call, not by votes; read the run again", cur.ID)
 		}
 		if final {
 			data := DecisionEventData{SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: decision}
-			if cur.VotesNeeded > 1 {
+			if cur.Voting() {
 				data = withDeciders(data, next)
 			}
 			w.Events = append(w.Events, Event{Type: EventDecision, Actor: d.Decider, Data: mustJSON(data)})

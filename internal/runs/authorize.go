@@ -59,17 +59,17 @@ func VotesNeeded(calls []CallSummary) int {
 // MayDecide reports whether decider may decide run r's held calls; nil
 // means yes, otherwise the error is an *identity.Refusal (403 to the
 // caller, with a message safe to show). One decision decides every held
-// call, so the decider must be able to decide each of them; under a quorum
-// (r.VotesNeeded above 1) a vote is per call, and a decider who may decide
-// at least one held call may vote (on those: VoteChoices); one who may
-// decide none is refused for what keeps them from a call they are named on
-// (four-eyes, the tool gate) before "not an approver". It is the one
-// check used by the API and the approval links, and it fails closed: a
-// decider or initiator that is not a valid principal, a run with no call
-// awaiting approval, or an approver list that no longer resolves all
-// refuse.
+// call, so the decider must be able to decide each of them; when votes
+// decide r's turn (r.Voting: a quorum, or calls no one person may decide
+// together) a vote is per call, and a decider who may decide at least one
+// held call may vote (on those: VoteChoices); one who may decide none is
+// refused for what keeps them from a call they are named on (four-eyes,
+// the tool gate) before "not an approver". It is the one check used by
+// the API and the approval links, and it fails closed: a decider or
+// initiator that is not a valid principal, a run with no call awaiting
+// approval, or an approver list that no longer resolves all refuse.
 func MayDecide(dir *identity.Directory, r *Run, decider string) error {
-	if r != nil && r.VotesNeeded > 1 {
+	if r != nil && r.Voting() {
 		ids, refused := DecidableCalls(dir, r, decider)
 		if len(ids) > 0 {
 			return nil
@@ -116,16 +116,42 @@ func mayDecideAll(dir *identity.Directory, r *Run, decider string) error {
 }
 
 // Deciders returns who is asked about the held calls of calls in run r
-// (approval links, inbox entries, reminders): when one decision decides
-// them, those who may decide every call (Eligible); when they need more
-// than one approval (VotesNeeded), a vote is per call, and everyone who
-// may decide at least one of them, each once, taking the calls in turn
-// order round robin.
+// (approval links, inbox entries): when one decision decides them, those
+// who may decide every call (Eligible); when votes decide them
+// (HoldsVotes), a vote is per call, and everyone who may decide at least
+// one of them, each once, taking the calls in turn order round robin.
 func Deciders(dir *identity.Directory, r *Run, calls []CallSummary) []identity.Eligible {
-	if VotesNeeded(calls) <= 1 {
+	if !HoldsVotes(dir, r, calls) {
 		return Eligible(dir, r, calls)
 	}
 	return decidersPerCall(dir, r, calls)
+}
+
+// HoldsVotes reports whether a turn held with calls in run r is decided
+// by votes, call by call (Run.Voting; Suspension.PerCallVotes when each
+// call needs one approval): when a call needs more than one approval (a
+// quorum), or when more than one call needs approval and no one person
+// may decide them all (their approvers, the tool gate and four-eyes leave
+// nobody in common), so that each is decided by its own approvers instead
+// of the turn waiting for a decision nobody may make. Otherwise one
+// decision, by a person who may decide every call, decides the turn (and
+// may edit a call). Who may decide each call is the same either way.
+func HoldsVotes(dir *identity.Directory, r *Run, calls []CallSummary) bool {
+	if VotesNeeded(calls) > 1 {
+		return true
+	}
+	return split(calls) && len(Eligible(dir, r, calls)) == 0
+}
+
+// split reports whether more than one of calls needs approval.
+func split(calls []CallSummary) bool {
+	n := 0
+	for _, c := range calls {
+		if c.NeedsApproval {
+			n++
+		}
+	}
+	return n > 1
 }
 
 // decidersPerCall returns everyone who may decide one of calls, each
@@ -271,10 +297,11 @@ func InboxApprovers(dir *identity.Directory, r *Run) []string {
 }
 
 // VoteTally says, for approvers, who approved the current suspension so
-// far and who else may still vote (everyone who may decide it and has not
-// voted), when it needs more than one approval; both nil otherwise.
+// far and who else may still vote (everyone who may decide an open call
+// and has not voted), when votes decide it (Run.Voting); both nil
+// otherwise.
 func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
-	if r.VotesNeeded <= 1 {
+	if !r.Voting() {
 		return nil, nil
 	}
 	done := map[string]bool{}

@@ -154,7 +154,7 @@ func (s *Store) retry(ctx context.Context, cur *Run, build func(cur *Run, now ti
 		return nil, Errorf(EInvalid, "run is required")
 	}
 	limit := maxRetries
-	if cur.VotesNeeded > 1 {
+	if cur.Voting() {
 		// Each landed vote moves the version under the others: a voter may
 		// have to rebuild once per vote that can land before its own.
 		limit = maxVoteRetries

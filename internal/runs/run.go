@@ -289,17 +289,24 @@ type Run struct {
 	NoticeSeq int64 `json:"notice_seq,omitempty"`
 
 	// VotesNeeded is how many distinct persons must approve the current
-	// suspension (0 or 1: one decision decides); Votes are the votes cast
-	// on it so far, in order. Both are reset by every suspension.
-	VotesNeeded int    `json:"votes_needed,omitempty"`
-	Votes       []Vote `json:"votes,omitempty"`
+	// suspension (0 or 1: one approval for each call); Votes are the votes
+	// cast on it so far, in order. PerCallVotes says the suspension takes
+	// votes, call by call (see Voting): under a quorum (which VotesNeeded
+	// says to a release before the flag), and although each held call
+	// needs one approval when no one person could decide every held call
+	// as the turn was held (their approvers had nobody in common), so that
+	// each call is decided by its own. All three are reset by every
+	// suspension.
+	VotesNeeded  int    `json:"votes_needed,omitempty"`
+	PerCallVotes bool   `json:"per_call_votes,omitempty"`
+	Votes        []Vote `json:"votes,omitempty"`
 
 	// Decision is the decision on the current suspension (nil: none yet),
-	// with who made it, how (ViaAPI or ViaLink) and when. Under a quorum
-	// DecidedBy, DecidedVia and DecidedAt are those of the vote that
-	// completed the turn; who decided each held call is in the Votes
-	// (DecidedCalls, DecidingVoters), which the row keeps until the next
-	// suspension.
+	// with who made it, how (ViaAPI or ViaLink) and when. When votes
+	// decide it (Voting) DecidedBy, DecidedVia and DecidedAt are those of
+	// the vote that completed the turn; who decided each held call is in
+	// the Votes (DecidedCalls, DecidingVoters), which the row keeps until
+	// the next suspension.
 	Decision   *loop.Decision `json:"decision,omitempty"`
 	DecidedBy  string         `json:"decided_by,omitempty"`
 	DecidedVia string         `json:"decided_via,omitempty"`
@@ -346,8 +353,7 @@ type Run struct {
 	HandOver *HandOverRecord `json:"hand_over,omitempty"`
 }
 
-// Vote is one approver's vote on a suspension that needs more than one
-// approval.
+// Vote is one approver's vote on a suspension decided by votes (Run.Voting).
 type Vote struct {
 	// By is the voter as authenticated (or the link's approver).
 	By string `json:"by"`
@@ -383,6 +389,19 @@ type Vote struct {
 	At      time.Time `json:"at"`
 }
 
+// Voting reports whether the current (or last) suspension of r is
+// decided by votes, call by call: a person votes on the held calls they
+// may decide, each call is approved by the approvals it needs and denied
+// by the first denial, and the run resumes once every held call is one or
+// the other. That is so under a quorum (VotesNeeded above 1), when the
+// turn was held with per-call votes (PerCallVotes), and whenever votes
+// were cast on the suspension (only such a suspension takes any): a
+// release before PerCallVotes that rewrites the row drops the flag but
+// keeps the votes. Otherwise one decision decides the whole turn.
+func (r *Run) Voting() bool {
+	return r.VotesNeeded > 1 || r.PerCallVotes || len(r.Votes) > 0
+}
+
 // Approvals returns how many votes on the run's current suspension approve
 // at least one held call: the number of distinct persons who approved (a
 // person votes once per suspension).
@@ -400,11 +419,11 @@ func (r *Run) Approvals() int {
 }
 
 // VotesMissing returns how many approvals the current suspension still
-// needs before the run resumes: under a quorum, the most any held call
-// that is neither approved nor denied still needs (0 once every held call
-// is decided); otherwise 1 until it is decided.
+// needs before the run resumes: when votes decide it (Voting), the most
+// any held call that is neither approved nor denied still needs (0 once
+// every held call is decided); otherwise 1.
 func (r *Run) VotesMissing() int {
-	if r.VotesNeeded <= 1 {
+	if !r.Voting() {
 		return max(1-r.Approvals(), 0)
 	}
 	n := 0

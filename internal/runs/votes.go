@@ -11,7 +11,7 @@ import (
 )
 
 // VoteChoice is one voter's choice on one held call of a suspension that
-// needs more than one approval: approve, or deny with a message.
+// votes decide (Run.Voting): approve, or deny with a message.
 type VoteChoice struct {
 	CallID  string      `json:"call_id"`
 	Action  loop.Action `json:"action"`
@@ -115,7 +115,7 @@ func encodeChoices(calls []CallSummary, chs []VoteChoice, whole bool) (string, [
 }
 
 // CallTally is the vote progress of one held call that needs approval
-// under a quorum: it is approved once Needed distinct persons approved it,
+// by votes: it is approved once Needed distinct persons approved it,
 // and denied as soon as one person who may decide it denied it.
 type CallTally struct {
 	CallID string
@@ -203,7 +203,7 @@ func (r *Run) CallTally(id string) (CallTally, bool) {
 	return CallTally{}, false
 }
 
-// DecidedCall says who decided one held call under a quorum: the voters
+// DecidedCall says who decided one held call by votes: the voters
 // (Vote.By) whose approvals approved it, as many as it needed and in the
 // order they voted, or the one voter who denied it.
 type DecidedCall struct {
@@ -214,11 +214,11 @@ type DecidedCall struct {
 }
 
 // DecidedCalls returns who decided each held call of r that needs
-// approval and is approved or denied under r's quorum, in turn order
+// approval and is approved or denied by the votes (Voting), in turn order
 // (all of them once the turn is decided); nil when one decision decides
 // r's turn (DecidedBy made it).
 func (r *Run) DecidedCalls() []DecidedCall {
-	if r.VotesNeeded <= 1 {
+	if !r.Voting() {
 		return nil
 	}
 	var out []DecidedCall
@@ -237,10 +237,11 @@ func (r *Run) DecidedCalls() []DecidedCall {
 	return out
 }
 
-// DecidingVoters returns, under a quorum, the voters (Vote.By) whose votes
-// decided at least one held call of r (DecidedCalls), each once, in the
-// order they voted: those who decided r's turn once it is decided. Nil
-// when one decision decides r's turn (DecidedBy made it).
+// DecidingVoters returns, when votes decide r's turn (Voting), the voters
+// (Vote.By) whose votes decided at least one held call of r
+// (DecidedCalls), each once, in the order they voted: those who decided
+// r's turn once it is decided. Nil when one decision decides r's turn
+// (DecidedBy made it).
 func (r *Run) DecidingVoters() []string {
 	decided := map[string]bool{}
 	for _, dc := range r.DecidedCalls() {
@@ -434,10 +435,10 @@ func DecidableCalls(dir *identity.Directory, r *Run, decider string) (ids []stri
 }
 
 // OpenCalls returns those of ids (held calls of r) that are neither
-// approved nor denied yet under r's quorum, in their order; all of them
-// when r needs one approval.
+// approved nor denied yet by the votes on r's turn, in their order; all
+// of them when one decision decides it (Voting).
 func (r *Run) OpenCalls(ids []string) []string {
-	if r.VotesNeeded <= 1 {
+	if !r.Voting() {
 		return ids
 	}
 	open := r.openCalls()
@@ -462,12 +463,13 @@ func (r *Run) openCalls() map[string]bool {
 	return open
 }
 
-// OpenDeciders returns who may still vote on r's held turn: under a
-// quorum, those who may decide a held call that is neither approved nor
-// denied yet (Deciders of those calls); otherwise Deciders.
+// OpenDeciders returns who may still decide on r's held turn: when votes
+// decide it (Voting), those who may decide a held call that is neither
+// approved nor denied yet, per call; otherwise those who may decide every
+// held call (Eligible).
 func OpenDeciders(dir *identity.Directory, r *Run) []identity.Eligible {
-	if r.VotesNeeded <= 1 {
-		return Deciders(dir, r, r.PendingCalls)
+	if !r.Voting() {
+		return Eligible(dir, r, r.PendingCalls)
 	}
 	open := r.openCalls()
 	var calls []CallSummary
@@ -483,8 +485,8 @@ func OpenDeciders(dir *identity.Directory, r *Run) []identity.Eligible {
 	return decidersPerCall(dir, r, calls)
 }
 
-// VoteChoices turns decision d of decider on r's held turn, which needs
-// more than one approval, into the voter's choices: a whole-turn action is
+// VoteChoices turns decision d of decider on r's held turn, which votes
+// decide (Voting), into the voter's choices: a whole-turn action is
 // that choice for every held call they may decide; per-call decisions must
 // give a choice for every such call (EInvalid naming a missing one) and
 // none for a held call they may not decide (EForbidden naming it); only

@@ -2,6 +2,7 @@ package runs_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -233,4 +234,91 @@ func TestOnlyOpenCallsTakeVotes(t *testing.T) {
 	assert.Empty(t, runs.OpenDeciders(dir, r))
 	_, still := runs.VoteTally(dir, r)
 	assert.Empty(t, still, "nobody may still vote")
+}
+
+// splitTurn is frank's run waiting on a turn of two calls that need one
+// approval each, a write for the writers (ann, bob) and a delete for the
+// deleters (carol, dave), and a read; erin, when both is true, is in
+// both groups.
+func splitTurn(t *testing.T, both bool) (*identity.Directory, *runs.Run) {
+	t.Helper()
+	extra := ""
+	if both {
+		extra = `,"erin"`
+	}
+	dir, err := identity.DecodeDirectory([]byte(`{"version":1,
+		"persons":[{"id":"ann","aliases":["ann@example.com"]},{"id":"bob","aliases":["bob@example.com"]},
+			{"id":"carol","aliases":["carol@example.com"]},{"id":"dave","aliases":["dave@example.com"]},
+			{"id":"erin","aliases":["erin@example.com"]},{"id":"frank","aliases":["frank@example.com"]}],
+		"groups":[{"name":"writers","members":["ann","bob"` + extra + `]},{"name":"deleters","members":["carol","dave"` + extra + `]}]}`))
+	require.NoError(t, err)
+	r := &runs.Run{
+		ID: "r1", Status: runs.StatusWaiting, Initiator: "frank@example.com", Approvers: []string{"group:writers"}, VotesNeeded: 1,
+		PendingCalls: []runs.CallSummary{
+			{ID: "w", Tool: "write_document", NeedsApproval: true, Rule: "writes", Approval: &loop.ApprovalRule{Approvers: []string{"group:writers"}}},
+			{ID: "d", Tool: "delete_document", NeedsApproval: true, Rule: "deletes", Approval: &loop.ApprovalRule{Approvers: []string{"group:deleters"}}},
+			{ID: "r", Tool: "read_document"},
+		},
+	}
+	return dir, r
+}
+
+// TestHoldsVotesWhenNoOneMayDecideTheWholeTurn: a turn whose calls need
+// one approval each is decided by votes, call by call, exactly when no one
+// person may decide every held call; everyone who may decide one is then
+// asked, each decides the calls they may decide and no other, and a row
+// that no longer says so (a release before PerCallVotes rewrote it before
+// any vote) takes one decision again, which only a person who may decide
+// every call may make.
+func TestHoldsVotesWhenNoOneMayDecideTheWholeTurn(t *testing.T) {
+	names := func(es []identity.Eligible) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Subject.Key())
+		}
+		return out
+	}
+
+	dir, r := splitTurn(t, true)
+	assert.False(t, runs.HoldsVotes(dir, r, r.PendingCalls), "erin may decide both calls: one decision decides the turn")
+	assert.Equal(t, []string{"person:erin"}, names(runs.Deciders(dir, r, r.PendingCalls)))
+	assert.False(t, runs.HoldsVotes(dir, r, r.PendingCalls[:1]), "one held call: one decision")
+	quorum := slices.Clone(r.PendingCalls)
+	quorum[0].Approval = &loop.ApprovalRule{Approvers: []string{"group:writers"}, RequiredApprovals: 2}
+	assert.True(t, runs.HoldsVotes(dir, r, quorum), "a quorum votes")
+
+	dir, r = splitTurn(t, false)
+	require.True(t, runs.HoldsVotes(dir, r, r.PendingCalls), "nobody may decide both calls")
+	assert.Equal(t, []string{"person:ann", "person:carol", "person:bob", "person:dave"}, names(runs.Deciders(dir, r, r.PendingCalls)),
+		"everyone who may decide a call, round robin")
+	assert.Error(t, runs.MayDecide(dir, r, "ann@example.com"), "without PerCallVotes one decision decides, and ann may not decide the delete")
+
+	r.PerCallVotes = true
+	require.True(t, r.Voting())
+	for who, want := range map[string][]runs.VoteChoice{
+		"ann@example.com":   {{CallID: "w", Action: loop.ActionApprove}},
+		"carol@example.com": {{CallID: "d", Action: loop.ActionApprove}},
+	} {
+		require.NoError(t, runs.MayDecide(dir, r, who))
+		got, err := runs.VoteChoices(dir, r, who, loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove})
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "%s's whole-turn approval is of the call they may decide", who)
+	}
+	_, err := runs.VoteChoices(dir, r, "ann@example.com", loop.Decision{TurnDigest: r.TurnDigest,
+		Calls: []loop.CallDecision{{CallID: "w", Action: loop.ActionApprove}, {CallID: "d", Action: loop.ActionApprove}}})
+	assert.Equal(t, runs.EForbidden, runs.ErrorCode(err), "ann's choice on the delete: %v", err)
+	assert.Error(t, runs.MayDecide(dir, r, "frank@example.com"), "frank is nobody's approver")
+	assert.ElementsMatch(t, []string{"person:ann", "person:bob", "person:carol", "person:dave"}, names(runs.OpenDeciders(dir, r)))
+
+	// ann approves the write: only the deleters may still vote.
+	r.Votes = append(r.Votes, runs.Vote{By: "ann@example.com", Person: "person:ann", Whole: true, Choices: "a--"})
+	assert.ElementsMatch(t, []string{"person:carol", "person:dave"}, names(runs.OpenDeciders(dir, r)))
+	assert.Equal(t, 1, r.VotesMissing())
+	_, err = runs.VoteChoices(dir, r, "bob@example.com", loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove})
+	assert.Equal(t, runs.EConflict, runs.ErrorCode(err), "bob's only call is approved: %v", err)
+
+	// The flag lost after a vote: the votes still say votes decide.
+	r.PerCallVotes = false
+	assert.True(t, r.Voting())
+	assert.NoError(t, runs.MayDecide(dir, r, "carol@example.com"))
 }

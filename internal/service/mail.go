@@ -19,7 +19,7 @@ func MailNotifier(m approval.Mailer, baseURL string, dir *identity.Directory) No
 	return NotifierFunc(func(ctx context.Context, n Notification) error {
 		voted, still := runs.VoteTally(dir, n.Run)
 		return m.Send(ctx, approval.Message{
-			VotesNeeded: n.Run.VotesNeeded, Voted: voted, StillNeeded: still, Progress: approval.Progress(n.Run),
+			VotesNeeded: n.Run.VotesNeeded, Voting: n.Run.Voting(), Voted: voted, StillNeeded: still, Progress: approval.Progress(n.Run),
 			RunID:        n.Run.ID,
 			SuspensionID: n.Run.SuspensionID,
 			Approver:     n.Approver,

@@ -877,6 +877,9 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	now := s.w.now()
 	deadline := now.Add(s.ttl)
 	calls := runs.SummarizeCalls(st)
+	// Votes decide the turn, call by call, under a quorum and when no one
+	// person may decide every held call: then everyone who may decide one
+	// is asked (Deciders).
 	eligible := runs.Deciders(s.w.Directory, s.cur, calls)
 	if len(eligible) > runs.MaxApprovers {
 		s.log.WarnContext(ctx, "more persons may decide than a suspension lists; the first ones get links and inbox entries", "eligible", len(eligible), "listed", runs.MaxApprovers)
@@ -911,6 +914,7 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		Tokens:        grants,
 		InboxKeys:     inbox,
 		VotesNeeded:   runs.VotesNeeded(calls),
+		PerCallVotes:  runs.HoldsVotes(s.w.Directory, s.cur, calls),
 		Notify:        mail, // the notified event is recorded even after a quick decision
 	})
 	if err != nil {

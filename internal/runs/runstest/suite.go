@@ -108,6 +108,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ConcurrentVotes", testConcurrentVotes},
 		{"PerCallVotes", testPerCallVotes},
 		{"VotesReadByTheReleaseBefore", testVotesReadByTheReleaseBefore},
+		{"PerCallVotesOfOneApproval", testPerCallVotesOfOneApproval},
+		{"PerCallVotesReadByTheReleaseBefore", testPerCallVotesReadByTheReleaseBefore},
 		{"ResolvedDecisionFits", testResolvedDecisionFits},
 		{"NoVoteOnDecidedCalls", testNoVoteOnDecidedCalls},
 		{"VoteDropsTheDone", testVoteDropsTheDone},
