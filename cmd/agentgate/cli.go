@@ -410,10 +410,14 @@ func writeRun(w io.Writer, r *client.Run) {
 		for _, call := range p.Calls {
 			need := "runs on resume without approval"
 			switch {
+			case call.NeedsApproval && votedOut(call.Approval) != "":
+				need = votedOut(call.Approval) + " by the votes"
 			case call.NeedsApproval:
 				need = "needs approval"
 			case call.Denied != "":
 				need = "denied by policy, never runs"
+			case call.Rejected != "":
+				need = "cannot run, fails whatever the decision: " + one(call.Rejected)
 			}
 			if progress := callProgress(call.Approval); progress != "" {
 				need += "; votes: " + progress

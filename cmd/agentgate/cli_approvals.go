@@ -234,6 +234,8 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 	for i, call := range p.Calls {
 		need := "runs on resume without approval"
 		switch {
+		case call.NeedsApproval && votedOut(call.Approval) != "":
+			need = strings.ToUpper(votedOut(call.Approval)) + " by the votes"
 		case call.NeedsApproval:
 			need = "NEEDS APPROVAL"
 		case call.Denied != "":
@@ -269,7 +271,11 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		}
 		switch {
 		case call.Rejected != "" && call.NeedsApproval:
-			fmt.Fprintf(w, "    fails as it is: %s (an edit with a valid input runs instead)\n", one(call.Rejected))
+			if r.Voting {
+				fmt.Fprintf(w, "    fails as it is: %s (votes take no edits)\n", one(call.Rejected))
+			} else {
+				fmt.Fprintf(w, "    fails as it is: %s (an edit with a valid input runs instead)\n", one(call.Rejected))
+			}
 		case call.Rejected != "":
 			fmt.Fprintf(w, "    cannot run: %s\n", one(call.Rejected))
 		}
@@ -361,6 +367,20 @@ func callsProgress(r *client.Run) []approval.CallProgress {
 	return out
 }
 
+// votedOut says how the votes decided a held call ("approved", "denied"),
+// "" while it is open or when one decision decides the turn (no progress).
+func votedOut(a *client.ApprovalRule) string {
+	switch {
+	case a == nil:
+		return ""
+	case a.DeniedBy != "":
+		return "denied"
+	case a.StillNeeded != nil && *a.StillNeeded == 0 && a.Approvals != nil && *a.Approvals > 0:
+		return "approved"
+	}
+	return ""
+}
+
 // callProgress is a held call's own vote progress when votes decide ("" when
 // the run shows none).
 func callProgress(a *client.ApprovalRule) string {
@@ -369,6 +389,8 @@ func callProgress(a *client.ApprovalRule) string {
 		return ""
 	case a.DeniedBy != "":
 		return "denied by " + one(a.DeniedBy)
+	case votedOut(a) == "approved" && len(a.ApprovedBy) > 0:
+		return "approved by " + one(strings.Join(a.ApprovedBy, ", "))
 	case a.Approvals != nil && a.StillNeeded != nil && len(a.ApprovedBy) > 0:
 		return fmt.Sprintf("%d approval(s) (%s), %d more needed", *a.Approvals, one(strings.Join(a.ApprovedBy, ", ")), *a.StillNeeded)
 	case a.Approvals != nil && a.StillNeeded != nil:

@@ -492,6 +492,32 @@ func TestQuorumTextPerCall(t *testing.T) {
 		t.Errorf("runs get does not show who approved the call:\n%s", b.String())
 	}
 
+	// A call its votes approved, and one that cannot run, are said so in
+	// runs get and approvals show (tester helper-82 F2).
+	r.Pending.Calls = append(r.Pending.Calls,
+		client.PendingCall{ID: "toolu_c", Tool: "write_document", NeedsApproval: true, Approval: &client.ApprovalRule{RequiredApprovals: 1, Approvals: n(1), ApprovedBy: []string{"dave"}, StillNeeded: n(0)}},
+		client.PendingCall{ID: "toolu_d", Tool: "frobnicate", Rejected: `unknown tool "frobnicate"`})
+	b.Reset()
+	writeRun(&b, r)
+	for _, want := range []string{"  - toolu_c write_document (, approved by the votes; votes: approved by dave)",
+		`  - toolu_d frobnicate (, cannot run, fails whatever the decision: unknown tool "frobnicate")`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("runs get lacks %q:\n%s", want, b.String())
+		}
+	}
+	r.Voting = true
+	r.Pending.Calls = append(r.Pending.Calls, client.PendingCall{ID: "toolu_e", Tool: "write_document", NeedsApproval: true,
+		Rejected: "input: path is required", Approval: &client.ApprovalRule{RequiredApprovals: 1, Approvals: n(0), StillNeeded: n(1)}})
+	b.Reset()
+	writeHeldTurn(&b, r, false)
+	if want := "APPROVED by the votes"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "0 more needed") {
+		t.Errorf("approvals show lacks %q or says 0 more needed:\n%s", want, b.String())
+	}
+	if want := "fails as it is: input: path is required (votes take no edits)"; !strings.Contains(b.String(), want) {
+		t.Errorf("approvals show of a turn votes decide offers an edit (tester helper-82 F1), lacks %q:\n%s", want, b.String())
+	}
+	r.Pending.Calls = r.Pending.Calls[:len(r.Pending.Calls)-1]
+
 	r.Status, r.Pending, r.VotesNeeded = client.StatusCompleted, nil, nil
 	r.Decision = &client.RecordedDecision{By: "carol", Via: "link", At: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC),
 		Decision: client.Decision{Calls: []client.CallDecision{{CallID: "toolu_a", Action: client.Approve}, {CallID: "toolu_b", Action: client.Deny}}},
@@ -660,7 +686,7 @@ func TestVoteLineWithoutAQuorum(t *testing.T) {
 			{ID: "toolu_a", Tool: "write_document", NeedsApproval: true, Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}},
 			{ID: "toolu_b", Tool: "delete_document", NeedsApproval: true, Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}},
 		}}}
-	if got, want := voteLine(r), "-; 1 more approval(s) needed"; got != want {
+	if got, want := voteLine(r), "-; 1 more approval(s) for each held call needed"; got != want {
 		t.Errorf("voteLine = %q, want %q", got, want)
 	}
 	r.Pending.Calls[0].Approval = &client.ApprovalRule{Approvals: n(1), ApprovedBy: []string{"ann"}, StillNeeded: n(0)}

@@ -63,8 +63,9 @@ func Untouched(ps []CallProgress, n int) bool {
 }
 
 // MoreApprovals says what the calls of ps that are neither approved nor
-// denied still need, as a phrase: "2 more approval(s)" when every call of
-// ps is open and each needs as many more; otherwise each open call's own,
+// denied still need, as a phrase: "2 more approval(s)" (for each held
+// call, when more than one) when every call of ps is open and each needs
+// as many more; otherwise each open call's own,
 // in turn order, by tool ("1 more approval of write_document and 2 more of
 // send_mail"; a tool held more than once is named with the call's id).
 // It is "" when no call is open. Names are as given: the caller makes
@@ -85,8 +86,13 @@ func MoreApprovals(ps []CallProgress) string {
 	for _, p := range open {
 		same = same && p.StillNeeded == open[0].StillNeeded
 	}
-	if same {
+	switch {
+	case same && len(open) == 1:
 		return fmt.Sprintf("%d more approval(s)", open[0].StillNeeded)
+	case same:
+		// Each call counts its own: the same number for each is not
+		// that many in all (their approvers may differ).
+		return fmt.Sprintf("%d more approval(s) for each held call", open[0].StillNeeded)
 	}
 	parts := make([]string, len(open))
 	for i, p := range open {

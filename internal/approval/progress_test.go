@@ -17,7 +17,7 @@ func TestMoreApprovals(t *testing.T) {
 		ps   []approval.CallProgress
 		want string
 	}{
-		{"every call needs as many more", []approval.CallProgress{open("a", "write_document", 2, 2), open("b", "send_mail", 2, 2)}, "2 more approval(s)"},
+		{"every call needs as many more", []approval.CallProgress{open("a", "write_document", 2, 2), open("b", "send_mail", 2, 2)}, "2 more approval(s) for each held call"},
 		{"one call", []approval.CallProgress{open("a", "write_document", 3, 1)}, "1 more approval(s)"},
 		{"calls differ", []approval.CallProgress{open("a", "write_document", 2, 1), open("b", "send_mail", 2, 2)},
 			"1 more approval of write_document and 2 more of send_mail"},

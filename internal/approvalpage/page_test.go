@@ -261,11 +261,11 @@ func TestConfirmQuorumProgress(t *testing.T) {
 	}{
 		{"the same for each call",
 			[]approval.CallProgress{{ID: "toolu_01", Tool: "write_document", Needed: 2, Approvals: 1, StillNeeded: 1}, {ID: "toolu_02", Tool: "send_email", Needed: 2, Approvals: 1, StillNeeded: 1}},
-			[]string{"<strong>2 approvals</strong> from distinct persons for each call (approved so far by: ann@example.com)", "<dt>Still needed</dt><dd>1 more approval(s)</dd>", "Votes: 1 of 2 approvals"},
+			[]string{"<strong>2 approvals</strong> from distinct persons for each call (approved so far by: ann@example.com)", "<dt>Still needed</dt><dd>1 more approval(s) for each held call</dd>", "Votes: 1 of 2 approvals"},
 			[]string{"its own number"}},
 		{"calls that differ",
 			[]approval.CallProgress{{ID: "toolu_01", Tool: "write_document", Needed: 1, StillNeeded: 1}, {ID: "toolu_02", Tool: "send_email", Needed: 2, Approvals: 1, StillNeeded: 1}},
-			[]string{"<strong>Each call needs its own number of approvals</strong> from distinct persons, up to 2", "<dt>Still needed</dt><dd>1 more approval(s)</dd>", "Votes: 0 of 1 approvals", "Votes: 1 of 2 approvals"},
+			[]string{"<strong>Each call needs its own number of approvals</strong> from distinct persons, up to 2", "<dt>Still needed</dt><dd>1 more approval(s) for each held call</dd>", "Votes: 0 of 1 approvals", "Votes: 1 of 2 approvals"},
 			[]string{"2 approvals</strong>"}},
 		{"one call decided",
 			[]approval.CallProgress{{ID: "toolu_01", Tool: "write_document", Needed: 2, DeniedBy: "bob@example.com"}, {ID: "toolu_02", Tool: "send_email", Needed: 2, Approvals: 1, StillNeeded: 1}},

@@ -194,6 +194,11 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		// Under a quorum the run still waits, but not for this person:
 		// say so instead of a form whose answer would be refused.
 		resp = votedPage(v, r)
+	} else if err := runs.MayDecide(a.Directory, r, t.Approver); err != nil {
+		// The holder may no longer decide (the directory or the run's
+		// terms changed since the link was sent): say why instead of a
+		// form whose answer would be refused.
+		resp = page(approvalpage.Problem(http.StatusForbidden, refusalMessage(err)))
 	} else {
 		// The form posts to the page's own URL, so it works behind any API
 		// Gateway stage prefix.

@@ -419,7 +419,10 @@ func TestLinkFourEyesBypass(t *testing.T) {
 	evCount := f.eventCount(r.ID)
 	for i, link := range bypass {
 		t.Run(fmt.Sprint(grants[i].Approver), func(t *testing.T) {
-			requirePage(t, f.open(http.MethodGet, link), http.StatusOK) // the page only shows
+			// The page shows why (the initiator never decides), no form.
+			p := f.open(http.MethodGet, link)
+			requirePage(t, p, http.StatusForbidden, "four-eyes")
+			assert.NotContains(t, p.Body, "<form")
 			requirePage(t, f.decide(link, r.TurnDigest, "approve"), http.StatusForbidden, "Nothing was changed.")
 			f.requireUnchanged(r, evCount)
 		})

@@ -559,9 +559,18 @@ func (a *API) authorize(r *runs.Run, who string) error {
 	var ref *identity.Refusal
 	if errors.As(err, &ref) {
 		a.log().Info("decision refused", "run_id", r.ID, "decider", who, "reason", ref.Reason)
-		return errorf(runs.EForbidden, "%s", ref.Message)
 	}
-	return errorf(runs.EForbidden, "the decision cannot be authorized")
+	return errorf(runs.EForbidden, "%s", refusalMessage(err))
+}
+
+// refusalMessage is what a caller is told of runs.MayDecide's refusal err:
+// the refusal's message, safe to show, or a generic one.
+func refusalMessage(err error) string {
+	var ref *identity.Refusal
+	if errors.As(err, &ref) {
+		return ref.Message
+	}
+	return "the decision cannot be authorized"
 }
 
 func itoa(n int64) string {

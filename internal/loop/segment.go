@@ -421,7 +421,7 @@ func rejectedDetail(why string) string {
 // rejectedPreview is the preview of a held call whose input its schema
 // refuses, its reason cut to 2000 bytes.
 func rejectedPreview(why string) string {
-	return "this call will fail as it is: " + cutText(why, 2000) + "\n(approving gives the model this error; an edit with a valid input runs instead)"
+	return "this call will fail as it is: " + cutText(why, 2000) + "\n(approving gives the model this error; where one decision decides the turn, an edit with a valid input runs instead)"
 }
 
 // cutText returns s, or its first limit bytes cut back to a rune boundary
