@@ -25,9 +25,11 @@ const MailRetryDelay = time.Minute
 // QuorumCheckEvery is how often the sweep checks that a waiting run's held
 // calls can still get their approvals from the directory in force
 // (Sweeper.checkQuorum): the first check this long after the suspension,
-// then this long after each check that found they can. A run waits on
-// approvers at most this long after a change to the directory made its
-// approval impossible (unless its deadline comes first).
+// then this long after each check. A run is ended by the second check in
+// a row that finds its approval impossible, so it waits on approvers at
+// most twice this long after a change to the directory made it so (unless
+// its deadline comes first), and a change put right within this long
+// after a check found it ends nothing.
 const QuorumCheckEvery = time.Hour
 
 // DefaultDeadlineMargin is how long before its context's deadline (a
