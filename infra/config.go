@@ -50,6 +50,8 @@ import (
 //	skipApiGatewayAccountRole  leave the account's API Gateway CloudWatch role alone (default false)
 //	sesApi                     AGENTGATE_SES_API of the functions: v2 (SES v2) or v1 (SES's first API,
 //	                           for LocalStack Community; scripts/infra-local.sh sets it there); default unset (v2)
+//	quorumCheck                AGENTGATE_QUORUM_CHECK of startrun and resume: on or off; default unset (off
+//	                           in this release; see the README's quorum check)
 const (
 	defaultStackName = "Agentgate"
 	defaultModelID   = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -147,6 +149,7 @@ func readConfig(get func(key string) string) (config, error) {
 	p.ThrottleBurstLimit = float64(integer("throttleBurst", stack.DefaultThrottleBurstLimit))
 	p.SkipAPIGatewayAccountRole = boolean("skipApiGatewayAccountRole", false)
 	p.SESAPI = str("sesApi", "")
+	p.QuorumCheck = str("quorumCheck", "")
 
 	if arns := str("modelArns", ""); arns != "" {
 		for _, a := range strings.Split(arns, ",") {

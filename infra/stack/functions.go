@@ -170,6 +170,11 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 	if p.APIKeySecretArn != "" {
 		workerEnv[apiKeySecretEnv(p.Model)] = jsii.String(p.APIKeySecretArn)
 	}
+	if p.QuorumCheck != "" {
+		// The workers schedule the checks at a suspension; purge makes
+		// the checks a row has, whatever the setting.
+		workerEnv["AGENTGATE_QUORUM_CHECK"] = jsii.String(strings.ToLower(strings.TrimSpace(p.QuorumCheck)))
+	}
 	startEnv := env(workerEnv)
 	startEnv["AGENTGATE_STARTRUN_FUNCTION"] = jsii.String(names.startrun)
 	resumeEnv := env(workerEnv)

@@ -189,6 +189,14 @@ type AgentgateStackProps struct {
 	// ses:SendEmail the roles allow.
 	SESAPI string
 
+	// QuorumCheck is AGENTGATE_QUORUM_CHECK of the two workers (startrun
+	// and resume), "on" or "off": whether a suspension schedules the
+	// sweep's quorum checks against the directory. Empty (the default)
+	// leaves the variable unset: off in this release. Turn it on once no
+	// function of a release before the one that reads it runs (README,
+	// "quorum check").
+	QuorumCheck string
+
 	// SkipAPIGatewayAccountRole leaves the account-wide API Gateway
 	// CloudWatch role alone (set it when the account already has one);
 	// access logging needs that role to exist.
@@ -305,6 +313,11 @@ func (p AgentgateStackProps) Validate() error {
 		if _, err := approval.ParseSESAPI(p.SESAPI); err != nil {
 			errs = append(errs, fmt.Errorf("SES API %w", err))
 		}
+	}
+	switch strings.ToLower(strings.TrimSpace(p.QuorumCheck)) {
+	case "", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("quorum check %q: want on or off", p.QuorumCheck))
 	}
 	if err := validateWebhooks(p); err != nil {
 		errs = append(errs, err)

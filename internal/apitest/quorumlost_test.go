@@ -68,13 +68,16 @@ func (v *voteFirst) Write(ctx context.Context, w runs.Write) error {
 // local server is restarted with other directories while it waits. With
 // bob gone from finance, carol and dave are still enough: the sweep's
 // quorum check leaves the run waiting. With dave gone too, carol alone is
-// left: the check finds the approval cannot be given, but carol's vote
+// left: the check finds the approval cannot be given, and marks the run,
+// which waits on. Dave is back (the directory fixed) by the next check,
+// which clears the mark. Gone again: marked again at a check; at the next
+// one the check finds the approval still cannot be given, but carol's vote
 // lands between its read and its write, and the vote wins (the write was
-// conditional on the row it read). The next check finds no one who has
-// not voted for the second approval: the run ends EXPIRED
-// (approval_unmeetable), with the call and why in its output and its
-// expired event, run.expired to its webhook, 410 to a late decision and
-// the links' page saying the approval is no longer possible.
+// conditional on the row it read). The run is checked again on the row
+// the vote left, finds no one who has not voted for the second approval:
+// the run ends EXPIRED (approval_unmeetable), with the call and why in its
+// output and its expired event, run.expired to its webhook, 410 to a late
+// decision and the links' page saying the approval is no longer possible.
 func TestQuorumLostWhileWaitingEndToEnd(t *testing.T) {
 	db, err := embedded.Open(filepath.Join(t.TempDir(), "runs.db"))
 	require.NoError(t, err)
@@ -128,16 +131,51 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 	assert.Equal(t, "WAITING_FOR_APPROVAL", get(second, id)["status"])
 	second.Stop()
 
+	row := func(s *apitest.Server) *runs.Run {
+		t.Helper()
+		r, err := s.App.Store.Get(t.Context(), id)
+		require.NoError(t, err)
+		return r
+	}
+
 	// dave may no longer approve writes (the directory's tool gate): carol
 	// alone may decide, and the call needs two. (A finance of carol alone
 	// would not load with this policy: a rule may not ask for more
-	// approvals than its approvers are persons.)
+	// approvals than its approvers are persons.) The first check that
+	// finds it marks the run, which waits on.
+	lost := server(first.Dir, "read_*", []string{"carol", "dave"}, nil)
+	clock.Advance(service.QuorumCheckEvery)
+	sum, err = lost.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable, "found once: %+v", sum)
+	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
+	assert.Equal(t, "WAITING_FOR_APPROVAL", get(lost, id)["status"])
+	assert.Equal(t, clock.Now(), row(lost).QuorumLostAt, "marked")
+	lost.Stop()
+
+	// The directory is fixed before the next check: the mark is cleared.
+	fixed := server(first.Dir, "", []string{"carol", "dave"}, nil)
+	clock.Advance(service.QuorumCheckEvery)
+	sum, err = fixed.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable, "%+v", sum)
+	assert.Equal(t, "WAITING_FOR_APPROVAL", get(fixed, id)["status"])
+	assert.True(t, row(fixed).QuorumLostAt.IsZero(), "the mark is cleared")
+	fixed.Stop()
+
+	// Broken again: marked at one check, ended at the next, but carol's
+	// vote lands first.
 	var third *apitest.Server
 	race := &voteFirst{vote: func() {
 		code, out := whCall(t, third, "POST", "/runs/"+id+"/decision", "carol", `{"turn_digest":"`+digest+`","action":"approve"}`)
 		assert.Equal(t, http.StatusAccepted, code, "carol's vote: %v", out)
 	}}
 	third = server(first.Dir, "read_*", []string{"carol", "dave"}, func(rs runs.RowStore) runs.RowStore { race.RowStore = rs; return race })
+	clock.Advance(service.QuorumCheckEvery)
+	sum, err = third.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable, "found once: %+v", sum)
+	require.False(t, row(third).QuorumLostAt.IsZero(), "marked")
 	clock.Advance(service.QuorumCheckEvery)
 	sum, err = third.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)

@@ -84,8 +84,9 @@ func runSplitDecision(t *testing.T, opts ...func(*apitest.Options)) {
 		t.Fatalf("ann deciding the delete too: %d %v, want 403 naming toolu_b", status, out)
 	}
 	status, out = decide("ann", `"calls":[{"call_id":"toolu_a","action":"edit","input":{"path":"pages/a.md","text":"AA\n"}}]`)
-	if status != 422 {
-		t.Fatalf("ann's edit: %d %v, want 422 (edits are refused when each call is decided apart)", status, out)
+	if msg := errMessage(out); status != 422 || !strings.Contains(msg, "each call of this turn is decided by its own approvers, one approval each") ||
+		strings.Contains(msg, "other approvers approved") {
+		t.Fatalf("ann's edit: %d %v, want 422 saying each call is decided by its own approvers (edits are refused when each call is decided apart)", status, out)
 	}
 	status, out = decide("ann", `"action":"approve"`)
 	if status != 202 || out["status"] != "WAITING_FOR_APPROVAL" {

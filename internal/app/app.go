@@ -42,8 +42,12 @@ type Deps struct {
 	Webhooks *Webhooks
 	// Governance is the directory and policy (zero: neither).
 	Governance Governance
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// QuorumChecks has suspensions schedule the sweep's quorum checks
+	// against the directory (service.Worker.QuorumChecks): on for the
+	// local server, AGENTGATE_QUORUM_CHECK on AWS.
+	QuorumChecks bool
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // ToolSources are tools from outside the binary: the MCP servers of a
@@ -97,6 +101,7 @@ func New(d Deps) (*App, error) {
 		Notifier:      service.MailNotifier(d.Mailer, d.PublicBaseURL, d.Governance.Directory),
 		ApprovalTTL:   d.ApprovalTTL,
 		Directory:     d.Governance.Directory,
+		QuorumChecks:  d.QuorumChecks,
 		Policy:        d.Governance.Policy,
 		Owner:         d.Owner,
 		Dispatch:      d.Dispatch,

@@ -115,6 +115,9 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 		PublicBaseURL: o.BaseURL, ApprovalTTL: o.ApprovalTTL, Owner: localOwner(),
 		Routes: routes.All(), Webhooks: o.Webhooks, Logger: o.Logger, Now: o.Now, Governance: o.Governance,
 		SegmentBudget: o.SegmentBudget, MaxWait: runs.MaxWait,
+		// One process of one release on its own store: no release before
+		// this one can read a run's quorum check time for a reminder's.
+		QuorumChecks: true,
 	})
 	if err != nil {
 		closeDB()

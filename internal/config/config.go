@@ -34,6 +34,10 @@ type Config struct {
 	AllowedModels       []string        // AGENTGATE_ALLOWED_MODELS, comma-separated model ids runs may choose
 	DirectoryFile       string          // AGENTGATE_DIRECTORY, path of the directory file (optional)
 	PolicyFile          string          // AGENTGATE_POLICY, path of the policy file (optional)
+	// QuorumChecks is AGENTGATE_QUORUM_CHECK: on or off (the default in
+	// this release), whether a suspension schedules the sweep's quorum
+	// checks (service.Worker.QuorumChecks).
+	QuorumChecks bool
 }
 
 // Variable names.
@@ -52,6 +56,7 @@ const (
 	EnvAllowedModels      = "AGENTGATE_ALLOWED_MODELS"
 	EnvDirectory          = "AGENTGATE_DIRECTORY"
 	EnvPolicy             = "AGENTGATE_POLICY"
+	EnvQuorumCheck        = "AGENTGATE_QUORUM_CHECK"
 	EnvWebhookConcurrency = webhook.EnvConcurrency // read here with the sweep's other settings
 )
 
@@ -90,6 +95,13 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 	var err error
 	if c.SESAPI, err = approval.ParseSESAPI(getenv(EnvSESAPI)); err != nil {
 		return Config{}, fmt.Errorf("%s=%w", EnvSESAPI, err)
+	}
+	switch v := getenv(EnvQuorumCheck); strings.ToLower(strings.TrimSpace(v)) {
+	case "", "off":
+	case "on":
+		c.QuorumChecks = true
+	default:
+		return Config{}, fmt.Errorf("%s=%q: want on or off (the default)", EnvQuorumCheck, v)
 	}
 	if c.ApprovalTTL, err = duration(getenv, EnvApprovalTTL, c.ApprovalTTL, service.MinApprovalTTL, service.MaxApprovalTTL); err != nil {
 		return Config{}, err

@@ -114,3 +114,33 @@ func TestPublicBaseURLWithAPasswordIsRefusedWithoutEchoingIt(t *testing.T) {
 	assert.Contains(t, err.Error(), "without user or password")
 	assert.NotContains(t, err.Error(), "SUPERSECRET", "the error goes to the log")
 }
+
+// TestQuorumCheck: AGENTGATE_QUORUM_CHECK turns on the quorum checks a
+// suspension schedules (off by default in this release); anything but on
+// or off stops start-up with an error naming the variable and what it
+// wants.
+func TestQuorumCheck(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    bool
+		wantErr string
+	}{
+		{"", false, ""},
+		{"off", false, ""},
+		{"on", true, ""},
+		{" ON ", true, ""},
+		{"true", false, `AGENTGATE_QUORUM_CHECK="true": want on or off (the default)`},
+		{"1", false, `AGENTGATE_QUORUM_CHECK="1": want on or off (the default)`},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			c, err := Load(env(map[string]string{EnvQuorumCheck: tt.value}))
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, c.QuorumChecks)
+		})
+	}
+}

@@ -458,7 +458,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 				return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
 			}
 		}
-		err := loop.ValidateVote(r.HeldCalls(), r.TurnDigest, d)
+		err := loop.ValidateVote(r.HeldCalls(), r.TurnDigest, d, r.VotesNeeded)
 		switch {
 		case errors.Is(err, loop.ErrDigestMismatch):
 			return nil, turnMovedOn(r, d)

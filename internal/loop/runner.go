@@ -212,17 +212,21 @@ func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []P
 	return err
 }
 
-// ValidateVote checks a vote on a held turn that needs more than one
-// approval without running anything: the digest and the shape, as
-// ValidateDecision, and that it approves or denies (a whole-turn action,
-// or per-call approvals and denials of pending calls, never an edit or a
-// remember: the other approvers approved the call as it is, and only one
-// of them would be remembered). Unlike a decision it need not decide every
-// call held for approval: a voter decides the calls they may decide,
-// which is the caller's check. A per-call deny of a call that needs no
-// approval is refused as in a decision. It returns an error wrapping
-// ErrDigestMismatch or ErrInvalidDecision.
-func ValidateVote(calls []PendingCall, digest string, d Decision) error {
+// ValidateVote checks a vote on a held turn decided by votes without
+// running anything: the digest and the shape, as ValidateDecision, and
+// that it approves or denies (a whole-turn action, or per-call approvals
+// and denials of pending calls, never an edit or a remember). needed is
+// the most approvals from distinct persons a held call needs (the run's
+// votes_needed): above 1, a quorum, where the other approvers approved the
+// call as it is and only one of them would be remembered; 1, calls each
+// decided by their own approvers with one approval each, where edits and
+// remember are not taken in a vote (yet). The refusal says which. Unlike
+// a decision it need not decide every call held for approval: a voter
+// decides the calls they may decide, which is the caller's check. A
+// per-call deny of a call that needs no approval is refused as in a
+// decision. It returns an error wrapping ErrDigestMismatch or
+// ErrInvalidDecision.
+func ValidateVote(calls []PendingCall, digest string, d Decision, needed int) error {
 	switch {
 	case d.Action != "" && len(d.Calls) > 0:
 		return fmt.Errorf("%w: give either a turn action or per-call decisions, not both", ErrInvalidDecision)
@@ -236,10 +240,14 @@ func ValidateVote(calls []PendingCall, digest string, d Decision) error {
 	}
 	for i, cd := range d.Calls {
 		switch {
-		case cd.Action == ActionEdit:
+		case cd.Action == ActionEdit && needed > 1:
 			return fmt.Errorf("%w: calls[%d]: this turn needs approvals from more than one person, so its calls cannot be edited: an edit would change what the other approvers approved; approve or deny the call as it is (a denial's message can say what to do instead)", ErrInvalidDecision, i)
-		case cd.Remember != "":
+		case cd.Action == ActionEdit:
+			return fmt.Errorf("%w: calls[%d]: each call of this turn is decided by its own approvers, one approval each, and a vote on a call cannot edit it (not yet possible in this mode); approve or deny the call as it is (a denial's message can say what to write instead)", ErrInvalidDecision, i)
+		case cd.Remember != "" && needed > 1:
 			return fmt.Errorf("%w: calls[%d]: remember is not possible in a vote of a turn that needs approvals from more than one person", ErrInvalidDecision, i)
+		case cd.Remember != "":
+			return fmt.Errorf("%w: calls[%d]: remember is not possible in a vote of a turn whose calls are each decided by their own approvers", ErrInvalidDecision, i)
 		}
 	}
 	if d.TurnDigest != digest {

@@ -281,6 +281,14 @@ type Run struct {
 	// approvals it needs from the directory in force (zero: never; see
 	// CheckOpenApprovals and Store.EndUnmeetable).
 	QuorumCheckAt time.Time `json:"quorum_check_at,omitzero"`
+	// QuorumLostAt, while the run waits, is when a quorum check first found
+	// a held call that can certainly no longer get its approvals (zero:
+	// the last check found none could not). The sweep ends the run only
+	// when the next check, QuorumCheckEvery later, finds it still so: a
+	// directory deployed by mistake and fixed within the hour ends nothing.
+	// Set and cleared by Store.ScheduleQuorumCheck; reset by every
+	// suspension.
+	QuorumLostAt time.Time `json:"quorum_lost_at,omitzero"`
 	// NoticeSeq is the event sequence number the current suspension kept
 	// for the notified event of its first notification (Suspension.Notify),
 	// until that event takes it (0: none kept, or taken). The event takes

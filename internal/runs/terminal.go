@@ -167,14 +167,16 @@ type UnmeetableCall struct {
 // EndUnmeetable ends WAITING_FOR_APPROVAL run cur, as the sweep read it,
 // as EXPIRED (reason approval_unmeetable) because held calls of it can no
 // longer get the approvals they still need (lost: why, by call id, from
-// CheckOpenApprovals on cur), and deletes its state blobs, as Expire does
+// CheckOpenApprovals on cur) found by two checks in a row (cur records the
+// first finding: Run.QuorumLostAt, set by ScheduleQuorumCheck), and
+// deletes its state blobs, as Expire does
 // at the deadline: the expired event names the calls and why, the run's
 // output says it, its inbox entries go and its webhook hears run.expired.
 // The write is conditional on cur's version, the row the check read, and
 // is never retried on a later one: a vote (or any write) that lands first
 // wins, and the run is checked again on the row it left. Codes: EInvalid
-// (no call named, or one that is not a held call of cur awaiting
-// approval), ENotFound, EConflict (the run changed since cur, or is not
+// (no call named, one that is not a held call of cur awaiting approval, or
+// cur not marked by an earlier check), ENotFound, EConflict (the run changed since cur, or is not
 // waiting).
 func (s *Store) EndUnmeetable(ctx context.Context, cur *Run, lost map[string]string) (*Run, error) {
 	if cur == nil {
@@ -185,6 +187,11 @@ func (s *Store) EndUnmeetable(ctx context.Context, cur *Run, lost map[string]str
 	}
 	if len(lost) == 0 {
 		return nil, Errorf(EInvalid, "no held call of run %s was named as unmeetable", cur.ID)
+	}
+	if cur.QuorumLostAt.IsZero() {
+		// Two checks in a row must find it so: the first records it
+		// (ScheduleQuorumCheck).
+		return nil, Errorf(EInvalid, "run %s was not found unmeetable by an earlier quorum check", cur.ID)
 	}
 	var calls []UnmeetableCall
 	var details []string
@@ -221,11 +228,13 @@ func (s *Store) EndUnmeetable(ctx context.Context, cur *Run, lost map[string]str
 // ScheduleQuorumCheck moves the next quorum check of WAITING_FOR_APPROVAL
 // run cur, as the sweep read it, to at (Run.QuorumCheckAt: the run's due
 // time moves with it; zero, or not before the approval deadline: no more
-// checks), once a check found every held call can still be approved. One
-// write of the row alone, with no event, conditional on cur's version: a
-// change since (a vote) refuses it, and the run, still due, is checked
-// again on the new row. Codes: ENotFound, EConflict.
-func (s *Store) ScheduleQuorumCheck(ctx context.Context, cur *Run, at time.Time) (*Run, error) {
+// checks), and records what the check found: lost, that a held call can
+// certainly no longer get its approvals (Run.QuorumLostAt is set to now,
+// or kept when an earlier check found it already), or not (QuorumLostAt
+// is cleared). One write of the row alone, with no event, conditional on
+// cur's version: a change since (a vote) refuses it, and the run, still
+// due, is checked again on the new row. Codes: ENotFound, EConflict.
+func (s *Store) ScheduleQuorumCheck(ctx context.Context, cur *Run, at time.Time, lost bool) (*Run, error) {
 	if cur == nil {
 		return nil, Errorf(EInvalid, "run is required")
 	}
@@ -236,6 +245,12 @@ func (s *Store) ScheduleQuorumCheck(ctx context.Context, cur *Run, at time.Time)
 	next.QuorumCheckAt = time.Time{}
 	if at = ms(at); at.Before(cur.ApprovalDeadline) {
 		next.QuorumCheckAt = at
+	}
+	switch {
+	case !lost:
+		next.QuorumLostAt = time.Time{}
+	case cur.QuorumLostAt.IsZero():
+		next.QuorumLostAt = ms(s.now())
 	}
 	return s.commit(ctx, cur, next, Write{})
 }

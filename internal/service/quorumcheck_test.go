@@ -37,19 +37,22 @@ func (e *env) startWith(t *testing.T, approvers ...string) *runs.Run {
 	return r
 }
 
-// TestSweepChecksTheQuorumOfWaitingRuns: a worker with a directory has
-// the sweep check a waiting run's quorum QuorumCheckEvery after it held
-// the turn, and again after each check that finds it can be met; a run
-// whose group of approvers is gone from the directory in force ends
-// EXPIRED/approval_unmeetable at its check, long before its deadline, and
-// is never reminded; a run its approvers can still decide keeps waiting
-// and gets its reminder as before. A sweeper without a directory ends
-// nothing, and a worker without one schedules no check.
+// TestSweepChecksTheQuorumOfWaitingRuns: a worker with a directory and
+// quorum checks on has the sweep check a waiting run's quorum
+// QuorumCheckEvery after it held the turn, and again after each check; a
+// run whose group of approvers is gone from the directory in force is
+// marked at the first check that finds it so (it waits on) and ends
+// EXPIRED/approval_unmeetable at the next one, long before its deadline,
+// and is never reminded; a run its approvers can still decide keeps
+// waiting and gets its reminder as before. A sweeper without a directory
+// ends nothing, and a worker without one, or with quorum checks off,
+// schedules no check.
 func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	e.worker.ApprovalTTL = 4 * time.Hour
+	e.worker.ApprovalTTL = 5 * time.Hour
 	e.worker.Directory = opsDirectory(t, `{"name":"ops","members":["bob","carol"]}`)
+	e.worker.QuorumChecks = true
 	e.sweeper.Directory = e.worker.Directory
 	e.sweeper.Remind = e.worker.Remind
 	t0 := e.clock.Now()
@@ -72,13 +75,32 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 
 	// ops is removed from the directory (a redeploy): the run that needs
 	// it can no longer be decided by anyone; bob can still decide his.
+	// The first check that finds it marks the run, which waits on.
 	e.sweeper.Directory = opsDirectory(t, `{"name":"audit","members":["carol"]}`)
 	e.clock.Advance(service.QuorumCheckEvery)
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable, "%+v", sum)
+	assert.Equal(t, 2, sum.QuorumChecked, "%+v", sum)
+	got := e.get(t, byGroup.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.Equal(t, e.clock.Now(), got.QuorumLostAt, "first found lost")
+	assert.Equal(t, e.clock.Now().Add(service.QuorumCheckEvery), got.QuorumCheckAt)
+	assert.True(t, e.get(t, byName.ID).QuorumLostAt.IsZero())
+
+	// Not sooner than the next check.
+	e.clock.Advance(service.QuorumCheckEvery - time.Millisecond)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable+sum.QuorumChecked, "%+v", sum)
+
+	// The next check finds it so still: the run ends.
+	e.clock.Advance(time.Millisecond)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Unmeetable, "%+v", sum)
 	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
-	got := e.get(t, byGroup.ID)
+	got = e.get(t, byGroup.ID)
 	assert.Equal(t, runs.StatusExpired, got.Status)
 	assert.Equal(t, loop.ReasonApprovalUnmeetable, got.Reason)
 	assert.True(t, got.ApprovalDeadline.After(e.clock.Now()), "ended before its deadline")
@@ -87,9 +109,9 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 	assert.Equal(t, 0, e.writes, "nothing of the held turns ran")
 
 	// At 80% of the window the remaining run is checked (its check came
-	// due meanwhile) and reminded, as before, in one sweep.
+	// due then) and reminded, as before, in one sweep.
 	notes := len(e.notes)
-	e.clock.Advance(t0.Add(4 * time.Hour * 8 / 10).Sub(e.clock.Now()))
+	e.clock.Advance(t0.Add(5 * time.Hour * 8 / 10).Sub(e.clock.Now()))
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
@@ -101,6 +123,7 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 		e := newEnv(t)
 		e.worker.ApprovalTTL = 4 * time.Hour
 		e.worker.Directory = opsDirectory(t, `{"name":"ops","members":["bob","carol"]}`)
+		e.worker.QuorumChecks = true
 		r := e.startWith(t, "group:ops")
 		e.clock.Advance(service.QuorumCheckEvery)
 		sum, err := e.sweeper.Sweep(ctx)
@@ -113,7 +136,61 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 	t.Run("a worker without a directory schedules no check", func(t *testing.T) {
 		e := newEnv(t)
 		e.worker.ApprovalTTL = 4 * time.Hour
+		e.worker.QuorumChecks = true
 		r := e.startWith(t, "bob")
 		assert.True(t, r.QuorumCheckAt.IsZero())
 	})
+	t.Run("a worker with quorum checks off schedules none", func(t *testing.T) {
+		e := newEnv(t)
+		e.worker.ApprovalTTL = 4 * time.Hour
+		e.worker.Directory = opsDirectory(t, `{"name":"ops","members":["bob","carol"]}`)
+		r := e.startWith(t, "group:ops")
+		assert.True(t, r.QuorumCheckAt.IsZero())
+		assert.Equal(t, r.RemindAt, r.DueAt, "due for its reminder first, as a release before reads it")
+	})
+}
+
+// TestQuorumLostThenFixedWaitsOn: a directory deployed by mistake (the
+// approvers' group dropped) and fixed before the next check ends nothing:
+// the first check marks the run, the next one finds the group back and
+// clears the mark; the run waits on, and a later loss needs two checks
+// again.
+func TestQuorumLostThenFixedWaitsOn(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.worker.ApprovalTTL = 5 * time.Hour
+	good := opsDirectory(t, `{"name":"ops","members":["bob","carol"]}`)
+	bad := opsDirectory(t, `{"name":"opps","members":["bob","carol"]}`)
+	e.worker.Directory, e.worker.QuorumChecks = good, true
+	r := e.startWith(t, "group:ops")
+
+	e.sweeper.Directory = bad
+	e.clock.Advance(service.QuorumCheckEvery)
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
+	lostAt := e.clock.Now()
+	assert.Equal(t, lostAt, e.get(t, r.ID).QuorumLostAt)
+
+	e.sweeper.Directory = good // fixed within the hour
+	e.clock.Advance(service.QuorumCheckEvery)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable, "%+v", sum)
+	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
+	got := e.get(t, r.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.True(t, got.QuorumLostAt.IsZero(), "the mark is cleared")
+	assert.Equal(t, e.clock.Now().Add(service.QuorumCheckEvery), got.QuorumCheckAt)
+
+	// Lost again: marked anew, not ended at once.
+	e.sweeper.Directory = bad
+	e.clock.Advance(service.QuorumCheckEvery)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable, "%+v", sum)
+	got = e.get(t, r.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.Equal(t, e.clock.Now(), got.QuorumLostAt)
+	assert.Equal(t, 0, e.writes)
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -382,33 +384,67 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // held call of waiting run r not yet approved or denied can still get the
 // approvals it needs (runs.CheckOpenApprovals: the rule a turn is checked
 // by when it is planned, on the terms the call was held with, less those
-// who voted). When one certainly cannot, the run ends EXPIRED
-// (approval_unmeetable) in a write conditional on the row the check read
-// (runs.Store.EndUnmeetable: a vote that lands first wins, and the run is
-// checked again on the row it left) and checkQuorum returns nil;
-// otherwise the next check is scheduled (QuorumCheckEvery on) and the row
-// written is returned. It never ends a run on what it cannot tell: without
-// a directory, or for a call whose initiator or approver entries this
-// build cannot read, the check is only scheduled again.
+// who voted). A run is ended only when two checks in a row, QuorumCheckEvery
+// apart, both find a held call that certainly cannot: the first finding is
+// recorded on the row (runs.Run.QuorumLostAt, with a warning naming the
+// run and calls) and the next check is scheduled; a directory deployed by
+// mistake and fixed before that check ends nothing (the check clears the
+// mark). On the second finding the run ends EXPIRED (approval_unmeetable)
+// in a write conditional on the row the check read (runs.Store.EndUnmeetable:
+// a vote that lands first wins, and the run is checked again on the row it
+// left) and checkQuorum returns nil; otherwise the row written is
+// returned. It never ends a run on what it cannot tell: without a
+// directory, or for a call whose initiator or approver entries this build
+// cannot read, the check is only scheduled again.
 func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary) (*runs.Run, error) {
 	lost, unsure := runs.CheckOpenApprovals(s.Directory, r)
 	for id, why := range unsure {
 		s.logger().WarnContext(ctx, "quorum check: a held call's approval could not be checked; the run waits on", "run_id", r.ID, "call_id", id, "reason", why)
 	}
 	if len(lost) == 0 {
-		next, err := s.Store.ScheduleQuorumCheck(ctx, r, now.Add(QuorumCheckEvery))
+		next, err := s.Store.ScheduleQuorumCheck(ctx, r, now.Add(QuorumCheckEvery), false)
 		if err != nil {
 			return nil, err
 		}
+		if !r.QuorumLostAt.IsZero() {
+			s.logger().InfoContext(ctx, "quorum check: the held calls can get their approvals again; the run waits on", "run_id", r.ID, "suspension_id", r.SuspensionID, "lost_since", r.QuorumLostAt)
+		}
+		sum.QuorumChecked++
+		return next, nil
+	}
+	if confirmAt := r.QuorumLostAt.Add(QuorumCheckEvery); r.QuorumLostAt.IsZero() || now.Before(confirmAt) {
+		// The first finding: recorded, and confirmed (or not) by the next
+		// check, which is never sooner than QuorumCheckEvery after it.
+		at := now.Add(QuorumCheckEvery)
+		if !r.QuorumLostAt.IsZero() {
+			at = confirmAt
+		}
+		next, err := s.Store.ScheduleQuorumCheck(ctx, r, at, true)
+		if err != nil {
+			return nil, err
+		}
+		s.logger().WarnContext(ctx, "quorum check: a held call can no longer get its approvals from the directory in force; the run ends at the next check unless the directory is fixed by then",
+			"run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "next_check", next.QuorumCheckAt)
 		sum.QuorumChecked++
 		return next, nil
 	}
 	if _, err := s.Store.EndUnmeetable(ctx, r, lost); err != nil {
 		return nil, err
 	}
-	s.logger().InfoContext(ctx, "run ended: a held call can no longer get its approvals", "run_id", r.ID, "suspension_id", r.SuspensionID, "calls", len(lost))
+	s.logger().InfoContext(ctx, "run ended: a held call can no longer get its approvals", "run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "lost_since", r.QuorumLostAt)
 	sum.Unmeetable++
 	return nil, nil
+}
+
+// lostCalls lists the calls of a quorum check's finding, and why, for a log
+// line: "call-1: why; call-2: why", in call id order.
+func lostCalls(lost map[string]string) string {
+	ids := slices.Sorted(maps.Keys(lost))
+	parts := make([]string, 0, len(ids))
+	for _, id := range ids {
+		parts = append(parts, id+": "+lost[id])
+	}
+	return strings.Join(parts, "; ")
 }
 
 // delivered is a run whose due deliveries a goroutine of the sweep made:

@@ -25,9 +25,11 @@ const MailRetryDelay = time.Minute
 // QuorumCheckEvery is how often the sweep checks that a waiting run's held
 // calls can still get their approvals from the directory in force
 // (Sweeper.checkQuorum): the first check this long after the suspension,
-// then this long after each check that found they can. A run waits on
-// approvers at most this long after a change to the directory made its
-// approval impossible (unless its deadline comes first).
+// then this long after each check. A run is ended by the second check in
+// a row that finds its approval impossible, so it waits on approvers at
+// most twice this long after a change to the directory made it so (unless
+// its deadline comes first), and a change put right within this long
+// after a check found it ends nothing.
 const QuorumCheckEvery = time.Hour
 
 // DefaultDeadlineMargin is how long before its context's deadline (a
@@ -89,6 +91,14 @@ type Worker struct {
 	// Directory says who is who (persons, groups, service accounts); nil:
 	// every principal is only itself, compared canonically.
 	Directory *identity.Directory
+	// QuorumChecks, with a Directory, has each suspension schedule the
+	// sweep's quorum checks (Run.QuorumCheckAt: QuorumCheckEvery after the
+	// hold, then after each check). Off: none is scheduled (the sweep still
+	// checks a run that has one). On for the local server; on AWS,
+	// AGENTGATE_QUORUM_CHECK, off by default in this release: a release
+	// before it, still running during a deploy or after a rollback, takes a
+	// run due at its check for one due its reminder (see README).
+	QuorumChecks bool
 	// Policy is the deployment policy (nil: no rules; the tools' own
 	// triggers decide, and writes need approval).
 	Policy *policy.Policy
@@ -901,7 +911,7 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		remindAt = now.Add(s.ttl * 8 / 10)
 	}
 	var checkAt time.Time
-	if s.w.Directory != nil {
+	if s.w.Directory != nil && s.w.QuorumChecks {
 		// Who may decide can only change with the directory: without one
 		// there is nothing to check again.
 		checkAt = now.Add(QuorumCheckEvery)

@@ -72,16 +72,18 @@ func TestTemplateHelpers(t *testing.T) {
 
 // TestWantEnvTakesTheOptionalVariablesTheTemplateSets: a stack deployed
 // with sesApi (scripts/infra-local.sh on LocalStack) gives each function
-// AGENTGATE_SES_API; the checker failed such a function's environment as
-// not the contract's.
+// AGENTGATE_SES_API, and one deployed with quorumCheck gives the workers
+// AGENTGATE_QUORUM_CHECK; the checker failed such a function's environment
+// as not the contract's.
 func TestWantEnvTakesTheOptionalVariablesTheTemplateSets(t *testing.T) {
 	tpl, err := parseTemplate(`{"Resources":{
 		"Purge":{"Type":"AWS::Lambda::Function","Properties":{"Environment":{"Variables":{"AGENTGATE_TABLE":{"Ref":"T"},"AGENTGATE_SES_API":"v1"}}}},
-		"Resume":{"Type":"AWS::Lambda::Function","Properties":{"Environment":{"Variables":{"AGENTGATE_TABLE":{"Ref":"T"}}}}}}}`)
+		"Resume":{"Type":"AWS::Lambda::Function","Properties":{"Environment":{"Variables":{"AGENTGATE_TABLE":{"Ref":"T"}}}}},
+		"StartRun":{"Type":"AWS::Lambda::Function","Properties":{"Environment":{"Variables":{"AGENTGATE_TABLE":{"Ref":"T"},"AGENTGATE_QUORUM_CHECK":"on"}}}}}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &checker{template: tpl, physical: map[string][]resource{"AWS::Lambda::Function": {{"Purge", "Agentgate-purge"}, {"Resume", "Agentgate-resume"}}}}
+	c := &checker{template: tpl, physical: map[string][]resource{"AWS::Lambda::Function": {{"Purge", "Agentgate-purge"}, {"Resume", "Agentgate-resume"}, {"StartRun", "Agentgate-startrun"}}}}
 	keys, values := c.wantEnv("PurgeFunctionName", "Agentgate-purge")
 	if !slices.Contains(keys, "AGENTGATE_SES_API") || values["AGENTGATE_SES_API"] != "v1" || len(keys) != len(contractEnv["PurgeFunctionName"])+1 {
 		t.Errorf("purge: %v %v, want the contract's variables and AGENTGATE_SES_API=v1", keys, values)
@@ -89,5 +91,9 @@ func TestWantEnvTakesTheOptionalVariablesTheTemplateSets(t *testing.T) {
 	keys, values = c.wantEnv("ResumeFunctionName", "Agentgate-resume")
 	if !slices.Equal(keys, contractEnv["ResumeFunctionName"]) || len(values) != 0 {
 		t.Errorf("resume: %v %v, want the contract's variables alone", keys, values)
+	}
+	keys, values = c.wantEnv("StartRunFunctionName", "Agentgate-startrun")
+	if !slices.Contains(keys, "AGENTGATE_QUORUM_CHECK") || values["AGENTGATE_QUORUM_CHECK"] != "on" || len(keys) != len(contractEnv["StartRunFunctionName"])+1 {
+		t.Errorf("startrun: %v %v, want the contract's variables and AGENTGATE_QUORUM_CHECK=on", keys, values)
 	}
 }

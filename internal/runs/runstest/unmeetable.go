@@ -47,8 +47,9 @@ func testQuorumCheck(t *testing.T, e *Env) {
 	assert.True(t, due(t0.Add(20*time.Minute)))
 
 	e.Clock.Advance(20 * time.Minute)
-	next, err := e.Store.ScheduleQuorumCheck(ctx, r, t0.Add(40*time.Minute))
+	next, err := e.Store.ScheduleQuorumCheck(ctx, r, t0.Add(40*time.Minute), false)
 	require.NoError(t, err)
+	assert.True(t, next.QuorumLostAt.IsZero(), "nothing found lost")
 	assert.Equal(t, r.Version+1, next.Version)
 	assert.Equal(t, t0.Add(40*time.Minute), next.QuorumCheckAt)
 	assert.Equal(t, t0.Add(40*time.Minute), next.DueAt)
@@ -57,14 +58,38 @@ func testQuorumCheck(t *testing.T, e *Env) {
 	assert.False(t, due(t0.Add(39*time.Minute)), "not due again before the next check")
 
 	// Conditional on the row the check read: a stale copy is refused.
-	_, err = e.Store.ScheduleQuorumCheck(ctx, r, t0.Add(50*time.Minute))
+	_, err = e.Store.ScheduleQuorumCheck(ctx, r, t0.Add(50*time.Minute), true)
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, next)
 
+	// A check that finds a held call lost records when, in the same write;
+	// the next one that finds it so keeps the first time; one that does
+	// not clears it.
+	e.Clock.Advance(20 * time.Minute) // t0+40m
+	marked, err := e.Store.ScheduleQuorumCheck(ctx, next, t0.Add(45*time.Minute), true)
+	require.NoError(t, err)
+	assert.Equal(t, t0.Add(40*time.Minute), marked.QuorumLostAt, "first found lost now")
+	assert.Equal(t, t0.Add(45*time.Minute), marked.QuorumCheckAt)
+	assert.Equal(t, t0.Add(45*time.Minute), marked.DueAt)
+	assert.Equal(t, next.LastSeq, marked.LastSeq, "no event")
+	e.Unchanged(t, marked)
+	e.Clock.Advance(5 * time.Minute) // t0+45m
+	still, err := e.Store.ScheduleQuorumCheck(ctx, marked, t0.Add(46*time.Minute), true)
+	require.NoError(t, err)
+	assert.Equal(t, t0.Add(40*time.Minute), still.QuorumLostAt, "the first finding's time is kept")
+	_, err = e.Store.ScheduleQuorumCheck(ctx, marked, t0.Add(46*time.Minute), false)
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, still)
+	next, err = e.Store.ScheduleQuorumCheck(ctx, still, t0.Add(47*time.Minute), false)
+	require.NoError(t, err)
+	assert.True(t, next.QuorumLostAt.IsZero(), "cleared: found able again")
+	e.Unchanged(t, next)
+
 	// At the deadline or later: no more checks; the reminder is due next.
-	last, err := e.Store.ScheduleQuorumCheck(ctx, next, t0.Add(time.Hour))
+	last, err := e.Store.ScheduleQuorumCheck(ctx, next, t0.Add(time.Hour), true)
 	require.NoError(t, err)
 	assert.True(t, last.QuorumCheckAt.IsZero())
+	assert.Equal(t, t0.Add(45*time.Minute), last.QuorumLostAt)
 	assert.Equal(t, t0.Add(48*time.Minute), last.DueAt)
 
 	// A check time not before the deadline is not kept by Suspend either.
@@ -76,24 +101,40 @@ func testQuorumCheck(t *testing.T, e *Env) {
 	assert.True(t, late.QuorumCheckAt.IsZero())
 	assert.Equal(t, late.ApprovalDeadline, late.DueAt)
 
-	_, err = e.Store.ScheduleQuorumCheck(ctx, e.Running(t), t0.Add(time.Hour))
+	_, err = e.Store.ScheduleQuorumCheck(ctx, e.Running(t), t0.Add(time.Hour), true)
 	AssertCode(t, runs.EConflict, err)
 }
 
+// markLost records, as a first quorum check that finds a held call lost
+// does, that waiting run r was found so (Run.QuorumLostAt).
+func (e *Env) markLost(t *testing.T, r *runs.Run) *runs.Run {
+	t.Helper()
+	marked, err := e.Store.ScheduleQuorumCheck(e.ctx, r, e.Clock.Now().Add(time.Minute), true)
+	require.NoError(t, err)
+	require.False(t, marked.QuorumLostAt.IsZero())
+	return marked
+}
+
 // testEndUnmeetable: a waiting run whose held call can no longer be
-// approved ends EXPIRED/approval_unmeetable as expiry ends one (state blob
+// approved, found so by two checks in a row (the first marked the row),
+// ends EXPIRED/approval_unmeetable as expiry ends one (state blob
 // deleted, inbox entries gone, an expired event), with the calls and why
 // in the event and the output; the write is conditional on the row the
 // check read, so a vote that lands first wins and a vote after it is
-// refused. Refusals change nothing.
+// refused. An unmarked run is refused. Refusals change nothing.
 func testEndUnmeetable(t *testing.T, e *Env) {
 	ctx := t.Context()
 
 	t.Run("ends the run", func(t *testing.T) {
 		r, _ := e.waitingQuorum(t, 2)
-		r, err := e.Store.Decide(ctx, r, vote("bob", loop.ActionApprove))
+		_, err := e.Store.EndUnmeetable(ctx, r, lostCall1)
+		AssertCode(t, runs.EInvalid, err) // no earlier check found it so
+		e.Unchanged(t, r)
+		r = e.markLost(t, r)
+		r, err = e.Store.Decide(ctx, r, vote("bob", loop.ActionApprove))
 		require.NoError(t, err)
 		require.Equal(t, runs.StatusWaiting, r.Status)
+		require.False(t, r.QuorumLostAt.IsZero(), "a vote keeps the mark")
 		require.NotEmpty(t, e.inboxIDs(t, "carol", 10), "carol's inbox lists the run")
 		ended, err := e.Store.EndUnmeetable(ctx, r, lostCall1)
 		require.NoError(t, err)
@@ -131,6 +172,7 @@ func testEndUnmeetable(t *testing.T, e *Env) {
 
 	t.Run("a vote that lands first wins", func(t *testing.T) {
 		r, _ := e.waitingQuorum(t, 2)
+		r = e.markLost(t, r)
 		checked := r // the row the sweep's check read
 		voted, err := e.Store.Decide(ctx, r, vote("bob", loop.ActionApprove))
 		require.NoError(t, err)
@@ -150,6 +192,7 @@ func testEndUnmeetable(t *testing.T, e *Env) {
 
 	t.Run("refusals", func(t *testing.T) {
 		r, _ := e.waitingQuorum(t, 2)
+		r = e.markLost(t, r)
 		for name, lost := range map[string]map[string]string{
 			"none":                        nil,
 			"a call not held":             {"call-9": "x"},
