@@ -31,5 +31,5 @@ func ExampleParseDecision() {
 	// Output:
 	// toolu_1 approve ""
 	// toolu_2 deny "not today"
-	// edits are only possible through the API
+	// edits are only possible through the API, and only where one decision decides the turn (votes take no edits)
 }

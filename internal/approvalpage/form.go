@@ -109,7 +109,7 @@ func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool
 			switch v {
 			case ActionApprove, ActionDeny:
 			case string(loop.ActionEdit):
-				return loop.Decision{}, invalid("call %.80q: edits are only possible through the API", id)
+				return loop.Decision{}, invalid("call %.80q: edits are only possible through the API, and only where one decision decides the turn (votes take no edits)", id)
 			default:
 				return loop.Decision{}, invalid("call %.80q: choose approve or deny, not %.40q", id, v)
 			}
@@ -209,7 +209,7 @@ func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool
 			return loop.Decision{}, invalid("no call of this turn needs approval")
 		}
 	case string(loop.ActionEdit):
-		return loop.Decision{}, invalid("edits are only possible through the API")
+		return loop.Decision{}, invalid("edits are only possible through the API, and only where one decision decides the turn (votes take no edits)")
 	default:
 		return loop.Decision{}, invalid("unknown action %.40q: use approve, deny or per_call", action)
 	}

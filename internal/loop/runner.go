@@ -263,7 +263,7 @@ func ValidateVote(calls []PendingCall, digest string, d Decision, needed int) er
 			return fmt.Errorf("%w: calls[%d]: call %q is not pending in this turn", ErrInvalidDecision, i, cd.CallID)
 		}
 		if err := CheckCallDecision(c, cd.Action); err != nil {
-			advice := "only calls held for approval are decided one by one (leave it out of calls, or deny the whole turn with action deny)"
+			advice := "only calls held for approval are decided one by one (leave it out of calls; where one decision decides the turn, action deny denies every call)"
 			if c.Denied != "" {
 				advice = "leave it out of calls"
 			}
@@ -423,7 +423,7 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 			return nil, fmt.Errorf("%w: calls[%d]: call %q is not pending in this turn", ErrInvalidDecision, i, cd.CallID)
 		}
 		if err := CheckCallDecision(c, cd.Action); err != nil && (deciding || c.Denied != "") {
-			advice := "only calls held for approval are decided one by one (leave it out of calls, or deny the whole turn with action deny)"
+			advice := "only calls held for approval are decided one by one (leave it out of calls; where one decision decides the turn, action deny denies every call)"
 			if c.Denied != "" {
 				advice = "leave it out of calls"
 			}
