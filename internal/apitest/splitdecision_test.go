@@ -67,6 +67,11 @@ func runSplitDecision(t *testing.T, opts ...func(*apitest.Options)) {
 	if !strings.Contains(mail, "Approvals:  each call is decided by its own approvers, one approval each") {
 		t.Errorf("the approval mail does not say each call is decided by its own approvers:\n%s", mail)
 	}
+	if n := strings.Count(mail, "(needs approval; other approvers decide it, "); n != 4 {
+		// Each of the four mails marks the call its reader may not decide
+		// (tester helper-85: the page did, the mail did not).
+		t.Errorf("%d calls marked 'other approvers decide it' in the text of the mails, want 4 (one per reader):\n%s", n, mail)
+	}
 	for _, who := range []string{"ann", "carol"} {
 		_, inbox, _ := call(t, s, c, "GET", "/approvals", who, "", "")
 		if list, _ := inbox["approvals"].([]any); len(list) != 1 {

@@ -61,6 +61,8 @@ func (v mailView) text() string {
 		b.WriteString("] ")
 		b.WriteString(c.Tool)
 		switch {
+		case c.NeedsApproval && c.Others:
+			b.WriteString(" (needs approval; other approvers decide it")
 		case c.NeedsApproval:
 			b.WriteString(" (needs approval")
 		case c.Denied != "":
@@ -197,6 +199,9 @@ func (v mailView) html() string {
 		switch {
 		case c.NeedsApproval:
 			h.Raw(` <span style="padding:1px 6px;background:#fee2e2;border-radius:4px;font-size:12px">needs approval</span>`)
+			if c.Others {
+				h.Raw(` <span style="padding:1px 6px;background:#e4e4e7;border-radius:4px;font-size:12px">other approvers decide it</span>`)
+			}
 		case c.Denied != "":
 			h.Raw(` <span style="padding:1px 6px;background:#e4e4e7;border-radius:4px;font-size:12px">denied by policy</span>`)
 		case c.Rejected != "":

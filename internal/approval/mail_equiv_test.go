@@ -72,6 +72,7 @@ func randomMailView(r *rand.Rand) mailView {
 		}
 		if c.NeedsApproval {
 			v.NeedApproval++
+			c.Others = r.IntN(2) == 0
 		}
 		v.Calls = append(v.Calls, c)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -62,6 +63,10 @@ type Message struct {
 	Voted       []string
 	StillNeeded []string
 	Progress    []CallProgress
+	// Others, where votes decide the turn, are the ids of the held calls
+	// the reader may not decide (other approvers decide them), marked so
+	// in the mail as on the page.
+	Others []string
 }
 
 // Validate reports the first field of m a mail cannot do without.
@@ -138,6 +143,8 @@ type callView struct {
 	// Rejected is why a call that needs no approval cannot run at all
 	// (runs.CallSummary.Rejected).
 	Rejected string
+	// Others: a held call the reader may not decide (Message.Others).
+	Others bool
 	// DefinitionNote: the tool's definition could not be checked when the
 	// turn was held (DefinitionNote).
 	DefinitionNote string
@@ -184,6 +191,7 @@ func Compose(m Message) (subject, text, html string, err error) {
 			Denied:        truncate(CleanText(c.Denied), ValueLimit),
 			// The note is short (its reason is capped): never cut.
 			DefinitionNote: CleanText(DefinitionNote(c.DefinitionUnverified)),
+			Others:         c.NeedsApproval && slices.Contains(m.Others, c.ID),
 		})
 		if !c.NeedsApproval && c.Denied == "" {
 			v.Calls[len(v.Calls)-1].Rejected = truncate(CleanText(c.Rejected), ValueLimit)

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/identity"
@@ -20,6 +21,7 @@ func MailNotifier(m approval.Mailer, baseURL string, dir *identity.Directory) No
 		voted, still := runs.VoteTally(dir, n.Run)
 		return m.Send(ctx, approval.Message{
 			VotesNeeded: n.Run.VotesNeeded, Voting: n.Run.Voting(), Voted: voted, StillNeeded: still, Progress: approval.Progress(n.Run),
+			Others:       othersCalls(dir, n.Run, n.Approver),
 			RunID:        n.Run.ID,
 			SuspensionID: n.Run.SuspensionID,
 			Approver:     n.Approver,
@@ -31,4 +33,20 @@ func MailNotifier(m approval.Mailer, baseURL string, dir *identity.Directory) No
 			Reminder:     n.Reminder,
 		})
 	})
+}
+
+// othersCalls returns, where votes decide r's turn, the held calls approver
+// may not decide (other approvers decide them); nil otherwise.
+func othersCalls(dir *identity.Directory, r *runs.Run, approver string) []string {
+	if !r.Voting() {
+		return nil
+	}
+	mine, _ := runs.DecidableCalls(dir, r, approver)
+	var out []string
+	for _, c := range r.PendingCalls {
+		if c.NeedsApproval && !slices.Contains(mine, c.ID) {
+			out = append(out, c.ID)
+		}
+	}
+	return out
 }
