@@ -89,15 +89,12 @@ func (v confirmView) render() string {
 				h.Raw(")")
 			}
 			h.Raw(", and one denial denies a call</dd>")
-			if v.More != "" {
-				h.Raw("\n<dt>Still needed</dt><dd>")
-				h.Text(v.More)
-				h.Raw("</dd>")
-			}
-			if v.StillNeeded != "" {
-				h.Raw("\n<dt>Who may still vote</dt><dd>")
-				h.Text(v.StillNeeded)
-				h.Raw("</dd>")
+			for _, row := range [][2]string{{"Still needed", v.More}, {"Who may still vote", v.StillNeeded}} {
+				if row[1] != "" {
+					h.Raw("\n<dt>" + row[0] + "</dt><dd>") // the labels are constants
+					h.Text(row[1])
+					h.Raw("</dd>")
+				}
 			}
 		}
 		h.Raw("\n</dl>\n</div>\n<form method=\"post\"")

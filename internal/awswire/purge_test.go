@@ -115,18 +115,7 @@ func TestPurgeSweeperDeliveryConcurrency(t *testing.T) {
 		if tt.value != "" {
 			m["AGENTGATE_WEBHOOK_CONCURRENCY"] = tt.value
 		}
-		cfg, err := config.Load(env(m), awswire.PurgeRequired...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		awsCfg, err := awsenv.Load(env(m))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := awswire.NewSweeper(cfg, awsCfg, env(m), "purge/test", slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := purgeSweeper(t, m)
 		if s.DeliveryConcurrency != tt.want || s.Webhooks == nil {
 			t.Errorf("AGENTGATE_WEBHOOK_CONCURRENCY=%q: sweeper delivers for %d runs at once (webhooks on: %t), want %d", tt.value, s.DeliveryConcurrency, s.Webhooks != nil, tt.want)
 		}
@@ -146,20 +135,27 @@ func TestPurgeSweeperChecksQuorumsWithTheDirectory(t *testing.T) {
 		if file != "" {
 			m["AGENTGATE_DIRECTORY"] = file
 		}
-		cfg, err := config.Load(env(m), awswire.PurgeRequired...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		awsCfg, err := awsenv.Load(env(m))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := awswire.NewSweeper(cfg, awsCfg, env(m), "purge/test", slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := purgeSweeper(t, m)
 		if got := s.Directory != nil; got != (file != "") {
 			t.Errorf("AGENTGATE_DIRECTORY=%q: the sweep has a directory: %t", file, got)
 		}
 	}
+}
+
+// purgeSweeper builds the purge function's sweep from the environment m.
+func purgeSweeper(t *testing.T, m map[string]string) *service.Sweeper {
+	t.Helper()
+	cfg, err := config.Load(env(m), awswire.PurgeRequired...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awsCfg, err := awsenv.Load(env(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := awswire.NewSweeper(cfg, awsCfg, env(m), "purge/test", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
