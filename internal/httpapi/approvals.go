@@ -185,7 +185,13 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 		return deref(p), err
 	}
 	var resp events.APIGatewayProxyResponse
-	if callID, ok := req.QueryStringParameters["call"]; ok {
+	if callID, ok := req.QueryStringParameters["call"]; ok && !runs.MayRead(a.Directory, r, t.Approver) {
+		// The link outlives its holder's place among the run's approvers
+		// (the directory changed while the run waited): the held calls'
+		// text is refused as GET /runs/{id} refuses it to them.
+		resp = page(approvalpage.Problem(http.StatusForbidden,
+			"This link's holder is no longer among the run's approvers (the directory changed since the link was sent), so its held calls are not shown."))
+	} else if ok {
 		resp, err = a.heldTextPage(ctx, req, r, callID)
 		if err != nil {
 			return events.APIGatewayProxyResponse{}, err
