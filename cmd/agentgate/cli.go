@@ -463,8 +463,11 @@ func writeRun(w io.Writer, r *client.Run) {
 				one(strings.Join(d.Deciders, ", ")), one(d.By), d.Via, d.At.Format(time.RFC3339))
 			for _, c := range d.DecidedCalls {
 				outcome := "approved"
-				if c.Action == client.Deny {
+				switch c.Action {
+				case client.Deny:
 					outcome = "denied"
+				case client.Edit:
+					outcome = "edited and approved"
 				}
 				fmt.Fprintf(w, "  - %s %s %s by %s\n", one(c.CallID), one(c.Tool), outcome, one(strings.Join(c.By, ", ")))
 			}

@@ -201,6 +201,18 @@ func decisionWord(a client.Action) string {
 	return "denial"
 }
 
+// quorum reports whether a held call of calls needs approvals from more
+// than one person: votes then take no edits (where each call needs one,
+// the voter who decides a call may edit it).
+func quorum(calls []client.PendingCall) bool {
+	for _, c := range calls {
+		if c.NeedsApproval && c.Approval != nil && c.Approval.RequiredApprovals > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 func short(digest string) string {
 	if len(digest) > 12 {
 		return digest[:12]
@@ -271,8 +283,8 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		}
 		switch {
 		case call.Rejected != "" && call.NeedsApproval:
-			if r.Voting {
-				fmt.Fprintf(w, "    fails as it is: %s (votes take no edits)\n", one(call.Rejected))
+			if r.Voting && quorum(p.Calls) {
+				fmt.Fprintf(w, "    fails as it is: %s (votes under a quorum take no edits)\n", one(call.Rejected))
 			} else {
 				fmt.Fprintf(w, "    fails as it is: %s (an edit with a valid input runs instead)\n", one(call.Rejected))
 			}

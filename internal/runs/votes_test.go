@@ -307,6 +307,15 @@ func TestHoldsVotesWhenNoOneMayDecideTheWholeTurn(t *testing.T) {
 	_, err := runs.VoteChoices(dir, r, "ann@example.com", loop.Decision{TurnDigest: r.TurnDigest,
 		Calls: []loop.CallDecision{{CallID: "w", Action: loop.ActionApprove}, {CallID: "d", Action: loop.ActionApprove}}})
 	assert.Equal(t, runs.EForbidden, runs.ErrorCode(err), "ann's choice on the delete: %v", err)
+	// Each call needs one approval: ann may edit the write she decides.
+	require.True(t, r.VotesTakeEdits())
+	got, err := runs.VoteChoices(dir, r, "ann@example.com", loop.Decision{TurnDigest: r.TurnDigest,
+		Calls: []loop.CallDecision{{CallID: "w", Action: loop.ActionEdit, Input: []byte(`{"path":"a"}`)}}})
+	require.NoError(t, err)
+	assert.Equal(t, []runs.VoteChoice{{CallID: "w", Action: loop.ActionEdit, Input: []byte(`{"path":"a"}`)}}, got)
+	quorumRun := *r
+	quorumRun.VotesNeeded = 2
+	assert.False(t, quorumRun.VotesTakeEdits(), "under a quorum votes take no edits")
 	assert.Error(t, runs.MayDecide(dir, r, "frank@example.com"), "frank is nobody's approver")
 	assert.ElementsMatch(t, []string{"person:ann", "person:bob", "person:carol", "person:dave"}, names(runs.OpenDeciders(dir, r)))
 
