@@ -337,7 +337,12 @@ type RunLinks struct {
 // Vote is one person's vote on a suspension that votes decide (a quorum,
 // or calls no one person may decide together: Run.Voting).
 type Vote struct {
-	By string `json:"by"`
+	// By is the voter as they authenticated; Person who the vote counted
+	// for, as Deciders and DecidedCalls name voters: the directory
+	// person's id, whichever alias they voted with (else the canonical
+	// principal).
+	By     string `json:"by"`
+	Person string `json:"person,omitempty"`
 	// Action and Message are a whole-turn vote's (none for a per-call vote).
 	Action  Action `json:"action,omitempty"`
 	Message string `json:"message,omitempty"`

@@ -201,6 +201,15 @@ func decisionWord(a client.Action) string {
 	return "denial"
 }
 
+// voterName names the voter of v as the server names deciders: by person
+// (Vote.Person), or as they authenticated from a server before persons.
+func voterName(v client.Vote) string {
+	if v.Person != "" {
+		return v.Person
+	}
+	return v.By
+}
+
 // quorum reports whether a held call of calls needs approvals from more
 // than one person: votes then take no edits (where each call needs one,
 // the voter who decides a call may edit it).
@@ -347,7 +356,7 @@ func voteLine(r *client.Run) string {
 			}
 			how = "per call: " + strings.Join(each, " ")
 		}
-		votes = append(votes, fmt.Sprintf("%s %s (%s)", one(v.By), how, v.Via))
+		votes = append(votes, fmt.Sprintf("%s %s (%s)", one(voterName(v)), how, v.Via))
 	}
 	missing := 0
 	if r.VotesNeeded != nil {

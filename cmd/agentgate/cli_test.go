@@ -486,6 +486,10 @@ func TestQuorumTextPerCall(t *testing.T) {
 	if got, want := voteLine(r), "ann per call: toolu_a=approve (api); 1 more approval of write_document and 2 more of send_mail needed"; got != want {
 		t.Errorf("voteLine = %q, want %q", got, want)
 	}
+	r.Votes[0].By, r.Votes[0].Person = "ann-ci", "ann"
+	if got, want := voteLine(r), "ann per call: toolu_a=approve (api); 1 more approval of write_document and 2 more of send_mail needed"; got != want {
+		t.Errorf("voteLine of a vote cast with another alias = %q, want %q (the person)", got, want)
+	}
 	var b strings.Builder
 	writeRun(&b, r)
 	if !strings.Contains(b.String(), "votes: 1 approval(s) (ann), 1 more needed") {
@@ -541,6 +545,16 @@ func TestQuorumTextPerCall(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("runs get of a decided quorum lacks %q:\n%s", want, b.String())
 		}
+	}
+
+	// Voters named by person, whichever alias they voted with: the last
+	// vote, cast as carol@example.com, is carol's (as the deciders say).
+	r.Decision.By = "carol@example.com"
+	r.Votes = []client.Vote{{By: "ann-ci", Person: "ann", Via: "api"}, {By: "carol@example.com", Person: "carol", Via: "link"}}
+	b.Reset()
+	writeRun(&b, r)
+	if want := "by the votes of ann, bob, carol; the last, carol's, via link"; !strings.Contains(b.String(), want) {
+		t.Errorf("runs get lacks %q:\n%s", want, b.String())
 	}
 
 	// A call its one approver edited, where each call is decided apart.

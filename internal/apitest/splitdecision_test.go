@@ -143,20 +143,26 @@ func runSplitDecision(t *testing.T, opts ...func(*apitest.Options)) {
 
 	done := waitAs(t, s, c, "frank", id, "COMPLETED")
 	d := done["decision"].(map[string]any)
-	if d["by"] != "carol@example.com" || fmt.Sprint(d["deciders"]) != "[ann carol@example.com]" {
-		t.Errorf("decision by %v, deciders %v; want carol's completing it, ann's and carol's deciding it", d["by"], d["deciders"])
+	// ann decided through the API as "ann", carol through her link as
+	// carol@example.com: the deciders are named by person, the decision's
+	// by (and the events' actors) as they authenticated.
+	if d["by"] != "carol@example.com" || fmt.Sprint(d["deciders"]) != "[ann carol]" {
+		t.Errorf("decision by %v, deciders %v; want carol's (as carol@example.com) completing it, ann's and carol's deciding it, named by person", d["by"], d["deciders"])
 	}
 	byCall := map[string]string{}
 	for _, dc := range d["decided_calls"].([]any) {
 		dc := dc.(map[string]any)
 		byCall[dc["call_id"].(string)] = fmt.Sprint(dc["action"], dc["by"])
 	}
-	if byCall["toolu_a"] != "edit[ann]" || byCall["toolu_b"] != "approve[carol@example.com]" {
+	if byCall["toolu_a"] != "edit[ann]" || byCall["toolu_b"] != "approve[carol]" {
 		t.Errorf("decided_calls %v, want the write edited by ann and the delete approved by carol", byCall)
 	}
 	if got := fmt.Sprint(d["decision"].(map[string]any)["calls"]); got != `[map[action:edit call_id:toolu_a input:map[path:pages/a.md text:AA
 ]] map[action:approve call_id:toolu_b]]` {
 		t.Errorf("the decision the votes came to: %s, want the write edited as ann edited it and the delete approved", got)
+	}
+	if votes, _ := done["votes"].([]any); len(votes) != 2 || fmt.Sprint(votes[1].(map[string]any)["by"], " ", votes[1].(map[string]any)["person"]) != "carol@example.com carol" {
+		t.Errorf("votes %v, want carol's by her link's address, counted for the person carol", done["votes"])
 	}
 	ran := map[string]int{}
 	decisions := 0
@@ -175,8 +181,12 @@ func runSplitDecision(t *testing.T, opts ...func(*apitest.Options)) {
 			}
 		case runs.EventDecision:
 			decisions++
-			if got := fmt.Sprint(data["decided_calls"]); !strings.Contains(got, "map[action:edit by:[ann] call_id:toolu_a tool:write_document]") {
-				t.Errorf("the decision event's decided_calls %s, want the write edited by ann", got)
+			if got := fmt.Sprint(data["decided_calls"]); !strings.Contains(got, "map[action:edit by:[ann] call_id:toolu_a tool:write_document]") ||
+				!strings.Contains(got, "map[action:approve by:[carol] call_id:toolu_b tool:delete_document]") {
+				t.Errorf("the decision event's decided_calls %s, want the write edited by ann and the delete approved by carol, named by person", got)
+			}
+			if e["actor"] != "carol@example.com" || fmt.Sprint(data["deciders"]) != "[ann carol]" {
+				t.Errorf("the decision event's actor %v and deciders %v, want carol as she authenticated, and ann and carol by person", e["actor"], data["deciders"])
 			}
 		}
 	}

@@ -56,9 +56,12 @@ type RunView struct {
 
 // VoteView is one vote on a suspension that votes decide:
 // a whole-turn vote's action (none for a per-call vote) and the voter's
-// choice on each held call they decided.
+// choice on each held call they decided. By is the voter as authenticated
+// (the audit's actor); Person who the vote counted for (runs.Vote.Name),
+// as the run's deciders and each call's approved_by name them.
 type VoteView struct {
 	By      string            `json:"by"`
+	Person  string            `json:"person,omitempty"`
 	Action  loop.Action       `json:"action,omitempty"`
 	Message string            `json:"message,omitempty"`
 	Calls   []runs.VoteChoice `json:"calls,omitempty"`
@@ -159,7 +162,7 @@ func viewOf(r *runs.Run) RunView {
 		v.VotesNeeded, v.Voting = &missing, r.Voting()
 	}
 	for _, vt := range r.Votes {
-		v.Votes = append(v.Votes, VoteView{By: vt.By, Action: vt.TurnAction(), Message: vt.Message, Calls: vt.CallChoices(r.PendingCalls), At: vt.At, Via: vt.Via})
+		v.Votes = append(v.Votes, VoteView{By: vt.By, Person: vt.Name(), Action: vt.TurnAction(), Message: vt.Message, Calls: vt.CallChoices(r.PendingCalls), At: vt.At, Via: vt.Via})
 	}
 	if r.Webhook != nil {
 		v.Webhook = &WebhookView{URL: r.Webhook.URL, Events: r.Webhook.Events, Pending: len(r.Outbox)}

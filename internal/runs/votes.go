@@ -63,6 +63,23 @@ func (v Vote) choices(calls []CallSummary) []VoteChoice {
 	return out
 }
 
+// Name is who the vote counts for, as reports name voters (the run's
+// deciders, who approved or denied a call, the approval page and mail):
+// the directory person's id when the voter was one of a directory
+// person's aliases as the vote was cast (Person "person:<id>"), so that a
+// person is named the same whichever alias they voted with; anyone else
+// by their canonical principal. By keeps the alias as authenticated, for
+// the audit.
+func (v Vote) Name() string {
+	if id, ok := strings.CutPrefix(v.Person, "person:"); ok && id != "" {
+		return id
+	}
+	if p, err := identity.Parse(v.By); err == nil {
+		return p.String()
+	}
+	return v.By
+}
+
 // CallChoices returns what the vote chose for each held call of calls (the
 // suspension's PendingCalls), in turn order.
 func (v Vote) CallChoices(calls []CallSummary) []VoteChoice { return v.choices(calls) }
@@ -139,7 +156,8 @@ type CallTally struct {
 	// Needed is how many distinct persons must approve the call
 	// (CallSummary.RequiredApprovals).
 	Needed int
-	// ApprovedBy are the voters (Vote.By) who approved it, in order.
+	// ApprovedBy are the voters (Vote.Name: the person, whatever alias
+	// they voted with) who approved it, in order.
 	ApprovedBy []string
 	// DeniedBy is the first voter who denied it ("": nobody), with the
 	// message they gave.
@@ -202,7 +220,7 @@ func (r *Run) Tally() []CallTally {
 			}
 			switch t := &out[i]; ch.Action {
 			case loop.ActionApprove:
-				t.ApprovedBy = append(t.ApprovedBy, v.By)
+				t.ApprovedBy = append(t.ApprovedBy, v.Name())
 			case loop.ActionEdit:
 				if t.Needed != 1 {
 					// Store.Decide takes edits only where each call needs
@@ -210,10 +228,10 @@ func (r *Run) Tally() []CallTally {
 					// as it is.
 					continue
 				}
-				t.ApprovedBy, t.Edited = append(t.ApprovedBy, v.By), ch.Input
+				t.ApprovedBy, t.Edited = append(t.ApprovedBy, v.Name()), ch.Input
 			case loop.ActionDeny:
 				if t.DeniedBy == "" {
-					t.DeniedBy, t.DenyMessage = v.By, ch.Message
+					t.DeniedBy, t.DenyMessage = v.Name(), ch.Message
 				}
 			}
 		}
@@ -233,7 +251,8 @@ func (r *Run) CallTally(id string) (CallTally, bool) {
 }
 
 // DecidedCall says who decided one held call by votes: the voters
-// (Vote.By) whose approvals approved it, as many as it needed and in the
+// (Vote.Name: persons, not the aliases they voted with) whose approvals
+// approved it, as many as it needed and in the
 // order they voted (Action approve, or edit when the one approval it
 // needed was an edit), or the one voter who denied it.
 type DecidedCall struct {
@@ -270,7 +289,7 @@ func (r *Run) DecidedCalls() []DecidedCall {
 }
 
 // DecidingVoters returns, when votes decide r's turn (Voting), the voters
-// (Vote.By) whose votes decided at least one held call of r
+// (Vote.Name: persons) whose votes decided at least one held call of r
 // (DecidedCalls), each once, in the order they voted: those who decided
 // r's turn once it is decided. Nil when one decision decides r's turn
 // (DecidedBy made it).
@@ -283,8 +302,8 @@ func (r *Run) DecidingVoters() []string {
 	}
 	var out []string
 	for _, v := range r.Votes {
-		if decided[v.By] && !slices.Contains(out, v.By) {
-			out = append(out, v.By)
+		if n := v.Name(); decided[n] && !slices.Contains(out, n) {
+			out = append(out, n)
 		}
 	}
 	return out

@@ -74,8 +74,8 @@ func testPerCallVoteEdits(t *testing.T, e *Env) {
 		final := e.stored(t, r.ID)
 		assert.Equal(t, want, *final.Decision, "the stored decision runs call-1 with exactly the edit ann approved")
 		wantCalls := []runs.DecidedCall{
-			{CallID: "call-1", Tool: "send_email", Action: loop.ActionEdit, By: []string{"ann@example.com"}},
-			{CallID: "call-3", Tool: "send_email", Action: loop.ActionApprove, By: []string{"carol@example.com"}},
+			{CallID: "call-1", Tool: "send_email", Action: loop.ActionEdit, By: []string{"ann"}},
+			{CallID: "call-3", Tool: "send_email", Action: loop.ActionApprove, By: []string{"carol"}},
 		}
 		assert.Equal(t, wantCalls, final.DecidedCalls())
 
@@ -109,7 +109,7 @@ func testPerCallVoteEdits(t *testing.T, e *Env) {
 	t.Run("a stale edit beside an open choice", func(t *testing.T) {
 		r := e.waitingPerCall(t)
 		stale := r
-		r, err := e.Store.Decide(ctx, r, perCall("ann", "call-1", loop.ActionApprove))
+		_, err := e.Store.Decide(ctx, r, perCall("ann", "call-1", loop.ActionApprove))
 		require.NoError(t, err)
 		// erin may decide both calls (say the directory changed): her edit
 		// of call-1, decided since she read the run, is left out; her
