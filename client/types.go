@@ -304,7 +304,8 @@ type RecordedDecision struct {
 }
 
 // DecidedCall is who decided one held call by votes: the voters
-// whose approvals approved it (Action approve), or the one whose denial
+// whose approvals approved it (Action approve; Edit when its one approval
+// was an edit, which the decision runs with), or the one whose denial
 // denied it (Action deny).
 type DecidedCall struct {
 	CallID string   `json:"call_id"`
@@ -336,7 +337,12 @@ type RunLinks struct {
 // Vote is one person's vote on a suspension that votes decide (a quorum,
 // or calls no one person may decide together: Run.Voting).
 type Vote struct {
-	By string `json:"by"`
+	// By is the voter as they authenticated; Person who the vote counted
+	// for, as Deciders and DecidedCalls name voters: the directory
+	// person's id, whichever alias they voted with (else the canonical
+	// principal).
+	By     string `json:"by"`
+	Person string `json:"person,omitempty"`
 	// Action and Message are a whole-turn vote's (none for a per-call vote).
 	Action  Action `json:"action,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -348,12 +354,14 @@ type Vote struct {
 	Via   string       `json:"via"`
 }
 
-// VoteChoice is one voter's choice on one held call: approve, or deny with
-// a message.
+// VoteChoice is one voter's choice on one held call: approve, deny with
+// a message, or where each held call needs one approval from its own
+// approvers, Edit with the edited Input (which approves the call with it).
 type VoteChoice struct {
-	CallID  string `json:"call_id"`
-	Action  Action `json:"action"`
-	Message string `json:"message,omitempty"`
+	CallID  string          `json:"call_id"`
+	Action  Action          `json:"action"`
+	Message string          `json:"message,omitempty"`
+	Input   json.RawMessage `json:"input,omitempty"`
 }
 
 // ClientCall is a client-tool call handed to the caller, with its final

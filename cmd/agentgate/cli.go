@@ -458,13 +458,21 @@ func writeRun(w io.Writer, r *client.Run) {
 		if len(d.Deciders) == 0 {
 			fmt.Fprintf(w, "decision   %s by %s via %s at %s\n", what, one(d.By), d.Via, d.At.Format(time.RFC3339))
 		} else {
-			// A quorum's: whose votes decided it, and who decided each call.
+			// A quorum's: whose votes decided it, and who decided each
+			// call, by person, as the server names deciders.
+			last := d.By
+			if n := len(r.Votes); n > 0 && r.Votes[n-1].By == d.By {
+				last = voterName(r.Votes[n-1])
+			}
 			fmt.Fprintf(w, "decision   %s by the votes of %s; the last, %s's, via %s at %s\n", what,
-				one(strings.Join(d.Deciders, ", ")), one(d.By), d.Via, d.At.Format(time.RFC3339))
+				one(strings.Join(d.Deciders, ", ")), one(last), d.Via, d.At.Format(time.RFC3339))
 			for _, c := range d.DecidedCalls {
 				outcome := "approved"
-				if c.Action == client.Deny {
+				switch c.Action {
+				case client.Deny:
 					outcome = "denied"
+				case client.Edit:
+					outcome = "edited and approved"
 				}
 				fmt.Fprintf(w, "  - %s %s %s by %s\n", one(c.CallID), one(c.Tool), outcome, one(strings.Join(c.By, ", ")))
 			}

@@ -201,6 +201,27 @@ func decisionWord(a client.Action) string {
 	return "denial"
 }
 
+// voterName names the voter of v as the server names deciders: by person
+// (Vote.Person), or as they authenticated from a server before persons.
+func voterName(v client.Vote) string {
+	if v.Person != "" {
+		return v.Person
+	}
+	return v.By
+}
+
+// quorum reports whether a held call of calls needs approvals from more
+// than one person: votes then take no edits (where each call needs one,
+// the voter who decides a call may edit it).
+func quorum(calls []client.PendingCall) bool {
+	for _, c := range calls {
+		if c.NeedsApproval && c.Approval != nil && c.Approval.RequiredApprovals > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 func short(digest string) string {
 	if len(digest) > 12 {
 		return digest[:12]
@@ -271,8 +292,8 @@ func writeHeldTurn(w io.Writer, r *client.Run, colour bool) {
 		}
 		switch {
 		case call.Rejected != "" && call.NeedsApproval:
-			if r.Voting {
-				fmt.Fprintf(w, "    fails as it is: %s (votes take no edits)\n", one(call.Rejected))
+			if r.Voting && quorum(p.Calls) {
+				fmt.Fprintf(w, "    fails as it is: %s (votes under a quorum take no edits)\n", one(call.Rejected))
 			} else {
 				fmt.Fprintf(w, "    fails as it is: %s (an edit with a valid input runs instead)\n", one(call.Rejected))
 			}
@@ -335,7 +356,7 @@ func voteLine(r *client.Run) string {
 			}
 			how = "per call: " + strings.Join(each, " ")
 		}
-		votes = append(votes, fmt.Sprintf("%s %s (%s)", one(v.By), how, v.Via))
+		votes = append(votes, fmt.Sprintf("%s %s (%s)", one(voterName(v)), how, v.Via))
 	}
 	missing := 0
 	if r.VotesNeeded != nil {

@@ -486,6 +486,10 @@ func TestQuorumTextPerCall(t *testing.T) {
 	if got, want := voteLine(r), "ann per call: toolu_a=approve (api); 1 more approval of write_document and 2 more of send_mail needed"; got != want {
 		t.Errorf("voteLine = %q, want %q", got, want)
 	}
+	r.Votes[0].By, r.Votes[0].Person = "ann-ci", "ann"
+	if got, want := voteLine(r), "ann per call: toolu_a=approve (api); 1 more approval of write_document and 2 more of send_mail needed"; got != want {
+		t.Errorf("voteLine of a vote cast with another alias = %q, want %q (the person)", got, want)
+	}
 	var b strings.Builder
 	writeRun(&b, r)
 	if !strings.Contains(b.String(), "votes: 1 approval(s) (ann), 1 more needed") {
@@ -513,10 +517,20 @@ func TestQuorumTextPerCall(t *testing.T) {
 	if want := "APPROVED by the votes"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "0 more needed") {
 		t.Errorf("approvals show lacks %q or says 0 more needed:\n%s", want, b.String())
 	}
-	if want := "fails as it is: input: path is required (votes take no edits)"; !strings.Contains(b.String(), want) {
-		t.Errorf("approvals show of a turn votes decide offers an edit (tester helper-82 F1), lacks %q:\n%s", want, b.String())
+	if want := "fails as it is: input: path is required (votes under a quorum take no edits)"; !strings.Contains(b.String(), want) {
+		t.Errorf("approvals show of a turn a quorum's votes decide offers an edit (tester helper-82 F1), lacks %q:\n%s", want, b.String())
 	}
-	r.Pending.Calls = r.Pending.Calls[:len(r.Pending.Calls)-1]
+	// Where each held call needs one approval, the voter who decides a
+	// call may edit it: approvals show says so.
+	quorumCalls := r.Pending.Calls
+	r.Pending.Calls = []client.PendingCall{quorumCalls[len(quorumCalls)-1], {ID: "toolu_f", Tool: "send_mail", NeedsApproval: true,
+		Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}}}
+	b.Reset()
+	writeHeldTurn(&b, r, false)
+	if want := "fails as it is: input: path is required (an edit with a valid input runs instead)"; !strings.Contains(b.String(), want) {
+		t.Errorf("approvals show of a turn decided call by call, one approval each, lacks %q:\n%s", want, b.String())
+	}
+	r.Pending.Calls = quorumCalls[:len(quorumCalls)-1]
 
 	r.Status, r.Pending, r.VotesNeeded = client.StatusCompleted, nil, nil
 	r.Decision = &client.RecordedDecision{By: "carol", Via: "link", At: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC),
@@ -531,6 +545,24 @@ func TestQuorumTextPerCall(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("runs get of a decided quorum lacks %q:\n%s", want, b.String())
 		}
+	}
+
+	// Voters named by person, whichever alias they voted with: the last
+	// vote, cast as carol@example.com, is carol's (as the deciders say).
+	r.Decision.By = "carol@example.com"
+	r.Votes = []client.Vote{{By: "ann-ci", Person: "ann", Via: "api"}, {By: "carol@example.com", Person: "carol", Via: "link"}}
+	b.Reset()
+	writeRun(&b, r)
+	if want := "by the votes of ann, bob, carol; the last, carol's, via link"; !strings.Contains(b.String(), want) {
+		t.Errorf("runs get lacks %q:\n%s", want, b.String())
+	}
+
+	// A call its one approver edited, where each call is decided apart.
+	r.Decision.DecidedCalls[0] = client.DecidedCall{CallID: "toolu_a", Tool: "write_document", Action: client.Edit, By: []string{"ann"}}
+	b.Reset()
+	writeRun(&b, r)
+	if want := "  - toolu_a write_document edited and approved by ann"; !strings.Contains(b.String(), want) {
+		t.Errorf("runs get lacks %q:\n%s", want, b.String())
 	}
 }
 

@@ -312,10 +312,11 @@ func TestQuorumVoterLinkAfterTheVoteEnded(t *testing.T) {
 			t.Fatalf("bob's vote: %d %v", status, out)
 		}
 		waitAs(t, s, c, "frank", id, "COMPLETED")
-		// Two persons decided it: the page names both, and the vote that
-		// completed the turn, not only its voter.
-		decided := []string{"Already decided", "already approved by the votes of ann@example.com and bob; the last, which completed it, was bob&#39;s",
-			"<code>toolu_write</code>)</span>: approved by ann@example.com and bob"}
+		// Two persons decided it: the page names both, by person (ann
+		// voted through her link as ann@example.com, bob through the API
+		// as bob), and the vote that completed the turn, not only its voter.
+		decided := []string{"Already decided", "already approved by the votes of ann and bob; the last, which completed it, was bob&#39;s",
+			"<code>toolu_write</code>)</span>: approved by ann and bob"}
 		pageSays(t, s, c, "ann", annLink, 409, append(decided, "Your vote (approve) was recorded before that and counted."), nil)
 		pageSays(t, s, c, "bob", bobLink, 409, decided, []string{"Your vote"})
 		pageSays(t, s, c, "carol", carolLink, 409, decided, []string{"Your vote"})
@@ -331,7 +332,7 @@ func TestQuorumVoterLinkAfterTheVoteEnded(t *testing.T) {
 		}
 		s.WaitLinks(t, "ann@example.com", 2) // the second turn is held
 		// From the decision event of the earlier turn, which names them.
-		pageSays(t, s, c, "ann", annLink, 409, []string{"Already decided", "already approved by the votes of ann@example.com and bob; the last, which completed it, was bob&#39;s",
-			"<code>w1</code>)</span>: approved by ann@example.com and bob", "Your vote (approve) was recorded before that and counted."}, nil)
+		pageSays(t, s, c, "ann", annLink, 409, []string{"Already decided", "already approved by the votes of ann and bob; the last, which completed it, was bob&#39;s",
+			"<code>w1</code>)</span>: approved by ann and bob", "Your vote (approve) was recorded before that and counted."}, nil)
 	})
 }

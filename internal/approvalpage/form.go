@@ -45,7 +45,9 @@ const MaxReasonLength = 2000
 //
 // Edits are not possible through the page: changing a call's arguments
 // needs an authenticated caller and schema validation, so edits go through
-// POST /runs/{id}/decision only, and "edit" is refused here.
+// POST /runs/{id}/decision only (where one decision decides the turn, and
+// where each held call needs one approval from its own approvers), and
+// "edit" is refused here.
 //
 // Every error is a *runs.Error whose message can be shown to the approver:
 // runs.EBadRequest for an unknown or repeated field, runs.EInvalid for a
@@ -109,7 +111,7 @@ func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool
 			switch v {
 			case ActionApprove, ActionDeny:
 			case string(loop.ActionEdit):
-				return loop.Decision{}, invalid("call %.80q: edits are only possible through the API, and only where one decision decides the turn (votes take no edits)", id)
+				return loop.Decision{}, invalid("call %.80q: edits are only possible through the API (POST /runs/{id}/decision, or agentgate runs decide --call ID=edit:@file.json), not under a quorum", id)
 			default:
 				return loop.Decision{}, invalid("call %.80q: choose approve or deny, not %.40q", id, v)
 			}
@@ -209,7 +211,7 @@ func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool
 			return loop.Decision{}, invalid("no call of this turn needs approval")
 		}
 	case string(loop.ActionEdit):
-		return loop.Decision{}, invalid("edits are only possible through the API, and only where one decision decides the turn (votes take no edits)")
+		return loop.Decision{}, invalid("edits are only possible through the API (POST /runs/{id}/decision, or agentgate runs decide --call ID=edit:@file.json), not under a quorum")
 	default:
 		return loop.Decision{}, invalid("unknown action %.40q: use approve, deny or per_call", action)
 	}

@@ -337,20 +337,24 @@ type VotesDecided struct {
 	// Outcome is as AlreadyDecided's.
 	Outcome string
 	// Deciders are the voters whose votes decided a held call, in the
-	// order they voted (runs.Run.DecidingVoters); Calls who decided each
-	// (runs.Run.DecidedCalls; none when unknown).
+	// order they voted, by person (runs.Run.DecidingVoters); Calls who
+	// decided each (runs.Run.DecidedCalls; none when unknown).
 	Deciders []string
 	Calls    []runs.DecidedCall
 	// Cut says Deciders is shortened and Calls left out (the decision
 	// event's deciders_cut): the page says others decided too.
 	Cut bool
-	// Last, Via and At are the vote that completed the turn (Run.DecidedBy).
+	// Last, Via and At are the vote that completed the turn: its voter
+	// named as Deciders name them (Run.DecidedBy for a decision event
+	// that named voters as they authenticated).
 	Last string
 	Via  string
 	At   time.Time
 	// Vote is the viewer's own vote ("approve", "deny", "per call") when
 	// they voted and another's vote completed the turn; "" otherwise.
-	// Voter is who cast it (Vote.By): the page says it counted when Voter
+	// Voter is who cast it, named as Deciders name them (runs.Vote.Name,
+	// or Vote.By for a decision event that named voters as they
+	// authenticated): the page says it counted when Voter
 	// is among Deciders, and only that it was recorded otherwise (an
 	// approval of a call another then denied decided nothing).
 	Vote  string

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,19 +46,31 @@ func (a *API) alreadyDecidedPage(r *runs.Run, approver string, earlier *runs.Dec
 	case d.Action == loop.ActionDeny:
 		outcome = "denied"
 	}
-	how, voter := "", ""
+	how, voter := "", runs.Vote{}
 	if v, ok := voteOf(a.Directory, r, approver); ok && r.Decision != nil && v.By != r.DecidedBy {
-		how, voter = string(v.TurnAction()), v.By
+		how, voter = string(v.TurnAction()), v
 		if how == "" {
 			how = "per call" // a per-call vote under a quorum
 		}
 	}
-	vd := approvalpage.VotesDecided{Outcome: outcome, Last: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Vote: how, Voter: voter}
+	vd := approvalpage.VotesDecided{Outcome: outcome, Last: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Vote: how}
 	switch {
 	case earlier != nil:
 		vd.Deciders, vd.Calls, vd.Cut = earlier.Deciders, earlier.DecidedCalls, earlier.DecidersCut
 	case r.Voting() && r.Decision != nil:
 		vd.Deciders, vd.Calls = r.DecidingVoters(), r.DecidedCalls()
+	}
+	if len(vd.Deciders) > 0 {
+		// The deciders are named by person (runs.Vote.Name); so are the
+		// last voter and the viewer's own vote. A decision event written
+		// before named them as they authenticated.
+		if n := len(r.Votes); n > 0 && r.Votes[n-1].By == r.DecidedBy && slices.Contains(vd.Deciders, r.Votes[n-1].Name()) {
+			vd.Last = r.Votes[n-1].Name()
+		}
+		vd.Voter = voter.Name()
+		if how != "" && !slices.Contains(vd.Deciders, vd.Voter) && slices.Contains(vd.Deciders, voter.By) {
+			vd.Voter = voter.By
+		}
 	}
 	if len(vd.Deciders) > 0 {
 		// A quorum's votes decided it: name whose, call by call, not only

@@ -56,9 +56,12 @@ type RunView struct {
 
 // VoteView is one vote on a suspension that votes decide:
 // a whole-turn vote's action (none for a per-call vote) and the voter's
-// choice on each held call they decided.
+// choice on each held call they decided. By is the voter as authenticated
+// (the audit's actor); Person who the vote counted for (runs.Vote.Name),
+// as the run's deciders and each call's approved_by name them.
 type VoteView struct {
 	By      string            `json:"by"`
+	Person  string            `json:"person,omitempty"`
 	Action  loop.Action       `json:"action,omitempty"`
 	Message string            `json:"message,omitempty"`
 	Calls   []runs.VoteChoice `json:"calls,omitempty"`
@@ -159,7 +162,7 @@ func viewOf(r *runs.Run) RunView {
 		v.VotesNeeded, v.Voting = &missing, r.Voting()
 	}
 	for _, vt := range r.Votes {
-		v.Votes = append(v.Votes, VoteView{By: vt.By, Action: vt.TurnAction(), Message: vt.Message, Calls: vt.CallChoices(r.PendingCalls), At: vt.At, Via: vt.Via})
+		v.Votes = append(v.Votes, VoteView{By: vt.By, Person: vt.Name(), Action: vt.TurnAction(), Message: vt.Message, Calls: vt.CallChoices(r.PendingCalls), At: vt.At, Via: vt.Via})
 	}
 	if r.Webhook != nil {
 		v.Webhook = &WebhookView{URL: r.Webhook.URL, Events: r.Webhook.Events, Pending: len(r.Outbox)}
@@ -443,6 +446,13 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 	if !a.now().Before(r.ApprovalDeadline) {
 		return nil, errorf(runs.EGone, "the approval window of run %s closed at %s", r.ID, r.ApprovalDeadline.UTC().Format(runs.InstantLayout))
 	}
+	tools, err := service.RunToolbox(a.Tools, r)
+	if err != nil {
+		// Only edits need the run's own tools; without them an edit of a
+		// client call is refused as an unknown tool.
+		tools = a.Tools
+	}
+	pol := service.DecisionPolicy(a.Policy, a.Directory, r, a.log().With("run_id", r.ID))
 	if r.Voting() {
 		// A vote: whole turn or per call, on the calls this voter may
 		// decide; the store resolves each call from the votes.
@@ -458,7 +468,9 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 				return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
 			}
 		}
-		err := loop.ValidateVote(r.HeldCalls(), r.TurnDigest, d, r.VotesNeeded)
+		// Where each held call needs one approval, the voter who decides
+		// a call may edit it: the edit is checked as a decision's is.
+		err := loop.ValidateVote(ctx, tools, pol, r.HeldCalls(), r.TurnDigest, d, r.MostApprovalsNeeded())
 		switch {
 		case errors.Is(err, loop.ErrDigestMismatch):
 			return nil, turnMovedOn(r, d)
@@ -481,13 +493,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 			return nil, err
 		}
 	} else {
-		tools, err := service.RunToolbox(a.Tools, r)
-		if err != nil {
-			// Only edits need the run's own tools; without them an edit of a
-			// client call is refused as an unknown tool.
-			tools = a.Tools
-		}
-		err = loop.ValidateDecision(ctx, tools, service.DecisionPolicy(a.Policy, a.Directory, r, a.log().With("run_id", r.ID)), r.HeldCalls(), r.TurnDigest, d)
+		err = loop.ValidateDecision(ctx, tools, pol, r.HeldCalls(), r.TurnDigest, d)
 		switch {
 		case errors.Is(err, loop.ErrDigestMismatch):
 			return nil, turnMovedOn(r, d)

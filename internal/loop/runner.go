@@ -214,19 +214,22 @@ func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []P
 
 // ValidateVote checks a vote on a held turn decided by votes without
 // running anything: the digest and the shape, as ValidateDecision, and
-// that it approves or denies (a whole-turn action, or per-call approvals
-// and denials of pending calls, never an edit or a remember). needed is
+// that it approves, denies or (where each call needs one approval) edits
+// (a whole-turn action, or per-call decisions of pending calls). needed is
 // the most approvals from distinct persons a held call needs (the run's
 // votes_needed): above 1, a quorum, where the other approvers approved the
-// call as it is and only one of them would be remembered; 1, calls each
-// decided by their own approvers with one approval each, where edits and
-// remember are not taken in a vote (yet). The refusal says which. Unlike
-// a decision it need not decide every call held for approval: a voter
-// decides the calls they may decide, which is the caller's check. A
-// per-call deny of a call that needs no approval is refused as in a
-// decision. It returns an error wrapping ErrDigestMismatch or
-// ErrInvalidDecision.
-func ValidateVote(calls []PendingCall, digest string, d Decision, needed int) error {
+// call as it is, so edits and remember are refused; 1, calls each decided
+// by their own approvers with one approval each, where the voter who
+// decides a call may edit it, and an edit is checked as in a decision
+// (the tool's schema, and pol, the run's Policy, nil: none, as judgeEdit).
+// Remember is refused in every vote: the stored decision a vote comes to
+// names one decider, the voter who completed the turn, not the one who
+// chose to remember. Unlike a decision it need not decide every call held
+// for approval: a voter decides the calls they may decide, which is the
+// caller's check. A per-call deny or edit of a call that needs no approval
+// is refused as in a decision. It returns an error wrapping
+// ErrDigestMismatch or ErrInvalidDecision.
+func ValidateVote(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision, needed int) error {
 	switch {
 	case d.Action != "" && len(d.Calls) > 0:
 		return fmt.Errorf("%w: give either a turn action or per-call decisions, not both", ErrInvalidDecision)
@@ -242,12 +245,10 @@ func ValidateVote(calls []PendingCall, digest string, d Decision, needed int) er
 		switch {
 		case cd.Action == ActionEdit && needed > 1:
 			return fmt.Errorf("%w: calls[%d]: this turn needs approvals from more than one person, so its calls cannot be edited: an edit would change what the other approvers approved; approve or deny the call as it is (a denial's message can say what to do instead)", ErrInvalidDecision, i)
-		case cd.Action == ActionEdit:
-			return fmt.Errorf("%w: calls[%d]: each call of this turn is decided by its own approvers, one approval each, and a vote on a call cannot edit it (not yet possible in this mode); approve or deny the call as it is (a denial's message can say what to write instead)", ErrInvalidDecision, i)
 		case cd.Remember != "" && needed > 1:
 			return fmt.Errorf("%w: calls[%d]: remember is not possible in a vote of a turn that needs approvals from more than one person", ErrInvalidDecision, i)
 		case cd.Remember != "":
-			return fmt.Errorf("%w: calls[%d]: remember is not possible in a vote of a turn whose calls are each decided by their own approvers", ErrInvalidDecision, i)
+			return fmt.Errorf("%w: calls[%d]: remember is not possible in a vote of a turn whose calls are each decided by their own approvers; approve or edit the call without it (later calls of its tool are asked again)", ErrInvalidDecision, i)
 		}
 	}
 	if d.TurnDigest != digest {
@@ -269,8 +270,34 @@ func ValidateVote(calls []PendingCall, digest string, d Decision, needed int) er
 			}
 			return fmt.Errorf("%w: calls[%d]: %w; %s", ErrInvalidDecision, i, err, advice)
 		}
+		if cd.Action == ActionEdit {
+			if _, err := checkEdit(ctx, tools, pol, c, cd, i); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// checkEdit checks the edit cd (calls[i] of a decision or a vote) of held
+// call c: its tool is known, the edited input matches the tool's schema
+// and stays under the policy rule and approval terms c was held for
+// (judgeEdit; pol nil: none). It returns the input in canonical form.
+func checkEdit(ctx context.Context, tools *Toolbox, pol Policy, c PendingCall, cd CallDecision, i int) (json.RawMessage, error) {
+	if _, ok := tools.Lookup(c.Name); !ok {
+		return nil, fmt.Errorf("%w: calls[%d]: %s, its call cannot be edited", ErrInvalidDecision, i, tools.Missing(c.Name))
+	}
+	if err := tools.ValidateInput(c.Name, cd.Input); err != nil {
+		return nil, fmt.Errorf("%w: calls[%d]: edited input: %w", ErrInvalidDecision, i, err)
+	}
+	canon, err := CanonicalJSON(cd.Input)
+	if err != nil {
+		return nil, fmt.Errorf("%w: calls[%d]: edited input: %w", ErrInvalidDecision, i, err)
+	}
+	if err := judgeEdit(ctx, pol, tools, c, canon); err != nil {
+		return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
+	}
+	return canon, nil
 }
 
 // judgeEdit asks the run's Policy about a held call with its edited input,
@@ -433,20 +460,11 @@ func resolveDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []Pe
 			return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
 		}
 		if cd.Action == ActionEdit {
-			if _, ok := tools.Lookup(c.Name); !ok {
-				return nil, fmt.Errorf("%w: calls[%d]: %s, its call cannot be edited", ErrInvalidDecision, i, tools.Missing(c.Name))
-			}
-			if err := tools.ValidateInput(c.Name, cd.Input); err != nil {
-				return nil, fmt.Errorf("%w: calls[%d]: edited input: %w", ErrInvalidDecision, i, err)
-			}
-			canon, err := CanonicalJSON(cd.Input)
+			canon, err := checkEdit(ctx, tools, pol, c, cd, i)
 			if err != nil {
-				return nil, fmt.Errorf("%w: calls[%d]: edited input: %w", ErrInvalidDecision, i, err)
+				return nil, err
 			}
 			cd.Input = canon
-			if err := judgeEdit(ctx, pol, tools, c, canon); err != nil {
-				return nil, fmt.Errorf("%w: calls[%d]: %w", ErrInvalidDecision, i, err)
-			}
 		}
 		out[cd.CallID] = cd
 	}

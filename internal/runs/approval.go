@@ -237,10 +237,10 @@ type NewDecision struct {
 	// consumed (single use) in the same write.
 	Token *ApprovalToken
 	// Decision is the answer the loop's Resume applies. When votes decide
-	// the suspension (Run.Voting) it is a vote (a turn action,
-	// approve or deny, or per-call approvals and denials, never edits), and
-	// the decision stored once every held call is decided is the one the
-	// votes come to.
+	// the suspension (Run.Voting) it is a vote (a turn action, approve or
+	// deny, or per-call approvals and denials, and where each held call
+	// needs one approval edits: Run.VotesTakeEdits), and the decision
+	// stored once every held call is decided is the one the votes come to.
 	Decision loop.Decision
 	// Voter is who the decision counts for when votes decide the
 	// suspension (identity.Subject.Key of the decider); a person votes
@@ -367,12 +367,19 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				return nil, Write{}, Errorf(EConflict, "every call %s may decide on this suspension is already approved or denied; the turn waits on the other approvers", d.Decider)
 			}
 			vote := Vote{By: d.Decider, Person: d.Voter, Via: d.Via, At: now, Whole: d.Decision.Action != ""}
-			vote.Choices, vote.Reasons = encodeChoices(cur.PendingCalls, openChoices(cur, d.Choices), vote.Whole)
+			vote.Choices, vote.Reasons, vote.Edits = encodeChoices(cur.PendingCalls, openChoices(cur, d.Choices), vote.Whole)
 			vote.Action = compatAction(vote.Choices, cur.PendingCalls)
 			if vote.Whole {
 				vote.Message = d.Decision.Message
 			}
 			next.Votes = append(next.Votes, vote)
+			if len(vote.Edits) > 0 {
+				// The decision the votes come to holds every edit of
+				// every vote: it must stay within MaxDecisionSize.
+				if n := editsSize(next); n > MaxDecisionSize {
+					return nil, Write{}, Errorf(ETooLarge, "the decision the votes come to would be %d bytes as stored with this vote's edits, over the %d-byte limit; a larger edit is not possible: deny the call and say what to write instead", n, MaxDecisionSize)
+				}
+			}
 			if i := slices.Index(next.InboxKeys, d.Voter); i >= 0 {
 				// The voter has decided: the run no longer waits for them,
 				// so it leaves their inbox (the others keep it).

@@ -297,7 +297,7 @@ func InboxApprovers(dir *identity.Directory, r *Run) []string {
 }
 
 // VoteTally says, for approvers, who approved the current suspension so
-// far and who else may still vote (everyone who may decide an open call
+// far (Vote.Name: persons) and who else may still vote (everyone who may decide an open call
 // and has not voted), when votes decide it (Run.Voting); both nil
 // otherwise.
 func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
@@ -309,7 +309,7 @@ func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
 		done[v.Person] = true
 		for _, ch := range v.CallChoices(r.PendingCalls) {
 			if ch.Action == loop.ActionApprove {
-				voted = append(voted, v.By) // approved at least one call
+				voted = append(voted, v.Name()) // approved at least one call
 				break
 			}
 		}

@@ -390,11 +390,16 @@ type Vote struct {
 	// of its denials, one per 'd' in order (omitted when all are empty).
 	// Kept this short because the row holds every vote: a held call's id
 	// may be 256 bytes. A vote recorded before votes were per call has no
-	// Choices: its Action applies to every held call.
-	Choices string    `json:"choices,omitempty"`
-	Reasons []string  `json:"reasons,omitempty"`
-	Via     string    `json:"via"`
-	At      time.Time `json:"at"`
+	// Choices: its Action applies to every held call. Where each held call
+	// needs one approval (VotesTakeEdits) a choice may be 'e', edit: Edits
+	// hold the edited inputs, one per 'e' in order, and an 'e' without
+	// its input (a release before edits in votes rewrote the row) is no
+	// choice.
+	Choices string            `json:"choices,omitempty"`
+	Reasons []string          `json:"reasons,omitempty"`
+	Edits   []json.RawMessage `json:"edits,omitempty"`
+	Via     string            `json:"via"`
+	At      time.Time         `json:"at"`
 }
 
 // Voting reports whether the current (or last) suspension of r is
@@ -408,6 +413,23 @@ type Vote struct {
 // keeps the votes. Otherwise one decision decides the whole turn.
 func (r *Run) Voting() bool {
 	return r.VotesNeeded > 1 || r.PerCallVotes || len(r.Votes) > 0
+}
+
+// MostApprovalsNeeded returns the most approvals from distinct persons a
+// held call of the current suspension needs (1 when every call needs one,
+// and when one decision decides the turn): the larger of VotesNeeded and
+// what the held calls' own rules ask for.
+func (r *Run) MostApprovalsNeeded() int {
+	return max(r.VotesNeeded, VotesNeeded(r.PendingCalls))
+}
+
+// VotesTakeEdits reports whether a vote on r's held turn may edit the calls
+// it decides: votes decide the turn (Voting) and each held call needs one
+// approval (calls no one person may decide together), so the voter who
+// decides a call decides it alone, as one decision would. Under a quorum
+// an edit would change what the other approvers approved.
+func (r *Run) VotesTakeEdits() bool {
+	return r.Voting() && r.MostApprovalsNeeded() <= 1
 }
 
 // Approvals returns how many votes on the run's current suspension approve
@@ -633,6 +655,12 @@ func cloneVotes(vs []Vote) []Vote {
 	out := slices.Clone(vs)
 	for i := range out {
 		out[i].Reasons = slices.Clone(vs[i].Reasons)
+		if vs[i].Edits != nil {
+			out[i].Edits = make([]json.RawMessage, len(vs[i].Edits))
+			for j, e := range vs[i].Edits {
+				out[i].Edits[j] = cloneRaw(e)
+			}
+		}
 	}
 	return out
 }

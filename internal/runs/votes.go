@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -11,11 +12,14 @@ import (
 )
 
 // VoteChoice is one voter's choice on one held call of a suspension that
-// votes decide (Run.Voting): approve, or deny with a message.
+// votes decide (Run.Voting): approve, deny with a message, or where each
+// held call needs one approval (Run.VotesTakeEdits) edit, with the edited
+// input, which approves the call with that input.
 type VoteChoice struct {
-	CallID  string      `json:"call_id"`
-	Action  loop.Action `json:"action"`
-	Message string      `json:"message,omitempty"`
+	CallID  string          `json:"call_id"`
+	Action  loop.Action     `json:"action"`
+	Message string          `json:"message,omitempty"`
+	Input   json.RawMessage `json:"input,omitempty"`
 }
 
 // choices returns what vote v chose for each held call of calls (the
@@ -32,11 +36,19 @@ func (v Vote) choices(calls []CallSummary) []VoteChoice {
 		}
 		return out
 	}
-	denials := 0
+	denials, edits := 0, 0
 	for i := 0; i < len(v.Choices) && i < len(calls); i++ {
 		switch v.Choices[i] {
 		case 'a':
 			out = append(out, VoteChoice{CallID: calls[i].ID, Action: loop.ActionApprove})
+		case 'e':
+			// An edit without its input (a release before edits in votes
+			// rewrote the row, dropping Edits) is no choice: the call is
+			// neither approved as it is nor as edited.
+			if edits < len(v.Edits) && len(v.Edits[edits]) > 0 {
+				out = append(out, VoteChoice{CallID: calls[i].ID, Action: loop.ActionEdit, Input: v.Edits[edits]})
+			}
+			edits++
 		case 'd':
 			ch := VoteChoice{CallID: calls[i].ID, Action: loop.ActionDeny}
 			if v.Whole {
@@ -49,6 +61,23 @@ func (v Vote) choices(calls []CallSummary) []VoteChoice {
 		}
 	}
 	return out
+}
+
+// Name is who the vote counts for, as reports name voters (the run's
+// deciders, who approved or denied a call, the approval page and mail):
+// the directory person's id when the voter was one of a directory
+// person's aliases as the vote was cast (Person "person:<id>"), so that a
+// person is named the same whichever alias they voted with; anyone else
+// by their canonical principal. By keeps the alias as authenticated, for
+// the audit.
+func (v Vote) Name() string {
+	if id, ok := strings.CutPrefix(v.Person, "person:"); ok && id != "" {
+		return id
+	}
+	if p, err := identity.Parse(v.By); err == nil {
+		return p.String()
+	}
+	return v.By
 }
 
 // CallChoices returns what the vote chose for each held call of calls (the
@@ -70,8 +99,9 @@ func (v Vote) TurnAction() loop.Action {
 }
 
 // compatAction is the Action stored with a vote of choices on calls (see
-// Vote.Action): approve when it approves every held call, deny when it
-// denies any, "" otherwise.
+// Vote.Action): approve when it approves every held call as it is, deny
+// when it denies any, "" otherwise (an edit is not an approval of the call
+// as it is, which is all a release before edits in votes could read).
 func compatAction(choices string, calls []CallSummary) loop.Action {
 	if strings.Contains(choices, "d") {
 		return loop.ActionDeny
@@ -85,15 +115,16 @@ func compatAction(choices string, calls []CallSummary) loop.Action {
 }
 
 // encodeChoices returns the stored form of a vote's choices on calls
-// (Vote.Choices and Vote.Reasons: none for a whole-turn vote, whose
-// message is Vote.Message); checkChoices has validated them.
-func encodeChoices(calls []CallSummary, chs []VoteChoice, whole bool) (string, []string) {
+// (Vote.Choices, Vote.Reasons: none for a whole-turn vote, whose message
+// is Vote.Message, and Vote.Edits); checkChoices has validated them.
+func encodeChoices(calls []CallSummary, chs []VoteChoice, whole bool) (string, []string, []json.RawMessage) {
 	by := make(map[string]VoteChoice, len(chs))
 	for _, ch := range chs {
 		by[ch.CallID] = ch
 	}
 	b := make([]byte, len(calls))
 	var reasons []string
+	var edits []json.RawMessage
 	said := false
 	for i, c := range calls {
 		ch, ok := by[c.ID]
@@ -102,6 +133,9 @@ func encodeChoices(calls []CallSummary, chs []VoteChoice, whole bool) (string, [
 			b[i] = '-'
 		case ch.Action == loop.ActionApprove:
 			b[i] = 'a'
+		case ch.Action == loop.ActionEdit:
+			b[i] = 'e'
+			edits = append(edits, slices.Clone(ch.Input))
 		default:
 			b[i] = 'd'
 			reasons = append(reasons, ch.Message)
@@ -111,7 +145,7 @@ func encodeChoices(calls []CallSummary, chs []VoteChoice, whole bool) (string, [
 	if !said || whole {
 		reasons = nil
 	}
-	return string(b), reasons
+	return string(b), reasons, edits
 }
 
 // CallTally is the vote progress of one held call that needs approval
@@ -122,12 +156,17 @@ type CallTally struct {
 	// Needed is how many distinct persons must approve the call
 	// (CallSummary.RequiredApprovals).
 	Needed int
-	// ApprovedBy are the voters (Vote.By) who approved it, in order.
+	// ApprovedBy are the voters (Vote.Name: the person, whatever alias
+	// they voted with) who approved it, in order.
 	ApprovedBy []string
 	// DeniedBy is the first voter who denied it ("": nobody), with the
 	// message they gave.
 	DeniedBy    string
 	DenyMessage string
+	// Edited is the input the call is approved with when the approval
+	// that approved it was an edit (only where each held call needs one
+	// approval: Run.VotesTakeEdits); nil otherwise.
+	Edited json.RawMessage
 }
 
 // Denied reports whether a voter denied the call.
@@ -181,10 +220,18 @@ func (r *Run) Tally() []CallTally {
 			}
 			switch t := &out[i]; ch.Action {
 			case loop.ActionApprove:
-				t.ApprovedBy = append(t.ApprovedBy, v.By)
+				t.ApprovedBy = append(t.ApprovedBy, v.Name())
+			case loop.ActionEdit:
+				if t.Needed != 1 {
+					// Store.Decide takes edits only where each call needs
+					// one approval; any other is no approval of the call
+					// as it is.
+					continue
+				}
+				t.ApprovedBy, t.Edited = append(t.ApprovedBy, v.Name()), ch.Input
 			case loop.ActionDeny:
 				if t.DeniedBy == "" {
-					t.DeniedBy, t.DenyMessage = v.By, ch.Message
+					t.DeniedBy, t.DenyMessage = v.Name(), ch.Message
 				}
 			}
 		}
@@ -204,8 +251,10 @@ func (r *Run) CallTally(id string) (CallTally, bool) {
 }
 
 // DecidedCall says who decided one held call by votes: the voters
-// (Vote.By) whose approvals approved it, as many as it needed and in the
-// order they voted, or the one voter who denied it.
+// (Vote.Name: persons, not the aliases they voted with) whose approvals
+// approved it, as many as it needed and in the
+// order they voted (Action approve, or edit when the one approval it
+// needed was an edit), or the one voter who denied it.
 type DecidedCall struct {
 	CallID string      `json:"call_id"`
 	Tool   string      `json:"tool"`
@@ -227,6 +276,8 @@ func (r *Run) DecidedCalls() []DecidedCall {
 		switch {
 		case t.Denied():
 			dc.Action, dc.By = loop.ActionDeny, []string{t.DeniedBy}
+		case t.Approved() && t.Edited != nil:
+			dc.Action, dc.By = loop.ActionEdit, slices.Clone(t.ApprovedBy)
 		case t.Approved():
 			dc.Action, dc.By = loop.ActionApprove, slices.Clone(t.ApprovedBy)
 		default:
@@ -238,7 +289,7 @@ func (r *Run) DecidedCalls() []DecidedCall {
 }
 
 // DecidingVoters returns, when votes decide r's turn (Voting), the voters
-// (Vote.By) whose votes decided at least one held call of r
+// (Vote.Name: persons) whose votes decided at least one held call of r
 // (DecidedCalls), each once, in the order they voted: those who decided
 // r's turn once it is decided. Nil when one decision decides r's turn
 // (DecidedBy made it).
@@ -251,8 +302,8 @@ func (r *Run) DecidingVoters() []string {
 	}
 	var out []string
 	for _, v := range r.Votes {
-		if decided[v.By] && !slices.Contains(out, v.By) {
-			out = append(out, v.By)
+		if n := v.Name(); decided[n] && !slices.Contains(out, n) {
+			out = append(out, n)
 		}
 	}
 	return out
@@ -306,8 +357,9 @@ func turnDecided(tally []CallTally) bool {
 // did) and every call came out the same, it is a whole-turn action, as
 // that release stored it: approve with the last voter's note, or deny
 // with the message of the one who denied. Otherwise it is one decision
-// per held call that needs approval: approve, or deny with the message of
-// the person who denied it.
+// per held call that needs approval: approve (edit, with the edited input,
+// when the approval that approved it was an edit), or deny with the
+// message of the person who denied it.
 func resolvedDecision(r *Run, tally []CallTally, last loop.Decision) loop.Decision {
 	// The whole-turn form only when it says exactly what the calls came
 	// to: every vote on the whole turn and covering every held call, and
@@ -324,6 +376,9 @@ func resolvedDecision(r *Run, tally []CallTally, last loop.Decision) loop.Decisi
 		if t.Denied() {
 			denied++
 		}
+		if t.Edited != nil {
+			whole = false // an edit is per call (and no whole-turn vote holds one)
+		}
 	}
 	if whole && denied == 0 {
 		return loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove, Message: last.Message}
@@ -334,13 +389,36 @@ func resolvedDecision(r *Run, tally []CallTally, last loop.Decision) loop.Decisi
 	d := loop.Decision{TurnDigest: r.TurnDigest}
 	for _, t := range tally {
 		cd := loop.CallDecision{CallID: t.CallID, Action: loop.ActionApprove}
-		if t.Denied() {
+		switch {
+		case t.Denied():
 			cd.Action, cd.Message = loop.ActionDeny, t.DenyMessage
+		case t.Edited != nil:
+			cd.Action, cd.Input = loop.ActionEdit, slices.Clone(t.Edited)
 		}
 		d.Calls = append(d.Calls, cd)
 	}
 	fitDenials(&d, denied)
 	return d
+}
+
+// editsSize returns the size as stored of the decision r's votes come to
+// without its denial messages (which fitDenials cuts to what is left): one
+// per held call that needs approval, approved, or edited with the input of
+// the vote that approved it.
+func editsSize(r *Run) int {
+	d := loop.Decision{TurnDigest: r.TurnDigest}
+	for _, t := range r.Tally() {
+		cd := loop.CallDecision{CallID: t.CallID, Action: loop.ActionApprove}
+		if t.Edited != nil {
+			cd.Action, cd.Input = loop.ActionEdit, t.Edited
+		}
+		d.Calls = append(d.Calls, cd)
+	}
+	b, err := loop.MarshalJSON(d)
+	if err != nil {
+		return MaxDecisionSize + 1
+	}
+	return len(b)
 }
 
 // fitDenials cuts the denial messages of d, a decision resolved from
@@ -373,7 +451,10 @@ func fitDenials(d *loop.Decision, denied int) {
 
 // checkChoices validates the choices of a vote on cur: at least one, each
 // on a held call that needs approval, once, approve or deny (a whole-turn
-// vote's all its action), a message only with a denial.
+// vote's all its action) or, where each held call needs one approval
+// (VotesTakeEdits), edit with an input (a JSON object), a message only
+// with a denial. The edit's input is the caller's check against the
+// tool's schema and the policy (loop.ValidateVote).
 func checkChoices(cur *Run, d NewDecision) error {
 	if len(d.Choices) == 0 {
 		return Errorf(EInvalid, "a vote needs the voter's choices, one per held call they may decide")
@@ -395,8 +476,14 @@ func checkChoices(cur *Run, d NewDecision) error {
 			return Errorf(EInvalid, "vote on call %q, which is not held for approval in this turn", ch.CallID)
 		case seen[ch.CallID]:
 			return Errorf(EInvalid, "vote on call %q twice", ch.CallID)
-		case ch.Action != loop.ActionApprove && ch.Action != loop.ActionDeny:
-			return Errorf(EInvalid, "a vote approves or denies a call, not %q", ch.Action)
+		case ch.Action == loop.ActionEdit && !cur.VotesTakeEdits():
+			return Errorf(EInvalid, "vote on call %q: this turn needs approvals from more than one person, so a vote cannot edit its calls", ch.CallID)
+		case ch.Action == loop.ActionEdit && !isJSONObject(ch.Input):
+			return Errorf(EInvalid, "vote on call %q: an edit needs the edited input, a JSON object", ch.CallID)
+		case ch.Action != loop.ActionEdit && len(ch.Input) > 0:
+			return Errorf(EInvalid, "vote on call %q: an input goes with an edit", ch.CallID)
+		case ch.Action != loop.ActionApprove && ch.Action != loop.ActionDeny && ch.Action != loop.ActionEdit:
+			return Errorf(EInvalid, "a vote approves, denies or edits a call, not %q", ch.Action)
 		case d.Decision.Action != "" && ch.Action != d.Decision.Action:
 			return Errorf(EInvalid, "a whole-turn vote's choices must all be %s", d.Decision.Action)
 		case ch.Message != "" && (ch.Action != loop.ActionDeny || d.Decision.Action != "" && ch.Message != d.Decision.Message):
@@ -533,12 +620,22 @@ func VoteChoices(dir *identity.Directory, r *Run, decider string, d loop.Decisio
 			return nil, Errorf(EInvalid, "call %q (%s) needs a decision: a per-call vote decides every held call you may decide", id, toolOf(r, id))
 		}
 		ch := VoteChoice{CallID: id, Action: cd.Action}
-		if cd.Action == loop.ActionDeny {
+		switch cd.Action {
+		case loop.ActionDeny:
 			ch.Message = cd.Message
+		case loop.ActionEdit:
+			ch.Input = slices.Clone(cd.Input)
 		}
 		out = append(out, ch)
 	}
 	return out, nil
+}
+
+// isJSONObject reports whether b is a JSON object (an edit's input, as a
+// tool's input is).
+func isJSONObject(b json.RawMessage) bool {
+	t := bytes.TrimSpace(b)
+	return len(t) > 0 && t[0] == '{' && json.Valid(t)
 }
 
 func toolOf(r *Run, id string) string {

@@ -138,7 +138,7 @@ func TestTallyPerCall(t *testing.T) {
 	// A later approval does not lift the veto: a decided call takes no
 	// more choices.
 	r.Votes = append(r.Votes, runs.Vote{By: "bob@example.com", Person: "person:bob", Action: loop.ActionApprove, Choices: "aa-"})
-	assert.Equal(t, map[string][3]any{"w": {2, 0, ""}, "d": {0, 0, "carol@example.com"}}, progress())
+	assert.Equal(t, map[string][3]any{"w": {2, 0, ""}, "d": {0, 0, "carol"}}, progress())
 	assert.Equal(t, 0, r.VotesMissing())
 
 	// Nor does a later denial take back an approval that was complete.
@@ -150,13 +150,13 @@ func TestTallyPerCall(t *testing.T) {
 	}
 	w, _ := first.CallTally("w")
 	assert.True(t, w.Approved(), "approved by the first two; the third's denial came after")
-	assert.Equal(t, []string{"ann@example.com", "bob@example.com"}, w.ApprovedBy)
+	assert.Equal(t, []string{"ann", "bob"}, w.ApprovedBy, "named by person")
 
 	// An old vote (no Choices) counts for every held call that needs approval.
 	_, old := quorumTurn(t)
 	old.Votes = []runs.Vote{{By: "ann@example.com", Person: "person:ann", Action: loop.ActionApprove}}
 	for _, c := range old.Tally() {
-		assert.Equal(t, []string{"ann@example.com"}, c.ApprovedBy, "call %s", c.CallID)
+		assert.Equal(t, []string{"ann"}, c.ApprovedBy, "call %s", c.CallID)
 	}
 	assert.Equal(t, 1, old.VotesMissing())
 	// A suspension whose calls carry no quorum but whose row asks for one
@@ -307,6 +307,15 @@ func TestHoldsVotesWhenNoOneMayDecideTheWholeTurn(t *testing.T) {
 	_, err := runs.VoteChoices(dir, r, "ann@example.com", loop.Decision{TurnDigest: r.TurnDigest,
 		Calls: []loop.CallDecision{{CallID: "w", Action: loop.ActionApprove}, {CallID: "d", Action: loop.ActionApprove}}})
 	assert.Equal(t, runs.EForbidden, runs.ErrorCode(err), "ann's choice on the delete: %v", err)
+	// Each call needs one approval: ann may edit the write she decides.
+	require.True(t, r.VotesTakeEdits())
+	got, err := runs.VoteChoices(dir, r, "ann@example.com", loop.Decision{TurnDigest: r.TurnDigest,
+		Calls: []loop.CallDecision{{CallID: "w", Action: loop.ActionEdit, Input: []byte(`{"path":"a"}`)}}})
+	require.NoError(t, err)
+	assert.Equal(t, []runs.VoteChoice{{CallID: "w", Action: loop.ActionEdit, Input: []byte(`{"path":"a"}`)}}, got)
+	quorumRun := *r
+	quorumRun.VotesNeeded = 2
+	assert.False(t, quorumRun.VotesTakeEdits(), "under a quorum votes take no edits")
 	assert.Error(t, runs.MayDecide(dir, r, "frank@example.com"), "frank is nobody's approver")
 	assert.ElementsMatch(t, []string{"person:ann", "person:bob", "person:carol", "person:dave"}, names(runs.OpenDeciders(dir, r)))
 
@@ -321,4 +330,28 @@ func TestHoldsVotesWhenNoOneMayDecideTheWholeTurn(t *testing.T) {
 	r.PerCallVotes = false
 	assert.True(t, r.Voting())
 	assert.NoError(t, runs.MayDecide(dir, r, "carol@example.com"))
+}
+
+// TestVotersAreNamedByPerson: reports name a voter by the directory person
+// the vote counted for, whichever alias they voted with, and anyone
+// without a directory entry by their canonical principal; Vote.By keeps
+// the alias as authenticated.
+func TestVotersAreNamedByPerson(t *testing.T) {
+	_, r := quorumTurn(t)
+	r.Votes = []runs.Vote{
+		{By: "ann-ci", Person: "person:ann", Choices: "a--"},
+		{By: "Erin@Example.COM", Person: "email:erin@example.com", Choices: "ad-", Reasons: []string{"no"}},
+	}
+	assert.Equal(t, "ann", r.Votes[0].Name())
+	assert.Equal(t, "Erin@example.com", r.Votes[1].Name(), "no directory entry: the canonical principal")
+	w, _ := r.CallTally("w")
+	assert.Equal(t, []string{"ann", "Erin@example.com"}, w.ApprovedBy)
+	d, _ := r.CallTally("d")
+	assert.Equal(t, "Erin@example.com", d.DeniedBy)
+	assert.Equal(t, []string{"ann", "Erin@example.com"}, r.DecidingVoters())
+	assert.Equal(t, []runs.DecidedCall{
+		{CallID: "w", Tool: "write_document", Action: loop.ActionApprove, By: []string{"ann", "Erin@example.com"}},
+		{CallID: "d", Tool: "delete_document", Action: loop.ActionDeny, By: []string{"Erin@example.com"}},
+	}, r.DecidedCalls())
+	assert.Equal(t, "ann-ci", r.Votes[0].By, "the vote keeps the alias as authenticated")
 }

@@ -14,8 +14,10 @@ import (
 // testQuorumDeciders: once a quorum's votes decide the turn, the decision
 // event names who decided each held call (the voters whose approvals
 // approved it, or the one who denied it) and every voter who decided
-// one, in the order they voted, and the stored row's votes come to the
-// same; DecidedBy stays the voter whose vote completed the turn. A vote
+// one, in the order they voted, each by person (the directory person the
+// vote counted for, whichever alias they voted with), and the stored
+// row's votes come to the same; DecidedBy and the event's actor stay the
+// voter whose vote completed the turn, as authenticated. A vote
 // that decided nothing (an approval of a call another then denied) makes
 // no decider.
 func testQuorumDeciders(t *testing.T, e *Env) {
@@ -31,16 +33,20 @@ func testQuorumDeciders(t *testing.T, e *Env) {
 		require.NoError(t, err)
 		require.Equal(t, runs.StatusWaiting, r.Status)
 	}
-	r, err := e.Store.Decide(ctx, r, perCall("carol", "call-1", loop.ActionApprove))
+	// carol votes with another of her aliases: she is named as the
+	// person, the alias stays the actor.
+	carol := perCall("carol", "call-1", loop.ActionApprove)
+	carol.Decider = "carol-ci"
+	r, err := e.Store.Decide(ctx, r, carol)
 	require.NoError(t, err)
 	require.Equal(t, runs.StatusResuming, r.Status)
-	assert.Equal(t, "carol@example.com", r.DecidedBy, "decided_by keeps its meaning: the vote that completed the turn")
+	assert.Equal(t, "carol-ci", r.DecidedBy, "decided_by keeps its meaning: the vote that completed the turn, as authenticated")
 
 	wantCalls := []runs.DecidedCall{
-		{CallID: "call-1", Tool: "send_email", Action: loop.ActionApprove, By: []string{"ann@example.com", "carol@example.com"}},
-		{CallID: "call-3", Tool: "send_email", Action: loop.ActionDeny, By: []string{"bob@example.com"}},
+		{CallID: "call-1", Tool: "send_email", Action: loop.ActionApprove, By: []string{"ann", "carol"}},
+		{CallID: "call-3", Tool: "send_email", Action: loop.ActionDeny, By: []string{"bob"}},
 	}
-	wantDeciders := []string{"ann@example.com", "bob@example.com", "carol@example.com"}
+	wantDeciders := []string{"ann", "bob", "carol"}
 	stored := e.stored(t, r.ID)
 	assert.Equal(t, wantCalls, stored.DecidedCalls(), "the stored votes")
 	assert.Equal(t, wantDeciders, stored.DecidingVoters(), "the stored votes")
@@ -53,7 +59,7 @@ func testQuorumDeciders(t *testing.T, e *Env) {
 			continue
 		}
 		found++
-		assert.Equal(t, "carol@example.com", ev.Actor)
+		assert.Equal(t, "carol-ci", ev.Actor, "the event's actor is the alias carol authenticated with")
 		var data runs.DecisionEventData
 		require.NoError(t, json.Unmarshal(ev.Data, &data))
 		assert.Equal(t, wantDeciders, data.Deciders)

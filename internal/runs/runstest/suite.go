@@ -110,6 +110,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"VotesReadByTheReleaseBefore", testVotesReadByTheReleaseBefore},
 		{"PerCallVotesOfOneApproval", testPerCallVotesOfOneApproval},
 		{"PerCallVotesReadByTheReleaseBefore", testPerCallVotesReadByTheReleaseBefore},
+		{"PerCallVoteEdits", testPerCallVoteEdits},
 		{"ResolvedDecisionFits", testResolvedDecisionFits},
 		{"NoVoteOnDecidedCalls", testNoVoteOnDecidedCalls},
 		{"VoteDropsTheDone", testVoteDropsTheDone},
