@@ -37,3 +37,10 @@ func TestQuorumLostWhileWaitingOnDynamoDB(t *testing.T) {
 func TestSplitDecisionOnDynamoDB(t *testing.T) {
 	runSplitDecision(t, onAWS(t))
 }
+
+// TestSwitchToVotesWhileWaitingOnDynamoDB is TestSwitchToVotesWhileWaiting
+// on DynamoDB + S3: the quorum check's switch to per-call votes, with the
+// new deciders' inbox entries and tokens, is one transaction.
+func TestSwitchToVotesWhileWaitingOnDynamoDB(t *testing.T) {
+	runSwitchToVotesWhileWaiting(t, onAWS(t))
+}

@@ -114,8 +114,8 @@ func New(d Deps) (*App, error) {
 		AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
 		Directory: d.Governance.Directory, Policy: d.Governance.Policy, MaxWait: d.MaxWait,
 	}
-	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Directory: d.Governance.Directory,
-		Logger: d.Logger, Now: d.Now, Owner: d.Owner}
+	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Revise: a.Worker.ReviseDeciders,
+		Directory: d.Governance.Directory, Logger: d.Logger, Now: d.Now, Owner: d.Owner}
 	if err := a.wireWebhooks(d.Webhooks); err != nil {
 		return nil, err
 	}

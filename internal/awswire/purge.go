@@ -58,7 +58,8 @@ func NewSweeper(cfg config.Config, awsCfg aws.Config, getenv func(string) string
 		return nil, err
 	}
 	// Reminders are the worker's: new tokens and links, recorded, mailed to
-	// the eligible approvers (the directory resolves groups and persons).
+	// the eligible approvers (the directory resolves groups and persons);
+	// so is the mail of those a quorum check asks (Revise).
 	var dir *identity.Directory
 	if cfg.DirectoryFile != "" {
 		if dir, err = identity.LoadDirectory(cfg.DirectoryFile); err != nil {
@@ -73,8 +74,8 @@ func NewSweeper(cfg config.Config, awsCfg aws.Config, getenv func(string) string
 	}
 	// The directory also checks waiting runs' quorums again (a person or a
 	// group gone since the turn was held).
-	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, Directory: dir, Logger: logger,
-		DeliveryConcurrency: cfg.DeliveryConcurrency}
+	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, Revise: reminders.ReviseDeciders, Directory: dir,
+		Logger: logger, DeliveryConcurrency: cfg.DeliveryConcurrency}
 	hooks, err := Webhooks(getenv, awsCfg)
 	if err != nil {
 		return nil, err

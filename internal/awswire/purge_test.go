@@ -124,7 +124,9 @@ func TestPurgeSweeperDeliveryConcurrency(t *testing.T) {
 
 // TestPurgeSweeperChecksQuorumsWithTheDirectory: the purge function's
 // sweep has the deployment's directory (AGENTGATE_DIRECTORY), against which
-// it checks waiting runs' quorums again; without one it has none.
+// it checks waiting runs' quorums again; without one it has none. Either
+// way it mails those a check newly asks their links, as it mails
+// reminders (Revise).
 func TestPurgeSweeperChecksQuorumsWithTheDirectory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "directory.json")
 	if err := os.WriteFile(path, []byte(`{"version":1,"persons":[{"id":"ann","aliases":["ann@example.com"]}]}`), 0o600); err != nil {
@@ -138,6 +140,9 @@ func TestPurgeSweeperChecksQuorumsWithTheDirectory(t *testing.T) {
 		s := purgeSweeper(t, m)
 		if got := s.Directory != nil; got != (file != "") {
 			t.Errorf("AGENTGATE_DIRECTORY=%q: the sweep has a directory: %t", file, got)
+		}
+		if s.Revise == nil || s.Remind == nil {
+			t.Errorf("AGENTGATE_DIRECTORY=%q: the sweep mails no links to those a quorum check asks (Revise set: %t) or no reminders (Remind set: %t)", file, s.Revise != nil, s.Remind != nil)
 		}
 	}
 }

@@ -108,7 +108,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.Counters = st.Counters
 	next.SuspendedAt = now
 	next.Reclaims = 0 // the run got somewhere
-	next.InboxKeys = inboxKeys(cur, sp)
+	next.InboxKeys, next.InboxDropped = inboxKeys(cur, sp), nil
 	w := Write{NewInbox: inboxEntries(next), keepNotice: sp.Notify}
 	for _, g := range sp.Tokens {
 		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, ExpiresAt: deadline})
@@ -245,7 +245,9 @@ type NewDecision struct {
 	// Voter is who the decision counts for when votes decide the
 	// suspension (identity.Subject.Key of the decider); a person votes
 	// once. A decision with a Voter or Choices is a vote, and is refused
-	// (EConflict) by a suspension one decision decides.
+	// (EConflict) by a suspension one decision decides; one with neither
+	// is refused (EConflict) by a suspension votes decide (a quorum check
+	// switched it since the caller read it: Store.ReviseDeciders).
 	Voter string
 	// Choices are a vote's choices, one per held call the voter may decide
 	// (VoteChoices); a whole-turn vote's are all its action.
@@ -342,7 +344,14 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			// Conditional on the row's version like every write, so of
 			// concurrent votes each is counted once, on the vote set it was
 			// built on, and exactly one completes the turn.
-			if d.Voter == "" {
+			switch {
+			case d.Voter == "" && d.Choices == nil:
+				// One decision of the whole turn, built on the row before
+				// a quorum check switched it to votes (nobody may decide
+				// every held call under the directory in force): the
+				// decider's choices are for the row as it is now.
+				return nil, Write{}, Errorf(EConflict, "run %s: the held turn is decided by votes, call by call, not by one decision; read the run again", cur.ID)
+			case d.Voter == "":
 				return nil, Write{}, Errorf(EInvalid, "a vote needs the voter")
 			}
 			if err := checkChoices(cur, d); err != nil {

@@ -176,11 +176,12 @@ func inboxEntries(r *Run) []InboxEntry {
 }
 
 // leaveInbox adds to w the deletion of cur's inbox entries when next leaves
-// cur's suspension, and clears them on next. Every transition goes through
+// cur's suspension, and clears them (and those a quorum check dropped:
+// Run.InboxDropped) on next. Every transition goes through
 // it (Store.write), so no transition out of WAITING_FOR_APPROVAL can leave
 // an entry behind.
 func leaveInbox(cur, next *Run, w *Write) {
-	if cur.Status != StatusWaiting || len(cur.InboxKeys) == 0 {
+	if cur.Status != StatusWaiting || len(cur.InboxKeys)+len(cur.InboxDropped) == 0 {
 		return
 	}
 	if next.Status == StatusWaiting && next.SuspensionID == cur.SuspensionID {
@@ -193,7 +194,7 @@ func leaveInbox(cur, next *Run, w *Write) {
 			w.DropInbox = append(w.DropInbox, InboxKey{Approver: k, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
 		}
 	}
-	next.InboxKeys = nil
+	next.InboxKeys, next.InboxDropped = nil, nil
 }
 
 // Inbox returns up to limit (1 to MaxInboxLimit; 0: DefaultInboxLimit)

@@ -228,6 +228,14 @@ type Run struct {
 	// InboxKeys are the approver keys whose inbox lists the current
 	// suspension (see InboxEntry); cleared when the run leaves it.
 	InboxKeys []string `json:"inbox_keys,omitempty"`
+	// InboxDropped are the keys of those asked about the current
+	// suspension (an inbox entry, and a link when they have a mailbox)
+	// whose entries a quorum check removed because the directory in force
+	// lets them decide no held call still open (Store.ReviseDeciders): a
+	// later check that finds them able again lists them again, without a
+	// new link (theirs still works). At most MaxApprovers, the latest;
+	// cleared when the run leaves the suspension.
+	InboxDropped []string `json:"inbox_dropped,omitempty"`
 	// State points at the suspended state blob; zero when there is none.
 	State StateRef `json:"state,omitzero"`
 	// Checkpoint points at the loop's latest checkpoint (loop.Checkpoint):
@@ -476,6 +484,7 @@ func (r *Run) Clone() *Run {
 	c.Metadata = maps.Clone(r.Metadata)
 	c.TokenHashes = slices.Clone(r.TokenHashes)
 	c.InboxKeys = slices.Clone(r.InboxKeys)
+	c.InboxDropped = slices.Clone(r.InboxDropped)
 	c.Votes = cloneVotes(r.Votes)
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)
@@ -588,6 +597,10 @@ const (
 	EventSettled      = "settled"
 	EventCancelled    = "cancelled"
 	EventExpired      = "expired"
+
+	// EventDecidersChanged: a quorum check changed who is asked to decide
+	// the held turn (DecidersEventData).
+	EventDecidersChanged = "deciders_changed"
 )
 
 // DecisionEventData is the data of a decision event: the decision on one

@@ -234,25 +234,10 @@ func (s *Store) EndUnmeetable(ctx context.Context, cur *Run, lost map[string]str
 // is cleared). One write of the row alone, with no event, conditional on
 // cur's version: a change since (a vote) refuses it, and the run, still
 // due, is checked again on the new row. Codes: ENotFound, EConflict.
+// A check that also changes who is asked to decide the held turn writes
+// that in the same write (ReviseDeciders).
 func (s *Store) ScheduleQuorumCheck(ctx context.Context, cur *Run, at time.Time, lost bool) (*Run, error) {
-	if cur == nil {
-		return nil, Errorf(EInvalid, "run is required")
-	}
-	if cur.Status != StatusWaiting {
-		return nil, Errorf(EConflict, "run %s is %s, not waiting for approval", cur.ID, cur.Status)
-	}
-	next := cur.Clone()
-	next.QuorumCheckAt = time.Time{}
-	if at = ms(at); at.Before(cur.ApprovalDeadline) {
-		next.QuorumCheckAt = at
-	}
-	switch {
-	case !lost:
-		next.QuorumLostAt = time.Time{}
-	case cur.QuorumLostAt.IsZero():
-		next.QuorumLostAt = ms(s.now())
-	}
-	return s.commit(ctx, cur, next, Write{})
+	return s.ReviseDeciders(ctx, cur, at, lost, DeciderRevision{})
 }
 
 // Purge deletes a terminal run: its state blobs (the whole prefix), then its

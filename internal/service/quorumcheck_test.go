@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -193,4 +194,104 @@ func TestQuorumLostThenFixedWaitsOn(t *testing.T) {
 	assert.Equal(t, runs.StatusWaiting, got.Status)
 	assert.Equal(t, e.clock.Now(), got.QuorumLostAt)
 	assert.Equal(t, 0, e.writes)
+}
+
+// opsWithDave is a directory of alice, bob, carol and dave (all with a
+// mailbox but alice) whose ops group has the members given.
+func opsWithDave(t *testing.T, members string) *identity.Directory {
+	t.Helper()
+	d, err := identity.DecodeDirectory([]byte(`{"version":1,
+		"persons":[{"id":"alice","aliases":["alice"]},{"id":"bob","aliases":["bob","bob@example.com"]},
+			{"id":"carol","aliases":["carol","carol@example.com"]},{"id":"dave","aliases":["dave","dave@example.com"]}],
+		"groups":[{"name":"ops","members":[` + members + `]}]}`))
+	require.NoError(t, err)
+	return d
+}
+
+// TestQuorumCheckKeepsTheInboxInStepWithTheDirectory: a quorum check takes
+// the run out of the inbox of an approver the directory in force no longer
+// lets decide (carol left ops) and puts it back once the directory lets
+// them again, without mailing them again (their link still works); a
+// person who may decide now and was not asked (dave joined ops) gets an
+// inbox entry and an approval mail with a link, as at a hold, and the
+// deciders_changed event says so. A mail that fails is recorded and sent
+// again by the sweep a minute later.
+func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.worker.ApprovalTTL = 10 * time.Hour
+	e.worker.Directory = opsWithDave(t, `"bob","carol"`)
+	e.worker.QuorumChecks = true
+	e.sweeper.Directory = e.worker.Directory
+	e.sweeper.Remind, e.sweeper.Revise = e.worker.Remind, e.worker.ReviseDeciders
+	r := e.startWith(t, "group:ops")
+	require.Equal(t, []string{"person:bob", "person:carol"}, r.InboxKeys)
+	require.Len(t, e.notes, 2)
+	inbox := func(k string) int {
+		t.Helper()
+		page, _, err := e.store.Inbox(ctx, k, 10, "")
+		require.NoError(t, err)
+		return len(page)
+	}
+	check := func(dir *identity.Directory) service.SweepSummary {
+		t.Helper()
+		e.sweeper.Directory, e.worker.Directory = dir, dir // one process's directory, as deployed
+		e.clock.Advance(service.QuorumCheckEvery)
+		sum, err := e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		return sum
+	}
+
+	sum := check(opsWithDave(t, `"bob"`))
+	assert.Equal(t, 1, sum.DecidersRevised, "%+v", sum)
+	assert.Equal(t, 0, inbox("person:carol"), "carol may decide nothing: the run left her inbox")
+	assert.Equal(t, 1, inbox("person:bob"))
+	got := e.get(t, r.ID)
+	assert.Equal(t, []string{"person:carol"}, got.InboxDropped)
+	assert.Len(t, e.notes, 2, "nobody mailed")
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+
+	sum = check(opsWithDave(t, `"bob"`))
+	assert.Zero(t, sum.DecidersRevised, "nothing changed: %+v", sum)
+
+	sum = check(opsWithDave(t, `"bob","carol"`))
+	assert.Equal(t, 1, sum.DecidersRevised, "%+v", sum)
+	assert.Equal(t, 1, inbox("person:carol"), "back in carol's inbox")
+	assert.Len(t, e.notes, 2, "carol's link still works: no new mail")
+
+	e.mailErr = errors.New("smtp down")
+	sum = check(opsWithDave(t, `"bob","carol","dave"`))
+	assert.Equal(t, 1, sum.DecidersRevised, "%+v", sum)
+	assert.Equal(t, 1, inbox("person:dave"), "dave is asked")
+	require.Len(t, e.notes, 3)
+	assert.Equal(t, "dave@example.com", e.notes[2].Approver)
+	assert.False(t, e.notes[2].Reminder, "the mail of a hold, not a reminder")
+	got = e.get(t, r.ID)
+	assert.Equal(t, []string{"person:bob", "person:carol", "person:dave"}, got.InboxKeys)
+	assert.Equal(t, runs.NotificationFailed, got.Notification)
+	assert.Equal(t, e.clock.Now().Add(service.MailRetryDelay), got.RemindAt, "the failed mail is sent again soon")
+	evs, err := e.store.Events(ctx, r.ID, 0, 100)
+	require.NoError(t, err)
+	var changes []runs.DecidersEventData
+	for _, ev := range evs {
+		if ev.Type == runs.EventDecidersChanged {
+			var d runs.DecidersEventData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			changes = append(changes, d)
+		}
+	}
+	assert.Equal(t, []runs.DecidersEventData{
+		{SuspensionID: r.SuspensionID, Dropped: []string{"person:carol"}},
+		{SuspensionID: r.SuspensionID, Restored: []string{"person:carol"}},
+		{SuspensionID: r.SuspensionID, Asked: []string{"person:dave"}, Links: 1},
+	}, changes)
+	assert.Equal(t, runs.EventNotified, evs[len(evs)-1].Type, "the failed mail is on record")
+
+	e.mailErr = nil
+	e.clock.Advance(service.MailRetryDelay)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Reminded, "%+v", sum)
+	assert.Len(t, e.notes, 6, "bob, carol and dave mailed again")
+	assert.Equal(t, 0, e.writes, "nothing ran")
 }

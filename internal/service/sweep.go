@@ -35,7 +35,11 @@ type SweepSummary struct {
 	// Unmeetable, those ended approval_unmeetable because one cannot.
 	QuorumChecked int `json:"quorum_checked"`
 	Unmeetable    int `json:"approvals_unmeetable"`
-	Skipped       int `json:"skipped"`
+	// DecidersRevised counts the quorum checks that changed who is asked
+	// to decide a run's held turn (runs.Store.ReviseDeciders): a switch to
+	// per-call votes, persons asked, inbox entries dropped or restored.
+	DecidersRevised int `json:"deciders_revised"`
+	Skipped         int `json:"skipped"`
 	// Deliveries counts webhook attempts.
 	Deliveries int `json:"webhook_attempts"`
 	// WaitingForSecret counts due webhook deliveries no attempt could be
@@ -75,6 +79,11 @@ type Sweeper struct {
 	// waiting run's quorum is checked again (checkQuorum). Nil: no
 	// directory, no check (a run is never ended for want of one).
 	Directory *identity.Directory
+	// Revise, when set, writes what a quorum check changes in who is asked
+	// to decide a waiting run, with approval links for those it asks, and
+	// mails them those links (Worker.ReviseDeciders). Nil: the change is
+	// written without links (runs.Store.ReviseDeciders: inbox entries only).
+	Revise func(ctx context.Context, r *runs.Run, at time.Time, lost bool, rev runs.DeciderRevision) (*runs.Run, error)
 	// Webhooks sends the runs' due webhook deliveries (nil: this process
 	// has no signing secret; due deliveries wait for one without using up
 	// their attempts, as they do while the sender cannot read its secret,
@@ -176,7 +185,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
 		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded,
-		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhooks_waiting_for_secret", sum.WaitingForSecret,
+		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhooks_waiting_for_secret", sum.WaitingForSecret,
 		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
 }
@@ -276,6 +285,7 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.Reminded += o.Reminded
 	sum.QuorumChecked += o.QuorumChecked
 	sum.Unmeetable += o.Unmeetable
+	sum.DecidersRevised += o.DecidersRevised
 	sum.Skipped += o.Skipped
 	sum.Deliveries += o.Deliveries
 	sum.WaitingForSecret += o.WaitingForSecret
@@ -396,13 +406,27 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // returned. It never ends a run on what it cannot tell: without a
 // directory, or for a call whose initiator or approver entries this build
 // cannot read, the check is only scheduled again.
+//
+// A check that could check every held call also keeps who is asked to
+// decide in step with the directory, in the write that schedules the next
+// check (runs.PlanDeciders, written by revise): the run leaves the inbox
+// of those who may decide no held call still open and comes back to it
+// when they may again; and when no held call is found lost, a turn held
+// for one decision that no one person may decide any more, while each call
+// keeps deciders of its own, is switched to per-call votes, and those who
+// may decide now and were not asked get what a hold gives them (an inbox
+// entry, and mail with a link).
 func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary) (*runs.Run, error) {
 	lost, unsure := runs.CheckOpenApprovals(s.Directory, r)
 	for id, why := range unsure {
 		s.logger().WarnContext(ctx, "quorum check: a held call's approval could not be checked; the run waits on", "run_id", r.ID, "call_id", id, "reason", why)
 	}
+	var rev runs.DeciderRevision
+	if len(unsure) == 0 {
+		rev = runs.PlanDeciders(s.Directory, r, len(lost) == 0)
+	}
 	if len(lost) == 0 {
-		next, err := s.Store.ScheduleQuorumCheck(ctx, r, now.Add(QuorumCheckEvery), false)
+		next, err := s.revise(ctx, r, now.Add(QuorumCheckEvery), false, rev, sum)
 		if err != nil {
 			return nil, err
 		}
@@ -419,7 +443,7 @@ func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, s
 		if !r.QuorumLostAt.IsZero() {
 			at = confirmAt
 		}
-		next, err := s.Store.ScheduleQuorumCheck(ctx, r, at, true)
+		next, err := s.revise(ctx, r, at, true, rev, sum)
 		if err != nil {
 			return nil, err
 		}
@@ -434,6 +458,35 @@ func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, s
 	s.logger().InfoContext(ctx, "run ended: a held call can no longer get its approvals", "run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "lost_since", r.QuorumLostAt)
 	sum.Unmeetable++
 	return nil, nil
+}
+
+// revise schedules the next quorum check of waiting run r at at, with
+// what the check found (lost) and rev, what it changes in who is asked to
+// decide (runs.PlanDeciders), in one write conditional on the row the
+// check read: through Revise when set (links for those asked, mailed once
+// the write is durable), else on the store (inbox entries only).
+func (s *Sweeper) revise(ctx context.Context, r *runs.Run, at time.Time, lost bool, rev runs.DeciderRevision, sum *SweepSummary) (*runs.Run, error) {
+	if rev.IsZero() {
+		return s.Store.ScheduleQuorumCheck(ctx, r, at, lost)
+	}
+	var next *runs.Run
+	var err error
+	if s.Revise != nil {
+		next, err = s.Revise(ctx, r, at, lost, rev)
+	} else {
+		next, err = s.Store.ReviseDeciders(ctx, r, at, lost, rev)
+	}
+	if err != nil {
+		return nil, err
+	}
+	asked := make([]string, 0, len(rev.Ask))
+	for _, e := range rev.Ask {
+		asked = append(asked, e.Subject.Key())
+	}
+	s.logger().InfoContext(ctx, "quorum check: who is asked to decide the held turn follows the directory in force",
+		"run_id", r.ID, "suspension_id", r.SuspensionID, "per_call_votes", rev.PerCallVotes, "asked", asked, "dropped", rev.Drop, "restored", rev.Restore)
+	sum.DecidersRevised++
+	return next, nil
 }
 
 // lostCalls lists the calls of a quorum check's finding, and why, for a log

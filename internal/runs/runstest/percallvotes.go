@@ -48,8 +48,9 @@ func wholeVote(who string, action loop.Action, ids ...string) runs.NewDecision {
 // each call needs one approval (no one person may decide both) keeps the
 // flag on the stored row and takes votes: the first vote, on one call,
 // leaves the run waiting; the vote on the other call resumes it once,
-// with each call's decision and who made it; one decision without a voter
-// is refused. The next suspension, held for one decision, clears it.
+// with each call's decision and who made it; one decision (no voter, no
+// choices) is refused as built on another row (EConflict). The next
+// suspension, held for one decision, clears it.
 func testPerCallVotesOfOneApproval(t *testing.T, e *Env) {
 	ctx := t.Context()
 	r := e.waitingPerCall(t)
@@ -59,7 +60,7 @@ func testPerCallVotesOfOneApproval(t *testing.T, e *Env) {
 
 	one := runs.NewDecision{SuspensionID: "s1", Decider: "ann@example.com", Via: runs.ViaAPI, Decision: Approve}
 	_, err := e.Store.Decide(ctx, r, one)
-	AssertCode(t, runs.EInvalid, err)
+	AssertCode(t, runs.EConflict, err) // built on a row that took one decision: read it again
 	e.Unchanged(t, r)
 
 	r1, err := e.Store.Decide(ctx, r, wholeVote("ann", loop.ActionApprove, "call-1"))
@@ -175,7 +176,7 @@ func testPerCallVotesReadByTheReleaseBefore(t *testing.T, e *Env) {
 		require.False(t, r.PerCallVotes)
 		require.True(t, r.Voting(), "the votes keep the row voting")
 		_, err = e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "erin@example.com", Via: runs.ViaAPI, Decision: Approve})
-		AssertCode(t, runs.EInvalid, err) // one decision without a voter
+		AssertCode(t, runs.EConflict, err) // one decision, not a vote
 		r, err = e.Store.Decide(ctx, r, wholeVote("carol", loop.ActionDeny, "call-3"))
 		require.NoError(t, err)
 		require.Equal(t, runs.StatusResuming, r.Status)

@@ -119,6 +119,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"StaleChoicesLeftOut", testStaleChoicesLeftOut},
 		{"QuorumCheck", testQuorumCheck},
 		{"EndUnmeetable", testEndUnmeetable},
+		{"ReviseDeciders", testReviseDeciders},
 		{"Checkpoint", testCheckpoint},
 		{"IdempotentFence", testIdempotentFence},
 		{"Reclaims", testReclaims},
