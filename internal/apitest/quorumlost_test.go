@@ -150,7 +150,7 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 	assert.Zero(t, sum.Unmeetable, "found once: %+v", sum)
 	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
 	assert.Equal(t, "WAITING_FOR_APPROVAL", get(lost, id)["status"])
-	assert.Equal(t, clock.Now(), row(lost).QuorumLostAt, "marked")
+	assert.Equal(t, clock.Now(), row(lost).FirstLost(), "marked")
 	lost.Stop()
 
 	// The directory is fixed before the next check: the mark is cleared.
@@ -160,7 +160,7 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "%+v", sum)
 	assert.Equal(t, "WAITING_FOR_APPROVAL", get(fixed, id)["status"])
-	assert.True(t, row(fixed).QuorumLostAt.IsZero(), "the mark is cleared")
+	assert.True(t, row(fixed).FirstLost().IsZero(), "the mark is cleared")
 	fixed.Stop()
 
 	// Broken again: marked at one check, ended at the next, but carol's
@@ -175,7 +175,7 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 	sum, err = third.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "found once: %+v", sum)
-	require.False(t, row(third).QuorumLostAt.IsZero(), "marked")
+	require.False(t, row(third).FirstLost().IsZero(), "marked")
 	clock.Advance(service.QuorumCheckEvery)
 	sum, err = third.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
@@ -229,4 +229,80 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 	assert.Equal(t, runs.StatusExpired, last.Data.Status)
 	assert.Equal(t, loop.ReasonApprovalUnmeetable, last.Data.Reason)
 	assert.False(t, strings.Contains(string(out), "Team: 12 EUR"), "the output carries no tool arguments")
+}
+
+// TestQuorumLostCallByCall: a run ends only for a held call two checks an
+// hour apart both found lost, not for any call after any finding: check 1
+// finds the write lost (the writers lose write_document), the next deploy
+// fixes the writers but takes delete_document from the deleters, and
+// check 2 finds only the delete lost, for the first time: the run waits
+// on, and check 3, finding the delete lost still, ends it naming the
+// delete (reviewer helper-89 F1).
+func TestQuorumLostCallByCall(t *testing.T) {
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "runs.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	clock := clocktest.New(time.Now().UTC().Truncate(time.Millisecond))
+	dirWith := func(writerTools, deleterTools string) string {
+		d := splitDirectory
+		if writerTools != "" {
+			d = strings.Replace(d, `"aliases": ["ann@example.com", "ann"]`, `"aliases": ["ann@example.com", "ann"], "tools": ["`+writerTools+`"]`, 1)
+			d = strings.Replace(d, `"aliases": ["bob@example.com", "bob"]`, `"aliases": ["bob@example.com", "bob"], "tools": ["`+writerTools+`"]`, 1)
+		}
+		if deleterTools != "" {
+			d = strings.Replace(d, `"aliases": ["carol@example.com", "carol"]`, `"aliases": ["carol@example.com", "carol"], "tools": ["`+deleterTools+`"]`, 1)
+			d = strings.Replace(d, `"aliases": ["dave@example.com", "dave"]`, `"aliases": ["dave@example.com", "dave"], "tools": ["`+deleterTools+`"]`, 1)
+		}
+		return d
+	}
+	server := func(sdir, dir string) *apitest.Server {
+		return apitest.Start(t, apitest.Options{Now: clock.Now, Principals: []string{"frank", "ann", "bob", "carol", "dave"}, Dir: sdir,
+			Rows: db, States: db, Script: writeAndDelete, Governance: governance(t, dir, splitPolicy)})
+	}
+	first := server("", dirWith("", ""))
+	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"write a, delete pricing","approvers":["group:writers"]}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id := run["id"].(string)
+	first.App.Dispatcher.Wait()
+	r, err := first.App.Store.Get(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, "WAITING_FOR_APPROVAL", string(r.Status))
+	require.False(t, r.QuorumCheckAt.IsZero())
+	first.Stop()
+
+	// D1: the writers lose write_document: the write is lost. Marked.
+	d1 := server(first.Dir, dirWith("read_*", ""))
+	clock.Advance(service.QuorumCheckEvery)
+	sum, err := d1.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, sum.Unmeetable, "%+v", sum)
+	r, _ = d1.App.Store.Get(t.Context(), id)
+	require.NotEmpty(t, r.QuorumLost, "marked")
+	d1.Stop()
+
+	// D2 (the fix of D1, deployed with a new mistake): writers fine, the
+	// deleters lose delete_document. First time the delete is found lost.
+	d2 := server(first.Dir, dirWith("", "read_*"))
+	clock.Advance(service.QuorumCheckEvery)
+	sum, err = d2.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	r, _ = d2.App.Store.Get(t.Context(), id)
+	require.Zero(t, sum.Unmeetable, "the delete was found lost by one check only, yet the run ended: %+v (status %s)", sum, r.Status)
+	assert.Equal(t, "WAITING_FOR_APPROVAL", string(r.Status))
+	var marked []string
+	for _, m := range r.QuorumLost {
+		marked = append(marked, m.CallID)
+	}
+	require.Len(t, marked, 1, "only the delete is marked")
+	since, _ := r.LostSince(marked[0])
+	assert.Equal(t, clock.Now(), since, "marked by this check")
+
+	clock.Advance(service.QuorumCheckEvery)
+	sum, err = d2.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, sum.Unmeetable, "%+v", sum)
+	r, _ = d2.App.Store.Get(t.Context(), id)
+	assert.Equal(t, "EXPIRED", string(r.Status))
+	assert.Contains(t, string(r.Output), "delete_document")
+	assert.NotContains(t, string(r.Output), "write_document", "the write was found lost once, an hour before it was fixed")
 }

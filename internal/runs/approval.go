@@ -97,7 +97,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.ApprovalDeadline = deadline
 	next.RemindAt = ms(sp.RemindAt)
 	next.ReminderSent = false
-	next.QuorumCheckAt, next.QuorumLostAt = time.Time{}, time.Time{}
+	next.QuorumCheckAt, next.QuorumLost = time.Time{}, nil
 	if at := ms(sp.QuorumCheckAt); at.Before(deadline) {
 		next.QuorumCheckAt = at
 	}

@@ -67,6 +67,7 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 		}
 	}
 	leaveInbox(cur, next, &w)
+	leaveQuorumCheck(cur, next)
 	if next.Status == StatusRunning && (stored == StatusQueued || stored == StatusResuming) {
 		s.leaseToDispatchDeadline(cur, next, now)
 	}

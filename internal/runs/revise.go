@@ -134,8 +134,8 @@ type DecidersEventData struct {
 }
 
 // ReviseDeciders moves the next quorum check of WAITING_FOR_APPROVAL run
-// cur, as the sweep read it, to at and records what the check found, as
-// ScheduleQuorumCheck does, and writes rev (PlanDeciders) in the same
+// cur, as the sweep read it, to at and records what the check found
+// (found: Run.QuorumLost), as ScheduleQuorumCheck does, and writes rev (PlanDeciders) in the same
 // write: the switch to per-call votes, the inbox entries of those asked
 // and restored, the deletion of those dropped, and the tokens of the links
 // of those asked (hashes only), with a deciders_changed event (actor purge) saying
@@ -148,9 +148,10 @@ type DecidersEventData struct {
 // alone. Codes: EInvalid (a switch of a row that votes decide already, or
 // that holds fewer than two calls for approval; an inbox key asked that is
 // listed already, dropped that is not listed, restored that was not
-// dropped; more than MaxApprovers listed; tokens without anyone asked),
+// dropped; more than MaxApprovers listed; tokens without anyone asked; a
+// call found lost that cur does not hold for approval),
 // ENotFound, EConflict.
-func (s *Store) ReviseDeciders(ctx context.Context, cur *Run, at time.Time, lost bool, rev DeciderRevision) (*Run, error) {
+func (s *Store) ReviseDeciders(ctx context.Context, cur *Run, at time.Time, found QuorumFinding, rev DeciderRevision) (*Run, error) {
 	if cur == nil {
 		return nil, Errorf(EInvalid, "run is required")
 	}
@@ -162,12 +163,11 @@ func (s *Store) ReviseDeciders(ctx context.Context, cur *Run, at time.Time, lost
 	if at = ms(at); at.Before(cur.ApprovalDeadline) {
 		next.QuorumCheckAt = at
 	}
-	switch {
-	case !lost:
-		next.QuorumLostAt = time.Time{}
-	case cur.QuorumLostAt.IsZero():
-		next.QuorumLostAt = ms(s.now())
+	marks, err := lostMarks(cur, found)
+	if err != nil {
+		return nil, err
 	}
+	next.QuorumLost = marks
 	if rev.IsZero() {
 		return s.commit(ctx, cur, next, Write{})
 	}

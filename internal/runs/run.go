@@ -289,14 +289,16 @@ type Run struct {
 	// approvals it needs from the directory in force (zero: never; see
 	// CheckOpenApprovals and Store.EndUnmeetable).
 	QuorumCheckAt time.Time `json:"quorum_check_at,omitzero"`
-	// QuorumLostAt, while the run waits, is when a quorum check first found
-	// a held call that can certainly no longer get its approvals (zero:
-	// the last check found none could not). The sweep ends the run only
-	// when the next check, QuorumCheckEvery later, finds it still so: a
-	// directory deployed by mistake and fixed within the hour ends nothing.
-	// Set and cleared by Store.ScheduleQuorumCheck; reset by every
-	// suspension.
-	QuorumLostAt time.Time `json:"quorum_lost_at,omitzero"`
+	// QuorumLost, while the run waits, are the held calls a quorum check
+	// found can certainly no longer get their approvals, each with when a
+	// check first found it so (none: the last check found every call it
+	// could check able to get them). The sweep ends the run only for a
+	// call that a check at least QuorumCheckEvery after its mark finds
+	// still so: a directory deployed by mistake and fixed within the hour
+	// ends nothing, and neither does a second mistake that takes out
+	// another call. Written by Store.ReviseDeciders (from a QuorumFinding);
+	// cleared when the run leaves the suspension.
+	QuorumLost []LostCall `json:"quorum_lost,omitempty"`
 	// NoticeSeq is the event sequence number the current suspension kept
 	// for the notified event of its first notification (Suspension.Notify),
 	// until that event takes it (0: none kept, or taken). The event takes
@@ -485,6 +487,7 @@ func (r *Run) Clone() *Run {
 	c.TokenHashes = slices.Clone(r.TokenHashes)
 	c.InboxKeys = slices.Clone(r.InboxKeys)
 	c.InboxDropped = slices.Clone(r.InboxDropped)
+	c.QuorumLost = slices.Clone(r.QuorumLost)
 	c.Votes = cloneVotes(r.Votes)
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)

@@ -167,8 +167,9 @@ type UnmeetableCall struct {
 // EndUnmeetable ends WAITING_FOR_APPROVAL run cur, as the sweep read it,
 // as EXPIRED (reason approval_unmeetable) because held calls of it can no
 // longer get the approvals they still need (lost: why, by call id, from
-// CheckOpenApprovals on cur) found by two checks in a row (cur records the
-// first finding: Run.QuorumLostAt, set by ScheduleQuorumCheck), and
+// CheckOpenApprovals on cur), each found so by an earlier check too (cur
+// marks it: Run.QuorumLost, written by ScheduleQuorumCheck; how long
+// before is the sweep's rule), and
 // deletes its state blobs, as Expire does
 // at the deadline: the expired event names the calls and why, the run's
 // output says it, its inbox entries go and its webhook hears run.expired.
@@ -176,7 +177,7 @@ type UnmeetableCall struct {
 // is never retried on a later one: a vote (or any write) that lands first
 // wins, and the run is checked again on the row it left. Codes: EInvalid
 // (no call named, one that is not a held call of cur awaiting approval, or
-// cur not marked by an earlier check), ENotFound, EConflict (the run changed since cur, or is not
+// one an earlier check did not mark), ENotFound, EConflict (the run changed since cur, or is not
 // waiting).
 func (s *Store) EndUnmeetable(ctx context.Context, cur *Run, lost map[string]string) (*Run, error) {
 	if cur == nil {
@@ -188,10 +189,12 @@ func (s *Store) EndUnmeetable(ctx context.Context, cur *Run, lost map[string]str
 	if len(lost) == 0 {
 		return nil, Errorf(EInvalid, "no held call of run %s was named as unmeetable", cur.ID)
 	}
-	if cur.QuorumLostAt.IsZero() {
-		// Two checks in a row must find it so: the first records it
-		// (ScheduleQuorumCheck).
-		return nil, Errorf(EInvalid, "run %s was not found unmeetable by an earlier quorum check", cur.ID)
+	for id := range lost {
+		if _, ok := cur.LostSince(id); !ok {
+			// Two checks must find a call so: the first marks it
+			// (ScheduleQuorumCheck).
+			return nil, Errorf(EInvalid, "call %q of run %s was not found unmeetable by an earlier quorum check", id, cur.ID)
+		}
 	}
 	var calls []UnmeetableCall
 	var details []string
@@ -228,16 +231,15 @@ func (s *Store) EndUnmeetable(ctx context.Context, cur *Run, lost map[string]str
 // ScheduleQuorumCheck moves the next quorum check of WAITING_FOR_APPROVAL
 // run cur, as the sweep read it, to at (Run.QuorumCheckAt: the run's due
 // time moves with it; zero, or not before the approval deadline: no more
-// checks), and records what the check found: lost, that a held call can
-// certainly no longer get its approvals (Run.QuorumLostAt is set to now,
-// or kept when an earlier check found it already), or not (QuorumLostAt
-// is cleared). One write of the row alone, with no event, conditional on
+// checks), and records what the check found (found: the held calls that
+// can certainly no longer get their approvals are marked, each when a
+// check first found it so, in Run.QuorumLost; see QuorumFinding). One write of the row alone, with no event, conditional on
 // cur's version: a change since (a vote) refuses it, and the run, still
 // due, is checked again on the new row. Codes: ENotFound, EConflict.
 // A check that also changes who is asked to decide the held turn writes
 // that in the same write (ReviseDeciders).
-func (s *Store) ScheduleQuorumCheck(ctx context.Context, cur *Run, at time.Time, lost bool) (*Run, error) {
-	return s.ReviseDeciders(ctx, cur, at, lost, DeciderRevision{})
+func (s *Store) ScheduleQuorumCheck(ctx context.Context, cur *Run, at time.Time, found QuorumFinding) (*Run, error) {
+	return s.ReviseDeciders(ctx, cur, at, found, DeciderRevision{})
 }
 
 // Purge deletes a terminal run: its state blobs (the whole prefix), then its

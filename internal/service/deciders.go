@@ -10,7 +10,7 @@ import (
 
 // ReviseDeciders writes rev, what a quorum check changes in who is asked
 // to decide waiting run r (runs.PlanDeciders), with the next check at at
-// and whether a held call was found lost (runs.Store.ReviseDeciders), and
+// and what the check found (runs.Store.ReviseDeciders), and
 // gives those it asks what a hold gives them: an approval link to each who
 // has a mailbox, its token stored (hashed) in the same write, so that the
 // link works the moment it arrives, and mailed once that write is durable,
@@ -20,7 +20,7 @@ import (
 // sweep mails the approvers again MailRetryDelay later, as after a failed
 // first mail. Without a Notifier (or token source) those asked get inbox
 // entries only.
-func (w *Worker) ReviseDeciders(ctx context.Context, r *runs.Run, at time.Time, lost bool, rev runs.DeciderRevision) (*runs.Run, error) {
+func (w *Worker) ReviseDeciders(ctx context.Context, r *runs.Run, at time.Time, found runs.QuorumFinding, rev runs.DeciderRevision) (*runs.Run, error) {
 	var links []approvalLink
 	if w.Notifier != nil {
 		var err error
@@ -28,7 +28,7 @@ func (w *Worker) ReviseDeciders(ctx context.Context, r *runs.Run, at time.Time, 
 			return nil, err
 		}
 	}
-	next, err := w.Store.ReviseDeciders(ctx, r, at, lost, rev)
+	next, err := w.Store.ReviseDeciders(ctx, r, at, found, rev)
 	if err != nil || len(links) == 0 {
 		return next, err
 	}

@@ -85,9 +85,9 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 	assert.Equal(t, 2, sum.QuorumChecked, "%+v", sum)
 	got := e.get(t, byGroup.ID)
 	assert.Equal(t, runs.StatusWaiting, got.Status)
-	assert.Equal(t, e.clock.Now(), got.QuorumLostAt, "first found lost")
+	assert.Equal(t, e.clock.Now(), got.FirstLost(), "first found lost")
 	assert.Equal(t, e.clock.Now().Add(service.QuorumCheckEvery), got.QuorumCheckAt)
-	assert.True(t, e.get(t, byName.ID).QuorumLostAt.IsZero())
+	assert.True(t, e.get(t, byName.ID).FirstLost().IsZero())
 
 	// Not sooner than the next check.
 	e.clock.Advance(service.QuorumCheckEvery - time.Millisecond)
@@ -171,7 +171,7 @@ func TestQuorumLostThenFixedWaitsOn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
 	lostAt := e.clock.Now()
-	assert.Equal(t, lostAt, e.get(t, r.ID).QuorumLostAt)
+	assert.Equal(t, lostAt, e.get(t, r.ID).FirstLost())
 
 	e.sweeper.Directory = good // fixed within the hour
 	e.clock.Advance(service.QuorumCheckEvery)
@@ -181,7 +181,7 @@ func TestQuorumLostThenFixedWaitsOn(t *testing.T) {
 	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
 	got := e.get(t, r.ID)
 	assert.Equal(t, runs.StatusWaiting, got.Status)
-	assert.True(t, got.QuorumLostAt.IsZero(), "the mark is cleared")
+	assert.True(t, got.FirstLost().IsZero(), "the mark is cleared")
 	assert.Equal(t, e.clock.Now().Add(service.QuorumCheckEvery), got.QuorumCheckAt)
 
 	// Lost again: marked anew, not ended at once.
@@ -192,7 +192,7 @@ func TestQuorumLostThenFixedWaitsOn(t *testing.T) {
 	assert.Zero(t, sum.Unmeetable, "%+v", sum)
 	got = e.get(t, r.ID)
 	assert.Equal(t, runs.StatusWaiting, got.Status)
-	assert.Equal(t, e.clock.Now(), got.QuorumLostAt)
+	assert.Equal(t, e.clock.Now(), got.FirstLost())
 	assert.Equal(t, 0, e.writes)
 }
 
@@ -294,4 +294,63 @@ func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	assert.Equal(t, 1, sum.Reminded, "%+v", sum)
 	assert.Len(t, e.notes, 6, "bob, carol and dave mailed again")
 	assert.Equal(t, 0, e.writes, "nothing ran")
+}
+
+// TestQuorumCheckConfirmsOnlyAnHourAfterTheMark: a check that finds a
+// marked call lost sooner than QuorumCheckEvery after its mark (a row
+// checked early, as one scheduled by another writer could be) does not end
+// the run: it schedules the confirming check for the mark's hour, which
+// then ends it. A sweeper without a directory keeps the marks as they are
+// and does not say the calls can get their approvals again (reviewer
+// helper-89 F4, F6).
+func TestQuorumCheckConfirmsOnlyAnHourAfterTheMark(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.worker.ApprovalTTL = 5 * time.Hour
+	e.worker.Directory = opsDirectory(t, `{"name":"ops","members":["bob","carol"]}`)
+	e.worker.QuorumChecks = true
+	r := e.startWith(t, "group:ops")
+	var held string
+	for _, c := range r.PendingCalls {
+		if c.NeedsApproval {
+			held = c.ID
+		}
+	}
+	require.NotEmpty(t, held)
+
+	// Marked now, with the next check due in a minute.
+	markedAt := e.clock.Now()
+	r, err := e.store.ScheduleQuorumCheck(ctx, r, markedAt.Add(time.Minute), runs.QuorumFinding{At: markedAt, Lost: []string{held}})
+	require.NoError(t, err)
+
+	// Without a directory: the mark stays, nothing ends.
+	e.sweeper.Directory = nil
+	e.clock.Advance(time.Minute)
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
+	got := e.get(t, r.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.Equal(t, markedAt, got.FirstLost(), "a sweeper that cannot tell keeps the mark")
+
+	// Early, with the directory that lost the call: the run waits on, and
+	// the confirming check is due at the mark's hour, not an hour from now.
+	e.sweeper.Directory = opsDirectory(t, `{"name":"audit","members":["carol"]}`)
+	e.clock.Advance(time.Minute)
+	r = e.get(t, r.ID)
+	r, err = e.store.ScheduleQuorumCheck(ctx, r, e.clock.Now(), runs.QuorumFinding{At: markedAt, Lost: []string{held}})
+	require.NoError(t, err)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable, "found lost again %s after the mark: %+v", e.clock.Now().Sub(markedAt), sum)
+	got = e.get(t, r.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.Equal(t, markedAt, got.FirstLost(), "the first finding's time is kept")
+	assert.Equal(t, markedAt.Add(service.QuorumCheckEvery), got.QuorumCheckAt, "confirmed at the mark's hour")
+
+	e.clock.Advance(markedAt.Add(service.QuorumCheckEvery).Sub(e.clock.Now()))
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Unmeetable, "%+v", sum)
+	assert.Equal(t, runs.StatusExpired, e.get(t, r.ID).Status)
 }

@@ -83,7 +83,7 @@ type Sweeper struct {
 	// to decide a waiting run, with approval links for those it asks, and
 	// mails them those links (Worker.ReviseDeciders). Nil: the change is
 	// written without links (runs.Store.ReviseDeciders: inbox entries only).
-	Revise func(ctx context.Context, r *runs.Run, at time.Time, lost bool, rev runs.DeciderRevision) (*runs.Run, error)
+	Revise func(ctx context.Context, r *runs.Run, at time.Time, found runs.QuorumFinding, rev runs.DeciderRevision) (*runs.Run, error)
 	// Webhooks sends the runs' due webhook deliveries (nil: this process
 	// has no signing secret; due deliveries wait for one without using up
 	// their attempts, as they do while the sender cannot read its secret,
@@ -394,18 +394,21 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // held call of waiting run r not yet approved or denied can still get the
 // approvals it needs (runs.CheckOpenApprovals: the rule a turn is checked
 // by when it is planned, on the terms the call was held with, less those
-// who voted). A run is ended only when two checks in a row, QuorumCheckEvery
-// apart, both find a held call that certainly cannot: the first finding is
-// recorded on the row (runs.Run.QuorumLostAt, with a warning naming the
-// run and calls) and the next check is scheduled; a directory deployed by
-// mistake and fixed before that check ends nothing (the check clears the
-// mark). On the second finding the run ends EXPIRED (approval_unmeetable)
-// in a write conditional on the row the check read (runs.Store.EndUnmeetable:
-// a vote that lands first wins, and the run is checked again on the row it
-// left) and checkQuorum returns nil; otherwise the row written is
-// returned. It never ends a run on what it cannot tell: without a
-// directory, or for a call whose initiator or approver entries this build
-// cannot read, the check is only scheduled again.
+// who voted). A run is ended only for a held call that two checks, at
+// least QuorumCheckEvery apart, both find certainly cannot: the first
+// finding marks the call on the row (runs.Run.QuorumLost, at the sweep's
+// time now, with a warning naming the run and calls) and the next check
+// is scheduled QuorumCheckEvery later; a directory deployed by mistake and
+// fixed before that check ends nothing (the check clears the mark), nor
+// does a later mistake that takes out another call (its own mark starts
+// then). When a check finds a marked call still lost the run ends EXPIRED
+// (approval_unmeetable, naming the calls so confirmed) in a write
+// conditional on the row the check read (runs.Store.EndUnmeetable: a vote
+// that lands first wins, and the run is checked again on the row it left)
+// and checkQuorum returns nil; otherwise the row written is returned. It
+// never ends a run on what it cannot tell: without a directory, or for a
+// call whose initiator or approver entries this build cannot read, the
+// check keeps the marks as they are and is only scheduled again.
 //
 // A check that could check every held call also keeps who is asked to
 // decide in step with the directory, in the write that schedules the next
@@ -417,47 +420,62 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // may decide now and were not asked get what a hold gives them (an inbox
 // entry, and mail with a link).
 func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary) (*runs.Run, error) {
-	lost, unsure := runs.CheckOpenApprovals(s.Directory, r)
-	for id, why := range unsure {
-		s.logger().WarnContext(ctx, "quorum check: a held call's approval could not be checked; the run waits on", "run_id", r.ID, "call_id", id, "reason", why)
-	}
-	var rev runs.DeciderRevision
-	if len(unsure) == 0 {
-		rev = runs.PlanDeciders(s.Directory, r, len(lost) == 0)
-	}
-	if len(lost) == 0 {
-		next, err := s.revise(ctx, r, now.Add(QuorumCheckEvery), false, rev, sum)
-		if err != nil {
-			return nil, err
+	found := runs.QuorumFinding{At: now}
+	var lost map[string]string
+	if s.Directory == nil {
+		// Nothing can be told: every mark stays as it is.
+		for _, c := range r.PendingCalls {
+			found.Unsure = append(found.Unsure, c.ID)
 		}
-		if !r.QuorumLostAt.IsZero() {
-			s.logger().InfoContext(ctx, "quorum check: the held calls can get their approvals again; the run waits on", "run_id", r.ID, "suspension_id", r.SuspensionID, "lost_since", r.QuorumLostAt)
+	} else {
+		var unsure map[string]string
+		lost, unsure = runs.CheckOpenApprovals(s.Directory, r)
+		for _, id := range slices.Sorted(maps.Keys(unsure)) {
+			s.logger().WarnContext(ctx, "quorum check: a held call's approval could not be checked; the run waits on", "run_id", r.ID, "call_id", id, "reason", unsure[id])
+			found.Unsure = append(found.Unsure, id)
 		}
-		sum.QuorumChecked++
-		return next, nil
+		found.Lost = slices.Sorted(maps.Keys(lost))
 	}
-	if confirmAt := r.QuorumLostAt.Add(QuorumCheckEvery); r.QuorumLostAt.IsZero() || now.Before(confirmAt) {
-		// The first finding: recorded, and confirmed (or not) by the next
-		// check, which is never sooner than QuorumCheckEvery after it.
-		at := now.Add(QuorumCheckEvery)
-		if !r.QuorumLostAt.IsZero() {
+	// A call is confirmed lost when a check at least QuorumCheckEvery
+	// after its mark finds it still so; the next check is due when the
+	// earliest mark of a call found lost now may be confirmed.
+	confirmed := map[string]string{}
+	at := now.Add(QuorumCheckEvery)
+	for id, why := range lost {
+		since, marked := r.LostSince(id)
+		switch confirmAt := since.Add(QuorumCheckEvery); {
+		case !marked:
+		case !now.Before(confirmAt):
+			confirmed[id] = why
+		case confirmAt.Before(at):
 			at = confirmAt
 		}
-		next, err := s.revise(ctx, r, at, true, rev, sum)
-		if err != nil {
+	}
+	if len(confirmed) > 0 {
+		if _, err := s.Store.EndUnmeetable(ctx, r, confirmed); err != nil {
 			return nil, err
 		}
-		s.logger().WarnContext(ctx, "quorum check: a held call can no longer get its approvals from the directory in force; the run ends at the next check unless the directory is fixed by then",
-			"run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "next_check", next.QuorumCheckAt)
-		sum.QuorumChecked++
-		return next, nil
+		s.logger().InfoContext(ctx, "run ended: a held call can no longer get its approvals", "run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(confirmed), "lost_since", r.FirstLost())
+		sum.Unmeetable++
+		return nil, nil
 	}
-	if _, err := s.Store.EndUnmeetable(ctx, r, lost); err != nil {
+	var rev runs.DeciderRevision
+	if s.Directory != nil && len(found.Unsure) == 0 {
+		rev = runs.PlanDeciders(s.Directory, r, len(lost) == 0)
+	}
+	next, err := s.revise(ctx, r, at, found, rev, sum)
+	if err != nil {
 		return nil, err
 	}
-	s.logger().InfoContext(ctx, "run ended: a held call can no longer get its approvals", "run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "lost_since", r.QuorumLostAt)
-	sum.Unmeetable++
-	return nil, nil
+	switch {
+	case len(lost) > 0:
+		s.logger().WarnContext(ctx, "quorum check: a held call can no longer get its approvals from the directory in force; the run ends at the next check that finds it still so, an hour or more after the first, unless the directory is fixed by then",
+			"run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "next_check", next.QuorumCheckAt)
+	case len(r.QuorumLost) > 0 && len(next.QuorumLost) == 0:
+		s.logger().InfoContext(ctx, "quorum check: the held calls can get their approvals again; the run waits on", "run_id", r.ID, "suspension_id", r.SuspensionID, "lost_since", r.FirstLost())
+	}
+	sum.QuorumChecked++
+	return next, nil
 }
 
 // revise schedules the next quorum check of waiting run r at at, with
@@ -465,16 +483,16 @@ func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, s
 // decide (runs.PlanDeciders), in one write conditional on the row the
 // check read: through Revise when set (links for those asked, mailed once
 // the write is durable), else on the store (inbox entries only).
-func (s *Sweeper) revise(ctx context.Context, r *runs.Run, at time.Time, lost bool, rev runs.DeciderRevision, sum *SweepSummary) (*runs.Run, error) {
+func (s *Sweeper) revise(ctx context.Context, r *runs.Run, at time.Time, found runs.QuorumFinding, rev runs.DeciderRevision, sum *SweepSummary) (*runs.Run, error) {
 	if rev.IsZero() {
-		return s.Store.ScheduleQuorumCheck(ctx, r, at, lost)
+		return s.Store.ScheduleQuorumCheck(ctx, r, at, found)
 	}
 	var next *runs.Run
 	var err error
 	if s.Revise != nil {
-		next, err = s.Revise(ctx, r, at, lost, rev)
+		next, err = s.Revise(ctx, r, at, found, rev)
 	} else {
-		next, err = s.Store.ReviseDeciders(ctx, r, at, lost, rev)
+		next, err = s.Store.ReviseDeciders(ctx, r, at, found, rev)
 	}
 	if err != nil {
 		return nil, err

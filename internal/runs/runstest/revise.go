@@ -78,7 +78,7 @@ func testReviseDeciders(t *testing.T, e *Env) {
 		raw := NewToken()
 		rev := runs.DeciderRevision{PerCallVotes: true, Ask: []identity.Eligible{person("ann"), person("carol")},
 			Tokens: []runs.TokenGrant{{Hash: HashToken(raw), Approver: "ann@example.com"}}}
-		next, err := e.Store.ReviseDeciders(ctx, r, e.Clock.Now().Add(20*time.Minute), false, rev)
+		next, err := e.Store.ReviseDeciders(ctx, r, e.Clock.Now().Add(20*time.Minute), nothingLost, rev)
 		require.NoError(t, err)
 		assert.True(t, next.PerCallVotes)
 		assert.True(t, next.Voting())
@@ -124,7 +124,7 @@ func testReviseDeciders(t *testing.T, e *Env) {
 		decided, err := e.Store.Decide(ctx, r, runs.NewDecision{SuspensionID: "s1", Decider: "erin@example.com", Via: runs.ViaAPI, Decision: Approve})
 		require.NoError(t, err)
 		require.Equal(t, runs.StatusResuming, decided.Status)
-		_, err = e.Store.ReviseDeciders(ctx, checked, e.Clock.Now().Add(time.Hour), false,
+		_, err = e.Store.ReviseDeciders(ctx, checked, e.Clock.Now().Add(time.Hour), nothingLost,
 			runs.DeciderRevision{PerCallVotes: true, Ask: []identity.Eligible{person("ann")}})
 		AssertCode(t, runs.EConflict, err)
 		e.Unchanged(t, decided)
@@ -135,41 +135,41 @@ func testReviseDeciders(t *testing.T, e *Env) {
 		r = e.waitingPerCall(t)
 		voted, err := e.Store.Decide(ctx, r, wholeVote("ann", loop.ActionApprove, "call-1"))
 		require.NoError(t, err)
-		_, err = e.Store.ReviseDeciders(ctx, r, e.Clock.Now().Add(time.Hour), false, runs.DeciderRevision{Ask: []identity.Eligible{person("dave")}})
+		_, err = e.Store.ReviseDeciders(ctx, r, e.Clock.Now().Add(time.Hour), nothingLost, runs.DeciderRevision{Ask: []identity.Eligible{person("dave")}})
 		AssertCode(t, runs.EConflict, err)
 		e.Unchanged(t, voted)
 	})
 
 	t.Run("drops and restores inbox entries", func(t *testing.T) {
 		r := e.waitingForOne(t)
-		r, err := e.Store.ReviseDeciders(ctx, r, e.Clock.Now().Add(time.Hour), false, runs.DeciderRevision{Ask: []identity.Eligible{person("ann")}})
+		r, err := e.Store.ReviseDeciders(ctx, r, e.Clock.Now().Add(time.Hour), nothingLost, runs.DeciderRevision{Ask: []identity.Eligible{person("ann")}})
 		require.NoError(t, err)
 		require.Equal(t, []string{"person:erin", "person:ann"}, r.InboxKeys)
 		assert.True(t, r.RemindAt.IsZero(), "no link, no reminder")
 		assert.False(t, r.PerCallVotes)
 
-		dropped, err := e.Store.ReviseDeciders(ctx, r, e.Clock.Now().Add(time.Hour), true, runs.DeciderRevision{Drop: []string{"person:ann"}})
+		dropped, err := e.Store.ReviseDeciders(ctx, r, e.Clock.Now().Add(time.Hour), call1Lost(e.Clock.Now()), runs.DeciderRevision{Drop: []string{"person:ann"}})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"person:erin"}, dropped.InboxKeys)
 		assert.Equal(t, []string{"person:ann"}, dropped.InboxDropped)
-		assert.Equal(t, e.Clock.Now(), dropped.QuorumLostAt, "what the check found is recorded in the same write")
+		assert.Equal(t, map[string]time.Time{"call-1": e.Clock.Now()}, marks(dropped), "what the check found is recorded in the same write")
 		e.Unchanged(t, dropped)
 		assert.NotContains(t, e.inboxIDs(t, "person:ann", 10), r.ID)
 		assert.Contains(t, e.inboxIDs(t, "person:erin", 10), r.ID)
 		assert.Equal(t, runs.DecidersEventData{SuspensionID: "s1", Dropped: []string{"person:ann"}}, e.decidersEvent(t, dropped))
 
-		restored, err := e.Store.ReviseDeciders(ctx, dropped, e.Clock.Now().Add(time.Hour), false, runs.DeciderRevision{Restore: []string{"person:ann"}})
+		restored, err := e.Store.ReviseDeciders(ctx, dropped, e.Clock.Now().Add(time.Hour), nothingLost, runs.DeciderRevision{Restore: []string{"person:ann"}})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"person:erin", "person:ann"}, restored.InboxKeys)
 		assert.Nil(t, restored.InboxDropped)
-		assert.True(t, restored.QuorumLostAt.IsZero())
+		assert.Empty(t, restored.QuorumLost)
 		e.Unchanged(t, restored)
 		assert.Contains(t, e.inboxIDs(t, "person:ann", 10), r.ID, "listed again")
 		assert.Equal(t, runs.DecidersEventData{SuspensionID: "s1", Restored: []string{"person:ann"}}, e.decidersEvent(t, restored))
 
 		// Dropped again; the run then leaves the suspension (a cancel): no
 		// entry is left, and nothing is remembered.
-		dropped, err = e.Store.ReviseDeciders(ctx, restored, e.Clock.Now().Add(time.Hour), false, runs.DeciderRevision{Drop: []string{"person:ann"}})
+		dropped, err = e.Store.ReviseDeciders(ctx, restored, e.Clock.Now().Add(time.Hour), nothingLost, runs.DeciderRevision{Drop: []string{"person:ann"}})
 		require.NoError(t, err)
 		cancelled, err := e.Store.Cancel(ctx, dropped, "alice")
 		require.NoError(t, err)
@@ -197,21 +197,21 @@ func testReviseDeciders(t *testing.T, e *Env) {
 			"more than MaxApprovers":     {Ask: many},
 			"an inbox key that is empty": {Ask: []identity.Eligible{{}}},
 		} {
-			_, err := e.Store.ReviseDeciders(ctx, r, at, false, rev)
+			_, err := e.Store.ReviseDeciders(ctx, r, at, nothingLost, rev)
 			require.Error(t, err, name)
 			assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "%s: %v", name, err)
 		}
 		e.Unchanged(t, r)
 
 		voting := e.waitingPerCall(t)
-		_, err := e.Store.ReviseDeciders(ctx, voting, at, false, runs.DeciderRevision{PerCallVotes: true})
+		_, err := e.Store.ReviseDeciders(ctx, voting, at, nothingLost, runs.DeciderRevision{PerCallVotes: true})
 		AssertCode(t, runs.EInvalid, err) // decided by votes already
 		e.Unchanged(t, voting)
 		one, _ := e.Waiting(t)
-		_, err = e.Store.ReviseDeciders(ctx, one, at, false, runs.DeciderRevision{PerCallVotes: true})
+		_, err = e.Store.ReviseDeciders(ctx, one, at, nothingLost, runs.DeciderRevision{PerCallVotes: true})
 		AssertCode(t, runs.EInvalid, err) // one held call
 		e.Unchanged(t, one)
-		_, err = e.Store.ReviseDeciders(ctx, e.Running(t), at, false, runs.DeciderRevision{Drop: []string{"bob"}})
+		_, err = e.Store.ReviseDeciders(ctx, e.Running(t), at, nothingLost, runs.DeciderRevision{Drop: []string{"bob"}})
 		AssertCode(t, runs.EConflict, err)
 	})
 }

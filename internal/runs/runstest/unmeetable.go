@@ -16,6 +16,24 @@ import (
 // turn, as the sweep hands it to EndUnmeetable.
 var lostCall1 = map[string]string{"call-1": `approval can no longer be given: the call needs 2 approvals from distinct persons and has 1, but nobody who has not voted may decide`}
 
+// nothingLost is the finding of a quorum check that found every held call
+// able to get its approvals; call1Lost(at) that of one at at that found
+// call-1 unable to.
+var nothingLost = runs.QuorumFinding{}
+
+func call1Lost(at time.Time) runs.QuorumFinding {
+	return runs.QuorumFinding{At: at, Lost: []string{"call-1"}}
+}
+
+// marks returns r's quorum marks as call id -> when first found lost.
+func marks(r *runs.Run) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, m := range r.QuorumLost {
+		out[m.CallID] = m.At
+	}
+	return out
+}
+
 // testQuorumCheck: a suspension's quorum check time is on the row and is
 // its due time while it is the earliest; ScheduleQuorumCheck moves it (and
 // the due time) in one write conditional on the row the check read, and
@@ -47,9 +65,9 @@ func testQuorumCheck(t *testing.T, e *Env) {
 	assert.True(t, due(t0.Add(20*time.Minute)))
 
 	e.Clock.Advance(20 * time.Minute)
-	next, err := e.Store.ScheduleQuorumCheck(ctx, r, t0.Add(40*time.Minute), false)
+	next, err := e.Store.ScheduleQuorumCheck(ctx, r, t0.Add(40*time.Minute), nothingLost)
 	require.NoError(t, err)
-	assert.True(t, next.QuorumLostAt.IsZero(), "nothing found lost")
+	assert.Empty(t, next.QuorumLost, "nothing found lost")
 	assert.Equal(t, r.Version+1, next.Version)
 	assert.Equal(t, t0.Add(40*time.Minute), next.QuorumCheckAt)
 	assert.Equal(t, t0.Add(40*time.Minute), next.DueAt)
@@ -58,39 +76,63 @@ func testQuorumCheck(t *testing.T, e *Env) {
 	assert.False(t, due(t0.Add(39*time.Minute)), "not due again before the next check")
 
 	// Conditional on the row the check read: a stale copy is refused.
-	_, err = e.Store.ScheduleQuorumCheck(ctx, r, t0.Add(50*time.Minute), true)
+	_, err = e.Store.ScheduleQuorumCheck(ctx, r, t0.Add(50*time.Minute), call1Lost(t0.Add(20*time.Minute)))
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, next)
 
-	// A check that finds a held call lost records when, in the same write;
-	// the next one that finds it so keeps the first time; one that does
-	// not clears it.
+	// A check that finds a held call lost marks it with the check's time
+	// (not the store's), in the same write; the next one that finds it so
+	// keeps the first time, as does one that cannot tell; one that finds
+	// it able clears it.
 	e.Clock.Advance(20 * time.Minute) // t0+40m
-	marked, err := e.Store.ScheduleQuorumCheck(ctx, next, t0.Add(45*time.Minute), true)
+	checkedAt := t0.Add(40*time.Minute - time.Second)
+	marked, err := e.Store.ScheduleQuorumCheck(ctx, next, t0.Add(45*time.Minute), call1Lost(checkedAt))
 	require.NoError(t, err)
-	assert.Equal(t, t0.Add(40*time.Minute), marked.QuorumLostAt, "first found lost now")
+	assert.Equal(t, map[string]time.Time{"call-1": checkedAt}, marks(marked), "first found lost at the check's time")
 	assert.Equal(t, t0.Add(45*time.Minute), marked.QuorumCheckAt)
 	assert.Equal(t, t0.Add(45*time.Minute), marked.DueAt)
 	assert.Equal(t, next.LastSeq, marked.LastSeq, "no event")
 	e.Unchanged(t, marked)
 	e.Clock.Advance(5 * time.Minute) // t0+45m
-	still, err := e.Store.ScheduleQuorumCheck(ctx, marked, t0.Add(46*time.Minute), true)
+	still, err := e.Store.ScheduleQuorumCheck(ctx, marked, t0.Add(46*time.Minute), call1Lost(t0.Add(45*time.Minute)))
 	require.NoError(t, err)
-	assert.Equal(t, t0.Add(40*time.Minute), still.QuorumLostAt, "the first finding's time is kept")
-	_, err = e.Store.ScheduleQuorumCheck(ctx, marked, t0.Add(46*time.Minute), false)
+	assert.Equal(t, map[string]time.Time{"call-1": checkedAt}, marks(still), "the first finding's time is kept")
+	_, err = e.Store.ScheduleQuorumCheck(ctx, marked, t0.Add(46*time.Minute), nothingLost)
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, still)
-	next, err = e.Store.ScheduleQuorumCheck(ctx, still, t0.Add(47*time.Minute), false)
+	unsure, err := e.Store.ScheduleQuorumCheck(ctx, still, t0.Add(46*time.Minute), runs.QuorumFinding{At: t0.Add(45 * time.Minute), Unsure: []string{"call-1"}})
 	require.NoError(t, err)
-	assert.True(t, next.QuorumLostAt.IsZero(), "cleared: found able again")
+	assert.Equal(t, map[string]time.Time{"call-1": checkedAt}, marks(unsure), "a check that cannot tell keeps the mark")
+	next, err = e.Store.ScheduleQuorumCheck(ctx, unsure, t0.Add(47*time.Minute), nothingLost)
+	require.NoError(t, err)
+	assert.Empty(t, next.QuorumLost, "cleared: found able again")
+	e.Unchanged(t, next)
+	for name, f := range map[string]runs.QuorumFinding{
+		"a call not held":            {At: t0, Lost: []string{"call-9"}},
+		"a call needing no approval": {At: t0, Lost: []string{"call-2"}},
+		"no time":                    {Lost: []string{"call-1"}},
+	} {
+		_, err := e.Store.ScheduleQuorumCheck(ctx, next, t0.Add(time.Hour), f)
+		require.Error(t, err, name)
+		assert.Equal(t, runs.EInvalid, runs.ErrorCode(err), "%s: %v", name, err)
+	}
 	e.Unchanged(t, next)
 
 	// At the deadline or later: no more checks; the reminder is due next.
-	last, err := e.Store.ScheduleQuorumCheck(ctx, next, t0.Add(time.Hour), true)
+	last, err := e.Store.ScheduleQuorumCheck(ctx, next, t0.Add(time.Hour), call1Lost(t0.Add(45*time.Minute)))
 	require.NoError(t, err)
 	assert.True(t, last.QuorumCheckAt.IsZero())
-	assert.Equal(t, t0.Add(45*time.Minute), last.QuorumLostAt)
+	assert.Equal(t, map[string]time.Time{"call-1": t0.Add(45 * time.Minute)}, marks(last))
 	assert.Equal(t, t0.Add(48*time.Minute), last.DueAt)
+
+	// Leaving the suspension clears its check and marks (the next
+	// suspension schedules its own; a row that does not wait has none).
+	decided, err := e.Store.Decide(ctx, last, runs.NewDecision{SuspensionID: "s1", Decider: "bob", Via: runs.ViaAPI, Decision: Approve})
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusResuming, decided.Status)
+	assert.Empty(t, decided.QuorumLost)
+	assert.Empty(t, e.stored(t, decided.ID).QuorumLost, "stored")
+	e.Unchanged(t, decided)
 
 	// A check time not before the deadline is not kept by Suspend either.
 	late := e.Running(t)
@@ -101,17 +143,17 @@ func testQuorumCheck(t *testing.T, e *Env) {
 	assert.True(t, late.QuorumCheckAt.IsZero())
 	assert.Equal(t, late.ApprovalDeadline, late.DueAt)
 
-	_, err = e.Store.ScheduleQuorumCheck(ctx, e.Running(t), t0.Add(time.Hour), true)
+	_, err = e.Store.ScheduleQuorumCheck(ctx, e.Running(t), t0.Add(time.Hour), call1Lost(t0))
 	AssertCode(t, runs.EConflict, err)
 }
 
-// markLost records, as a first quorum check that finds a held call lost
-// does, that waiting run r was found so (Run.QuorumLostAt).
+// markLost records, as a first quorum check that finds call-1 lost does,
+// that waiting run r was found so (Run.QuorumLost).
 func (e *Env) markLost(t *testing.T, r *runs.Run) *runs.Run {
 	t.Helper()
-	marked, err := e.Store.ScheduleQuorumCheck(e.ctx, r, e.Clock.Now().Add(time.Minute), true)
+	marked, err := e.Store.ScheduleQuorumCheck(e.ctx, r, e.Clock.Now().Add(time.Minute), call1Lost(e.Clock.Now()))
 	require.NoError(t, err)
-	require.False(t, marked.QuorumLostAt.IsZero())
+	require.Contains(t, marks(marked), "call-1")
 	return marked
 }
 
@@ -134,7 +176,7 @@ func testEndUnmeetable(t *testing.T, e *Env) {
 		r, err = e.Store.Decide(ctx, r, vote("bob", loop.ActionApprove))
 		require.NoError(t, err)
 		require.Equal(t, runs.StatusWaiting, r.Status)
-		require.False(t, r.QuorumLostAt.IsZero(), "a vote keeps the mark")
+		require.Contains(t, marks(r), "call-1", "a vote keeps the mark")
 		require.NotEmpty(t, e.inboxIDs(t, "carol", 10), "carol's inbox lists the run")
 		ended, err := e.Store.EndUnmeetable(ctx, r, lostCall1)
 		require.NoError(t, err)
