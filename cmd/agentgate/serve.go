@@ -126,7 +126,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		ln.Close()
 		return nil, err
 	}
-	tools, err := openServeTools(ctx, o.tools, o.logger)
+	tools, err := openServeTools(ctx, o.tools, o.logger, o.now)
 	if err != nil {
 		ln.Close()
 		return nil, err

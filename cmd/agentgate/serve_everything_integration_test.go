@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/app"
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
@@ -53,7 +55,7 @@ func TestEverythingServerBehindTheGate(t *testing.T) {
 	  "approval": {"get-env": "always"}}]}`), 0o600))
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	catalog, err := openServeTools(context.Background(), toolsPath, logger)
+	catalog, err := openServeTools(context.Background(), toolsPath, logger, nil)
 	require.NoError(t, err)
 	require.Empty(t, catalog.Absent())
 
@@ -159,4 +161,55 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// sumScript adds two numbers with the reference server's read-only tool.
+const sumScript = `{"turns": [
+  {"content": [{"type": "tool_use", "id": "toolu_sum", "name": "everything__get-sum", "input": {"a": 2, "b": 3}}]},
+  {"content": [{"type": "text", "text": "Sum computed."}]}
+]}`
+
+// TestEverythingServerDownAtStartUpJoinsLater: serve starts while the
+// reference server is down; once it is up and the retry interval has
+// passed, a run that names its tool connects to it and runs it, in the
+// same serve process.
+func TestEverythingServerDownAtStartUpJoinsLater(t *testing.T) {
+	bin := nodeserver.Bin(t, "mcp-server-everything")
+	// The reference server, started after serve, stops after it (serve
+	// ends its session with the server when it stops).
+	last := &cleanupLast{TB: t}
+	t.Cleanup(last.run)
+	port := nodeserver.FreePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	clock := clocktest.New(time.Now())
+	_, alice, _ := startToolServerAt(t, sumScript, clock.Now, mcptool.Server{Name: "everything", URL: url, TrustAnnotations: true, TimeoutSeconds: 20})
+	sum := map[string]any{"prompt": "add 2 and 3", "approvers": []string{"bob"}, "allowed_tools": []string{"everything__get-sum"}}
+
+	var refused errorJSON
+	alice.do(http.MethodPost, "/runs", sum, http.StatusUnprocessableEntity, &refused)
+	assert.Contains(t, refused.Error.Message, `tool "everything__get-sum" is unavailable: MCP server everything was unavailable when this process started (the connection was refused)`)
+	assert.NotContains(t, refused.Error.Message, fmt.Sprint(port), "never the server's address")
+
+	nodeserver.StartAt(last, port, bin, "", nil, "streamableHttp")
+	clock.Advance(mcptool.DefaultRetryInterval)
+	var run runJSON
+	alice.do(http.MethodPost, "/runs", sum, http.StatusAccepted, &run)
+	done := alice.waitStatus(run.ID, "COMPLETED")
+	assert.Contains(t, string(done.Output), "Sum computed.")
+	assert.Equal(t, 1, toolExecutions(t, alice.events(run.ID), "everything__get-sum"))
+}
+
+// cleanupLast is a test whose cleanups run when run does (register run
+// first, so that they run after the test's other cleanups).
+type cleanupLast struct {
+	testing.TB
+	fns []func()
+}
+
+func (c *cleanupLast) Cleanup(f func()) { c.fns = append(c.fns, f) }
+
+func (c *cleanupLast) run() {
+	for i := len(c.fns) - 1; i >= 0; i-- {
+		c.fns[i]()
+	}
 }

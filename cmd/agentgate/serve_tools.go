@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -54,10 +55,12 @@ func serveModel(ctx context.Context, spec string) (loop.Model, error) {
 // openServeTools opens the MCP servers of `serve --tools` (nil when the
 // flag is not given). Header values may come from environment variables
 // here; secret_arn values are read with the default AWS configuration.
-func openServeTools(ctx context.Context, path string, logger *slog.Logger) (*mcptool.Catalog, error) {
+// now spaces the attempts to reach a server that was down (nil: the wall
+// clock).
+func openServeTools(ctx context.Context, path string, logger *slog.Logger, now func() time.Time) (*mcptool.Catalog, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return app.OpenToolSources(ctx, path, app.ToolSourceOptions{Local: true, Logger: logger,
+	return app.OpenToolSources(ctx, path, app.ToolSourceOptions{Local: true, Logger: logger, Now: now,
 		AWS: func(ctx context.Context) (aws.Config, error) { return awsconfig.LoadDefaultConfig(ctx) }})
 }

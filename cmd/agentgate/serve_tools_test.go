@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -44,6 +45,12 @@ func ticketServer(t *testing.T) *mcptest.Server {
 // given servers and --model the script.
 func startToolServer(t *testing.T, script string, servers ...mcptool.Server) (*localServer, *apiClient, *apiClient) {
 	t.Helper()
+	return startToolServerAt(t, script, nil, servers...)
+}
+
+// startToolServerAt is startToolServer on the clock now (nil: the wall clock).
+func startToolServerAt(t *testing.T, script string, now func() time.Time, servers ...mcptool.Server) (*localServer, *apiClient, *apiClient) {
+	t.Helper()
 	dir := t.TempDir()
 	raw, err := json.Marshal(mcptool.File{Servers: servers})
 	require.NoError(t, err)
@@ -52,7 +59,7 @@ func startToolServer(t *testing.T, script string, servers ...mcptool.Server) (*l
 	logs := &syncBuffer{}
 	s, err := startLocal(context.Background(), serveOptions{
 		addr: "127.0.0.1:0", dir: dir, model: "scripted:" + writeScript(t, dir, script), tools: toolsPath,
-		tokens: linkTokens, mailOut: &syncBuffer{}, logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		tokens: linkTokens, mailOut: &syncBuffer{}, logger: slog.New(slog.NewJSONHandler(logs, nil)), now: now,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {

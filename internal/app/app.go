@@ -51,13 +51,14 @@ type Deps struct {
 }
 
 // ToolSources are tools from outside the binary: the MCP servers of a
-// tool-sources file (*mcptool.Catalog, from OpenToolSources).
+// tool-sources file (*mcptool.Catalog, from OpenToolSources). Their tools
+// are offered besides the builtin ones; NoteAbsent tells the toolbox which
+// configured tools are missing and why, so a run naming one is refused
+// with the reason; and the App's toolbox follows them (Seek, Revision): a
+// server that was down at start-up and a tool a server offers later join
+// the toolbox for the runs that start afterwards.
 type ToolSources interface {
-	// Tools are the tools to offer, besides the builtin ones.
-	Tools() []loop.Tool
-	// NoteAbsent tells the toolbox which configured tools are missing and
-	// why, so a run naming one is refused with the reason.
-	NoteAbsent(tb *loop.Toolbox)
+	loop.ToolSource
 }
 
 // App is a wired agentgate.
@@ -78,15 +79,17 @@ func New(d Deps) (*App, error) {
 		d.Logger = slog.Default()
 	}
 	defs := docstore.Tools(d.Docs)
+	var (
+		tools *loop.Toolbox
+		err   error
+	)
 	if d.ToolSources != nil {
-		defs = append(defs, d.ToolSources.Tools()...)
+		tools, err = loop.NewToolboxWithSource(d.ToolSources, defs...)
+	} else {
+		tools, err = loop.NewToolbox(defs...)
 	}
-	tools, err := loop.NewToolbox(defs...)
 	if err != nil {
 		return nil, fmt.Errorf("app: tools: %w", err)
-	}
-	if d.ToolSources != nil {
-		d.ToolSources.NoteAbsent(tools)
 	}
 	if unused := d.Governance.Policy.UnusedRules(tools.Names()); len(unused) > 0 {
 		d.Logger.Warn("policy rules that match no tool of this process (a typo, or a tool source that is absent)", "rules", unused)

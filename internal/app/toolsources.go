@@ -27,9 +27,14 @@ type ToolSourceOptions struct {
 	// AWS builds the Secrets Manager client for secret_arn headers; it is
 	// called only when the file names a secret.
 	AWS func(ctx context.Context) (aws.Config, error)
-	// ConnectTimeout bounds start-up per server (0: the mcptool default).
+	// ConnectTimeout bounds connecting to one server, at start-up and
+	// when a run needs the tools of one that was absent (0: the mcptool
+	// default).
 	ConnectTimeout time.Duration
 	Logger         *slog.Logger
+	// Now is the clock that spaces the attempts to reach an absent server
+	// (nil: the wall clock; tests only).
+	Now func() time.Time
 }
 
 // OpenToolSources reads the tool-sources file at path and opens its MCP
@@ -40,7 +45,7 @@ func OpenToolSources(ctx context.Context, path string, o ToolSourceOptions) (*mc
 	if err != nil {
 		return nil, err
 	}
-	opts := mcptool.Options{ConnectTimeout: o.ConnectTimeout, Logger: o.Logger, Version: "wave2"}
+	opts := mcptool.Options{ConnectTimeout: o.ConnectTimeout, Logger: o.Logger, Version: "wave2", Now: o.Now}
 	if o.Local {
 		opts.Getenv = os.Getenv
 	}

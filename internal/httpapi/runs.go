@@ -208,7 +208,10 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "messages[%d].content is empty; a message holds at least one block", i)
 		}
 	}
-	if err := sr.Validate(a.Tools); err != nil {
+	// A tool the run names that this process lacks (its MCP server was
+	// down when the process started, or listed it only later) is looked
+	// for again before the run is refused for it.
+	if err := sr.Validate(a.Tools.Revive(ctx, sr.AllowedTools, false)); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
 	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {

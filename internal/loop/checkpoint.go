@@ -116,6 +116,11 @@ func (r *Runner) Continue(ctx context.Context, cp *Checkpoint) (Outcome, error) 
 	if err := cp.Transcript.Validate(); err != nil {
 		return Outcome{}, fmt.Errorf("%w: %w", ErrInvalidCheckpoint, err)
 	}
+	var remaining []PendingCall
+	if cp.Turn != nil {
+		remaining = cp.Turn.Remaining()
+	}
+	r = r.revived(ctx, cp.Options, remaining)
 	var actions map[string]CallDecision
 	unconfirmed := cloneMap(cp.Unconfirmed)
 	if cp.Turn != nil {
@@ -123,7 +128,6 @@ func (r *Runner) Continue(ctx context.Context, cp *Checkpoint) (Outcome, error) 
 		if actions, err = checkTurnProgress(cp); err != nil {
 			return Outcome{}, err
 		}
-		remaining := cp.Turn.Remaining()
 		confirmed, _, err := r.confirmDefinitions(ctx, remaining, cp.ToolHashes, actions)
 		if err != nil {
 			return Outcome{}, err

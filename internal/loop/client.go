@@ -133,6 +133,7 @@ func (r *Runner) ResumeWithResults(ctx context.Context, state *SuspendedState, r
 	if err := heldTurnMatches(state); err != nil {
 		return Outcome{}, fmt.Errorf("%w: %w", ErrInvalidResults, err)
 	}
+	r = r.revived(ctx, state.Options, state.PendingCalls)
 	for _, c := range state.HandOver.Calls {
 		want, recorded := state.ToolHashes[c.Name]
 		got, ok := r.Tools.Hash(c.Name)

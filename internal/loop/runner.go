@@ -96,6 +96,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 	if len(msgs) == 0 || msgs[len(msgs)-1].Role != RoleUser {
 		return Outcome{}, fmt.Errorf("%w: the transcript must end with a user message", ErrInvalidRequest)
 	}
+	r = r.revived(ctx, req.Options, nil)
 	for _, name := range req.Options.AllowedTools {
 		if _, ok := r.Tools.Lookup(name); !ok {
 			return Outcome{}, fmt.Errorf("%w: allowed tools: %s", ErrInvalidRequest, r.Tools.Missing(name))
@@ -135,6 +136,7 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	if err := heldTurnMatches(state); err != nil {
 		return Outcome{}, err
 	}
+	r = r.revived(ctx, state.Options, state.PendingCalls)
 	// Edits were judged by the policy when the decision was made
 	// (ValidateDecision); a policy deployed since, or a worker that takes
 	// over a resume half done, does not judge an accepted decision again.
@@ -208,6 +210,19 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 // rule their call was held for (pol: the run's Policy; nil: none). It
 // returns an error wrapping ErrDigestMismatch or ErrInvalidDecision.
 func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision) error {
+	var edited []string
+	for _, cd := range d.Calls {
+		for _, c := range calls {
+			if c.ID == cd.CallID && cd.Action == ActionEdit {
+				edited = append(edited, c.Name)
+			}
+		}
+	}
+	if len(edited) > 0 {
+		// An edit is checked against the tool's schema: a tool whose
+		// source this process could not list is looked for again.
+		tools = tools.Revive(ctx, edited, false)
+	}
 	_, err := resolveDecision(ctx, tools, pol, calls, digest, d, true)
 	return err
 }
@@ -366,6 +381,25 @@ func approvalTerms(a *ApprovalRule) string {
 		return ""
 	}
 	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// revived returns the runner to run a segment with: r with the toolbox
+// Toolbox.Revive returns for a run with opts that is about to run calls
+// (their tools are looked for again when this process lacks them; with no
+// allowed tools, every absent tool is), r itself when that is r's. The
+// segment keeps that toolbox; r is not changed (it may serve other runs).
+func (r *Runner) revived(ctx context.Context, opts Options, calls []PendingCall) *Runner {
+	names := slices.Clone(opts.AllowedTools)
+	for _, c := range calls {
+		names = append(names, c.Name)
+	}
+	tb := r.Tools.Revive(ctx, names, len(opts.AllowedTools) == 0)
+	if tb == r.Tools {
+		return r
+	}
+	cp := *r
+	cp.Tools = tb
+	return &cp
 }
 
 func (r *Runner) check() error {

@@ -247,7 +247,12 @@ func (t *FuncTool) NeedsApproval(input json.RawMessage) bool {
 	return t.NeedsApprovalFunc != nil && t.NeedsApprovalFunc(input)
 }
 
-// Toolbox holds the tools a runner may offer, each with its compiled input schema.
+// Toolbox holds the tools a runner may offer, each with its compiled input
+// schema. A toolbox made by NewToolbox is fixed once in use. One made by
+// NewToolboxWithSource follows its ToolSource: each method reads the
+// toolbox's current snapshot, which is made again when the source's tools
+// change; a run takes one snapshot (Revive) and keeps it, so the tools of
+// a run in flight never change under it.
 type Toolbox struct {
 	tools map[string]Tool
 	// entries hold each tool's compiled schema and hash; a toolbox made
@@ -257,6 +262,17 @@ type Toolbox struct {
 	absent  []absentTools
 	// client lists the names of client tools (Definition.Client), in order.
 	client []string
+	// live is set on a toolbox made by NewToolboxWithSource: its tools
+	// are those of live's current snapshot (view).
+	live *liveTools
+	// from is set on a snapshot of a toolbox with a source, and on a
+	// toolbox made by With from one: the source's live tools, the snapshot
+	// of them this toolbox was made from (base), and the tools With added
+	// to it (own). Revive makes the same toolbox again from a newer
+	// snapshot.
+	from *liveTools
+	base *Toolbox
+	own  []Tool
 }
 
 // absentTools explains why tools whose names start with prefix are missing.
@@ -280,12 +296,16 @@ func NewToolbox(tools ...Tool) (*Toolbox, error) {
 // "<server>__"), is refused. tb is not changed. A run's client tools are
 // added to the deployment's toolbox this way.
 func (tb *Toolbox) With(tools ...Tool) (*Toolbox, error) {
+	tb = tb.view()
 	out := &Toolbox{
 		tools:   maps.Clone(tb.tools),
 		entries: maps.Clone(tb.entries),
 		order:   slices.Clone(tb.order),
 		absent:  slices.Clone(tb.absent),
 		client:  slices.Clone(tb.client),
+		from:    tb.from,
+		base:    tb.base,
+		own:     append(slices.Clone(tb.own), tools...),
 	}
 	for _, t := range tools {
 		if name := t.Definition().Name; out.noted(name) {
@@ -342,7 +362,7 @@ func (tb *Toolbox) add(t Tool) error {
 
 // ClientNames returns the names of the client tools (Definition.Client),
 // in the order they were added.
-func (tb *Toolbox) ClientNames() []string { return slices.Clone(tb.client) }
+func (tb *Toolbox) ClientNames() []string { return slices.Clone(tb.view().client) }
 
 // compileSchema resolves a tool's input schema (draft 2020-12 or draft-07).
 // The validator is github.com/google/jsonschema-go, which the MCP SDK links
@@ -397,21 +417,26 @@ func schemaProblem(err error) string {
 
 // Lookup returns the named tool.
 func (tb *Toolbox) Lookup(name string) (Tool, bool) {
-	t, ok := tb.tools[name]
+	t, ok := tb.view().tools[name]
 	return t, ok
 }
 
 // NoteAbsent records why tools whose names start with prefix are missing
 // (for example "crm__" when that MCP server could not be reached at
 // start-up), so that Missing can tell callers. Call it before the toolbox
-// is in use.
+// is in use. (A ToolSource notes the absences of its own tools.)
 func (tb *Toolbox) NoteAbsent(prefix, reason string) {
+	if tb.live != nil {
+		tb.live.note(absentTools{prefix, reason})
+		return
+	}
 	tb.absent = append(tb.absent, absentTools{prefix, reason})
 }
 
 // Missing says why the named tool is not in the toolbox: the reason noted
 // for its prefix, or that no such tool exists.
 func (tb *Toolbox) Missing(name string) string {
+	tb = tb.view()
 	for _, a := range tb.absent {
 		if strings.HasPrefix(name, a.prefix) {
 			return fmt.Sprintf("tool %q is unavailable: %s", name, a.reason)
@@ -423,6 +448,7 @@ func (tb *Toolbox) Missing(name string) string {
 // AbsentPrefixes returns the prefixes of the tools noted as absent
 // (NoteAbsent), in the order noted.
 func (tb *Toolbox) AbsentPrefixes() []string {
+	tb = tb.view()
 	out := make([]string, len(tb.absent))
 	for i, a := range tb.absent {
 		out[i] = a.prefix
@@ -432,6 +458,7 @@ func (tb *Toolbox) AbsentPrefixes() []string {
 
 // noted reports whether a reason was noted for the named tool's absence.
 func (tb *Toolbox) noted(name string) bool {
+	tb = tb.view()
 	for _, a := range tb.absent {
 		if strings.HasPrefix(name, a.prefix) {
 			return true
@@ -441,12 +468,12 @@ func (tb *Toolbox) noted(name string) bool {
 }
 
 // Names returns the tool names in the order they were added.
-func (tb *Toolbox) Names() []string { return append([]string(nil), tb.order...) }
+func (tb *Toolbox) Names() []string { return append([]string(nil), tb.view().order...) }
 
 // Hash returns the definition hash of the named tool (of the definition
 // it has now, for a DefinitionChecker).
 func (tb *Toolbox) Hash(name string) (string, bool) {
-	e, ok := tb.entries[name]
+	e, ok := tb.view().entries[name]
 	if !ok {
 		return "", false
 	}
@@ -456,7 +483,7 @@ func (tb *Toolbox) Hash(name string) (string, bool) {
 
 // ValidateInput checks a call's input against the named tool's schema.
 func (tb *Toolbox) ValidateInput(name string, input json.RawMessage) error {
-	e, ok := tb.entries[name]
+	e, ok := tb.view().entries[name]
 	if !ok {
 		return fmt.Errorf("unknown tool %q", name)
 	}

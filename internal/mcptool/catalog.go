@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,16 +31,29 @@ type Options struct {
 	// Transport is the HTTP transport under the MCP client (nil:
 	// http.DefaultTransport).
 	Transport http.RoundTripper
-	// ConnectTimeout bounds connecting to and listing one server at
-	// start-up (0: DefaultConnectTimeout).
+	// ConnectTimeout bounds connecting to and listing one server, at
+	// start-up and when a run needs its tools later (Seek) (0:
+	// DefaultConnectTimeout).
 	ConnectTimeout time.Duration
+	// RetryInterval is the least time between two attempts to connect to
+	// a server that is absent (start-up counts as one), and between two
+	// listings of a present server for a tool it did not offer (0:
+	// DefaultRetryInterval).
+	RetryInterval time.Duration
 	// Version is announced to servers as the client version.
 	Version string
 	Logger  *slog.Logger
+	// Now returns the current time (nil: time.Now).
+	Now func() time.Time
 }
 
 // DefaultConnectTimeout bounds the start-up connection and listing of one server.
 const DefaultConnectTimeout = 10 * time.Second
+
+// DefaultRetryInterval is the least time between two attempts to reach an
+// absent server (or to list a server again for a tool a run names that it
+// did not offer).
+const DefaultRetryInterval = 30 * time.Second
 
 // Absence is a configured server whose tools are absent, and why.
 type Absence struct {
@@ -48,11 +63,47 @@ type Absence struct {
 	Reason string
 }
 
-// Catalog holds the tools of every reachable configured server.
+// Catalog holds the tools of every reachable configured server. It is a
+// loop.ToolSource: a server that was absent at start-up is tried again
+// when a run needs its tools (Seek), and tools a server offers in a later
+// listing join it; a toolbox made with loop.NewToolboxWithSource follows.
 type Catalog struct {
-	servers []*serverTools
-	absent  []Absence
+	o       Options
+	getenv  func(string) string
+	timeout time.Duration
+	every   time.Duration
+	logger  *slog.Logger
+	// rev counts the changes of the catalog's tools and absences.
+	rev atomic.Uint64
+	mu  sync.Mutex
+	// slots hold the file's servers, in file order.
+	slots  []*slot
+	closed bool
 }
+
+var _ loop.ToolSource = (*Catalog)(nil)
+
+// slot is one configured server: its tools, or why they are absent.
+type slot struct {
+	server Server
+	// tools is nil while the server is absent.
+	tools *serverTools
+	// cause says why the server could not be listed at start-up and, when
+	// an attempt since has ended (tried set), lastCause why it failed;
+	// lastAt is when that attempt began.
+	cause, lastCause string
+	lastAt           time.Time
+	tried            bool
+	// triedAt is when the last attempt began (start-up counts).
+	triedAt time.Time
+	// attempt is the connection attempt in flight (nil: none).
+	attempt chan struct{}
+	// soughtAt is when the present server was last listed again for a
+	// tool a run named that it did not offer.
+	soughtAt time.Time
+}
+
+func (sl *slot) prefix() string { return sl.server.Name + NameSeparator }
 
 // Open connects to every server of the file at once, lists its tools and
 // builds the catalog. A server that cannot be reached (or whose header
@@ -60,34 +111,37 @@ type Catalog struct {
 // non-nil only when the tools cannot be exposed as configured: two tools
 // of a server become the same exposed name, or a name is too long.
 func Open(ctx context.Context, f *File, o Options) (*Catalog, error) {
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.Default()
+	c := &Catalog{o: o, logger: o.Logger, getenv: o.Getenv, timeout: o.ConnectTimeout, every: o.RetryInterval}
+	if c.logger == nil {
+		c.logger = slog.Default()
 	}
-	timeout := o.ConnectTimeout
-	if timeout <= 0 {
-		timeout = DefaultConnectTimeout
+	if c.timeout <= 0 {
+		c.timeout = DefaultConnectTimeout
 	}
-	getenv := o.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
+	if c.every <= 0 {
+		c.every = DefaultRetryInterval
 	}
-	c := &Catalog{}
+	if c.getenv == nil {
+		c.getenv = func(string) string { return "" }
+	}
 	results := make([]*serverTools, len(f.Servers))
 	errs := make([]error, len(f.Servers))
+	started := c.now()
 	var wg sync.WaitGroup
 	for i, s := range f.Servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, timeout)
+			ctx, cancel := context.WithTimeout(ctx, c.timeout)
 			defer cancel()
-			results[i], errs[i] = openServer(ctx, s, o, getenv, logger)
+			results[i], errs[i] = c.openServer(ctx, s)
 		}()
 	}
 	wg.Wait()
 	var fatal []error
 	for i, s := range f.Servers {
+		sl := &slot{server: s, triedAt: started}
+		c.slots = append(c.slots, sl)
 		var ce *configError
 		switch {
 		case errors.As(errs[i], &ce):
@@ -96,12 +150,11 @@ func Open(ctx context.Context, f *File, o Options) (*Catalog, error) {
 			// The reason reaches API callers (a run that asks for the
 			// server's tools): it says what happened, never the transport's
 			// message, which holds the server's address; the log has it.
-			reason := fmt.Sprintf("MCP server %s was unavailable when this process started (%s)", s.Name, unavailableCause(errs[i]))
-			logger.ErrorContext(ctx, "mcp server unavailable; its tools are absent", "server", s.Name, "url", s.shownURL(), "err", s.scrub(errs[i]))
-			c.absent = append(c.absent, Absence{Server: s.Name, Prefix: s.Name + NameSeparator, Reason: reason})
+			sl.cause = unavailableCause(errs[i])
+			c.logger.ErrorContext(ctx, "mcp server unavailable; its tools are absent", "server", s.Name, "url", s.shownURL(), "err", s.scrub(errs[i]))
 		default:
-			c.servers = append(c.servers, results[i])
-			logger.InfoContext(ctx, "mcp server tools listed", "server", s.Name, "tools", len(results[i].tools))
+			sl.tools = results[i]
+			c.logger.InfoContext(ctx, "mcp server tools listed", "server", s.Name, "tools", len(results[i].tools))
 		}
 	}
 	if len(fatal) > 0 {
@@ -116,13 +169,20 @@ type configError struct{ msg string }
 
 func (e *configError) Error() string { return e.msg }
 
-func openServer(ctx context.Context, s Server, o Options, getenv func(string) string, logger *slog.Logger) (*serverTools, error) {
-	headers, err := resolveHeaders(ctx, s, o.Secrets, getenv)
+func (c *Catalog) now() time.Time {
+	if c.o.Now != nil {
+		return c.o.Now()
+	}
+	return time.Now()
+}
+
+func (c *Catalog) openServer(ctx context.Context, s Server) (*serverTools, error) {
+	headers, err := resolveHeaders(ctx, s, c.o.Secrets, c.getenv)
 	if err != nil {
 		return nil, err
 	}
-	st := &serverTools{server: s, logger: logger}
-	st.conn = newConn(s, headers, o.Transport, logger, o.Version)
+	st := &serverTools{server: s, logger: c.logger, added: func() { c.rev.Add(1) }}
+	st.conn = newConn(s, headers, c.o.Transport, c.logger, c.o.Version)
 	listed, err := st.conn.listTools(ctx)
 	if err != nil {
 		st.conn.Close()
@@ -153,11 +213,15 @@ func openServer(ctx context.Context, s Server, o Options, getenv func(string) st
 	}
 	for _, want := range append(append([]string(nil), s.Include...), sortedKeys(s.Approval)...) {
 		if !hasTool(listed, want) {
-			logger.WarnContext(ctx, "the tool-sources file names a tool the server does not offer", "server", s.Name, "tool", want)
+			c.logger.WarnContext(ctx, "the tool-sources file names a tool the server does not offer", "server", s.Name, "tool", want)
 		}
 	}
-	sort.Slice(st.tools, func(i, j int) bool { return st.tools[i].Definition().Name < st.tools[j].Definition().Name })
+	sortTools(st.tools)
 	return st, nil
+}
+
+func sortTools(tools []*remoteTool) {
+	sort.Slice(tools, func(i, j int) bool { return tools[i].Definition().Name < tools[j].Definition().Name })
 }
 
 // Tools returns the tools of every reachable server, by server in file
@@ -167,9 +231,22 @@ func (c *Catalog) Tools() []loop.Tool {
 		return nil
 	}
 	var out []loop.Tool
-	for _, s := range c.servers {
-		for _, t := range s.tools {
+	for _, st := range c.present() {
+		for _, t := range st.current() {
 			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// present returns the servers whose tools are listed, in file order.
+func (c *Catalog) present() []*serverTools {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*serverTools
+	for _, sl := range c.slots {
+		if sl.tools != nil {
+			out = append(out, sl.tools)
 		}
 	}
 	return out
@@ -180,17 +257,157 @@ func (c *Catalog) Absent() []Absence {
 	if c == nil {
 		return nil
 	}
-	return append([]Absence(nil), c.absent...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Absence
+	for _, sl := range c.slots {
+		if sl.tools == nil {
+			out = append(out, Absence{Server: sl.server.Name, Prefix: sl.prefix(), Reason: c.reason(sl)})
+		}
+	}
+	return out
+}
+
+// reason says why an absent server's tools are absent, for API callers:
+// what went wrong, never the transport's message, and when the server was
+// last tried. The caller holds c.mu.
+func (c *Catalog) reason(sl *slot) string {
+	again := fmt.Sprintf("it is tried again when a run needs its tools, at most every %s", c.every)
+	if !sl.tried {
+		return fmt.Sprintf("MCP server %s was unavailable when this process started (%s); %s", sl.server.Name, sl.cause, again)
+	}
+	return fmt.Sprintf("MCP server %s was unavailable when this process started (%s) and when last tried, at %s (%s); %s",
+		sl.server.Name, sl.cause, sl.lastAt.UTC().Format(time.RFC3339), sl.lastCause, again)
 }
 
 // NoteAbsent tells tb why the absent servers' tools are missing.
 func (c *Catalog) NoteAbsent(tb *loop.Toolbox) {
+	for _, a := range c.Absent() {
+		tb.NoteAbsent(a.Prefix, a.Reason)
+	}
+}
+
+// Revision changes whenever Tools or NoteAbsent would answer otherwise: a
+// server came back or was tried again in vain, or a listing added tools.
+func (c *Catalog) Revision() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.rev.Load()
+}
+
+// Seek looks again for tools a run needs that the process lacks (see
+// loop.ToolSource): an absent server named by a tool of names (its prefix),
+// or every absent server when absent is set, is connected to and listed
+// again; a present server is listed again when names holds a tool under
+// its prefix it does not offer (a tool it may have added since). Each
+// server is tried at most once per RetryInterval (start-up counts); a run
+// that comes while an attempt is in flight waits for that one. An attempt
+// is bounded by ConnectTimeout, and so is the wait of Seek, and by ctx
+// (an attempt that takes longer, say while the MCP SDK tears a session
+// down, goes on and its outcome serves the runs after it).
+func (c *Catalog) Seek(ctx context.Context, names []string, absent bool) {
 	if c == nil {
 		return
 	}
-	for _, a := range c.absent {
-		tb.NoteAbsent(a.Prefix, a.Reason)
+	var waits []chan struct{}
+	now := c.now()
+	c.mu.Lock()
+	for _, sl := range c.slots {
+		named := slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, sl.prefix()) })
+		switch {
+		case c.closed:
+		case sl.tools == nil && (named || absent):
+			if sl.attempt == nil && now.Sub(sl.triedAt) >= c.every {
+				sl.attempt = make(chan struct{})
+				sl.triedAt = now
+				go c.retry(context.WithoutCancel(ctx), sl, now, sl.attempt)
+			}
+			if sl.attempt != nil {
+				waits = append(waits, sl.attempt)
+			}
+		case sl.tools != nil && named && now.Sub(sl.soughtAt) >= c.every:
+			sl.soughtAt = now
+			done := make(chan struct{})
+			waits = append(waits, done)
+			go func(st *serverTools) {
+				defer close(done)
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+				defer cancel()
+				_ = st.refresh(ctx) // a failure is logged; the tool stays missing
+			}(sl.tools)
+		}
 	}
+	c.mu.Unlock()
+	if len(waits) == 0 {
+		return
+	}
+	bound := time.NewTimer(c.timeout)
+	defer bound.Stop()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return
+		case <-bound.C:
+			return
+		}
+	}
+}
+
+// retry connects to the absent server of sl and lists it (an attempt that
+// began at), and on success its tools join the catalog. It ends by closing
+// done.
+func (c *Catalog) retry(ctx context.Context, sl *slot, at time.Time, done chan struct{}) {
+	defer close(done)
+	s := sl.server
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	st, err := c.openServer(ctx, s)
+	if err == nil {
+		err = fits(st.tools)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sl.attempt = nil
+	switch {
+	case c.closed:
+		if st != nil {
+			_ = st.conn.Close()
+		}
+		return
+	case err != nil:
+		if st != nil {
+			_ = st.conn.Close()
+		}
+		var ce *configError
+		if errors.As(err, &ce) {
+			// Not the server's fault, and nothing a new attempt changes
+			// until the server or the file does; said as it is (it names
+			// tools, never an address).
+			sl.lastCause = ce.msg
+		} else {
+			sl.lastCause = unavailableCause(err)
+		}
+		sl.lastAt, sl.tried = at, true
+		c.logger.WarnContext(ctx, "mcp server still unavailable; its tools stay absent", "server", s.Name, "url", s.shownURL(), "err", s.scrub(err))
+	default:
+		sl.tools = st
+		c.logger.InfoContext(ctx, "mcp server listed after start-up; its tools are offered from now on", "server", s.Name, "tools", len(st.tools))
+	}
+	c.rev.Add(1)
+}
+
+// fits reports a tool a toolbox would refuse (a schema that does not
+// compile), so that a server listed after start-up never makes the
+// process's toolbox unusable.
+func fits(tools []*remoteTool) error {
+	for _, t := range tools {
+		if _, err := loop.NewToolbox(t); err != nil {
+			return &configError{err.Error()}
+		}
+	}
+	return nil
 }
 
 // Close ends every server session.
@@ -198,9 +415,12 @@ func (c *Catalog) Close() error {
 	if c == nil {
 		return nil
 	}
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	var errs []error
-	for _, s := range c.servers {
-		if err := s.conn.Close(); err != nil {
+	for _, st := range c.present() {
+		if err := st.conn.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -219,9 +439,10 @@ func hasTool(listed []*mcp.Tool, name string) bool {
 // Summary describes the catalog in one line per server, for start-up output.
 func (c *Catalog) Summary() string {
 	var b strings.Builder
-	for _, s := range c.servers {
+	for _, s := range c.present() {
 		var reads, gated, unattended int
-		for _, t := range s.tools {
+		tools := s.current()
+		for _, t := range tools {
 			def := t.Definition()
 			switch {
 			case def.Effect == loop.EffectRead && !def.RequiresApproval:
@@ -232,13 +453,13 @@ func (c *Catalog) Summary() string {
 				gated++
 			}
 		}
-		fmt.Fprintf(&b, "mcp server %s: %d tools (%d run at once, %d need approval", s.server.Name, len(s.tools), reads, gated)
+		fmt.Fprintf(&b, "mcp server %s: %d tools (%d run at once, %d need approval", s.server.Name, len(tools), reads, gated)
 		if unattended > 0 {
 			fmt.Fprintf(&b, ", %d write(s) run without approval", unattended)
 		}
 		b.WriteString(")\n")
 	}
-	for _, a := range c.absent {
+	for _, a := range c.Absent() {
 		fmt.Fprintf(&b, "mcp server %s: absent (%s)\n", a.Server, a.Reason)
 	}
 	return b.String()

@@ -7,7 +7,11 @@
 // MCP Go SDK, lists its tools (all pages), and returns a Catalog whose
 // tools are exposed to the model as "<server>__<tool>". A server that
 // cannot be reached at start-up does not stop the function: its tools are
-// absent and Catalog.Absent says why.
+// absent and Catalog.Absent says why. The Catalog is a loop.ToolSource:
+// an absent server is tried again when a run needs its tools (Seek; at
+// most once per RetryInterval, each attempt bounded by ConnectTimeout),
+// and a toolbox made with loop.NewToolboxWithSource offers its tools to
+// the runs that start once it answered.
 //
 // Approval by default: a tool runs at once only when its server is marked
 // trust_annotations and the tool says readOnlyHint: true; every other tool
@@ -21,7 +25,9 @@
 // about to be held and before a held call runs) and refreshes the
 // process's copy of every tool of that server, so a turn is held on the
 // definition the server has now, a tool that changed while a run waited is
-// refused with nothing run, and later runs use the new definition. A
+// refused with nothing run, and later runs use the new definition; a tool
+// the listing offers that the process did not joins the catalog, gated by
+// the same rules as one listed at start-up. A
 // listing that fails returns a loop.DefinitionUnavailableError: why (never
 // the transport's message) and when the definition the process still has
 // was listed, which a turn held meanwhile shows its approvers.

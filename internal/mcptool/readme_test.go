@@ -32,6 +32,9 @@ func TestReadmeMatchesTheConstants(t *testing.T) {
 		fmt.Sprintf("at most %d characters", mcptool.MaxServerNameLen),
 		fmt.Sprintf("`^[a-zA-Z0-9_-]{1,%d}$`", mcptool.MaxToolNameLen),
 		"`" + mcptool.EnvFile + "=" + mcptool.LayerPath + "`",
+		fmt.Sprintf("at most **once every %d s** (`mcptool.DefaultRetryInterval`", int(mcptool.DefaultRetryInterval.Seconds())),
+		fmt.Sprintf("at most every %s`", mcptool.DefaultRetryInterval),
+		fmt.Sprintf("%d s locally, as at start-up", int(mcptool.DefaultConnectTimeout.Seconds())),
 	} {
 		assert.Contains(t, flat, want)
 	}

@@ -370,8 +370,12 @@ type serverTools struct {
 	server Server
 	conn   *conn
 	logger *slog.Logger
-	tools  []*remoteTool
-	mu     sync.Mutex
+	// added is called when a listing added tools (the catalog changed).
+	added func()
+	mu    sync.Mutex
+	// tools are the server's tools this process offers, by exposed name;
+	// a later listing may add some (never in place: readers keep theirs).
+	tools []*remoteTool
 	// listing is the listing in flight, which callers of refresh share.
 	listing *listing
 	// listed is the last listing that succeeded.
@@ -388,12 +392,19 @@ type listing struct {
 	err     error
 }
 
-// refresh lists the server's tools and refreshes the definition of every
-// tool of it this process exposes. Callers that come while a listing is in
-// flight wait for that one instead of sending another, and the tools of
+// current returns the server's tools this process offers now.
+func (st *serverTools) current() []*remoteTool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.tools
+}
+
+// refresh lists the server's tools, refreshes the definition of every
+// tool of it this process exposes, and adds the tools the listing offers
+// that the process did not (addNew). Callers that come while a listing is
+// in flight wait for that one instead of sending another, and the tools of
 // one turn the loop asks about (loop.DefinitionsAskedAt) share a listing
-// that began after the loop began asking. Tools the server added since
-// the process started are not exposed (that needs a new process).
+// that began after the loop began asking.
 func (st *serverTools) refresh(ctx context.Context) error {
 	st.mu.Lock()
 	if at, ok := loop.DefinitionsAskedAt(ctx); ok && st.listed != nil && !st.listed.started.Before(at) {
@@ -465,7 +476,8 @@ func (st *serverTools) list(ctx context.Context, l *listing) {
 		}
 		byName[mt.Name] = mt
 	}
-	for _, t := range st.tools {
+	tools := st.current()
+	for _, t := range tools {
 		was := t.state.Load()
 		now := was
 		if mt, ok := byName[t.name]; !ok || twice[t.name] {
@@ -490,6 +502,71 @@ func (st *serverTools) list(ctx context.Context, l *listing) {
 		if !sameDefinition(was.def, now.def) {
 			st.logger.InfoContext(ctx, "mcp tool definition changed; this process uses the new one", "server", st.server.Name, "tool", t.name, "removed", now.removed)
 		}
+	}
+	st.addNew(ctx, tools, listed, twice)
+}
+
+// addNew adds the tools of a listing that the process does not offer yet
+// and the file keeps (include, exclude): each is gated by the same rules
+// as a tool listed at start-up (ruleFor: the server's trust, the tool's
+// annotations and the file's approval override; a tool the file says
+// nothing of needs approval unless it is a trusted read). A tool is left
+// out, and logged, when the listing offers it twice, when its exposed
+// name is too long or is also another tool's (start-up refuses both; here
+// neither tool is believed, and one offered before stays as it was), or
+// when its input schema does not compile. tools are the ones offered
+// before the listing.
+func (st *serverTools) addNew(ctx context.Context, tools []*remoteTool, listed []*mcp.Tool, twice map[string]bool) {
+	have := make(map[string]bool, len(tools))
+	exposed := make(map[string]int, len(tools)+len(listed))
+	for _, t := range tools {
+		have[t.name] = true
+		exposed[t.Definition().Name]++
+	}
+	var fresh []*remoteTool
+	for _, mt := range listed {
+		if have[mt.Name] || twice[mt.Name] || !st.server.offers(mt.Name) {
+			continue
+		}
+		have[mt.Name] = true
+		t, err := newRemoteTool(st, mt)
+		if err == nil {
+			_, err = loop.NewToolbox(t)
+		}
+		if err != nil {
+			st.logger.WarnContext(ctx, "the MCP server offers a new tool that cannot be offered; it is left out", "server", st.server.Name, "tool", mt.Name, "err", err)
+			continue
+		}
+		exposed[t.Definition().Name]++
+		fresh = append(fresh, t)
+	}
+	var added []*remoteTool
+	for _, t := range fresh {
+		name := t.Definition().Name
+		switch {
+		case exposed[name] > 1:
+			st.logger.WarnContext(ctx, "the MCP server offers a new tool whose exposed name another tool has; it is left out (exclude one of them)", "server", st.server.Name, "tool", t.name, "exposed", name)
+		case len(name) > MaxToolNameLen:
+			st.logger.WarnContext(ctx, "the MCP server offers a new tool whose exposed name is too long; it is left out", "server", st.server.Name, "tool", t.name, "exposed", name, "max", MaxToolNameLen)
+		default:
+			added = append(added, t)
+		}
+	}
+	if len(added) == 0 {
+		return
+	}
+	names := make([]string, len(added))
+	for i, t := range added {
+		names[i] = t.Definition().Name
+	}
+	st.mu.Lock()
+	next := append(append([]*remoteTool(nil), st.tools...), added...)
+	sortTools(next)
+	st.tools = next
+	st.mu.Unlock()
+	st.logger.InfoContext(ctx, "the MCP server offers new tools; runs that start from now on are offered them", "server", st.server.Name, "tools", names)
+	if st.added != nil {
+		st.added()
 	}
 }
 

@@ -53,7 +53,13 @@ func Bin(t testing.TB, name string) string {
 // failed.
 func Start(t testing.TB, bin, dir string, env []string, args ...string) string {
 	t.Helper()
-	port := freePort(t)
+	return StartAt(t, FreePort(t), bin, dir, env, args...)
+}
+
+// StartAt is Start on the given port (FreePort): a test can name the
+// server's URL before the server runs (a server that is down, then up).
+func StartAt(t testing.TB, port int, bin, dir string, env []string, args ...string) string {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -96,9 +102,9 @@ func Start(t testing.TB, bin, dir string, env []string, args ...string) string {
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago (the child
+// FreePort returns a loopback port that was free a moment ago (the child
 // process binds it itself).
-func freePort(t testing.TB) int {
+func FreePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -40,6 +40,7 @@ type Server struct {
 	conns     int
 	headers   http.Header
 	http      *httptest.Server
+	handler   http.Handler
 	// extra are listed after the SDK's own tools (ListAlso).
 	extra []*mcp.Tool
 }
@@ -104,22 +105,47 @@ func New(t testing.TB, o Options) *Server {
 	s := &Server{MetaKey: o.MetaKey}
 	s.MCP = mcp.NewServer(&mcp.Implementation{Name: "mcptest", Title: "Test CRM", Version: "1.0.0"}, &mcp.ServerOptions{PageSize: o.PageSize})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.MCP }, nil)
-	s.http = httptest.NewUnstartedServer(s.middleware(h))
-	s.http.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+	s.handler = s.middleware(h)
+	s.http = s.serve(nil)
+	s.URL = s.http.URL + "/mcp"
+	// The server serving when the test ends (Restart may have replaced
+	// the first) stops then, after what the test started later.
+	t.Cleanup(func() { s.http.Close() })
+	return s
+}
+
+// serve starts serving on l (nil: a new loopback port).
+func (s *Server) serve(l net.Listener) *httptest.Server {
+	hs := httptest.NewUnstartedServer(s.handler)
+	if l != nil {
+		hs.Listener.Close()
+		hs.Listener = l
+	}
+	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			s.mu.Lock()
 			s.conns++
 			s.mu.Unlock()
 		}
 	}
-	s.http.Start()
-	s.URL = s.http.URL + "/mcp"
-	t.Cleanup(s.http.Close)
-	return s
+	hs.Start()
+	return hs
 }
 
 // Close stops the server (its URL then refuses connections).
 func (s *Server) Close() { s.http.Close() }
+
+// Restart serves again, with the same tools, at the URL a Close left: a
+// server that was down and came back. Sessions it gave out before are
+// kept (the handler is the same). Call it from the test's goroutine.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	l, err := net.Listen("tcp", s.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatalf("mcptest: listen again on %s: %v", s.http.Listener.Addr(), err)
+	}
+	s.http = s.serve(l)
+}
 
 // middleware implements the misbehaviours and counts list requests.
 func (s *Server) middleware(next http.Handler) http.Handler {
