@@ -375,13 +375,7 @@ func (a *API) heldTextPage(ctx context.Context, req events.APIGatewayProxyReques
 // voteOf returns the vote the person behind approver cast on r's current
 // suspension, if any.
 func voteOf(dir *identity.Directory, r *runs.Run, approver string) (runs.Vote, bool) {
-	key := runs.SubjectKey(dir, approver)
-	for _, v := range r.Votes {
-		if key != "" && v.Person == key {
-			return v, true
-		}
-	}
-	return runs.Vote{}, false
+	return r.VoteOf(dir, runs.SubjectKey(dir, approver))
 }
 
 // expiredPage is the page of a link whose run no longer waits for the

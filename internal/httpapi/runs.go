@@ -463,13 +463,13 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		if how.Voter == "" {
 			return nil, errorf(runs.EForbidden, "the decision cannot be authorized: the decider is not a valid principal")
 		}
-		for _, v := range r.Votes {
-			if v.Person == how.Voter {
-				// Said before the vote's own checks: a person votes once,
-				// whatever the second vote holds (the store's write checks
-				// it again, on the row it writes).
-				return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
-			}
+		how.Directory = a.Directory
+		if _, ok := r.VoteOf(a.Directory, how.Voter); ok {
+			// Said before the vote's own checks: a person votes once,
+			// whatever the second vote holds and whatever their key was
+			// when they voted (the store's write checks it again, on the
+			// row it writes).
+			return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
 		}
 		// Where each held call needs one approval, the voter who decides
 		// a call may edit it: the edit is checked as a decision's is.

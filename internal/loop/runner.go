@@ -210,6 +210,14 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 // rule their call was held for (pol: the run's Policy; nil: none). It
 // returns an error wrapping ErrDigestMismatch or ErrInvalidDecision.
 func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []PendingCall, digest string, d Decision) error {
+	_, err := resolveDecision(ctx, reviveEdited(ctx, tools, calls, d), pol, calls, digest, d, true)
+	return err
+}
+
+// reviveEdited returns tools as it stands for checking the edits of d on
+// calls: an edit is checked against its tool's schema, so a tool whose
+// source this process could not list is looked for again (Revive).
+func reviveEdited(ctx context.Context, tools *Toolbox, calls []PendingCall, d Decision) *Toolbox {
 	var edited []string
 	for _, cd := range d.Calls {
 		for _, c := range calls {
@@ -218,13 +226,10 @@ func ValidateDecision(ctx context.Context, tools *Toolbox, pol Policy, calls []P
 			}
 		}
 	}
-	if len(edited) > 0 {
-		// An edit is checked against the tool's schema: a tool whose
-		// source this process could not list is looked for again.
-		tools = tools.Revive(ctx, edited, false)
+	if len(edited) == 0 {
+		return tools
 	}
-	_, err := resolveDecision(ctx, tools, pol, calls, digest, d, true)
-	return err
+	return tools.Revive(ctx, edited, false)
 }
 
 // ValidateVote checks a vote on a held turn decided by votes without
@@ -273,6 +278,7 @@ func ValidateVote(ctx context.Context, tools *Toolbox, pol Policy, calls []Pendi
 	for _, c := range calls {
 		byID[c.ID] = c
 	}
+	tools = reviveEdited(ctx, tools, calls, d)
 	for i, cd := range d.Calls {
 		c, ok := byID[cd.CallID]
 		if !ok {

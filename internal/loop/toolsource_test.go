@@ -198,3 +198,26 @@ func TestAResumeLooksForTheToolsOfItsHeldCalls(t *testing.T) {
 	assert.False(t, res.IsError, res.Content)
 	assert.Equal(t, "crm__update ran", res.Content)
 }
+
+// TestAVoteThatEditsLooksForItsTool: an edit in a vote is checked against
+// the tool's schema as a decision's is, so a tool whose source this
+// process could not list at start-up is looked for again (reviewer
+// helper-91 F2: before, the vote's edit was refused as unavailable).
+func TestAVoteThatEditsLooksForItsTool(t *testing.T) {
+	update := remote("crm__update", loop.EffectWrite)
+	holderTools, err := loop.NewToolbox(update)
+	require.NoError(t, err)
+	turns := []loop.Message{asst(use("u1", "crm__update", `{}`)), asst(say("done"))}
+	out, err := (&loop.Runner{Model: scriptModel(turns...), Tools: holderTools}).Run(context.Background(), request("update"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	st := out.Suspended
+
+	src := &fakeSource{absent: map[string]string{"crm__": "MCP server crm was unavailable when this process started"}}
+	src.found = func() { src.set(nil, update) }
+	tb, err := loop.NewToolboxWithSource(src)
+	require.NoError(t, err)
+	vote := loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "u1", Action: loop.ActionEdit, Input: json.RawMessage(`{}`)}}}
+	require.NoError(t, loop.ValidateVote(context.Background(), tb, nil, st.PendingCalls, st.TurnDigest, vote, 1))
+	assert.Equal(t, [][]string{{"crm__update"}}, src.sought())
+}

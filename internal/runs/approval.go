@@ -244,11 +244,16 @@ type NewDecision struct {
 	Decision loop.Decision
 	// Voter is who the decision counts for when votes decide the
 	// suspension (identity.Subject.Key of the decider); a person votes
-	// once. A decision with a Voter or Choices is a vote, and is refused
+	// once, whatever their key was when they voted (Run.VoteOf under
+	// Directory). A decision with a Voter or Choices is a vote, and is refused
 	// (EConflict) by a suspension one decision decides; one with neither
 	// is refused (EConflict) by a suspension votes decide (a quorum check
 	// switched it since the caller read it: Store.ReviseDeciders).
 	Voter string
+	// Directory is the directory in force (nil: none), by which an earlier
+	// vote cast under another directory is matched to this voter
+	// (Run.VoteOf).
+	Directory *identity.Directory
 	// Choices are a vote's choices, one per held call the voter may decide
 	// (VoteChoices); a whole-turn vote's are all its action.
 	Choices []VoteChoice
@@ -357,14 +362,12 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			if err := checkChoices(cur, d); err != nil {
 				return nil, Write{}, err
 			}
-			for _, v := range cur.Votes {
-				if v.Person == d.Voter {
-					how := string(v.TurnAction())
-					if how == "" {
-						how = "per call"
-					}
-					return nil, Write{}, Errorf(EConflict, "%s already voted (%s) on this suspension", d.Decider, how)
+			if v, ok := cur.VoteOf(d.Directory, d.Voter); ok {
+				how := string(v.TurnAction())
+				if how == "" {
+					how = "per call"
 				}
+				return nil, Write{}, Errorf(EConflict, "%s already voted (%s) on this suspension", d.Decider, how)
 			}
 			if !decidesAnOpenCall(cur, d.Choices) && !turnDecided(cur.Tally()) {
 				// Nothing left for this voter: every call they may decide

@@ -304,12 +304,11 @@ func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
 	if !r.Voting() {
 		return nil, nil
 	}
-	done := map[string]bool{}
+	done := VotedKeys(dir, r)
 	for _, v := range r.Votes {
-		done[v.Person] = true
 		for _, ch := range v.CallChoices(r.PendingCalls) {
-			if ch.Action == loop.ActionApprove {
-				voted = append(voted, v.Name()) // approved at least one call
+			if ch.Action == loop.ActionApprove || ch.Action == loop.ActionEdit {
+				voted = append(voted, v.Name()) // approved at least one call (an edit approves it edited)
 				break
 			}
 		}
@@ -371,10 +370,7 @@ func CheckOpenApprovals(dir *identity.Directory, r *Run) (lost, unsure map[strin
 	if dir == nil || r == nil || r.Status != StatusWaiting {
 		return nil, nil
 	}
-	voted := map[string]bool{}
-	for _, v := range r.Votes {
-		voted[v.Person] = true
-	}
+	voted := VotedKeys(dir, r)
 	byID := map[string]CallSummary{}
 	for _, c := range r.PendingCalls {
 		byID[c.ID] = c

@@ -74,10 +74,7 @@ func PlanDeciders(dir *identity.Directory, r *Run, ask bool) DeciderRevision {
 		view = r.Clone()
 		view.PerCallVotes = true
 	}
-	voted := map[string]bool{}
-	for _, v := range r.Votes {
-		voted[v.Person] = true
-	}
+	voted := VotedKeys(dir, r)
 	open := OpenDeciders(dir, view)
 	may := map[string]bool{}
 	for _, e := range open {

@@ -443,13 +443,14 @@ func (r *Run) VotesTakeEdits() bool {
 }
 
 // Approvals returns how many votes on the run's current suspension approve
-// at least one held call: the number of distinct persons who approved (a
-// person votes once per suspension).
+// at least one held call (as it is, or edited where votes take edits):
+// the number of distinct persons who approved (a person votes once per
+// suspension).
 func (r *Run) Approvals() int {
 	n := 0
 	for _, v := range r.Votes {
 		for _, ch := range v.choices(r.PendingCalls) {
-			if ch.Action == loop.ActionApprove {
+			if ch.Action == loop.ActionApprove || ch.Action == loop.ActionEdit {
 				n++
 				break
 			}

@@ -63,6 +63,51 @@ func (v Vote) choices(calls []CallSummary) []VoteChoice {
 	return out
 }
 
+// VotedKeys returns the keys of those who voted on r's current suspension
+// (true for each): each vote's Person, the key its voter had under the
+// directory in force when it was cast, and the key the principal it was
+// cast as (By) has under dir, the directory in force now. A directory
+// changed since (an entry added for a principal who voted as themselves,
+// or removed) changes a voter's key: they still voted, once.
+func VotedKeys(dir *identity.Directory, r *Run) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range r.Votes {
+		for _, k := range v.keys(dir) {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// VoteOf returns the vote on r's current suspension of the voter whose key
+// under dir (the directory in force) is key (SubjectKey), if any: the vote
+// cast under that key, or cast as a principal whose key under dir is key
+// (see VotedKeys).
+func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
+	if key == "" {
+		return Vote{}, false
+	}
+	for _, v := range r.Votes {
+		if slices.Contains(v.keys(dir), key) {
+			return v, true
+		}
+	}
+	return Vote{}, false
+}
+
+// keys are the keys vote v counts for under dir: its Person and its
+// principal's key under dir (VotedKeys).
+func (v Vote) keys(dir *identity.Directory) []string {
+	out := make([]string, 0, 2)
+	if v.Person != "" {
+		out = append(out, v.Person)
+	}
+	if k := SubjectKey(dir, v.By); k != "" && k != v.Person {
+		out = append(out, k)
+	}
+	return out
+}
+
 // Name is who the vote counts for, as reports name voters (the run's
 // deciders, who approved or denied a call, the approval page and mail):
 // the directory person's id when the voter was one of a directory

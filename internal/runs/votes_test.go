@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -354,4 +355,25 @@ func TestVotersAreNamedByPerson(t *testing.T) {
 		{CallID: "d", Tool: "delete_document", Action: loop.ActionDeny, By: []string{"Erin@example.com"}},
 	}, r.DecidedCalls())
 	assert.Equal(t, "ann-ci", r.Votes[0].By, "the vote keeps the alias as authenticated")
+}
+
+// TestEditsCountAsApprovals: a vote's edit of a call that needs one
+// approval approves it (edited): it counts in the tally, in Approvals and
+// among those VoteTally says approved; an 'e' on a call that needs more
+// than one approval (which Store.Decide never takes) approves nothing
+// (reviewer helper-91 F4, F6).
+func TestEditsCountAsApprovals(t *testing.T) {
+	dir, r := quorumTurn(t)
+	r.Votes = []runs.Vote{{By: "carol@example.com", Person: "person:carol", Choices: "-e-", Edits: []json.RawMessage{json.RawMessage(`{"path":"b"}`)}}}
+	d, _ := r.CallTally("d")
+	assert.True(t, d.Approved(), "the edit approves d")
+	assert.JSONEq(t, `{"path":"b"}`, string(d.Edited))
+	assert.Equal(t, 1, r.Approvals())
+	voted, _ := runs.VoteTally(dir, r)
+	assert.Equal(t, []string{"carol"}, voted)
+
+	r.Votes = []runs.Vote{{By: "ann@example.com", Person: "person:ann", Choices: "e--", Edits: []json.RawMessage{json.RawMessage(`{"path":"a"}`)}}}
+	w, _ := r.CallTally("w")
+	assert.Empty(t, w.ApprovedBy, "w needs two approvals: an edit of it is no approval")
+	assert.Nil(t, w.Edited)
 }

@@ -17,10 +17,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		return nil
 	}
 	reminder := r.Notification != runs.NotificationFailed
-	voted := map[string]bool{}
-	for _, v := range r.Votes {
-		voted[v.Person] = true
-	}
+	voted := runs.VotedKeys(w.Directory, r)
 	var unvoted []identity.Eligible
 	// Those who may still vote: under a quorum, on a call not yet approved
 	// or denied.

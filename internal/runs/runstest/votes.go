@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -55,6 +56,19 @@ func testVotes(t *testing.T, e *Env) {
 	again := vote("bob", loop.ActionApprove)
 	again.Decider = "Bob@Example.com"
 	_, err = e.Store.Decide(ctx, r1, again)
+	AssertCode(t, runs.EConflict, err)
+	e.Unchanged(t, r1)
+
+	// The same person under another key, after a directory change: bob
+	// voted as person:bob; the directory in force has no entry for him, so
+	// his key is now his bare principal's. He voted: 409 (Run.VoteOf).
+	bare := vote("bob", loop.ActionApprove)
+	bare.Voter = runs.SubjectKey(nil, "bob@example.com")
+	require.NotEqual(t, "person:bob", bare.Voter)
+	noBob, err := identity.DecodeDirectory([]byte(`{"version": 1, "persons": [{"id": "carol", "aliases": ["carol@example.com"]}]}`))
+	require.NoError(t, err)
+	bare.Directory = noBob
+	_, err = e.Store.Decide(ctx, r1, bare)
 	AssertCode(t, runs.EConflict, err)
 	e.Unchanged(t, r1)
 
