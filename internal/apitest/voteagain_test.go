@@ -3,6 +3,7 @@ package apitest_test
 import (
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +116,45 @@ func TestQuorumCheckDoesNotAskAVoterAgain(t *testing.T) {
 		page := second.As(t, "").Call(t, "GET", linkPath(t, links[0]), "", "")
 		assert.NotContains(t, string(page.Body), "<form", "a second vote is offered to ann")
 	}
+}
+
+// TestApproversThatBecameOnePerson: a run needs 2 of ann@example.com,
+// annie and bob, two of whom the directory then makes one person (ann,
+// aliases ann@example.com and annie). The stored list names the same
+// persons it did: ann once. ann, who voted as ann@example.com, may not vote
+// again as annie (409), and bob's vote completes the quorum (outside
+// tester helper-94 F1: before, every decision was refused 403, "the run's
+// approvers no longer resolve", until the deadline).
+func TestApproversThatBecameOnePerson(t *testing.T) {
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "runs.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	clock := clocktest.New(time.Now().UTC().Truncate(time.Millisecond))
+	server := func(dir string, withAnn bool) *apitest.Server {
+		return apitest.Start(t, apitest.Options{Now: clock.Now, Validator: validator, Principals: []string{"frank", "ann@example.com", "annie", "bob"},
+			Dir: dir, Rows: db, States: db,
+			Script:     script(toolUse("w1", "write_document", `{"path":"pages/pricing.md","text":"Team: 12 EUR\n"}`)),
+			Governance: governance(t, strings.Replace(annOptionalDirectory(withAnn), `"ann@example.com", "ann"`, `"ann@example.com", "annie"`, 1), "")})
+	}
+	first := server("", false)
+	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob"],"required_approvals":2}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id := run["id"].(string)
+	first.App.Dispatcher.Wait()
+	c := first.Client(t)
+	run = waitAs(t, first, c, "frank", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann@example.com", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	first.Stop()
+
+	second := server(first.Dir, true)
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "annie", approve)
+	assert.Equal(t, http.StatusConflict, code, "ann voted already, as ann@example.com: %v", out)
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "bob", approve)
+	require.Equal(t, http.StatusAccepted, code, "bob may still decide: %v", out)
+	second.App.Dispatcher.Wait()
+	c = second.Client(t)
+	waitAs(t, second, c, "frank", id, "COMPLETED")
 }

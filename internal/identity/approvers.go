@@ -85,6 +85,17 @@ func (d *Directory) ResolveApprovers(field string, entries []string) (*ApproverL
 	return d.resolve(field, entries, resolveRules{})
 }
 
+// ResolveStoredApprovers resolves the approver list a waiting run stored
+// (its own, or a held call's rule's) against the directory in force, as
+// ResolveApprovers does, except that entries that have become one person
+// since the list was checked (a directory that added an entry for two of
+// its principals) are that person once: the list names the same persons,
+// and persons are what decisions count. A group listed twice, or an entry
+// that no longer resolves, is still an error.
+func (d *Directory) ResolveStoredApprovers(field string, entries []string) (*ApproverList, error) {
+	return d.resolve(field, entries, resolveRules{mergeSamePerson: true})
+}
+
 // markInvalid wraps resolve's error in ErrInvalidApprovers.
 func markInvalid(l *ApproverList, err error) (*ApproverList, error) {
 	if err != nil {
@@ -100,6 +111,9 @@ type resolveRules struct {
 	groupsOnly bool
 	// serviceAccounts accepts service accounts (tool executors).
 	serviceAccounts bool
+	// mergeSamePerson keeps the first of entries that are one person
+	// instead of refusing the list (ResolveStoredApprovers).
+	mergeSamePerson bool
 }
 
 func (d *Directory) resolve(field string, entries []string, rules resolveRules) (*ApproverList, error) {
@@ -138,6 +152,9 @@ func (d *Directory) resolve(field string, entries []string, rules resolveRules) 
 			}
 			e = approverEntry{text: p.String(), subject: s}
 			if j, dup := seen[s.Key()]; dup {
+				if rules.mergeSamePerson {
+					continue
+				}
 				return nil, fmt.Errorf("%s: the same person as %s[%d]", where, field, j)
 			}
 			seen[s.Key()] = i

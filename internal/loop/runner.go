@@ -306,7 +306,7 @@ func ValidateVote(ctx context.Context, tools *Toolbox, pol Policy, calls []Pendi
 // (judgeEdit; pol nil: none). It returns the input in canonical form.
 func checkEdit(ctx context.Context, tools *Toolbox, pol Policy, c PendingCall, cd CallDecision, i int) (json.RawMessage, error) {
 	if _, ok := tools.Lookup(c.Name); !ok {
-		return nil, fmt.Errorf("%w: calls[%d]: %s, its call cannot be edited", ErrInvalidDecision, i, tools.Missing(c.Name))
+		return nil, fmt.Errorf("%w: calls[%d]: the call cannot be edited: %s", ErrInvalidDecision, i, tools.Missing(c.Name))
 	}
 	if err := tools.ValidateInput(c.Name, cd.Input); err != nil {
 		return nil, fmt.Errorf("%w: calls[%d]: edited input: %w", ErrInvalidDecision, i, err)

@@ -15,7 +15,9 @@ import (
 // approval in run r: the approvers its policy rule names, or else the
 // run's, resolved in dir, with four-eyes when the run or the rule asks for
 // it. An approver list that no longer resolves (a group was removed, an
-// alias became a service account) is an error.
+// alias became a service account) is an error; entries that became one
+// person since the list was checked are that person once
+// (identity.Directory.ResolveStoredApprovers).
 func Requirements(dir *identity.Directory, r *Run, calls []CallSummary) ([]identity.Requirement, error) {
 	var runList *identity.ApproverList
 	var reqs []identity.Requirement
@@ -29,13 +31,13 @@ func Requirements(dir *identity.Directory, r *Run, calls []CallSummary) ([]ident
 			fourEyes = fourEyes || c.Approval.FourEyes
 		}
 		if c.Approval != nil && len(c.Approval.Approvers) > 0 {
-			l, err := dir.ResolveApprovers("rule "+c.Rule+" approvers", c.Approval.Approvers)
+			l, err := dir.ResolveStoredApprovers("rule "+c.Rule+" approvers", c.Approval.Approvers)
 			if err != nil {
 				return nil, err
 			}
 			list = l
 		} else if list == nil {
-			l, err := dir.ResolveApprovers("approvers", r.Approvers)
+			l, err := dir.ResolveStoredApprovers("approvers", r.Approvers)
 			if err != nil {
 				return nil, err
 			}

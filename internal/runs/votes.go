@@ -113,14 +113,16 @@ func (v Vote) keys(dir *identity.Directory) []string {
 // the directory person's id when the voter was one of a directory
 // person's aliases as the vote was cast (Person "person:<id>"), so that a
 // person is named the same whichever alias they voted with; anyone else
-// by their canonical principal. By keeps the alias as authenticated, for
-// the audit.
+// by their principal's comparison form (identity.Principal.Key: an e-mail
+// address lowercased without a +tag, as the vote counted them), so that
+// Gina@Example.com and gina+x@example.com are one name, as they are one
+// vote. By keeps the alias as authenticated, for the audit.
 func (v Vote) Name() string {
 	if id, ok := strings.CutPrefix(v.Person, "person:"); ok && id != "" {
 		return id
 	}
 	if p, err := identity.Parse(v.By); err == nil {
-		return p.String()
+		return p.Key()
 	}
 	return v.By
 }

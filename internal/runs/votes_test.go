@@ -344,15 +344,15 @@ func TestVotersAreNamedByPerson(t *testing.T) {
 		{By: "Erin@Example.COM", Person: "email:erin@example.com", Choices: "ad-", Reasons: []string{"no"}},
 	}
 	assert.Equal(t, "ann", r.Votes[0].Name())
-	assert.Equal(t, "Erin@example.com", r.Votes[1].Name(), "no directory entry: the canonical principal")
+	assert.Equal(t, "erin@example.com", r.Votes[1].Name(), "no directory entry: the canonical principal")
 	w, _ := r.CallTally("w")
-	assert.Equal(t, []string{"ann", "Erin@example.com"}, w.ApprovedBy)
+	assert.Equal(t, []string{"ann", "erin@example.com"}, w.ApprovedBy)
 	d, _ := r.CallTally("d")
-	assert.Equal(t, "Erin@example.com", d.DeniedBy)
-	assert.Equal(t, []string{"ann", "Erin@example.com"}, r.DecidingVoters())
+	assert.Equal(t, "erin@example.com", d.DeniedBy)
+	assert.Equal(t, []string{"ann", "erin@example.com"}, r.DecidingVoters())
 	assert.Equal(t, []runs.DecidedCall{
-		{CallID: "w", Tool: "write_document", Action: loop.ActionApprove, By: []string{"ann", "Erin@example.com"}},
-		{CallID: "d", Tool: "delete_document", Action: loop.ActionDeny, By: []string{"Erin@example.com"}},
+		{CallID: "w", Tool: "write_document", Action: loop.ActionApprove, By: []string{"ann", "erin@example.com"}},
+		{CallID: "d", Tool: "delete_document", Action: loop.ActionDeny, By: []string{"erin@example.com"}},
 	}, r.DecidedCalls())
 	assert.Equal(t, "ann-ci", r.Votes[0].By, "the vote keeps the alias as authenticated")
 }
