@@ -199,9 +199,6 @@ func linkBase(public string, addr net.Addr) (string, error) {
 func openApp(ctx context.Context, o serveOptions, base string, model loop.Model, tools *mcptool.Catalog, gov app.Governance) (*app.App, *dispatch.InProcess, func() error, error) {
 	outbox := filepath.Join(o.dir, "outbox")
 	if o.store != "aws" {
-		if err := seedDocuments(o.dir); err != nil {
-			return nil, nil, nil, fmt.Errorf("seed documents: %w", err)
-		}
 		retention := o.retention
 		if retention <= 0 {
 			r, err := config.RetentionFrom(os.Getenv)
@@ -210,7 +207,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 			}
 			retention = r
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention, Now: o.now})
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Seed: demoSeed(o.model), Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention, Now: o.now})
 		if err != nil {
 			return nil, nil, nil, err
 		}
