@@ -35,6 +35,7 @@ import (
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/embedded"
 	"github.com/agentgate/agentgate/internal/service"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -208,6 +209,9 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 			retention = r
 		}
 		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Seed: demoSeed(o.model), Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention, Now: o.now})
+		if errors.Is(err, embedded.ErrInUse) {
+			return nil, nil, nil, fmt.Errorf("%w: is another agentgate (serve or demo) running on --dir %s? Stop it, or give another --dir", err, o.dir)
+		}
 		if err != nil {
 			return nil, nil, nil, err
 		}
