@@ -41,8 +41,8 @@ func TestServeWarnsOfSecretFilesOthersCanRead(t *testing.T) {
 	out := serve()
 	assert.NotContains(t, out, "secret file is open to other local users", "both files are 0600")
 
-	require.NoError(t, os.Chmod(tokens, 0o644))
-	require.NoError(t, os.Chmod(whsec, 0o640))
+	require.NoError(t, os.Chmod(tokens, 0o644)) //nolint:gosec // the mode under test
+	require.NoError(t, os.Chmod(whsec, 0o640))  //nolint:gosec // the mode under test
 	out = serve()
 	assert.Contains(t, out, `"msg":"secret file is open to other local users: they can read (or change) the tokens or secrets in it; chmod 600 it","file":"`+tokens+`","mode":"0644"`)
 	assert.Contains(t, out, `"file":"`+whsec+`","mode":"0640"`)
