@@ -78,6 +78,9 @@ func startLinkServer(t *testing.T, o linkServerOptions) *linkServer {
 	model := ""
 	if o.script != "" {
 		model = "scripted:" + writeScript(t, dir, o.script)
+		// The scripts read and write the demo pages, which a new store
+		// starts with only for the demo script.
+		seedDemoDocuments(t, dir)
 	}
 	ls := &linkServer{t: t, dir: dir, mail: &syncBuffer{}, logs: &syncBuffer{}}
 	s, err := startLocal(context.Background(), serveOptions{
@@ -101,7 +104,7 @@ func startLinkServer(t *testing.T, o linkServerOptions) *linkServer {
 func startModelServer(t *testing.T, model loop.Model) *linkServer {
 	t.Helper()
 	dir := t.TempDir()
-	require.NoError(t, seedDocuments(dir))
+	seedDemoDocuments(t, dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ls := &linkServer{t: t, dir: dir, url: "http://" + ln.Addr().String(), mail: &syncBuffer{}, logs: &syncBuffer{}}
@@ -337,4 +340,15 @@ func eventsOf(evs []eventJSON, typ string) []eventJSON {
 		}
 	}
 	return out
+}
+
+// seedDemoDocuments writes the demo documents into dir's content folder,
+// as a new store for the demo script starts with them.
+func seedDemoDocuments(t *testing.T, dir string) {
+	t.Helper()
+	for name, text := range demoDocuments {
+		path := filepath.Join(dir, "content", filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+	}
 }

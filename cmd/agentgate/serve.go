@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 	"unicode"
@@ -35,6 +36,7 @@ import (
 	"github.com/agentgate/agentgate/internal/gateway"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/embedded"
 	"github.com/agentgate/agentgate/internal/service"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -199,9 +201,6 @@ func linkBase(public string, addr net.Addr) (string, error) {
 func openApp(ctx context.Context, o serveOptions, base string, model loop.Model, tools *mcptool.Catalog, gov app.Governance) (*app.App, *dispatch.InProcess, func() error, error) {
 	outbox := filepath.Join(o.dir, "outbox")
 	if o.store != "aws" {
-		if err := seedDocuments(o.dir); err != nil {
-			return nil, nil, nil, fmt.Errorf("seed documents: %w", err)
-		}
 		retention := o.retention
 		if retention <= 0 {
 			r, err := config.RetentionFrom(os.Getenv)
@@ -210,7 +209,10 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 			}
 			retention = r
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention, Now: o.now})
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Seed: demoSeed(o.model), Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention, Now: o.now})
+		if errors.Is(err, embedded.ErrInUse) {
+			return nil, nil, nil, fmt.Errorf("%w: is another agentgate (serve or demo) running on --dir %s? Stop it, or give another --dir", err, o.dir)
+		}
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -328,7 +330,11 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	tools := fs.String("tools", "", "tool-sources file: MCP servers whose tools the model may call, behind the approval gate (see README)")
 	var tokens tokenFlag
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable; visible to other local users in the process list: prefer --token-file); default: one generated for principal 'local-user'")
-	fs.Func("token-file", "file of bearer tokens, one principal=token per line (spaces around = are dropped; blank lines and lines starting with # are skipped; repeatable)", tokens.readFile)
+	var secretFiles []string // files of tokens and secrets, whose mode is checked
+	fs.Func("token-file", "file of bearer tokens, one principal=token per line (spaces around = are dropped; blank lines and lines starting with # are skipped; repeatable; keep it mode 0600)", func(path string) error {
+		secretFiles = append(secretFiles, path)
+		return tokens.readFile(path)
+	})
 	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
 	retention := fs.Duration("retention", 0, "how long settled runs are kept before the sweep purges them (default: $"+config.EnvRetention+", else 720h)")
 	segment := fs.Duration("segment-budget", 0, "how long a worker works on a run before it checkpoints it and continues it in a new job (0: no limit; a Lambda stops before its timeout)")
@@ -364,6 +370,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if *whFile != "" {
+		secretFiles = append(secretFiles, *whFile)
+	}
+	warnReadableSecretFiles(logger, secretFiles)
 	s, err := startLocal(ctx, serveOptions{addr: *addr, publicURL: *public, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment, retention: *retention})
 	if err != nil {
 		return err
@@ -432,6 +442,25 @@ func (t *tokenFlag) readFile(path string) error {
 		}
 	}
 	return nil
+}
+
+// warnReadableSecretFiles logs a warning for each file of tokens or
+// secrets that other local users may read or change (a group or other
+// permission bit set), as ssh does for a private key: the README asks for
+// mode 0600, and --token is warned against for the same exposure. Not on
+// Windows, whose permissions the mode does not show.
+func warnReadableSecretFiles(logger *slog.Logger, paths []string) {
+	if runtime.GOOS == "windows" {
+		return
+	}
+	for _, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		logger.Warn("secret file is open to other local users: they can read (or change) the tokens or secrets in it; chmod 600 it",
+			"file", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
 }
 
 // remoteFlag collects name=url pairs of remote functions.

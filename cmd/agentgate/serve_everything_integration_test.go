@@ -132,7 +132,7 @@ func TestEverythingServerBehindTheGate(t *testing.T) {
 // sources as `serve` does (app.OpenLocal behind the gateway).
 func serveApp(t *testing.T, dir string, model loop.Model, catalog *mcptool.Catalog, logs *syncBuffer) (*apiClient, *apiClient) {
 	t.Helper()
-	require.NoError(t, seedDocuments(dir))
+	seedDemoDocuments(t, dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	url := "http://" + ln.Addr().String()

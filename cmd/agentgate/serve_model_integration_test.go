@@ -30,6 +30,7 @@ func TestServeModelOpenAICompatible(t *testing.T) {
 	t.Setenv(provider.EnvOpenAIAPIKey, "")
 
 	dir := t.TempDir()
+	seedDemoDocuments(t, dir) // a new store has them only for the demo script
 	logs := &syncBuffer{}
 	s, err := startLocal(context.Background(), serveOptions{
 		addr: "127.0.0.1:0", dir: dir, model: "openai:mock-pricing", tokens: linkTokens,

@@ -24,6 +24,7 @@ func TestServeSegmentBudgetContinuesALongRun(t *testing.T) {
 	turns = append(turns, `{"content": [{"type": "text", "text": "Read it six times."}], "usage": {"input_tokens": 10, "output_tokens": 2}}`)
 	script := `{"turns": [` + strings.Join(turns, ",") + `]}`
 	dir := t.TempDir()
+	seedDemoDocuments(t, dir)
 	logs := &syncBuffer{}
 	// A budget of one nanosecond: every segment makes one model or tool
 	// call, then checkpoints.

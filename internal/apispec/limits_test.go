@@ -13,6 +13,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/agentgate/agentgate/internal/apispec"
+	"github.com/agentgate/agentgate/internal/httpapi"
 	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/mcptool"
 	"github.com/agentgate/agentgate/internal/routes"
@@ -27,6 +28,7 @@ var limitConstants = map[string]int{
 	"routes.MaxDecisionBody":           routes.MaxDecisionBody,
 	"routes.MaxFormBody":               routes.MaxFormBody,
 	"routes.MaxCancelBody":             routes.MaxCancelBody,
+	"httpapi.MaxJSONDepth":             httpapi.MaxJSONDepth,
 	"runs.MaxRequestSize":              runs.MaxRequestSize,
 	"service.MaxPromptBytes":           service.MaxPromptBytes,
 	"runs.MaxApprovers":                runs.MaxApprovers,

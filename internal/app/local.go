@@ -3,8 +3,10 @@ package app
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -42,8 +44,13 @@ var _ docstore.MarkerStore = (*embedded.DB)(nil)
 
 // LocalOptions configure OpenLocal.
 type LocalOptions struct {
-	// Dir holds agentgate.db, content/ and outbox/.
-	Dir   string
+	// Dir holds agentgate.db (LocalStoreFile), content/ and outbox/.
+	Dir string
+	// Seed are documents (path -> text) written into content/ when the
+	// embedded store does not exist yet (the first start on Dir), and only
+	// then: on a later start a seeded document the store's runs deleted
+	// stays deleted. Ignored with Rows and States.
+	Seed  map[string]string
 	Model loop.Model
 	// ToolSources are MCP servers' tools (OpenToolSources; nil: none).
 	ToolSources ToolSources
@@ -69,6 +76,9 @@ type LocalOptions struct {
 	Now    func() time.Time
 }
 
+// LocalStoreFile is the embedded store's file in LocalOptions.Dir.
+const LocalStoreFile = "agentgate.db"
+
 // OpenLocal builds the embedded-default App.
 func OpenLocal(o LocalOptions) (*Local, error) {
 	for _, sub := range []string{"content", "outbox"} {
@@ -82,8 +92,12 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 	if o.Rows != nil && o.States != nil {
 		store = runs.NewStore(o.Rows, o.States, opts)
 	} else {
+		path := filepath.Join(o.Dir, LocalStoreFile)
+		if err := seedNewStore(path, filepath.Join(o.Dir, "content"), o.Seed); err != nil {
+			return nil, err
+		}
 		var err error
-		if store, db, err = embedded.OpenStore(filepath.Join(o.Dir, "agentgate.db"), opts); err != nil {
+		if store, db, err = embedded.OpenStore(path, opts); err != nil {
 			return nil, fmt.Errorf("open embedded store: %w", err)
 		}
 	}
@@ -125,6 +139,36 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 	}
 	disp.Worker = a.Worker
 	return &Local{App: a, Dispatcher: disp, Dir: o.Dir, db: db}, nil
+}
+
+// seedNewStore writes the seed documents into content when the store at
+// path does not exist yet. Written before the store is created: a start
+// that fails between the two seeds again next time, which is harmless, as
+// no run can have deleted a document of a store that never existed. A
+// document already in content is left as it is.
+func seedNewStore(path, content string, seed map[string]string) error {
+	if len(seed) == 0 {
+		return nil
+	}
+	switch _, err := os.Stat(path); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("seed documents: %w", err)
+	}
+	for name, text := range seed {
+		doc := filepath.Join(content, filepath.FromSlash(name))
+		if _, err := os.Lstat(doc); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(doc), 0o700); err != nil {
+			return fmt.Errorf("seed documents: %w", err)
+		}
+		if err := os.WriteFile(doc, []byte(text), 0o600); err != nil {
+			return fmt.Errorf("seed documents: %w", err)
+		}
+	}
+	return nil
 }
 
 // localOwner names this process's workers ("local-<8 hex digits>/..." are

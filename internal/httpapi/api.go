@@ -255,10 +255,30 @@ func decodeJSONGiven(req events.APIGatewayProxyRequest, max int, v any) (givenMe
 		return nil, errorf(runs.EBadRequest, "body is not valid: the body must be a JSON object, not null")
 	}
 	given, err := decodeStrictGiven(b, v)
+	if at, deep := tooDeep(err); deep {
+		return nil, errorf(runs.ETooLarge, "body nests too deeply: its JSON goes more than %d levels of objects and arrays deep (at byte %d), the most a body may", MaxJSONDepth, at)
+	}
 	if err != nil {
 		return nil, errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
 	}
 	return given, nil
+}
+
+// MaxJSONDepth is how many levels of objects and arrays a request body's
+// JSON may nest: the limit of the tokenizer bodies are read with
+// (jsontext, whose limit is not exported; TestMaxJSONDepth holds the two
+// together). Well-formed JSON deeper than that is over a limit (413), not
+// malformed.
+const MaxJSONDepth = 10000
+
+// tooDeep reports whether err is the tokenizer's refusal of JSON nested
+// deeper than MaxJSONDepth, and at which byte.
+func tooDeep(err error) (int64, bool) {
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) && se.Err != nil && strings.Contains(se.Err.Error(), "exceeded max depth") {
+		return se.ByteOffset, true
+	}
+	return 0, false
 }
 
 // plainInteger reports whether s is written as the spec's integers are:

@@ -648,3 +648,51 @@ func TestStepsCarryTheRunningTotals(t *testing.T) {
 		fmt.Sprintf("finished  tools=%d models=%d", 3, models+1),
 	}, got)
 }
+
+// TestACallThatCannotRunHasAnActionOnlyWhenDecided: on resume, the
+// tool_executed step of a held turn's call that could not run names an
+// action only when a decision was made on it: a held call whose input its
+// schema refuses was approved, an unknown tool's call (which needs no
+// approval) was not, whether the decision went call by call and left it
+// out or decided the whole turn.
+func TestACallThatCannotRunHasAnActionOnlyWhenDecided(t *testing.T) {
+	turn := asst(use("w1", "write_doc", `{"path":"a","text":"x"}`), use("u1", "rm_rf", `{}`), use("w2", "write_doc", `{"path":"","text":"x"}`))
+	for _, tt := range []struct {
+		name     string
+		decision func(digest string) loop.Decision
+	}{
+		{"per call, the unknown one left out", func(d string) loop.Decision {
+			return loop.Decision{TurnDigest: d, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}, {CallID: "w2", Action: loop.ActionApprove}}}
+		}},
+		{"per call, the unknown one approved too", func(d string) loop.Decision {
+			return loop.Decision{TurnDigest: d, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionApprove}, {CallID: "u1", Action: loop.ActionApprove}, {CallID: "w2", Action: loop.ActionApprove}}}
+		}},
+		{"the whole turn", func(d string) loop.Decision { return loop.Decision{TurnDigest: d, Action: loop.ActionApprove} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &execLog{}
+			r := newRunner(t, scriptModel(turn, asst(say("done"))), log)
+			out, err := r.Run(context.Background(), request("go"))
+			require.NoError(t, err)
+			require.NotNil(t, out.Suspended)
+			var steps []loop.Step
+			r.Hooks.OnStep = func(_ context.Context, st loop.Step) error { steps = append(steps, st); return nil }
+			out, err = r.Resume(context.Background(), out.Suspended, tt.decision(out.Suspended.TurnDigest))
+			require.NoError(t, err)
+			assert.Equal(t, loop.ReasonCompleted, out.Reason)
+			executed := map[string]loop.Step{}
+			for _, st := range steps {
+				if st.Kind == loop.StepToolExecuted {
+					executed[st.CallID] = st
+				}
+			}
+			require.Len(t, executed, 3)
+			assert.Equal(t, loop.ActionApprove, executed["w1"].Action, "w1 ran, approved")
+			assert.Empty(t, executed["w1"].Detail)
+			assert.Contains(t, executed["u1"].Detail, "not run: ")
+			assert.Empty(t, executed["u1"].Action, "nobody decided on the unknown tool's call")
+			assert.Contains(t, executed["w2"].Detail, "not run: ")
+			assert.Equal(t, loop.ActionApprove, executed["w2"].Action, "w2 was held and approved; its input could not run")
+		})
+	}
+}

@@ -403,6 +403,20 @@ func notRunStep(c PendingCall, detail string) Step {
 	return Step{Kind: StepToolExecuted, CallID: c.ID, Tool: c.Name, IsError: true, Detail: detail, Rule: c.Rule, ApprovedByRule: rememberedBy(c)}
 }
 
+// decidedAction is the action of the decision made on call c of a turn
+// decided with actions (nil: a turn that needed none), "" when none was
+// made on it: only a call held for approval is decided. One that needs no
+// approval (an unknown tool's, a read) is approved by default when a
+// per-call decision leaves it out, and approving it explicitly changes
+// nothing (CheckCallDecision); a whole-turn denial stops it as a denial,
+// never here.
+func decidedAction(c PendingCall, actions map[string]CallDecision, act CallDecision) Action {
+	if actions == nil || !c.NeedsApproval {
+		return ""
+	}
+	return act.Action
+}
+
 // rememberedBy is a call's approved_by_rule: who approved its tool for the
 // rest of the run ("" when nobody did).
 func rememberedBy(c PendingCall) string {
@@ -706,11 +720,9 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 			s.progressed = true
 			t.handled(c.ID, ErrorResult("Error: %s", c.Rejected))
 			// The trail says the call did not run and why; an action only
-			// when a decision was made (an unknown tool is never decided).
+			// when a decision was made on the call (decidedAction).
 			st := notRunStep(c, rejectedDetail(c.Rejected))
-			if t.actions != nil {
-				st.Action = act.Action
-			}
+			st.Action = decidedAction(c, t.actions, act)
 			if err := s.record(ctx, st); err != nil {
 				return err
 			}
@@ -723,7 +735,7 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 			why = fmt.Sprintf("%s could not be run or its current definition confirmed here (%s)", c.Name, why)
 			t.handled(c.ID, ErrorResult("not executed: %s", why))
 			st := notRunStep(c, rejectedDetail(why))
-			st.Action = act.Action
+			st.Action = decidedAction(c, t.actions, act)
 			if err := s.record(ctx, st); err != nil {
 				return err
 			}

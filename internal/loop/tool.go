@@ -383,8 +383,12 @@ func compileSchema(def Definition) (*jsonschema.Resolved, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, schemaProblem(err))
 	}
-	r, err := s.Resolve(nil)
+	var remote *remoteRefError
+	r, err := s.Resolve(&jsonschema.ResolveOptions{Loader: refuseRemote(&remote)})
 	if err != nil {
+		if remote != nil && errors.Is(err, errRemoteRef) {
+			return nil, fmt.Errorf("tool %q: input schema does not compile: %w", def.Name, remote)
+		}
 		return nil, fmt.Errorf("tool %q: input schema does not compile: %s", def.Name, schemaProblem(err))
 	}
 	if err := checkRefCycles(&s); err != nil {
@@ -412,7 +416,8 @@ func schemaProblem(err error) string {
 	for _, internal := range []string{"jsonschema.Schema: ", "<anonymous schema>: "} {
 		msg = strings.ReplaceAll(msg, internal, "")
 	}
-	return msg
+	// A $ref to a pointer the schema does not have.
+	return missingPointer.ReplaceAllString(msg, `$$ref "#$1" points to nothing in the schema (it has no "$2" there)`)
 }
 
 // Lookup returns the named tool.
@@ -499,16 +504,17 @@ func (tb *Toolbox) ValidateInput(name string, input json.RawMessage) error {
 		return fmt.Errorf("input is not valid JSON: %w", err)
 	}
 	if err := s.Validate(v); err != nil {
-		return fmt.Errorf("input does not match the schema of %q: %s", name, inputProblem(err))
+		return fmt.Errorf("input does not match the schema of %q: %s", name, inputProblem(err, s))
 	}
 	return nil
 }
 
-// inputProblem is a validation error as one line for the caller: the
-// validator prints a null value as Go's "<invalid reflect.Value>", and it
-// quotes the value it refuses, which may be large.
-func inputProblem(err error) string {
-	msg := strings.ReplaceAll(oneLine(err.Error()), "<invalid reflect.Value>", "null")
+// inputProblem is a validation error of schema s as one line for the
+// caller, in the schema's terms (schemaMessage): the validator prints a
+// null value as Go's "<invalid reflect.Value>", and it quotes the value it
+// refuses, which may be large.
+func inputProblem(err error, s *jsonschema.Resolved) string {
+	msg := schemaMessage(strings.ReplaceAll(oneLine(err.Error()), "<invalid reflect.Value>", "null"), s)
 	const max = 1000
 	if len(msg) > max {
 		cut := max

@@ -131,12 +131,21 @@ func (t Transcript) Validate() error {
 	return nil
 }
 
-// CheckToolPairing reports whether every tool_use of an assistant turn has
-// exactly one tool_result in the user message right after it, and every
-// tool_result answers a tool_use of the turn right before it. A transcript
-// that passes is valid for every provider.
+// CheckToolPairing reports whether tool_use blocks are only in assistant
+// messages and tool_result blocks only in user messages, every tool_use
+// of an assistant turn has exactly one tool_result in the user message
+// right after it, and every tool_result answers a tool_use of the turn
+// right before it. A transcript that passes is valid for every provider.
 func CheckToolPairing(t Transcript) error {
 	for i, m := range t.Messages {
+		for j, b := range m.Content {
+			switch {
+			case b.Type == BlockToolUse && m.Role != RoleAssistant:
+				return fmt.Errorf("message %d block %d: tool_use %s is in a %s message: tool_use blocks belong to assistant messages", i, j, b.ID, m.Role)
+			case b.Type == BlockToolResult && m.Role != RoleUser:
+				return fmt.Errorf("message %d block %d: tool_result %s is in an %s message: tool_result blocks belong to user messages", i, j, b.ToolUseID, m.Role)
+			}
+		}
 		uses := m.ToolUses()
 		if m.Role == RoleAssistant && len(uses) > 0 {
 			if i+1 >= len(t.Messages) {

@@ -470,6 +470,9 @@ type Notice struct {
 	Reminder bool
 	// Data is the event payload (JSON, optional): channels, recipients.
 	Data json.RawMessage
+	// Actor is who sent the notification: the worker's lease owner for the
+	// first one of a suspension, "purge" for the sweep's (its event's actor).
+	Actor string
 	// RetryAt, with State NotificationFailed, brings the run's reminder time
 	// forward so the sweep mails the approvers again soon (a retry then
 	// takes the place of the reminder). Ignored when not before RemindAt.
@@ -515,7 +518,7 @@ func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Ru
 			retry.Before(next.ApprovalDeadline) && (next.RemindAt.IsZero() || retry.Before(next.RemindAt)) {
 			next.RemindAt = retry
 		}
-		ev := Event{Type: typ, Data: cloneRaw(n.Data)}
+		ev := Event{Type: typ, Actor: n.Actor, Data: cloneRaw(n.Data)}
 		if kept != 0 {
 			ev.Seq, next.NoticeSeq = kept, 0
 		}
@@ -550,7 +553,7 @@ func (s *Store) recordLateNotice(ctx context.Context, id string, kept int64, n N
 		// the row that kept the number.
 		return nil, conflict
 	}
-	ev := Event{RunID: id, Seq: kept, Type: EventNotified, At: s.now(), Data: cloneRaw(n.Data)}
+	ev := Event{RunID: id, Seq: kept, Type: EventNotified, At: s.now(), Actor: n.Actor, Data: cloneRaw(n.Data)}
 	switch err := s.rows.PutEvent(ctx, ev); ErrorCode(err) {
 	case "":
 		return fresh, nil

@@ -42,7 +42,7 @@ func (w *Worker) ReviseDeciders(ctx context.Context, r *runs.Run, at time.Time, 
 		Channel      string   `json:"channel"`
 		Failed       []string `json:"failed"`
 	}{next.SuspensionID, "email", failed})
-	recorded, err := w.Store.RecordNotification(ctx, next, runs.Notice{SuspensionID: next.SuspensionID, State: runs.NotificationFailed, Data: data,
+	recorded, err := w.Store.RecordNotification(ctx, next, runs.Notice{SuspensionID: next.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: data,
 		RetryAt: w.now().Add(MailRetryDelay)})
 	if err != nil {
 		// The revision is durable; only the retry is lost (the reminder at

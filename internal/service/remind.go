@@ -56,7 +56,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		Channel      string   `json:"channel"`
 		Failed       []string `json:"failed"`
 	}{r.SuspensionID, "email", failed})
-	_, err = w.Store.RecordNotification(ctx, cur, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Data: fdata})
+	_, err = w.Store.RecordNotification(ctx, cur, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: fdata})
 	if runs.ErrorCode(err) == runs.EConflict {
 		// The run moved on while the mail went out (a decision, a cancel):
 		// the reminder's links are on record (Renotify wrote them before

@@ -963,7 +963,7 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 		Sent         int      `json:"sent"`
 		Failed       []string `json:"failed,omitempty"`
 	}{st.SuspensionID, "email", len(links) - len(failed), failed})
-	notice := runs.Notice{SuspensionID: st.SuspensionID, State: state, Data: data}
+	notice := runs.Notice{SuspensionID: st.SuspensionID, State: state, Actor: s.owner, Data: data}
 	if state == runs.NotificationFailed {
 		notice.RetryAt = s.w.now().Add(MailRetryDelay)
 	}

@@ -165,7 +165,7 @@ func messageParams(msg loop.Message) ([]sdk.ChatCompletionMessageParamUnion, err
 			}
 		case loop.BlockToolUse:
 			if msg.Role != loop.RoleAssistant {
-				return nil, fmt.Errorf("tool_use block %s in a %s message", b.ID, msg.Role)
+				return nil, fmt.Errorf("tool_use block %s in a message of role %s", b.ID, msg.Role)
 			}
 			calls = append(calls, sdk.ChatCompletionMessageToolCallUnionParam{OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
 				ID:       b.ID,
@@ -173,7 +173,7 @@ func messageParams(msg loop.Message) ([]sdk.ChatCompletionMessageParamUnion, err
 			}})
 		case loop.BlockToolResult:
 			if msg.Role != loop.RoleUser {
-				return nil, fmt.Errorf("tool_result block for %s in a %s message", b.ToolUseID, msg.Role)
+				return nil, fmt.Errorf("tool_result block for %s in a message of role %s", b.ToolUseID, msg.Role)
 			}
 			content := b.Content
 			if b.IsError && !strings.HasPrefix(content, errorPrefix) {

@@ -46,8 +46,16 @@ var (
 	_ runs.StateStore = (*DB)(nil)
 )
 
+// ErrInUse is Open's error (wrapped) for a file another process holds
+// open: bbolt locks the file for one process.
+var ErrInUse = errors.New("the store is in use by another process")
+
+// openTimeout is how long Open waits for another process's lock.
+const openTimeout = time.Second
+
 // Open opens (creating if needed) the database file at path. It waits at
-// most a second for another process holding the file.
+// most a second for another process holding the file, then returns an
+// error wrapping ErrInUse.
 //
 // The free page list is not written to the file (NoFreelistSync): every
 // commit would otherwise write it too, a page or more per transaction
@@ -57,10 +65,13 @@ var (
 // hashmap free list finds free pages without scanning an array.
 func Open(path string) (*DB, error) {
 	b, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:        time.Second,
+		Timeout:        openTimeout,
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
 	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: %w (it holds the file's lock; waited %s for it)", path, ErrInUse, openTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
@@ -122,4 +123,16 @@ func TestReopenKeepsRunsAcrossFreelistModes(t *testing.T) {
 			require.Positive(t, st.FreePageN+st.PendingPageN, "the free pages were found again")
 		})
 	}
+}
+
+// TestOpenSaysTheStoreIsInUse: a file another opener holds is refused after
+// the open timeout with ErrInUse, which says so, not bbolt's bare "timeout".
+func TestOpenSaysTheStoreIsInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentgate.db")
+	db, err := Open(path)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = Open(path)
+	require.ErrorIs(t, err, ErrInUse)
+	assert.Contains(t, err.Error(), "the store is in use by another process")
 }

@@ -26,7 +26,7 @@ func (e *Env) notifying(t *testing.T) *runs.Run {
 }
 
 func sentNotice(suspension string) runs.Notice {
-	return runs.Notice{SuspensionID: suspension, State: runs.NotificationSent,
+	return runs.Notice{SuspensionID: suspension, State: runs.NotificationSent, Actor: "w1",
 		Data: json.RawMessage(fmt.Sprintf(`{"suspension_id":%q,"channel":"email","sent":1}`, suspension))}
 }
 
@@ -75,6 +75,7 @@ func testKeptNotice(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 	assert.JSONEq(t, `{"suspension_id":"s1","channel":"email","sent":1}`, string(evs[0].Data))
+	assert.Equal(t, "w1", evs[0].Actor, "the notice's actor, also on the event written alone")
 
 	// The worker that claims from the decision's row writes over it.
 	r, err := e.Store.ClaimSnapshot(decided, "w2")
@@ -96,8 +97,12 @@ func testKeptNotice(t *testing.T, e *Env) {
 	assert.Equal(t, runs.NotificationPending, s2.Notification)
 
 	// In time: the row records the outcome and the event takes the number.
-	got, err := e.Store.RecordNotification(ctx, s2, runs.Notice{SuspensionID: "s2", State: runs.NotificationFailed, Data: json.RawMessage(`{"suspension_id":"s2","failed":["ops@example.com"]}`)})
+	got, err := e.Store.RecordNotification(ctx, s2, runs.Notice{SuspensionID: "s2", State: runs.NotificationFailed, Actor: "w2", Data: json.RawMessage(`{"suspension_id":"s2","failed":["ops@example.com"]}`)})
 	require.NoError(t, err)
+	evs, err = e.Store.Events(ctx, s1.ID, 7, 1)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, "w2", evs[0].Actor, "the notice's actor, on the event written with the row")
 	assert.Equal(t, runs.NotificationFailed, got.Notification)
 	assert.Zero(t, got.NoticeSeq, "taken")
 	assert.Equal(t, s2.LastSeq, got.LastSeq, "no new number")
@@ -174,7 +179,7 @@ func testPutEvent(t *testing.T, e *Env) {
 	before := e.seqTypes(t, r.ID)
 	require.Equal(t, []string{"1 run_started", "2 claimed", "3 suspended", "5 decision", "6 resumed", "7 model_turn"}, before)
 
-	ev := runs.Event{RunID: r.ID, Seq: 4, Type: runs.EventNotified, At: e.Clock.Now(), Data: json.RawMessage(`{"sent":1}`)}
+	ev := runs.Event{RunID: r.ID, Seq: 4, Type: runs.EventNotified, At: e.Clock.Now(), Actor: "w1", Data: json.RawMessage(`{"sent":1}`)}
 	require.NoError(t, e.H.Rows.PutEvent(ctx, ev))
 	e.Unchanged(t, r)
 	page, err := e.Store.Events(ctx, r.ID, 3, 2)
