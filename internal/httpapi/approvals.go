@@ -231,7 +231,7 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 			// A vote is per call: the choices are for the calls this
 			// voter may decide, and each call shows its own progress.
 			mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
-			cp.Decidable = r.OpenCalls(mine)
+			cp.Decidable = r.OpenCalls(a.Directory, mine)
 			if len(mine) > 0 && len(cp.Decidable) == 0 {
 				// Every call of theirs is decided: nothing to vote on.
 				resp := page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
@@ -283,7 +283,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	var d loop.Decision
 	if r.Voting() {
 		mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
-		d, err = approvalpage.ParseVote(form, r.PendingCalls, r.OpenCalls(mine))
+		d, err = approvalpage.ParseVote(form, r.PendingCalls, r.OpenCalls(a.Directory, mine))
 	} else {
 		d, err = approvalpage.ParseDecision(form, r.PendingCalls)
 	}

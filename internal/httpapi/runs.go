@@ -463,7 +463,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 		if how.Voter == "" {
 			return nil, errorf(runs.EForbidden, "the decision cannot be authorized: the decider is not a valid principal")
 		}
-		how.Directory = a.Directory
+		how.Directory, how.VoterKeys = a.Directory, runs.PersonKeys(a.Directory, how.Decider)
 		if _, ok := r.VoteOf(a.Directory, how.Voter); ok {
 			// Said before the vote's own checks: a person votes once,
 			// whatever the second vote holds and whatever their key was

@@ -252,8 +252,11 @@ type NewDecision struct {
 	Voter string
 	// Directory is the directory in force (nil: none), by which an earlier
 	// vote cast under another directory is matched to this voter
-	// (Run.VoteOf).
+	// (Run.VoteOf), and votes are counted by person (Run.TallyIn).
 	Directory *identity.Directory
+	// VoterKeys are the principal keys of the voter's directory person's
+	// aliases (PersonKeys), kept with the vote (Vote.Keys).
+	VoterKeys []string
 	// Choices are a vote's choices, one per held call the voter may decide
 	// (VoteChoices); a whole-turn vote's are all its action.
 	Choices []VoteChoice
@@ -369,7 +372,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				}
 				return nil, Write{}, Errorf(EConflict, "%s already voted (%s) on this suspension", d.Decider, how)
 			}
-			if !decidesAnOpenCall(cur, d.Choices) && !turnDecided(cur.Tally()) {
+			if !decidesAnOpenCall(d.Directory, cur, d.Choices) && !turnDecided(cur.TallyIn(d.Directory)) {
 				// Nothing left for this voter: every call they may decide
 				// was approved or denied by the votes before (which also
 				// bounds the votes a row holds). A row whose votes decide
@@ -378,8 +381,8 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				// which then resumes it.
 				return nil, Write{}, Errorf(EConflict, "every call %s may decide on this suspension is already approved or denied; the turn waits on the other approvers", d.Decider)
 			}
-			vote := Vote{By: d.Decider, Person: d.Voter, Via: d.Via, At: now, Whole: d.Decision.Action != ""}
-			vote.Choices, vote.Reasons, vote.Edits = encodeChoices(cur.PendingCalls, openChoices(cur, d.Choices), vote.Whole)
+			vote := Vote{By: d.Decider, Person: d.Voter, Keys: slices.Clone(d.VoterKeys[:min(len(d.VoterKeys), MaxVoteKeys)]), Via: d.Via, At: now, Whole: d.Decision.Action != ""}
+			vote.Choices, vote.Reasons, vote.Edits = encodeChoices(cur.PendingCalls, openChoices(d.Directory, cur, d.Choices), vote.Whole)
 			vote.Action = compatAction(vote.Choices, cur.PendingCalls)
 			if vote.Whole {
 				vote.Message = d.Decision.Message
@@ -398,7 +401,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				w.DropInbox = append(w.DropInbox, InboxKey{Approver: d.Voter, RunID: cur.ID, SuspendedAt: cur.SuspendedAt})
 				next.InboxKeys = slices.Delete(next.InboxKeys, i, i+1) // next is cur's deep copy
 			}
-			tally := next.Tally()
+			tally := next.TallyIn(d.Directory)
 			final = turnDecided(tally)
 			if final {
 				decision = resolvedDecision(next, tally, d.Decision)

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/identity"
-	"github.com/agentgate/agentgate/internal/loop"
 )
 
 // Requirements returns who may decide each call of calls that needs
@@ -309,7 +308,7 @@ func VoteTally(dir *identity.Directory, r *Run) (voted, still []string) {
 	done := VotedKeys(dir, r)
 	for _, v := range r.Votes {
 		for _, ch := range v.CallChoices(r.PendingCalls) {
-			if ch.Action == loop.ActionApprove || ch.Action == loop.ActionEdit {
+			if r.approves(ch) {
 				voted = append(voted, v.Name()) // approved at least one call (an edit approves it edited)
 				break
 			}
@@ -377,7 +376,7 @@ func CheckOpenApprovals(dir *identity.Directory, r *Run) (lost, unsure map[strin
 	for _, c := range r.PendingCalls {
 		byID[c.ID] = c
 	}
-	for _, t := range r.Tally() {
+	for _, t := range r.TallyIn(dir) {
 		c, ok := byID[t.CallID]
 		if !ok || t.Decided() {
 			continue

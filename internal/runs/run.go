@@ -378,6 +378,11 @@ type Vote struct {
 	// Person is who the vote counts for (identity.Subject.Key): one vote
 	// per person, whatever alias they use.
 	Person string `json:"person"`
+	// Keys are, for a directory person, the principal keys of their
+	// aliases when they voted (at most MaxVoteKeys): should the directory
+	// drop their entry, a vote as another of those principals is theirs
+	// again (Vote.keys).
+	Keys []string `json:"keys,omitempty"`
 	// Action is what a release that knew only whole-turn votes reads: a
 	// vote recorded before votes were per call has no Choices, and its
 	// Action (approve or deny) applies to every held call. A per-call
@@ -425,6 +430,21 @@ func (r *Run) Voting() bool {
 	return r.VotesNeeded > 1 || r.PerCallVotes || len(r.Votes) > 0
 }
 
+// approves reports whether vote choice ch approves its call of r: an
+// approval, or an edit of a call that needs one approval (the only edits
+// Store.Decide takes, as Tally counts them).
+func (r *Run) approves(ch VoteChoice) bool {
+	if ch.Action == loop.ActionEdit {
+		for _, t := range r.Tally() {
+			if t.CallID == ch.CallID {
+				return t.Needed == 1
+			}
+		}
+		return false
+	}
+	return ch.Action == loop.ActionApprove
+}
+
 // MostApprovalsNeeded returns the most approvals from distinct persons a
 // held call of the current suspension needs (1 when every call needs one,
 // and when one decision decides the turn): the larger of VotesNeeded and
@@ -450,7 +470,7 @@ func (r *Run) Approvals() int {
 	n := 0
 	for _, v := range r.Votes {
 		for _, ch := range v.choices(r.PendingCalls) {
-			if ch.Action == loop.ActionApprove || ch.Action == loop.ActionEdit {
+			if r.approves(ch) {
 				n++
 				break
 			}
@@ -672,6 +692,7 @@ func cloneVotes(vs []Vote) []Vote {
 	out := slices.Clone(vs)
 	for i := range out {
 		out[i].Reasons = slices.Clone(vs[i].Reasons)
+		out[i].Keys = slices.Clone(vs[i].Keys)
 		if vs[i].Edits != nil {
 			out[i].Edits = make([]json.RawMessage, len(vs[i].Edits))
 			for j, e := range vs[i].Edits {

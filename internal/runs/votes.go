@@ -63,12 +63,13 @@ func (v Vote) choices(calls []CallSummary) []VoteChoice {
 	return out
 }
 
-// VotedKeys returns the keys of those who voted on r's current suspension
-// (true for each): each vote's Person, the key its voter had under the
-// directory in force when it was cast, and the key the principal it was
-// cast as (By) has under dir, the directory in force now. A directory
-// changed since (an entry added for a principal who voted as themselves,
-// or removed) changes a voter's key: they still voted, once.
+// VotedKeys returns the keys under which those who voted on r's current
+// suspension count as having voted (true for each), for subjects of dir,
+// the directory in force (identity.Subject.Key): see Vote.keys. A
+// directory changed since a vote (an entry added for a principal who voted
+// as themselves, or removed, or two principals made one person) changes a
+// voter's key: they still voted, once. A directory person who voted is
+// never taken for another person who holds one of their aliases now.
 func VotedKeys(dir *identity.Directory, r *Run) map[string]bool {
 	out := map[string]bool{}
 	for _, v := range r.Votes {
@@ -80,9 +81,8 @@ func VotedKeys(dir *identity.Directory, r *Run) map[string]bool {
 }
 
 // VoteOf returns the vote on r's current suspension of the voter whose key
-// under dir (the directory in force) is key (SubjectKey), if any: the vote
-// cast under that key, or cast as a principal whose key under dir is key
-// (see VotedKeys).
+// under dir (the directory in force) is key (SubjectKey), if any (see
+// VotedKeys).
 func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 	if key == "" {
 		return Vote{}, false
@@ -95,34 +95,110 @@ func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 	return Vote{}, false
 }
 
-// keys are the keys vote v counts for under dir: its Person and its
-// principal's key under dir (VotedKeys).
+// keys are the subject keys that vote v stands for under dir, the
+// directory in force. A vote cast by a directory person (Person
+// "person:<id>") stands for that person and, should the directory no
+// longer have them, for each principal that was one of their aliases when
+// they voted (Keys, or the principal they voted as) while that principal
+// belongs to no person: a person who holds such an alias now is another
+// person (an on-call alias passed on). A vote cast by a principal without
+// an entry stands for that principal and for the subject it is under dir
+// (an entry added for it since, or merging it with others, makes it that
+// person's vote).
 func (v Vote) keys(dir *identity.Directory) []string {
-	out := make([]string, 0, 2)
-	if v.Person != "" {
-		out = append(out, v.Person)
+	out := make([]string, 0, 2+len(v.Keys))
+	add := func(k string) {
+		if k != "" && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
 	}
-	if k := SubjectKey(dir, v.By); k != "" && k != v.Person {
-		out = append(out, k)
+	add(v.Person)
+	if !strings.HasPrefix(v.Person, "person:") {
+		add(SubjectKey(dir, v.By))
+		return out
+	}
+	aliases := append(slices.Clone(v.Keys), principalKey(v.By))
+	for _, k := range aliases {
+		// A principal key is a subject's key only while no entry has it.
+		add(k)
 	}
 	return out
 }
+
+// current is the key of the subject vote v counts for under dir: its
+// person's, or, for a principal without an entry when it voted, the
+// subject that principal is under dir.
+func (v Vote) current(dir *identity.Directory) string {
+	if strings.HasPrefix(v.Person, "person:") {
+		return v.Person
+	}
+	if k := SubjectKey(dir, v.By); k != "" {
+		return k
+	}
+	return v.Person
+}
+
+// sameVoter reports whether votes a and b are one voter's under dir, the
+// directory in force (see Vote.keys): a person votes once, and a quorum
+// counts persons, whatever the directory said when each vote was cast.
+func sameVoter(dir *identity.Directory, a, b Vote) bool {
+	ca, cb := a.current(dir), b.current(dir)
+	return ca == cb || slices.Contains(a.keys(dir), cb) || slices.Contains(b.keys(dir), ca)
+}
+
+// principalKey returns the comparison form of principal text (""
+// when it is none).
+func principalKey(text string) string {
+	p, err := identity.Parse(text)
+	if err != nil {
+		return ""
+	}
+	return p.Key()
+}
+
+// PersonKeys returns the principal keys of the aliases of the directory
+// person decider is under dir (at most MaxVoteKeys of them), which a vote
+// of theirs keeps (Vote.Keys); nil for a decider without an entry.
+func PersonKeys(dir *identity.Directory, decider string) []string {
+	p, err := identity.Parse(decider)
+	if err != nil {
+		return nil
+	}
+	s := dir.Lookup(p)
+	if s.Person == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range s.Person.Aliases {
+		if k := a.Key(); k != "" && !slices.Contains(out, k) && len(out) < MaxVoteKeys {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// MaxVoteKeys bounds the alias keys a vote keeps (Vote.Keys).
+const MaxVoteKeys = 16
 
 // Name is who the vote counts for, as reports name voters (the run's
 // deciders, who approved or denied a call, the approval page and mail):
 // the directory person's id when the voter was one of a directory
 // person's aliases as the vote was cast (Person "person:<id>"), so that a
 // person is named the same whichever alias they voted with; anyone else
-// by their principal's comparison form (identity.Principal.Key: an e-mail
-// address lowercased without a +tag, as the vote counted them), so that
-// Gina@Example.com and gina+x@example.com are one name, as they are one
-// vote. By keeps the alias as authenticated, for the audit.
+// by their principal: an e-mail address in its comparison form
+// (identity.Principal.Key: lowercased, without a +tag, as the vote counted
+// it), so that Gina@Example.com and gina+x@example.com are one name, as
+// they are one vote; other principals as written (an assumed-role ARN
+// keeps its session). By keeps the alias as authenticated, for the audit.
 func (v Vote) Name() string {
 	if id, ok := strings.CutPrefix(v.Person, "person:"); ok && id != "" {
 		return id
 	}
 	if p, err := identity.Parse(v.By); err == nil {
-		return p.Key()
+		if _, ok := p.Mailbox(); ok {
+			return p.Key()
+		}
+		return p.String()
 	}
 	return v.By
 }
@@ -236,14 +312,21 @@ func (t CallTally) StillNeeded() int {
 // Tally returns the vote progress of each held call of r that needs
 // approval, in turn order, from the votes cast on the current suspension.
 // A person votes once per suspension (Store.Decide), so each approval is
-// a distinct person's.
+// a distinct person's as the directory stood at each vote; TallyIn counts
+// them under the directory in force.
 //
 // A call needs the approvals its rule asks for (CallSummary.
 // RequiredApprovals); a suspension recorded with a quorum above what every
 // one of its calls asks for (Suspension.VotesNeeded: calls that do not
 // carry their terms) applies that quorum to each held call.
-func (r *Run) Tally() []CallTally {
+func (r *Run) Tally() []CallTally { return r.TallyIn(nil) }
+
+// TallyIn is Tally under dir, the directory in force: votes that are one
+// voter's under it (sameVoter: principals that voted apart and that dir
+// has made one person since) approve a call once.
+func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 	var out []CallTally
+	approvers := map[string][]Vote{}
 	at := map[string]int{}
 	uniform := VotesNeeded(r.PendingCalls) < r.VotesNeeded
 	for _, c := range r.PendingCalls {
@@ -265,9 +348,14 @@ func (r *Run) Tally() []CallTally {
 				// for nothing (Store.Decide refuses a vote with no other).
 				continue
 			}
+			approves := ch.Action == loop.ActionApprove || ch.Action == loop.ActionEdit && out[i].Needed == 1
+			if approves && slices.ContainsFunc(approvers[ch.CallID], func(u Vote) bool { return sameVoter(dir, u, v) }) {
+				continue // this person approved the call already
+			}
 			switch t := &out[i]; ch.Action {
 			case loop.ActionApprove:
 				t.ApprovedBy = append(t.ApprovedBy, v.Name())
+				approvers[ch.CallID] = append(approvers[ch.CallID], v)
 			case loop.ActionEdit:
 				if t.Needed != 1 {
 					// Store.Decide takes edits only where each call needs
@@ -276,6 +364,7 @@ func (r *Run) Tally() []CallTally {
 					continue
 				}
 				t.ApprovedBy, t.Edited = append(t.ApprovedBy, v.Name()), ch.Input
+				approvers[ch.CallID] = append(approvers[ch.CallID], v)
 			case loop.ActionDeny:
 				if t.DeniedBy == "" {
 					t.DeniedBy, t.DenyMessage = v.Name(), ch.Message
@@ -569,13 +658,14 @@ func DecidableCalls(dir *identity.Directory, r *Run, decider string) (ids []stri
 }
 
 // OpenCalls returns those of ids (held calls of r) that are neither
-// approved nor denied yet by the votes on r's turn, in their order; all
+// approved nor denied yet by the votes on r's turn (counted under dir,
+// the directory in force: TallyIn), in their order; all
 // of them when one decision decides it (Voting).
-func (r *Run) OpenCalls(ids []string) []string {
+func (r *Run) OpenCalls(dir *identity.Directory, ids []string) []string {
 	if !r.Voting() {
 		return ids
 	}
-	open := r.openCalls()
+	open := r.openCalls(dir)
 	var out []string
 	for _, id := range ids {
 		if open[id] {
@@ -587,9 +677,9 @@ func (r *Run) OpenCalls(ids []string) []string {
 
 // openCalls returns the ids of r's held calls that need approval and are
 // neither approved nor denied yet (Tally).
-func (r *Run) openCalls() map[string]bool {
+func (r *Run) openCalls(dir *identity.Directory) map[string]bool {
 	open := map[string]bool{}
-	for _, t := range r.Tally() {
+	for _, t := range r.TallyIn(dir) {
 		if !t.Decided() {
 			open[t.CallID] = true
 		}
@@ -605,7 +695,7 @@ func OpenDeciders(dir *identity.Directory, r *Run) []identity.Eligible {
 	if !r.Voting() {
 		return Eligible(dir, r, r.PendingCalls)
 	}
-	open := r.openCalls()
+	open := r.openCalls(dir)
 	var calls []CallSummary
 	for _, c := range r.PendingCalls {
 		if open[c.ID] {
@@ -634,7 +724,7 @@ func VoteChoices(dir *identity.Directory, r *Run, decider string, d loop.Decisio
 		return nil, err
 	}
 	ids, refused := DecidableCalls(dir, r, decider)
-	if ids = r.OpenCalls(ids); len(ids) == 0 {
+	if ids = r.OpenCalls(dir, ids); len(ids) == 0 {
 		return nil, Errorf(EConflict, "every call %s may decide on this suspension is already approved or denied; the turn waits on the other approvers", decider)
 	}
 	if d.Action != "" {
@@ -695,12 +785,12 @@ func toolOf(r *Run, id string) string {
 }
 
 // openChoices returns the choices of choices on calls of cur that are
-// neither approved nor denied. Choices are built on the voter's copy of the
+// neither approved nor denied (TallyIn dir). Choices are built on the voter's copy of the
 // run (VoteChoices leaves out the calls decided on it); a call another vote
 // decided since is left out as well: its choice would count for nothing,
 // and stored it would count the voter among those who approved.
-func openChoices(cur *Run, choices []VoteChoice) []VoteChoice {
-	open := cur.openCalls()
+func openChoices(dir *identity.Directory, cur *Run, choices []VoteChoice) []VoteChoice {
+	open := cur.openCalls(dir)
 	out := make([]VoteChoice, 0, len(choices))
 	for _, ch := range choices {
 		if open[ch.CallID] {
@@ -712,8 +802,8 @@ func openChoices(cur *Run, choices []VoteChoice) []VoteChoice {
 
 // decidesAnOpenCall reports whether choices choose for at least one held
 // call of cur that is neither approved nor denied yet.
-func decidesAnOpenCall(cur *Run, choices []VoteChoice) bool {
-	open := cur.openCalls()
+func decidesAnOpenCall(dir *identity.Directory, cur *Run, choices []VoteChoice) bool {
+	open := cur.openCalls(dir)
 	for _, ch := range choices {
 		if open[ch.CallID] {
 			return true

@@ -221,7 +221,7 @@ func TestOnlyOpenCallsTakeVotes(t *testing.T) {
 	// carol denies the delete: it is decided, and she is the only one who
 	// could decide it.
 	r.Votes = append(r.Votes, runs.Vote{By: "carol@example.com", Person: "person:carol", Choices: "-d-"})
-	assert.Equal(t, []string{"w"}, r.OpenCalls([]string{"w", "d"}))
+	assert.Equal(t, []string{"w"}, r.OpenCalls(nil, []string{"w", "d"}))
 	ch, err := runs.VoteChoices(dir, r, "ann@example.com", loop.Decision{TurnDigest: r.TurnDigest, Calls: []loop.CallDecision{{CallID: "w", Action: loop.ActionApprove}}})
 	require.NoError(t, err)
 	assert.Equal(t, []runs.VoteChoice{{CallID: "w", Action: loop.ActionApprove}}, ch)

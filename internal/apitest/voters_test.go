@@ -1,0 +1,149 @@
+package apitest_test
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/clocktest"
+	"github.com/agentgate/agentgate/internal/runs/embedded"
+)
+
+// voterServers starts a run under dirJSON (first server) and returns the second
+// server factory, the run id and the digest.
+func voterServers(t *testing.T, principals []string) (func(dir, directory string) *apitest.Server, *clocktest.Clock) {
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "runs.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	clock := clocktest.New(time.Now().UTC().Truncate(time.Millisecond))
+	return func(dir, directory string) *apitest.Server {
+		return apitest.Start(t, apitest.Options{Now: clock.Now, Validator: validator, Principals: principals,
+			Dir: dir, Rows: db, States: db,
+			Script:     script(toolUse("w1", "write_document", `{"path":"pages/pricing.md","text":"Team: 12 EUR\n"}`)),
+			Governance: governance(t, directory, "")})
+	}, clock
+}
+
+// TestOnePersonVotesOnceAfterTheirEntryIsRemoved (reviewer helper-95 F1; failed before): ann (aliases ann@example.com and
+// ann-ci) votes as ann-ci on a run needing 2 of ann@example.com, bob,
+// carol. The directory then drops ann's entry. ann votes again as
+// ann@example.com: neither the vote's Person (person:ann) nor the key ann-ci
+// has now (bare ann-ci) is ann@example.com's key, so the vote is taken and
+// one human meets a quorum of two.
+func TestOnePersonVotesOnceAfterTheirEntryIsRemoved(t *testing.T) {
+	withAnn := `{"version": 1, "persons": [
+  {"id": "ann",   "aliases": ["ann@example.com", "ann-ci"]},
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
+	noAnn := `{"version": 1, "persons": [
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
+	server, _ := voterServers(t, []string{"frank", "ann@example.com", "ann-ci", "bob", "carol"})
+	first := server("", withAnn)
+	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id := run["id"].(string)
+	first.App.Dispatcher.Wait()
+	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann-ci", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	require.Equal(t, "WAITING_FOR_APPROVAL", out["status"])
+	first.Stop()
+
+	second := server(first.Dir, noAnn)
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "ann@example.com", approve)
+	assert.Equal(t, http.StatusConflict, code, "ann voted already (as ann-ci, person:ann): %v", out)
+	second.App.Dispatcher.Wait()
+	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "frank", "", "")
+	assert.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "one human met a quorum of two: %v", got["decision"])
+}
+
+// TestAnAliasPassedOnDoesNotCarryAVote (reviewer helper-95 F3; failed before): ann votes through the shared
+// on-call alias (oncall) on a run needing 2 of ann@example.com and
+// bob@example.com. The on-call rota then moves the alias to bob. bob, who
+// has not voted, is refused as "already voted" (409), because the key
+// ann's vote's By has under the new directory is person:bob; the quorum
+// check takes bob for a voter too and finds the call lost.
+func TestAnAliasPassedOnDoesNotCarryAVote(t *testing.T) {
+	annOncall := `{"version": 1, "persons": [
+  {"id": "ann",   "aliases": ["ann@example.com", "oncall"]},
+  {"id": "bob",   "aliases": ["bob@example.com"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
+	bobOncall := `{"version": 1, "persons": [
+  {"id": "ann",   "aliases": ["ann@example.com"]},
+  {"id": "bob",   "aliases": ["bob@example.com", "oncall"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
+	server, clock := voterServers(t, []string{"frank", "ann@example.com", "oncall", "bob@example.com"})
+	first := server("", annOncall)
+	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob@example.com"],"required_approvals":2}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id := run["id"].(string)
+	first.App.Dispatcher.Wait()
+	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "oncall", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	first.Stop()
+
+	second := server(first.Dir, bobOncall)
+	// The quorum check first (as the sweep would run it).
+	clock.Advance(time.Hour)
+	_, err := second.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	clock.Advance(time.Hour + time.Minute)
+	_, err = second.App.Sweeper.Sweep(t.Context())
+	require.NoError(t, err)
+	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "frank", "", "")
+	assert.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "bob has not voted and may still approve: %v", got["reason"])
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "bob@example.com", approve)
+	assert.Equal(t, http.StatusAccepted, code, "bob never voted: %v", out)
+}
+
+// TestVotersMadeOnePersonCountOnce (reviewer helper-95 F2; failed before): a run needs 3 of ann@example.com, annie,
+// bob and carol. ann votes as ann@example.com and as annie (two persons to
+// the directory of the day). The directory then makes them one person
+// (e0109cd lets the run be decided at all); bob's vote completes a
+// quorum of three persons with two.
+func TestVotersMadeOnePersonCountOnce(t *testing.T) {
+	base := `{"version": 1, "persons": [%s
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
+	with := func(ann string) string { return fmt.Sprintf(base, ann) }
+	server, _ := voterServers(t, []string{"frank", "ann@example.com", "annie", "bob", "carol"})
+	first := server("", with(""))
+	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob","carol"],"required_approvals":3}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id := run["id"].(string)
+	first.App.Dispatcher.Wait()
+	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	for _, who := range []string{"ann@example.com", "annie"} {
+		code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", who, approve)
+		require.Equal(t, http.StatusAccepted, code, "%v", out)
+	}
+	first.Stop()
+
+	second := server(first.Dir, with(`{"id": "ann", "aliases": ["ann@example.com", "annie"]},`))
+	code, out := whCall(t, second, "POST", "/runs/"+id+"/decision", "bob", approve)
+	second.App.Dispatcher.Wait()
+	t.Logf("bob: %d %v", code, out)
+	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "frank", "", "")
+	require.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "three approvals from two persons (ann, bob) met a quorum of three: %v", got["decision"])
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "carol", approve)
+	require.Equal(t, http.StatusAccepted, code, "carol's is the third person's approval: %v", out)
+	second.App.Dispatcher.Wait()
+	waitAs(t, second, second.Client(t), "frank", id, "COMPLETED")
+}
