@@ -70,6 +70,15 @@ type SweepSummary struct {
 // same time, each run's on its own goroutine, in order; a run with
 // deliveries due has its lifecycle step taken once they are done (its row
 // is never written by two goroutines at once).
+//
+// Sweep and DeliverRun may run at the same time, on any number of
+// goroutines: each takes a run up before it reads it for its deliveries
+// and lets it go when done, and a pass leaves a run another pass of the
+// same Sweeper has (see runClaims), so two passes of one process never
+// attempt one run's deliveries at the same time. Passes of two processes
+// (a Lambda worker's first attempts and purge's sweep) do not see each
+// other's: an attempt one makes and the other cannot record is made again,
+// with the same webhook-id (at least once).
 type Sweeper struct {
 	Store    *runs.Store
 	Dispatch Dispatcher
@@ -112,8 +121,25 @@ type Sweeper struct {
 	// begin with Owner + "/"): Recover takes the other owners' leases for
 	// dead ones.
 	Owner string
+	// Redeliver, when set, is handed a run for which DeliverRun was called
+	// while another pass of this Sweeper had the run (that call left it at
+	// once), when that pass lets it go: its caller makes the run's due
+	// attempts again (serve queues it as it queues the runs that
+	// runs.Store.NotifyScheduled names). Nil: such a run waits for the
+	// next sweep. It must not block.
+	Redeliver func(runID string)
 	// unrecorded holds attempts made but not recorded (deliver.go).
 	unrecorded unrecordedAttempts
+	// claims are the runs a pass of this Sweeper has taken up (claims.go).
+	claims runClaims
+}
+
+// letGo ends a pass's claim on run id, and hands the run to Redeliver
+// when DeliverRun was called for it meanwhile.
+func (s *Sweeper) letGo(id string) {
+	if s.claims.release(id) && s.Redeliver != nil {
+		s.Redeliver(id)
+	}
 }
 
 // Sweep runs one pass and logs a summary line.
@@ -130,6 +156,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	cursor := ""
 	at := s.now()
 	round := s.newRound(at)
+	mark := s.claims.sweepBegins()
+	defer s.claims.sweepEnds()
 	lifecycle := func(r *runs.Run) {
 		if err := s.one(ctx, r, at, &sum); err != nil {
 			sum.Errors++
@@ -137,12 +165,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 		}
 	}
 	// A run whose deliveries are done comes back here, to this goroutine,
-	// for its lifecycle step, as it was last written.
+	// for its lifecycle step, as it was last written, and is let go.
 	pool := newDeliveryPool(s.DeliveryConcurrency, func(d delivered) {
 		sum.add(d.sum)
 		if !at.Before(s.Store.LifecycleDue(d.run)) { // else it was due for its deliveries only
 			lifecycle(d.run)
 		}
+		s.letGo(d.run.ID)
 	})
 	// seen holds the runs this sweep took up: a run whose deliveries are
 	// under way moves within the due index with each record, and a later
@@ -161,6 +190,26 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 			}
 			seen[r.ID] = true
 			sum.Scanned++
+			if !s.claims.take(r.ID, false) {
+				// A first attempt of this process has it under way: the
+				// next sweep takes it up.
+				sum.Skipped++
+				continue
+			}
+			if s.claims.endedSince(r.ID, mark) {
+				// Another pass had it since this page was read: its
+				// records are not on the page.
+				fresh, err := s.Store.Get(ctx, r.ID)
+				if err != nil {
+					s.letGo(r.ID)
+					if skipConflict(err, &sum) != nil {
+						sum.Errors++
+						log.WarnContext(ctx, "sweep: run not read again", "run_id", r.ID, "err", err)
+					}
+					continue
+				}
+				r = fresh
+			}
 			if r.OutboxSendable() {
 				pool.start(func() delivered {
 					fresh, dsum := s.deliver(ctx, r, at, round, log)
@@ -170,6 +219,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 			}
 			pool.collect()
 			lifecycle(r)
+			s.letGo(r.ID)
 		}
 		cursor = next
 		if cursor == "" {
