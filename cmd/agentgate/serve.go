@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -51,10 +52,10 @@ type serveOptions struct {
 	addr string
 	// publicURL is the base of the approval links ("": the listen
 	// address, with localhost for an unspecified host).
-	publicURL  string
-	dir        string
-	model      string
-	tokens     map[string]string // bearer token -> principal
+	publicURL string
+	dir       string
+	model     string
+	tokens    map[string]string // bearer token -> principal
 	sweepEvery time.Duration
 	mailOut    io.Writer
 	logger     *slog.Logger
@@ -143,20 +144,26 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	ctx, stop := context.WithCancel(ctx)
 	s := &localServer{URL: base, App: a, Dispatcher: disp, closeStore: closeStore, tools: tools, srv: srv, done: make(chan struct{}), stop: stop}
 	// A transition that schedules a webhook delivery names its run here,
-	// and the sweep's goroutine makes the first attempt at once; a notice
-	// dropped because the queue is full waits for the next sweep.
-	scheduled := make(chan string, 1024)
+	// and a first-attempt goroutine makes the attempt at once; a notice
+	// dropped because the queue is full waits for the next sweep. A run
+	// another pass had when it was named is named again when let go.
+	scheduled := make(chan string, firstAttemptQueue)
+	var firstAttemptsDone sync.WaitGroup
 	if a.Sweeper.Webhooks != nil {
-		a.Sweeper.Store.NotifyScheduled(func(runID string) {
+		queue := func(runID string) {
 			select {
 			case scheduled <- runID:
 			default:
 			}
-		})
+		}
+		a.Sweeper.Store.NotifyScheduled(queue)
+		a.Sweeper.Redeliver = queue
+		firstAttemptsDone.Go(func() { firstAttempts(ctx, a.Sweeper, scheduled) })
 	}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		defer close(s.done)
+		defer firstAttemptsDone.Wait()
 		// Due work is handled at start-up, not after the first tick. On the
 		// embedded store this process is the only dispatcher, so jobs a
 		// previous process dispatched died with it: Recover dispatches
@@ -166,10 +173,15 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		} else {
 			_, _ = a.Sweeper.Sweep(ctx)
 		}
-		sweepAndDeliver(ctx, o.sweepEvery, a.Sweeper, scheduled)
+		every(ctx, o.sweepEvery, func() { _, _ = a.Sweeper.Sweep(ctx) })
 	}()
 	return s, nil
 }
+
+// firstAttemptQueue bounds the runs waiting for their first webhook
+// attempts on the local server; those named past it wait for the next
+// sweep.
+const firstAttemptQueue = 1024
 
 // linkBase is the base URL of the approval links: public when given (an
 // absolute http(s) URL without query or fragment), else the listen
@@ -517,26 +529,39 @@ func newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// sweepAndDeliver sweeps every period (never when period is 0) and, in
-// between, makes the first webhook attempts of the runs scheduled names:
-// one goroutine does both, so a sweep and a delivery never attempt the
-// same entry at once.
-func sweepAndDeliver(ctx context.Context, period time.Duration, sw *service.Sweeper, scheduled <-chan string) {
-	var tick <-chan time.Time
-	if period > 0 {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		tick = t.C
+// firstAttempts makes the first webhook attempts of the runs scheduled
+// names (sw.DeliverRun), each run's on a goroutine of its own, for up to
+// sw.DeliveryConcurrency runs at the same time (else
+// service.DefaultDeliveryConcurrency): a receiver that answers slowly
+// holds up its own run's deliveries, not the others' nor the sweep, which
+// runs on its own goroutine. A run the sweep or another first attempt has
+// is left to that pass (service.Sweeper.DeliverRun). When ctx ends, no
+// further attempt starts; firstAttempts returns once the attempts under
+// way are made and recorded (each within webhook.DefaultTimeout).
+func firstAttempts(ctx context.Context, sw *service.Sweeper, scheduled <-chan string) {
+	n := sw.DeliveryConcurrency
+	if n <= 0 {
+		n = service.DefaultDeliveryConcurrency
 	}
+	var running sync.WaitGroup
+	defer running.Wait()
+	slots := make(chan struct{}, n)
 	for {
+		var id string
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick:
-			_, _ = sw.Sweep(ctx)
-		case id := <-scheduled:
-			_, _ = sw.DeliverRun(ctx, id)
+		case id = <-scheduled:
 		}
+		select {
+		case <-ctx.Done():
+			return
+		case slots <- struct{}{}:
+		}
+		running.Go(func() {
+			defer func() { <-slots }()
+			_, _ = sw.DeliverRun(ctx, id)
+		})
 	}
 }
 
