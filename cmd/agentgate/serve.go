@@ -56,6 +56,8 @@ type serveOptions struct {
 	dir       string
 	model     string
 	tokens    map[string]string // bearer token -> principal
+	// sweepEvery is the sweep's period (serve --sweep-every takes 1s to
+	// 24h; 0, for tests only: no sweep after the start-up pass).
 	sweepEvery time.Duration
 	mailOut    io.Writer
 	logger     *slog.Logger
@@ -341,7 +343,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	var tokens tokenFlag
 	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable; visible to other local users in the process list: prefer --token-file); default: one generated for principal 'local-user'")
 	fs.Func("token-file", "file of bearer tokens, one principal=token per line (spaces around = are dropped; blank lines and lines starting with # are skipped; repeatable)", tokens.readFile)
-	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
+	sweep := fs.Duration("sweep-every", defaultSweepEvery, "how often the purge sweep runs (expiry, reminders, webhook retries, take-over of lost workers, retention), "+sweepEveryRange)
 	retention := fs.Duration("retention", 0, "how long settled runs are kept before the sweep purges them (default: $"+config.EnvRetention+", else 720h)")
 	segment := fs.Duration("segment-budget", 0, "how long a worker works on a run before it checkpoints it and continues it in a new job (0: no limit; a Lambda stops before its timeout)")
 	store := fs.String("store", "embedded", "embedded (bbolt file in --dir) or aws (DynamoDB+S3 named by AGENTGATE_TABLE and AGENTGATE_BUCKET, endpoint from AWS_ENDPOINT_URL)")
@@ -360,6 +362,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
 	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
+	}
+	if *sweep < minSweepEvery || *sweep > maxSweepEvery {
+		return usagef("--sweep-every %s: want a duration from %s", *sweep, sweepEveryRange)
 	}
 	retentionGiven := false
 	fs.Visit(func(f *flag.Flag) { retentionGiven = retentionGiven || f.Name == "retention" })
@@ -396,6 +401,17 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	<-ctx.Done()
 	return s.Close()
 }
+
+// The default and range of serve --sweep-every: a sweep takes every run's
+// time-based step (expiry, reminders, webhook retries, take-over of a
+// lost worker, retention), so it cannot be turned off, and a period below
+// a second would only run it in a loop.
+const (
+	defaultSweepEvery = 30 * time.Second
+	minSweepEvery     = time.Second
+	maxSweepEvery     = 24 * time.Hour
+	sweepEveryRange   = "1s to 24h" // minSweepEvery to maxSweepEvery, as README says it
+)
 
 // tokenFlag collects principal=token pairs into token -> principal.
 type tokenFlag map[string]string
