@@ -146,26 +146,19 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	ctx, stop := context.WithCancel(ctx)
 	s := &localServer{URL: base, App: a, Dispatcher: disp, closeStore: closeStore, tools: tools, srv: srv, done: make(chan struct{}), stop: stop}
 	// A transition that schedules a webhook delivery names its run here,
-	// and a first-attempt goroutine makes the attempt at once; a notice
-	// dropped because the queue is full waits for the next sweep. A run
-	// another pass had when it was named is named again when let go.
-	scheduled := make(chan string, firstAttemptQueue)
-	var firstAttemptsDone sync.WaitGroup
+	// and so does the sweep for a run whose retries are due: delivery
+	// goroutines make the attempts, the sweep never waits for a receiver.
+	var deliveriesDone sync.WaitGroup
 	if a.Sweeper.Webhooks != nil {
-		queue := func(runID string) {
-			select {
-			case scheduled <- runID:
-			default:
-			}
-		}
-		a.Sweeper.Store.NotifyScheduled(queue)
-		a.Sweeper.Redeliver = queue
-		firstAttemptsDone.Go(func() { firstAttempts(ctx, a.Sweeper, scheduled) })
+		q := newDeliveryQueue(deliveryQueueSize)
+		a.Sweeper.Store.NotifyScheduled(q.add)
+		a.Sweeper.QueueDeliveries = q.add
+		deliveriesDone.Go(func() { makeDeliveries(ctx, a.Sweeper, q) })
 	}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		defer close(s.done)
-		defer firstAttemptsDone.Wait()
+		defer deliveriesDone.Wait()
 		// Due work is handled at start-up, not after the first tick. On the
 		// embedded store this process is the only dispatcher, so jobs a
 		// previous process dispatched died with it: Recover dispatches
@@ -180,10 +173,47 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	return s, nil
 }
 
-// firstAttemptQueue bounds the runs waiting for their first webhook
-// attempts on the local server; those named past it wait for the next
-// sweep.
-const firstAttemptQueue = 1024
+// deliveryQueueSize bounds the runs waiting for their webhook attempts on
+// the local server; those named past it wait for the next sweep.
+const deliveryQueueSize = 1024
+
+// deliveryQueue is the local server's queue of runs whose due webhook
+// attempts are to be made: named by the writes that schedule deliveries
+// (first attempts) and by the sweep (retries). A run is queued once until
+// a delivery goroutine takes it up; a run named when the queue is full is
+// dropped (the next sweep names it again).
+type deliveryQueue struct {
+	runs   chan string
+	mu     sync.Mutex
+	queued map[string]bool
+}
+
+func newDeliveryQueue(size int) *deliveryQueue {
+	return &deliveryQueue{runs: make(chan string, size), queued: map[string]bool{}}
+}
+
+// add queues run id unless it is queued already or the queue is full; it
+// never blocks.
+func (q *deliveryQueue) add(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queued[id] {
+		return
+	}
+	select {
+	case q.runs <- id:
+		q.queued[id] = true
+	default:
+	}
+}
+
+// taken notes that a delivery goroutine took run id up: naming it again
+// queues it again.
+func (q *deliveryQueue) taken(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.queued, id)
+}
 
 // linkBase is the base URL of the approval links: public when given (an
 // absolute http(s) URL without query or fragment), else the listen
@@ -352,7 +382,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	whHTTP := fs.Bool("webhook-allow-http", false, "accept plain-http webhook URLs (local tests only)")
 	whAllow := fs.String("webhook-allow", "", "internal address prefixes webhooks may go to, comma-separated (e.g. 127.0.0.1,::1 for a receiver on this machine)")
 	whConcurrency := 0
-	fs.Func("webhook-concurrency", fmt.Sprintf("how many runs' webhooks the sweep delivers at the same time, 1 to %d (default: $%s, else %d)", webhook.MaxConcurrency, config.EnvWebhookConcurrency, service.DefaultDeliveryConcurrency), func(v string) (err error) {
+	fs.Func("webhook-concurrency", fmt.Sprintf("how many runs' webhook deliveries are made at the same time, 1 to %d (default: $%s, else %d)", webhook.MaxConcurrency, config.EnvWebhookConcurrency, service.DefaultDeliveryConcurrency), func(v string) (err error) {
 		whConcurrency, err = webhook.ParseConcurrency(v)
 		return err
 	})
@@ -481,9 +511,9 @@ func (r *remoteFlag) Set(v string) error {
 
 // serveWebhooks builds the local server's webhook configuration from its
 // flags: nil (webhooks off) unless a secret file or value is given. The
-// sweep delivers for concurrency runs at the same time (--webhook-
-// concurrency; 0: AGENTGATE_WEBHOOK_CONCURRENCY read with getenv, else
-// service.DefaultDeliveryConcurrency).
+// delivery goroutines make the attempts of concurrency runs at the same
+// time (--webhook-concurrency; 0: AGENTGATE_WEBHOOK_CONCURRENCY read with
+// getenv, else service.DefaultDeliveryConcurrency).
 func serveWebhooks(file, secret string, allowHTTP bool, allow string, concurrency int, getenv func(string) string, stdout io.Writer) (*app.Webhooks, error) {
 	prefixes, err := webhook.ParseAllowList(allow)
 	if err != nil {
@@ -545,16 +575,17 @@ func newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// firstAttempts makes the first webhook attempts of the runs scheduled
-// names (sw.DeliverRun), each run's on a goroutine of its own, for up to
-// sw.DeliveryConcurrency runs at the same time (else
-// service.DefaultDeliveryConcurrency): a receiver that answers slowly
-// holds up its own run's deliveries, not the others' nor the sweep, which
-// runs on its own goroutine. A run the sweep or another first attempt has
-// is left to that pass (service.Sweeper.DeliverRun). When ctx ends, no
-// further attempt starts; firstAttempts returns once the attempts under
-// way are made and recorded (each within webhook.DefaultTimeout).
-func firstAttempts(ctx context.Context, sw *service.Sweeper, scheduled <-chan string) {
+// makeDeliveries makes the due webhook attempts of the runs q names
+// (sw.DeliverRun: first attempts, and the retries the sweep finds due),
+// each run's on a goroutine of its own, for up to sw.DeliveryConcurrency
+// runs at the same time (else service.DefaultDeliveryConcurrency): a
+// receiver that answers slowly holds up its own run's deliveries, not the
+// others' (unless that many are slow at once) nor the sweep, which makes
+// no attempt itself. A run another pass has is left to it
+// (service.Sweeper.DeliverRun). When ctx ends, no further attempt starts;
+// makeDeliveries returns once the attempts under way are made and
+// recorded (each within webhook.DefaultTimeout).
+func makeDeliveries(ctx context.Context, sw *service.Sweeper, q *deliveryQueue) {
 	n := sw.DeliveryConcurrency
 	if n <= 0 {
 		n = service.DefaultDeliveryConcurrency
@@ -567,13 +598,14 @@ func firstAttempts(ctx context.Context, sw *service.Sweeper, scheduled <-chan st
 		select {
 		case <-ctx.Done():
 			return
-		case id = <-scheduled:
+		case id = <-q.runs:
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case slots <- struct{}{}:
 		}
+		q.taken(id)
 		running.Go(func() {
 			defer func() { <-slots }()
 			_, _ = sw.DeliverRun(ctx, id)

@@ -48,8 +48,8 @@ func TestServeSweepEveryRange(t *testing.T) {
 }
 
 // TestREADMESaysHowServeSweepsAndMakesFirstAttempts: the README gives
-// serve's sweep period and its range, and the bounds of its first
-// attempts, as the code has them.
+// serve's sweep period and its range, and the bounds of its delivery
+// goroutines, as the code has them.
 func TestREADMESaysHowServeSweepsAndMakesFirstAttempts(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
@@ -57,7 +57,8 @@ func TestREADMESaysHowServeSweepsAndMakesFirstAttempts(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("(`--sweep-every`, %d s by default, from %d s to %d h", int(defaultSweepEvery.Seconds()), int(minSweepEvery.Seconds()), int(maxSweepEvery.Hours())),
 		fmt.Sprintf("each run's on a goroutine of its own, for up to %d runs at the same time", service.DefaultDeliveryConcurrency),
-		fmt.Sprintf("If more than %d,%03d runs wait for their first attempt", firstAttemptQueue/1000, firstAttemptQueue%1000),
+		fmt.Sprintf("unless %d runs' receivers are slow at once", service.DefaultDeliveryConcurrency),
+		fmt.Sprintf("If more than %d,%03d runs wait for their attempts", deliveryQueueSize/1000, deliveryQueueSize%1000),
 	} {
 		assert.Contains(t, readme, want)
 	}

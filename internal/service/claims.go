@@ -8,8 +8,8 @@ import "sync"
 // would not see each other's records: an entry would be sent twice, and a
 // later one could overtake an older one), nor write its row at once. A
 // pass that finds a run had by another leaves it: a Sweep to its next
-// tick, a DeliverRun to the pass that has it, which hands the run to
-// Sweeper.Redeliver when it lets it go.
+// tick, a DeliverRun to the pass that has it, which gives the run to
+// Sweeper.QueueDeliveries when it lets it go.
 //
 // A Sweep reads its runs a page at a time and takes each up afterwards;
 // a DeliverRun that had one of them in between may have recorded
@@ -18,8 +18,8 @@ import "sync"
 // since it began (endedSince) rather than send from its page.
 type runClaims struct {
 	mu sync.Mutex
-	// held maps each run taken up to whether DeliverRun was called for
-	// it meanwhile.
+	// held maps each run taken up to whether it is to be given to
+	// QueueDeliveries when let go.
 	held map[string]bool
 	// ended numbers the passes that let a run go while a sweep was under
 	// way; endedAt is the number of the last such pass on each run. Both
@@ -32,7 +32,7 @@ type runClaims struct {
 
 // take takes run id up for a pass, and reports false when another pass
 // has it (asked: DeliverRun was called for it, and the pass that has it
-// is to hand it to Redeliver when it lets it go).
+// is to give it to QueueDeliveries when it lets it go).
 func (c *runClaims) take(id string, asked bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -47,8 +47,18 @@ func (c *runClaims) take(id string, asked bool) bool {
 	return true
 }
 
-// release lets run id go, and reports whether DeliverRun was called for
-// it meanwhile.
+// ask notes that run id, which the caller has, is to be given to
+// QueueDeliveries when it is let go.
+func (c *runClaims) ask(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, had := c.held[id]; had {
+		c.held[id] = true
+	}
+}
+
+// release lets run id go, and reports whether it is to be given to
+// QueueDeliveries (ask, or DeliverRun was called for it meanwhile).
 func (c *runClaims) release(id string) (asked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

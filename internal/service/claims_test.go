@@ -57,13 +57,12 @@ func holdFirst(id *string) func(d *webhook.Delivery) bool {
 }
 
 // TestASweepLeavesARunAFirstAttemptHas: while a first attempt (DeliverRun)
-// waits for a slow receiver, a sweep of the same process is not held up
-// by it and does not attempt that run's deliveries itself (it would send
-// the entry under way a second time, at the same time): it leaves the run
-// and makes the other runs' attempts and lifecycle steps (an expiry). A
-// DeliverRun for the run meanwhile leaves it too; the pass that has the
-// run hands it to Redeliver once done, and each delivery was sent once,
-// in order.
+// waits for a slow receiver, a sweep of the same process that makes its
+// attempts itself (the purge function's) is not held up by it and does
+// not attempt that run's deliveries (it would send the entry under way a
+// second time, at the same time): it leaves the run and makes the other
+// runs' attempts and lifecycle steps (an expiry). A DeliverRun for the run
+// meanwhile leaves it too. Each delivery is sent once, in order.
 func TestASweepLeavesARunAFirstAttemptHas(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 12, 8, 9, 0, 0, 0, time.UTC))
@@ -74,9 +73,7 @@ func TestASweepLeavesARunAFirstAttemptHas(t *testing.T) {
 	clock.Advance(time.Hour + time.Minute) // overdue's approval window has closed
 
 	rcv := newHeldSender(clock, holdFirst(&slow.ID))
-	redelivered := make(chan string, 8)
-	sweeper := &service.Sweeper{Store: store, Now: clock.Now, Webhooks: rcv, Logger: slog.New(slog.DiscardHandler),
-		Redeliver: func(id string) { redelivered <- id }}
+	sweeper := &service.Sweeper{Store: store, Now: clock.Now, Webhooks: rcv, Logger: slog.New(slog.DiscardHandler)}
 	first := deliverAsync(t, ctx, sweeper, rcv, slow.ID)
 	waitForSend(t, rcv)
 	require.Equal(t, slow.ID, rcv.firstHeld())
@@ -93,51 +90,90 @@ func TestASweepLeavesARunAFirstAttemptHas(t *testing.T) {
 	again, err := sweeper.DeliverRun(ctx, slow.ID)
 	require.NoError(t, err)
 	assert.Equal(t, service.SweepSummary{Skipped: 1}, counts(t, again), "left to the pass that has it")
-	assert.Empty(t, redelivered, "not yet: the pass has it")
 
 	rcv.release(-1)
 	res := <-first
 	require.NoError(t, res.err)
 	assert.Equal(t, 2, res.sum.Deliveries)
-	select {
-	case id := <-redelivered:
-		assert.Equal(t, slow.ID, id)
-	default:
-		t.Fatal("the run asked for meanwhile was not handed to Redeliver")
-	}
-	assert.Empty(t, redelivered, "handed over once")
 	types := []webhook.EventType{webhook.EventWaitingForApproval, webhook.EventCancelled}
 	assert.Equal(t, types, rcv.sentTo(slow.ID), "each sent once, in order")
 	assert.Equal(t, types, attemptedTypes(t, store, slow.ID))
 }
 
-// TestAFirstAttemptLeavesARunTheSweepHas: a DeliverRun for a run whose
-// deliveries a sweep of the same process has under way leaves it at once,
-// and the sweep hands the run to Redeliver when it is done with it.
-func TestAFirstAttemptLeavesARunTheSweepHas(t *testing.T) {
+// TestADeliverRunLeftForAnotherIsQueuedWhenLetGo: a DeliverRun for a run
+// whose attempts another DeliverRun has under way leaves it at once; the
+// run is given to QueueDeliveries when that pass lets it go (the pass may
+// have read the run before the delivery the second call was for), once.
+func TestADeliverRunLeftForAnotherIsQueuedWhenLetGo(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 12, 8, 9, 0, 0, 0, time.UTC))
 	store := openWebhookStore(t, clock)
 	r := cancelledRun(t, store, clock)
 	rcv := newHeldSender(clock, holdFirst(&r.ID))
-	redelivered := make(chan string, 8)
+	queued := make(chan string, 8)
 	sweeper := &service.Sweeper{Store: store, Now: clock.Now, Webhooks: rcv, Logger: slog.New(slog.DiscardHandler),
-		Redeliver: func(id string) { redelivered <- id }}
-	swept := sweepAsync(t, sweeper, rcv)
+		QueueDeliveries: func(id string) { queued <- id }}
+	first := deliverAsync(t, ctx, sweeper, rcv, r.ID)
 	waitForSend(t, rcv)
 
-	sum, err := sweeper.DeliverRun(ctx, r.ID)
-	require.NoError(t, err)
-	assert.Equal(t, service.SweepSummary{Skipped: 1}, counts(t, sum))
-	assert.Empty(t, redelivered)
+	for range 2 {
+		sum, err := sweeper.DeliverRun(ctx, r.ID)
+		require.NoError(t, err)
+		assert.Equal(t, service.SweepSummary{Skipped: 1}, counts(t, sum))
+	}
+	assert.Empty(t, queued, "not while the pass has it")
 
 	rcv.release(-1)
-	res := <-swept
+	res := <-first
 	require.NoError(t, res.err)
-	assert.Equal(t, service.SweepSummary{Scanned: 1, Deliveries: 2}, counts(t, res.sum))
-	require.Len(t, redelivered, 1)
-	assert.Equal(t, r.ID, <-redelivered)
+	assert.Equal(t, 2, res.sum.Deliveries)
+	require.Len(t, queued, 1, "queued once")
+	assert.Equal(t, r.ID, <-queued)
 	assert.Equal(t, []webhook.EventType{webhook.EventWaitingForApproval, webhook.EventCancelled}, rcv.sentTo(r.ID))
+}
+
+// TestASweepWithAQueueMakesNoAttempt: a sweep of a Sweeper with
+// QueueDeliveries (serve's) makes no webhook attempt, so no receiver holds
+// it up: it takes the lifecycle steps (an expiry) and gives the runs with
+// deliveries due to QueueDeliveries once it lets them go; a run a
+// DeliverRun has is left to it.
+func TestASweepWithAQueueMakesNoAttempt(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New(time.Date(2026, 12, 8, 9, 0, 0, 0, time.UTC))
+	store := openWebhookStore(t, clock)
+	slow := completedRun(t, store)
+	done := completedRun(t, store)
+	overdue := waitingRun(t, store, clock)
+	clock.Advance(time.Hour + time.Minute) // overdue's approval window has closed
+
+	rcv := newHeldSender(clock, holdFirst(&slow.ID))
+	queued := make(chan string, 8)
+	sweeper := &service.Sweeper{Store: store, Now: clock.Now, Webhooks: rcv, Logger: slog.New(slog.DiscardHandler),
+		QueueDeliveries: func(id string) { queued <- id }}
+	first := deliverAsync(t, ctx, sweeper, rcv, slow.ID)
+	waitForSend(t, rcv)
+
+	sum, err := sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, service.SweepSummary{Scanned: 3, Expired: 1, Skipped: 1, Queued: 2}, counts(t, sum))
+	assert.Empty(t, rcv.sentTo(done.ID), "no attempt by the sweep")
+	assert.Empty(t, rcv.sentTo(overdue.ID), "no attempt by the sweep")
+	got, err := store.Get(ctx, overdue.ID)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusExpired, got.Status)
+	require.Len(t, queued, 2)
+	assert.ElementsMatch(t, []string{done.ID, overdue.ID}, []string{<-queued, <-queued})
+
+	rcv.release(-1)
+	res := <-first
+	require.NoError(t, res.err)
+	assert.Empty(t, queued, "the run the DeliverRun had is not queued: nothing asked for it")
+	for _, id := range []string{done.ID, overdue.ID} {
+		_, err := sweeper.DeliverRun(ctx, id)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []webhook.EventType{webhook.EventCompleted}, rcv.sentTo(done.ID))
+	assert.Equal(t, []webhook.EventType{webhook.EventWaitingForApproval, webhook.EventExpired}, rcv.sentTo(overdue.ID), "in order")
 }
 
 // TestAPassStopsWithItsContextOnceTheAttemptUnderWayIsRecorded: when the
@@ -196,14 +232,23 @@ func (o *overlapSender) Send(_ context.Context, d *webhook.Delivery) (webhook.At
 
 func (*overlapSender) Ready(context.Context) error { return nil }
 
-// TestConcurrentPassesNeverAttemptOneRunAtOnce: sweeps and first attempts
-// of one Sweeper running at the same time, on several goroutines each,
-// over the same runs (a first attempt for each run, and again for each run
-// handed to Redeliver), never make two attempts to one run at the same
+// TestConcurrentPassesNeverAttemptOneRunAtOnce: sweeps and DeliverRuns of
+// one Sweeper running at the same time, on several goroutines each, over
+// the same runs (a DeliverRun for each run, and again for each run given
+// to QueueDeliveries), never make two attempts to one run at the same
 // time, and send each delivery once: a pass leaves a run another has, and
-// a sweep reads again a run another pass let go since its page was read.
-// Run it with -race.
+// a sweep reads again a run another pass let go since it began. With
+// sweeps that make attempts themselves (purge's) and with sweeps that
+// queue them (serve's). Run it with -race.
 func TestConcurrentPassesNeverAttemptOneRunAtOnce(t *testing.T) {
+	for _, sweepsQueue := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sweeps queue %t", sweepsQueue), func(t *testing.T) {
+			concurrentPasses(t, sweepsQueue)
+		})
+	}
+}
+
+func concurrentPasses(t *testing.T, sweepsQueue bool) {
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 12, 8, 9, 0, 0, 0, time.UTC))
 	store := openWebhookStore(t, clock)
@@ -225,13 +270,15 @@ func TestConcurrentPassesNeverAttemptOneRunAtOnce(t *testing.T) {
 	for _, id := range ids {
 		queue <- id
 	}
-	sweeper := &service.Sweeper{Store: store, Now: clock.Now, Webhooks: rcv, Logger: slog.New(slog.DiscardHandler),
-		DeliveryConcurrency: 4, Redeliver: func(id string) {
+	sweeper := &service.Sweeper{Store: store, Now: clock.Now, Webhooks: rcv, Logger: slog.New(slog.DiscardHandler), DeliveryConcurrency: 4}
+	if sweepsQueue {
+		sweeper.QueueDeliveries = func(id string) {
 			select {
 			case queue <- id:
-			default: // the sweeps take it up
+			default: // the next sweep gives it again
 			}
-		}}
+		}
+	}
 
 	pending := func() int {
 		n := 0

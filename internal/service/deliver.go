@@ -70,13 +70,14 @@ type webhookGivenUpData struct {
 
 // DeliverRun makes the due webhook attempts of one run now: the first
 // attempt of a delivery its last write scheduled (runs.Store.NotifyScheduled
-// names the run), instead of at the next sweep. A run that is executing,
-// or is gone, is left to the sweep. It may run at the same time as other
+// names the run), instead of at the next sweep, or its retries (a sweep
+// gave the run to Sweeper.QueueDeliveries). A run that is executing, or
+// is gone, is left to the sweep. It may run at the same time as other
 // DeliverRuns and Sweeps of s: a run another of them has is left to it
-// at once (counted Skipped), and handed to Redeliver when it is let go,
-// since that pass may have read the run before this call's delivery was
-// scheduled. Once ctx ends no further attempt starts; the one under way
-// is finished and recorded (see deliver).
+// at once (counted Skipped), and given to QueueDeliveries when it is let
+// go, since that pass may have read the run before this call's delivery
+// was scheduled. Once ctx ends no further attempt starts; the one under
+// way is finished and recorded (see deliver).
 func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, error) {
 	var sum SweepSummary
 	if !s.claims.take(runID, true) {
