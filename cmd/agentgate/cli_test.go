@@ -616,6 +616,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"serve", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"serve", "extra"}, 2, "unexpected arguments"},
 		{[]string{"serve", "--retention", "1ms"}, 2, "--retention 1ms"},
+		{[]string{"serve", "--sweep-every", "0"}, 2, "--sweep-every 0s: want a duration from 1s to 24h"},
+		{[]string{"serve", "--sweep-every", "-5s"}, 2, "--sweep-every -5s"},
 		{[]string{"init", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"demo", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"help"}, 0, ""},

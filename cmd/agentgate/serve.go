@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -53,10 +54,12 @@ type serveOptions struct {
 	addr string
 	// publicURL is the base of the approval links ("": the listen
 	// address, with localhost for an unspecified host).
-	publicURL  string
-	dir        string
-	model      string
-	tokens     map[string]string // bearer token -> principal
+	publicURL string
+	dir       string
+	model     string
+	tokens    map[string]string // bearer token -> principal
+	// sweepEvery is the sweep's period (serve --sweep-every takes 1s to
+	// 24h; 0, for tests only: no sweep after the start-up pass).
 	sweepEvery time.Duration
 	mailOut    io.Writer
 	logger     *slog.Logger
@@ -145,20 +148,19 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	ctx, stop := context.WithCancel(ctx)
 	s := &localServer{URL: base, App: a, Dispatcher: disp, closeStore: closeStore, tools: tools, srv: srv, done: make(chan struct{}), stop: stop}
 	// A transition that schedules a webhook delivery names its run here,
-	// and the sweep's goroutine makes the first attempt at once; a notice
-	// dropped because the queue is full waits for the next sweep.
-	scheduled := make(chan string, 1024)
+	// and so does the sweep for a run whose retries are due: delivery
+	// goroutines make the attempts, the sweep never waits for a receiver.
+	var deliveriesDone sync.WaitGroup
 	if a.Sweeper.Webhooks != nil {
-		a.Sweeper.Store.NotifyScheduled(func(runID string) {
-			select {
-			case scheduled <- runID:
-			default:
-			}
-		})
+		q := newDeliveryQueue(deliveryQueueSize)
+		a.Sweeper.Store.NotifyScheduled(q.add)
+		a.Sweeper.QueueDeliveries = q.add
+		deliveriesDone.Go(func() { makeDeliveries(ctx, a.Sweeper, q) })
 	}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		defer close(s.done)
+		defer deliveriesDone.Wait()
 		// Due work is handled at start-up, not after the first tick. On the
 		// embedded store this process is the only dispatcher, so jobs a
 		// previous process dispatched died with it: Recover dispatches
@@ -168,9 +170,51 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		} else {
 			_, _ = a.Sweeper.Sweep(ctx)
 		}
-		sweepAndDeliver(ctx, o.sweepEvery, a.Sweeper, scheduled)
+		every(ctx, o.sweepEvery, func() { _, _ = a.Sweeper.Sweep(ctx) })
 	}()
 	return s, nil
+}
+
+// deliveryQueueSize bounds the runs waiting for their webhook attempts on
+// the local server; those named past it wait for the next sweep.
+const deliveryQueueSize = 1024
+
+// deliveryQueue is the local server's queue of runs whose due webhook
+// attempts are to be made: named by the writes that schedule deliveries
+// (first attempts) and by the sweep (retries). A run is queued once until
+// a delivery goroutine takes it up; a run named when the queue is full is
+// dropped (the next sweep names it again).
+type deliveryQueue struct {
+	runs   chan string
+	mu     sync.Mutex
+	queued map[string]bool
+}
+
+func newDeliveryQueue(size int) *deliveryQueue {
+	return &deliveryQueue{runs: make(chan string, size), queued: map[string]bool{}}
+}
+
+// add queues run id unless it is queued already or the queue is full; it
+// never blocks.
+func (q *deliveryQueue) add(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queued[id] {
+		return
+	}
+	select {
+	case q.runs <- id:
+		q.queued[id] = true
+	default:
+	}
+}
+
+// taken notes that a delivery goroutine took run id up: naming it again
+// queues it again.
+func (q *deliveryQueue) taken(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.queued, id)
 }
 
 // linkBase is the base URL of the approval links: public when given (an
@@ -335,7 +379,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		secretFiles = append(secretFiles, path)
 		return tokens.readFile(path)
 	})
-	sweep := fs.Duration("sweep-every", 30*time.Second, "how often the purge sweep runs")
+	sweep := fs.Duration("sweep-every", defaultSweepEvery, "how often the purge sweep runs (expiry, reminders, webhook retries, take-over of lost workers, retention), "+sweepEveryRange)
 	retention := fs.Duration("retention", 0, "how long settled runs are kept before the sweep purges them (default: $"+config.EnvRetention+", else 720h)")
 	segment := fs.Duration("segment-budget", 0, "how long a worker works on a run before it checkpoints it and continues it in a new job (0: no limit; a Lambda stops before its timeout)")
 	store := fs.String("store", "embedded", "embedded (bbolt file in --dir) or aws (DynamoDB+S3 named by AGENTGATE_TABLE and AGENTGATE_BUCKET, endpoint from AWS_ENDPOINT_URL)")
@@ -344,7 +388,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	whHTTP := fs.Bool("webhook-allow-http", false, "accept plain-http webhook URLs (local tests only)")
 	whAllow := fs.String("webhook-allow", "", "internal address prefixes webhooks may go to, comma-separated (e.g. 127.0.0.1,::1 for a receiver on this machine)")
 	whConcurrency := 0
-	fs.Func("webhook-concurrency", fmt.Sprintf("how many runs' webhooks the sweep delivers at the same time, 1 to %d (default: $%s, else %d)", webhook.MaxConcurrency, config.EnvWebhookConcurrency, service.DefaultDeliveryConcurrency), func(v string) (err error) {
+	fs.Func("webhook-concurrency", fmt.Sprintf("how many runs' webhook deliveries are made at the same time, 1 to %d (default: $%s, else %d)", webhook.MaxConcurrency, config.EnvWebhookConcurrency, service.DefaultDeliveryConcurrency), func(v string) (err error) {
 		whConcurrency, err = webhook.ParseConcurrency(v)
 		return err
 	})
@@ -354,6 +398,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
 	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
+	}
+	if *sweep < minSweepEvery || *sweep > maxSweepEvery {
+		return usagef("--sweep-every %s: want a duration from %s", *sweep, sweepEveryRange)
 	}
 	retentionGiven := false
 	fs.Visit(func(f *flag.Flag) { retentionGiven = retentionGiven || f.Name == "retention" })
@@ -394,6 +441,17 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	<-ctx.Done()
 	return s.Close()
 }
+
+// The default and range of serve --sweep-every: a sweep takes every run's
+// time-based step (expiry, reminders, webhook retries, take-over of a
+// lost worker, retention), so it cannot be turned off, and a period below
+// a second would only run it in a loop.
+const (
+	defaultSweepEvery = 30 * time.Second
+	minSweepEvery     = time.Second
+	maxSweepEvery     = 24 * time.Hour
+	sweepEveryRange   = "1s to 24h" // minSweepEvery to maxSweepEvery, as README says it
+)
 
 // tokenFlag collects principal=token pairs into token -> principal.
 type tokenFlag map[string]string
@@ -482,9 +540,9 @@ func (r *remoteFlag) Set(v string) error {
 
 // serveWebhooks builds the local server's webhook configuration from its
 // flags: nil (webhooks off) unless a secret file or value is given. The
-// sweep delivers for concurrency runs at the same time (--webhook-
-// concurrency; 0: AGENTGATE_WEBHOOK_CONCURRENCY read with getenv, else
-// service.DefaultDeliveryConcurrency).
+// delivery goroutines make the attempts of concurrency runs at the same
+// time (--webhook-concurrency; 0: AGENTGATE_WEBHOOK_CONCURRENCY read with
+// getenv, else service.DefaultDeliveryConcurrency).
 func serveWebhooks(file, secret string, allowHTTP bool, allow string, concurrency int, getenv func(string) string, stdout io.Writer) (*app.Webhooks, error) {
 	prefixes, err := webhook.ParseAllowList(allow)
 	if err != nil {
@@ -546,26 +604,41 @@ func newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// sweepAndDeliver sweeps every period (never when period is 0) and, in
-// between, makes the first webhook attempts of the runs scheduled names:
-// one goroutine does both, so a sweep and a delivery never attempt the
-// same entry at once.
-func sweepAndDeliver(ctx context.Context, period time.Duration, sw *service.Sweeper, scheduled <-chan string) {
-	var tick <-chan time.Time
-	if period > 0 {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		tick = t.C
+// makeDeliveries makes the due webhook attempts of the runs q names
+// (sw.DeliverRun: first attempts, and the retries the sweep finds due),
+// each run's on a goroutine of its own, for up to sw.DeliveryConcurrency
+// runs at the same time (else service.DefaultDeliveryConcurrency): a
+// receiver that answers slowly holds up its own run's deliveries, not the
+// others' (unless that many are slow at once) nor the sweep, which makes
+// no attempt itself. A run another pass has is left to it
+// (service.Sweeper.DeliverRun). When ctx ends, no further attempt starts;
+// makeDeliveries returns once the attempts under way are made and
+// recorded (each within webhook.DefaultTimeout).
+func makeDeliveries(ctx context.Context, sw *service.Sweeper, q *deliveryQueue) {
+	n := sw.DeliveryConcurrency
+	if n <= 0 {
+		n = service.DefaultDeliveryConcurrency
 	}
+	var running sync.WaitGroup
+	defer running.Wait()
+	slots := make(chan struct{}, n)
 	for {
+		var id string
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick:
-			_, _ = sw.Sweep(ctx)
-		case id := <-scheduled:
-			_, _ = sw.DeliverRun(ctx, id)
+		case id = <-q.runs:
 		}
+		select {
+		case <-ctx.Done():
+			return
+		case slots <- struct{}{}:
+		}
+		q.taken(id)
+		running.Go(func() {
+			defer func() { <-slots }()
+			_, _ = sw.DeliverRun(ctx, id)
+		})
 	}
 }
 

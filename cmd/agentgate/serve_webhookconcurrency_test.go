@@ -14,7 +14,7 @@ import (
 	"github.com/agentgate/agentgate/internal/service"
 )
 
-// TestServeWebhookConcurrency: serve's sweep delivers webhooks for
+// TestServeWebhookConcurrency: serve's delivery goroutines make webhook attempts for
 // --webhook-concurrency runs at the same time, else
 // AGENTGATE_WEBHOOK_CONCURRENCY's, else 8; a value out of range, or the
 // flag without webhooks, is refused before anything starts.

@@ -26,7 +26,8 @@ type Webhooks struct {
 	// Schedule is the retry schedule (zero: webhook.DefaultSchedule).
 	Schedule webhook.Schedule
 	// DeliveryConcurrency bounds the runs whose deliveries a sweep makes
-	// at the same time (0: service.DefaultDeliveryConcurrency).
+	// at the same time, and serve's delivery goroutines (0:
+	// service.DefaultDeliveryConcurrency).
 	DeliveryConcurrency int
 	// Now is the clock of webhook-timestamp (nil: time.Now).
 	Now func() time.Time

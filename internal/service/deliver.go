@@ -70,13 +70,22 @@ type webhookGivenUpData struct {
 
 // DeliverRun makes the due webhook attempts of one run now: the first
 // attempt of a delivery its last write scheduled (runs.Store.NotifyScheduled
-// names the run), instead of at the next sweep. A run that is executing,
-// or is gone, is left to the sweep. Like Sweep, it must not run at the
-// same time as a Sweep of the same process (their attempts would not see
-// each other's records); serve runs both on one goroutine.
+// names the run), instead of at the next sweep, or its retries (a sweep
+// gave the run to Sweeper.QueueDeliveries). A run that is executing, or
+// is gone, is left to the sweep. It may run at the same time as other
+// DeliverRuns and Sweeps of s: a run another of them has is left to it
+// at once (counted Skipped), and given to QueueDeliveries when it is let
+// go, since that pass may have read the run before this call's delivery
+// was scheduled. Once ctx ends no further attempt starts; the one under
+// way is finished and recorded (see deliver).
 func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, error) {
-	at := s.now()
 	var sum SweepSummary
+	if !s.claims.take(runID, true) {
+		sum.Skipped++
+		return sum, nil
+	}
+	defer s.letGo(runID)
+	at := s.now()
 	r, err := s.Store.Get(ctx, runID)
 	switch {
 	case runs.ErrorCode(err) == runs.ENotFound:
@@ -103,9 +112,12 @@ func (s *Sweeper) DeliverRun(ctx context.Context, runID string) (SweepSummary, e
 // one keeps that one's pace (its first attempt waits for the older one's
 // retry; its retries go right after the older one's). A write that fails
 // ends the pass, so nothing later is sent ahead of what was not recorded.
-// It returns the run as last written (r when nothing was) and what it did
-// (Deliveries, WaitingForSecret, GivenUp, More). Failures are logged: a
-// delivery never fails the run or the sweep.
+// Once ctx ends (the process stops) no further attempt starts, but the
+// attempt under way is not cut short: it ends as the receiver answers
+// (within webhook.DefaultTimeout) and is recorded so, rather than as a
+// failure of the receiver's. It returns the run as last written (r when
+// nothing was) and what it did (Deliveries, WaitingForSecret, GivenUp,
+// More). Failures are logged: a delivery never fails the run or the sweep.
 func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, round *deliveryRound, log *slog.Logger) (*runs.Run, SweepSummary) {
 	var sum SweepSummary
 	sched := s.Schedule
@@ -115,8 +127,10 @@ func (s *Sweeper) deliver(ctx context.Context, r *runs.Run, now time.Time, round
 	if due := r.OutboxDue(); due.IsZero() || now.Before(due) {
 		return r, sum
 	}
+	stopping := ctx
+	ctx = context.WithoutCancel(ctx)
 	for _, e := range append([]runs.OutboxEntry(nil), r.Outbox...) {
-		if !round.begin() {
+		if stopping.Err() != nil || !round.begin() {
 			sum.More = true
 			return r, sum
 		}

@@ -42,6 +42,9 @@ type SweepSummary struct {
 	Skipped         int `json:"skipped"`
 	// Deliveries counts webhook attempts.
 	Deliveries int `json:"webhook_attempts"`
+	// Queued counts the runs with webhook attempts due that a sweep gave
+	// to Sweeper.QueueDeliveries rather than make them itself.
+	Queued int `json:"webhook_runs_queued"`
 	// WaitingForSecret counts due webhook deliveries no attempt could be
 	// made at, for want of a sender (no signing secret configured) or of
 	// its secret (it could not be read): postponed, or given up (GivenUp)
@@ -70,6 +73,19 @@ type SweepSummary struct {
 // same time, each run's on its own goroutine, in order; a run with
 // deliveries due has its lifecycle step taken once they are done (its row
 // is never written by two goroutines at once).
+//
+// With QueueDeliveries set (serve), a sweep makes no attempt: it takes the
+// lifecycle steps, and gives the runs with deliveries due to
+// QueueDeliveries, whose DeliverRuns make them on goroutines of their own.
+//
+// Sweep and DeliverRun may run at the same time, on any number of
+// goroutines: each takes a run up before it reads it and lets it go when
+// done, and a pass leaves a run another pass of the same Sweeper has (see
+// runClaims), so two passes of one process never attempt one run's
+// deliveries at the same time, nor write its row at once. Passes of two
+// processes (a Lambda worker's first attempts and purge's sweep) do not
+// see each other's: an attempt one makes and the other cannot record is
+// made again, with the same webhook-id (at least once).
 type Sweeper struct {
 	Store    *runs.Store
 	Dispatch Dispatcher
@@ -112,8 +128,30 @@ type Sweeper struct {
 	// begin with Owner + "/"): Recover takes the other owners' leases for
 	// dead ones.
 	Owner string
+	// QueueDeliveries, when set, is given the runs whose webhook attempts
+	// DeliverRun is to make on other goroutines (serve queues them as it
+	// queues the runs runs.Store.NotifyScheduled names): a Sweep gives it
+	// each run it finds with deliveries due, once it has taken the run's
+	// lifecycle step and let it go, instead of making the attempts itself,
+	// so that no receiver ever holds up a sweep; and a run for which
+	// DeliverRun was called while another pass had it is given to it when
+	// that pass lets the run go. It must not block; a run it drops waits
+	// for the next sweep. Nil: a Sweep makes the due attempts itself (the
+	// purge function), and such a DeliverRun is left to the next sweep.
+	QueueDeliveries func(runID string)
 	// unrecorded holds attempts made but not recorded (deliver.go).
 	unrecorded unrecordedAttempts
+	// claims are the runs a pass of this Sweeper has taken up (claims.go).
+	claims runClaims
+}
+
+// letGo ends a pass's claim on run id, and gives the run to
+// QueueDeliveries when DeliverRun was called for it meanwhile, or the
+// sweep that had it found deliveries due.
+func (s *Sweeper) letGo(id string) {
+	if s.claims.release(id) && s.QueueDeliveries != nil {
+		s.QueueDeliveries(id)
+	}
 }
 
 // Sweep runs one pass and logs a summary line.
@@ -130,6 +168,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	cursor := ""
 	at := s.now()
 	round := s.newRound(at)
+	mark := s.claims.sweepBegins()
+	defer s.claims.sweepEnds()
 	lifecycle := func(r *runs.Run) {
 		if err := s.one(ctx, r, at, &sum); err != nil {
 			sum.Errors++
@@ -137,12 +177,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 		}
 	}
 	// A run whose deliveries are done comes back here, to this goroutine,
-	// for its lifecycle step, as it was last written.
+	// for its lifecycle step, as it was last written, and is let go.
 	pool := newDeliveryPool(s.DeliveryConcurrency, func(d delivered) {
 		sum.add(d.sum)
 		if !at.Before(s.Store.LifecycleDue(d.run)) { // else it was due for its deliveries only
 			lifecycle(d.run)
 		}
+		s.letGo(d.run.ID)
 	})
 	// seen holds the runs this sweep took up: a run whose deliveries are
 	// under way moves within the due index with each record, and a later
@@ -161,6 +202,39 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 			}
 			seen[r.ID] = true
 			sum.Scanned++
+			if !s.claims.take(r.ID, false) {
+				// A first attempt of this process has it under way: the
+				// next sweep takes it up.
+				sum.Skipped++
+				continue
+			}
+			if s.claims.endedSince(r.ID, mark) {
+				// Another pass had it since this page was read: its
+				// records are not on the page.
+				fresh, err := s.Store.Get(ctx, r.ID)
+				if err != nil {
+					s.letGo(r.ID)
+					if skipConflict(err, &sum) != nil {
+						sum.Errors++
+						log.WarnContext(ctx, "sweep: run not read again", "run_id", r.ID, "err", err)
+					}
+					continue
+				}
+				r = fresh
+			}
+			if r.OutboxSendable() && s.QueueDeliveries != nil {
+				// DeliverRun makes the attempts, on another goroutine,
+				// once the run is let go.
+				if due := r.OutboxDue(); !due.IsZero() && !at.Before(due) {
+					s.claims.ask(r.ID)
+					sum.Queued++
+				}
+				if !at.Before(s.Store.LifecycleDue(r)) { // else it was due for its deliveries only
+					lifecycle(r)
+				}
+				s.letGo(r.ID)
+				continue
+			}
 			if r.OutboxSendable() {
 				pool.start(func() delivered {
 					fresh, dsum := s.deliver(ctx, r, at, round, log)
@@ -170,6 +244,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 			}
 			pool.collect()
 			lifecycle(r)
+			s.letGo(r.ID)
 		}
 		cursor = next
 		if cursor == "" {
@@ -185,7 +260,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
 		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded,
-		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhooks_waiting_for_secret", sum.WaitingForSecret,
+		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhook_runs_queued", sum.Queued, "webhooks_waiting_for_secret", sum.WaitingForSecret,
 		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
 }
@@ -288,6 +363,7 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.DecidersRevised += o.DecidersRevised
 	sum.Skipped += o.Skipped
 	sum.Deliveries += o.Deliveries
+	sum.Queued += o.Queued
 	sum.WaitingForSecret += o.WaitingForSecret
 	sum.GivenUp += o.GivenUp
 	sum.Errors += o.Errors
