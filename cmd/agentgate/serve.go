@@ -634,6 +634,10 @@ func makeDeliveries(ctx context.Context, sw *service.Sweeper, q *deliveryQueue) 
 			return
 		case slots <- struct{}{}:
 		}
+		if ctx.Err() != nil {
+			// Both cases were ready at stop: select picks at random.
+			return
+		}
 		q.taken(id)
 		running.Go(func() {
 			defer func() { <-slots }()

@@ -203,8 +203,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 			seen[r.ID] = true
 			sum.Scanned++
 			if !s.claims.take(r.ID, false) {
-				// A first attempt of this process has it under way: the
-				// next sweep takes it up.
+				// A delivery pass of this process has it under way: the
+				// first sweep after that pass ends takes it up (a pass
+				// lasts at most its delivery budget).
 				sum.Skipped++
 				continue
 			}
