@@ -2,7 +2,6 @@ package apitest_test
 
 import (
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/apitest"
-	"github.com/agentgate/agentgate/internal/clocktest"
-	"github.com/agentgate/agentgate/internal/runs/embedded"
 )
 
 // annOptionalDirectory is a directory of bob, carol and frank and, with ann, of
@@ -36,16 +33,8 @@ func annOptionalDirectory(withAnn bool) string {
 // yet she voted: 409, and the run still waits for a second person
 // (reviewer helper-91 F1, P0; failed before: 202 and the run completed).
 func TestOnePersonVotesOnceAcrossADirectoryChange(t *testing.T) {
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "runs.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	clock := clocktest.New(time.Now().UTC().Truncate(time.Millisecond))
-	server := func(dir string, withAnn bool) *apitest.Server {
-		return apitest.Start(t, apitest.Options{Now: clock.Now, Validator: validator, Principals: []string{"frank", "ann", "bob", "carol"},
-			Dir: dir, Rows: db, States: db,
-			Script:     script(toolUse("w1", "write_document", `{"path":"pages/pricing.md","text":"Team: 12 EUR\n"}`)),
-			Governance: governance(t, annOptionalDirectory(withAnn), "")})
-	}
+	servers, _ := voterServers(t, []string{"frank", "ann", "bob", "carol"})
+	server := func(dir string, withAnn bool) *apitest.Server { return servers(dir, annOptionalDirectory(withAnn)) }
 	first := server("", false)
 	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann","bob","carol"],"required_approvals":2}`)
 	require.Equal(t, http.StatusAccepted, code, "%v", run)
@@ -73,16 +62,8 @@ func TestOnePersonVotesOnceAcrossADirectoryChange(t *testing.T) {
 // bare key, for "person:ann" who may decide and has not voted, and mail
 // her a fresh link with the form (reviewer helper-91 F1; failed before).
 func TestQuorumCheckDoesNotAskAVoterAgain(t *testing.T) {
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "runs.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	clock := clocktest.New(time.Now().UTC().Truncate(time.Millisecond))
-	server := func(dir string, withAnn bool) *apitest.Server {
-		return apitest.Start(t, apitest.Options{Now: clock.Now, Validator: validator, Principals: []string{"frank", "ann", "bob", "carol"},
-			Dir: dir, Rows: db, States: db,
-			Script:     script(toolUse("w1", "write_document", `{"path":"pages/pricing.md","text":"Team: 12 EUR\n"}`)),
-			Governance: governance(t, annOptionalDirectory(withAnn), "")})
-	}
+	servers, clock := voterServers(t, []string{"frank", "ann", "bob", "carol"})
+	server := func(dir string, withAnn bool) *apitest.Server { return servers(dir, annOptionalDirectory(withAnn)) }
 	first := server("", false)
 	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
 	require.Equal(t, http.StatusAccepted, code, "%v", run)
@@ -126,16 +107,8 @@ func TestQuorumCheckDoesNotAskAVoterAgain(t *testing.T) {
 // tester helper-94 F1: before, every decision was refused 403, "the run's
 // approvers no longer resolve", until the deadline).
 func TestApproversThatBecameOnePerson(t *testing.T) {
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "runs.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	clock := clocktest.New(time.Now().UTC().Truncate(time.Millisecond))
-	server := func(dir string, withAnn bool) *apitest.Server {
-		return apitest.Start(t, apitest.Options{Now: clock.Now, Validator: validator, Principals: []string{"frank", "ann@example.com", "annie", "bob"},
-			Dir: dir, Rows: db, States: db,
-			Script:     script(toolUse("w1", "write_document", `{"path":"pages/pricing.md","text":"Team: 12 EUR\n"}`)),
-			Governance: governance(t, strings.Replace(annOptionalDirectory(withAnn), `"ann@example.com", "ann"`, `"ann@example.com", "annie"`, 1), "")})
-	}
+	servers, _ := voterServers(t, []string{"frank", "ann@example.com", "annie", "bob"})
+	server := func(dir string, withAnn bool) *apitest.Server { return servers(dir, strings.Replace(annOptionalDirectory(withAnn), `"ann@example.com", "ann"`, `"ann@example.com", "annie"`, 1)) }
 	first := server("", false)
 	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob"],"required_approvals":2}`)
 	require.Equal(t, http.StatusAccepted, code, "%v", run)

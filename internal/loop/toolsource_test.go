@@ -175,14 +175,7 @@ func TestARunnerWithASourceRunsOnOneSnapshot(t *testing.T) {
 }
 
 func TestAResumeLooksForTheToolsOfItsHeldCalls(t *testing.T) {
-	update := remote("crm__update", loop.EffectWrite)
-	holderTools, err := loop.NewToolbox(update)
-	require.NoError(t, err)
-	turns := []loop.Message{asst(use("u1", "crm__update", `{}`)), asst(say("done"))}
-	out, err := (&loop.Runner{Model: scriptModel(turns...), Tools: holderTools}).Run(context.Background(), request("update"))
-	require.NoError(t, err)
-	require.Equal(t, loop.OutcomeSuspended, out.Kind)
-	st := out.Suspended
+	update, turns, st := heldUpdate(t)
 
 	// The resuming process could not list crm at start-up; it is up now.
 	src := &fakeSource{absent: map[string]string{"crm__": "MCP server crm was unavailable when this process started"}}
@@ -204,14 +197,7 @@ func TestAResumeLooksForTheToolsOfItsHeldCalls(t *testing.T) {
 // process could not list at start-up is looked for again (reviewer
 // helper-91 F2: before, the vote's edit was refused as unavailable).
 func TestAVoteThatEditsLooksForItsTool(t *testing.T) {
-	update := remote("crm__update", loop.EffectWrite)
-	holderTools, err := loop.NewToolbox(update)
-	require.NoError(t, err)
-	turns := []loop.Message{asst(use("u1", "crm__update", `{}`)), asst(say("done"))}
-	out, err := (&loop.Runner{Model: scriptModel(turns...), Tools: holderTools}).Run(context.Background(), request("update"))
-	require.NoError(t, err)
-	require.Equal(t, loop.OutcomeSuspended, out.Kind)
-	st := out.Suspended
+	update, _, st := heldUpdate(t)
 
 	src := &fakeSource{absent: map[string]string{"crm__": "MCP server crm was unavailable when this process started"}}
 	src.found = func() { src.set(nil, update) }
@@ -220,4 +206,19 @@ func TestAVoteThatEditsLooksForItsTool(t *testing.T) {
 	vote := loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "u1", Action: loop.ActionEdit, Input: json.RawMessage(`{}`)}}}
 	require.NoError(t, loop.ValidateVote(context.Background(), tb, nil, st.PendingCalls, st.TurnDigest, vote, 1))
 	assert.Equal(t, [][]string{{"crm__update"}}, src.sought())
+}
+
+// heldUpdate returns an MCP write tool, crm__update, the model turns of a
+// run that calls it and then says it is done, and the state of that run
+// held for the call's approval (by a process that could list the tool).
+func heldUpdate(t *testing.T) (loop.Tool, []loop.Message, *loop.SuspendedState) {
+	t.Helper()
+	update := remote("crm__update", loop.EffectWrite)
+	holderTools, err := loop.NewToolbox(update)
+	require.NoError(t, err)
+	turns := []loop.Message{asst(use("u1", "crm__update", `{}`)), asst(say("done"))}
+	out, err := (&loop.Runner{Model: scriptModel(turns...), Tools: holderTools}).Run(context.Background(), request("update"))
+	require.NoError(t, err)
+	require.Equal(t, loop.OutcomeSuspended, out.Kind)
+	return update, turns, out.Suspended
 }
