@@ -108,7 +108,9 @@ func TestQuorumCheckDoesNotAskAVoterAgain(t *testing.T) {
 // approvers no longer resolve", until the deadline).
 func TestApproversThatBecameOnePerson(t *testing.T) {
 	servers, _ := voterServers(t, []string{"frank", "ann@example.com", "annie", "bob"})
-	server := func(dir string, withAnn bool) *apitest.Server { return servers(dir, strings.Replace(annOptionalDirectory(withAnn), `"ann@example.com", "ann"`, `"ann@example.com", "annie"`, 1)) }
+	server := func(dir string, withAnn bool) *apitest.Server {
+		return servers(dir, strings.Replace(annOptionalDirectory(withAnn), `"ann@example.com", "ann"`, `"ann@example.com", "annie"`, 1))
+	}
 	first := server("", false)
 	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob"],"required_approvals":2}`)
 	require.Equal(t, http.StatusAccepted, code, "%v", run)
