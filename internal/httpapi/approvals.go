@@ -58,7 +58,7 @@ func (a *API) alreadyDecidedPage(r *runs.Run, approver string, earlier *runs.Dec
 	case earlier != nil:
 		vd.Deciders, vd.Calls, vd.Cut = earlier.Deciders, earlier.DecidedCalls, earlier.DecidersCut
 	case r.Voting() && r.Decision != nil:
-		vd.Deciders, vd.Calls = r.DecidingVoters(), r.DecidedCalls()
+		vd.Deciders, vd.Calls = r.DecidingVotersIn(a.Directory), r.DecidedCallsIn(a.Directory)
 	}
 	if len(vd.Deciders) > 0 {
 		// The deciders are named by person (runs.Vote.Name); so are the

@@ -146,7 +146,7 @@ type WebhookTargets struct {
 	Resolver webhook.Resolver
 }
 
-func viewOf(r *runs.Run) RunView {
+func viewOf(r *runs.Run, dir *identity.Directory) RunView {
 	v := RunView{
 		ID: r.ID, Status: r.Status, Reason: r.Reason, Version: r.Version,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Initiator: r.Initiator,
@@ -169,7 +169,7 @@ func viewOf(r *runs.Run) RunView {
 	}
 	if r.Decision != nil {
 		v.Decision = &DecisionView{By: r.DecidedBy, Via: r.DecidedVia, At: r.DecidedAt, Decision: r.Decision,
-			Deciders: r.DecidingVoters(), DecidedCalls: r.DecidedCalls()}
+			Deciders: r.DecidingVotersIn(dir), DecidedCalls: r.DecidedCallsIn(dir)}
 	}
 	v.ToolResults = toolResultsView(r)
 	return v
@@ -262,7 +262,7 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		// The run is durable; purge re-dispatches a run left QUEUED.
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
-	resp := jsonResponse(http.StatusAccepted, viewOf(r))
+	resp := jsonResponse(http.StatusAccepted, viewOf(r, a.Directory))
 	resp.Headers["Location"] = "/runs/" + r.ID
 	return resp, nil
 }
@@ -338,7 +338,7 @@ func (a *API) getRun(ctx context.Context, req events.APIGatewayProxyRequest, id 
 			return events.APIGatewayProxyResponse{}, err
 		}
 	}
-	return jsonResponse(http.StatusOK, viewOf(r)), nil
+	return jsonResponse(http.StatusOK, viewOf(r, a.Directory)), nil
 }
 
 func (a *API) listEvents(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
@@ -404,7 +404,7 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	return jsonResponse(http.StatusAccepted, viewOf(r)), nil
+	return jsonResponse(http.StatusAccepted, viewOf(r, a.Directory)), nil
 }
 
 // isDigest reports whether s has the form of a turn digest: SHA-256 in
@@ -555,7 +555,7 @@ func (a *API) cancel(ctx context.Context, req events.APIGatewayProxyRequest, id 
 		return events.APIGatewayProxyResponse{}, err
 	}
 	a.log().InfoContext(ctx, "run cancelled", "run_id", id)
-	return jsonResponse(http.StatusOK, viewOf(r)), nil
+	return jsonResponse(http.StatusOK, viewOf(r, a.Directory)), nil
 }
 
 // authorize applies runs.MayDecide (the one check of the API and the

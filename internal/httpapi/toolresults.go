@@ -114,7 +114,7 @@ func (a *API) submitToolResults(ctx context.Context, req events.APIGatewayProxyR
 	if err := a.Dispatch.Dispatch(ctx, service.NewJob(service.JobResume, next)); err != nil {
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
-	return jsonResponse(http.StatusAccepted, viewOf(next)), nil
+	return jsonResponse(http.StatusAccepted, viewOf(next, a.Directory)), nil
 }
 
 // requireResultMembers refuses (422, as a missing tool_results_id or

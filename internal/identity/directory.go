@@ -334,6 +334,21 @@ func (d *Directory) Person(id string) (*Person, bool) {
 	return p, ok
 }
 
+// KeyOf returns the subject key (Subject.Key) of the principal whose
+// comparison form is key (Principal.Key): the person's or service
+// account's that has it as an alias, else key itself.
+func (d *Directory) KeyOf(key string) string {
+	if d != nil {
+		if p := d.byKey[key]; p != nil {
+			return "person:" + p.ID
+		}
+		if s := d.serviceKey[key]; s != nil {
+			return "service:" + s.ID
+		}
+	}
+	return key
+}
+
 // Group returns the named group.
 func (d *Directory) Group(name string) (*Group, bool) {
 	if d == nil {

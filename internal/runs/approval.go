@@ -438,7 +438,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		if final {
 			data := DecisionEventData{SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: decision}
 			if cur.Voting() {
-				data = withDeciders(data, next)
+				data = withDeciders(data, next, d.Directory)
 			}
 			w.Events = append(w.Events, Event{Type: EventDecision, Actor: d.Decider, Data: mustJSON(data)})
 		}

@@ -28,7 +28,7 @@ func TestDecidersFitTheEvent(t *testing.T) {
 		return r
 	}
 
-	small := withDeciders(DecisionEventData{}, quorum(2, 2, 10))
+	small := withDeciders(DecisionEventData{}, quorum(2, 2, 10), nil)
 	if len(small.Deciders) != 2 || len(small.DecidedCalls) != 2 || small.DecidersCut {
 		t.Errorf("two calls, two voters: deciders %v, calls %v, cut %v; want both voters and both calls, nothing cut", small.Deciders, small.DecidedCalls, small.DecidersCut)
 	}
@@ -38,7 +38,7 @@ func TestDecidersFitTheEvent(t *testing.T) {
 		}
 	}
 
-	big := withDeciders(DecisionEventData{}, quorum(MaxPendingCalls, 20, 300))
+	big := withDeciders(DecisionEventData{}, quorum(MaxPendingCalls, 20, 300), nil)
 	if big.DecidedCalls != nil || !big.DecidersCut || len(big.Deciders) != 20 {
 		t.Errorf("the largest quorum: %d deciders, %d calls, cut %v; want the 20 deciders without the calls, cut", len(big.Deciders), len(big.DecidedCalls), big.DecidersCut)
 	}

@@ -97,14 +97,14 @@ func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 
 // keys are the subject keys that vote v stands for under dir, the
 // directory in force. A vote cast by a directory person (Person
-// "person:<id>") stands for that person and, should the directory no
-// longer have them, for each principal that was one of their aliases when
-// they voted (Keys, or the principal they voted as) while that principal
-// belongs to no person: a person who holds such an alias now is another
-// person (an on-call alias passed on). A vote cast by a principal without
-// an entry stands for that principal and for the subject it is under dir
-// (an entry added for it since, or merging it with others, makes it that
-// person's vote).
+// "person:<id>") stands for that person while dir has them (an alias of
+// theirs passed on since is another person's, or no one's); once dir has
+// no such person (their entry dropped, renamed or merged into another),
+// it stands for whoever the principals that were their aliases when they
+// voted (Keys, and the principal they voted as) are under dir. A vote
+// cast by a principal without an entry stands for that principal and for
+// the subject it is under dir (an entry added for it since, or merging it
+// with others, makes it that person's vote).
 func (v Vote) keys(dir *identity.Directory) []string {
 	out := make([]string, 0, 2+len(v.Keys))
 	add := func(k string) {
@@ -113,23 +113,37 @@ func (v Vote) keys(dir *identity.Directory) []string {
 		}
 	}
 	add(v.Person)
-	if !strings.HasPrefix(v.Person, "person:") {
-		add(SubjectKey(dir, v.By))
+	if v.personHeld(dir) {
 		return out
 	}
-	aliases := append(slices.Clone(v.Keys), principalKey(v.By))
-	for _, k := range aliases {
-		// A principal key is a subject's key only while no entry has it.
-		add(k)
+	add(SubjectKey(dir, v.By))
+	if strings.HasPrefix(v.Person, "person:") {
+		for _, k := range v.Keys {
+			add(dir.KeyOf(k))
+		}
 	}
 	return out
 }
 
+// personHeld reports whether v was cast by a directory person that dir
+// (nil: the directory as it was) still has.
+func (v Vote) personHeld(dir *identity.Directory) bool {
+	id, ok := strings.CutPrefix(v.Person, "person:")
+	if !ok || id == "" {
+		return false
+	}
+	if dir == nil {
+		return true
+	}
+	_, held := dir.Person(id)
+	return held
+}
+
 // current is the key of the subject vote v counts for under dir: its
-// person's, or, for a principal without an entry when it voted, the
-// subject that principal is under dir.
+// person's while dir has them, else the subject the principal it was cast
+// as is under dir.
 func (v Vote) current(dir *identity.Directory) string {
-	if strings.HasPrefix(v.Person, "person:") {
+	if v.personHeld(dir) {
 		return v.Person
 	}
 	if k := SubjectKey(dir, v.By); k != "" {
@@ -144,16 +158,6 @@ func (v Vote) current(dir *identity.Directory) string {
 func sameVoter(dir *identity.Directory, a, b Vote) bool {
 	ca, cb := a.current(dir), b.current(dir)
 	return ca == cb || slices.Contains(a.keys(dir), cb) || slices.Contains(b.keys(dir), ca)
-}
-
-// principalKey returns the comparison form of principal text (""
-// when it is none).
-func principalKey(text string) string {
-	p, err := identity.Parse(text)
-	if err != nil {
-		return ""
-	}
-	return p.Key()
 }
 
 // PersonKeys returns the principal keys of the aliases of the directory
@@ -190,8 +194,17 @@ const MaxVoteKeys = 16
 // it), so that Gina@Example.com and gina+x@example.com are one name, as
 // they are one vote; other principals as written (an assumed-role ARN
 // keeps its session). By keeps the alias as authenticated, for the audit.
-func (v Vote) Name() string {
-	if id, ok := strings.CutPrefix(v.Person, "person:"); ok && id != "" {
+func (v Vote) Name() string { return v.NameIn(nil) }
+
+// NameIn is Name under dir, the directory in force (nil: as the vote was
+// cast): the person the vote counts for now (Vote.current), should dir
+// have dropped, renamed or merged the voter's entry, or added one.
+func (v Vote) NameIn(dir *identity.Directory) string {
+	key := v.Person
+	if dir != nil {
+		key = v.current(dir)
+	}
+	if id, ok := strings.CutPrefix(key, "person:"); ok && id != "" {
 		return id
 	}
 	if p, err := identity.Parse(v.By); err == nil {
@@ -354,7 +367,7 @@ func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 			}
 			switch t := &out[i]; ch.Action {
 			case loop.ActionApprove:
-				t.ApprovedBy = append(t.ApprovedBy, v.Name())
+				t.ApprovedBy = append(t.ApprovedBy, v.NameIn(dir))
 				approvers[ch.CallID] = append(approvers[ch.CallID], v)
 			case loop.ActionEdit:
 				if t.Needed != 1 {
@@ -363,11 +376,11 @@ func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 					// as it is.
 					continue
 				}
-				t.ApprovedBy, t.Edited = append(t.ApprovedBy, v.Name()), ch.Input
+				t.ApprovedBy, t.Edited = append(t.ApprovedBy, v.NameIn(dir)), ch.Input
 				approvers[ch.CallID] = append(approvers[ch.CallID], v)
 			case loop.ActionDeny:
 				if t.DeniedBy == "" {
-					t.DeniedBy, t.DenyMessage = v.Name(), ch.Message
+					t.DeniedBy, t.DenyMessage = v.NameIn(dir), ch.Message
 				}
 			}
 		}
@@ -402,12 +415,16 @@ type DecidedCall struct {
 // approval and is approved or denied by the votes (Voting), in turn order
 // (all of them once the turn is decided); nil when one decision decides
 // r's turn (DecidedBy made it).
-func (r *Run) DecidedCalls() []DecidedCall {
+func (r *Run) DecidedCalls() []DecidedCall { return r.DecidedCallsIn(nil) }
+
+// DecidedCallsIn is DecidedCalls counted and named under dir, the
+// directory in force (TallyIn, Vote.NameIn), as Store.Decide decided them.
+func (r *Run) DecidedCallsIn(dir *identity.Directory) []DecidedCall {
 	if !r.Voting() {
 		return nil
 	}
 	var out []DecidedCall
-	for _, t := range r.Tally() {
+	for _, t := range r.TallyIn(dir) {
 		dc := DecidedCall{CallID: t.CallID, Tool: toolOf(r, t.CallID)}
 		switch {
 		case t.Denied():
@@ -429,16 +446,19 @@ func (r *Run) DecidedCalls() []DecidedCall {
 // (DecidedCalls), each once, in the order they voted: those who decided
 // r's turn once it is decided. Nil when one decision decides r's turn
 // (DecidedBy made it).
-func (r *Run) DecidingVoters() []string {
+func (r *Run) DecidingVoters() []string { return r.DecidingVotersIn(nil) }
+
+// DecidingVotersIn is DecidingVoters under dir (DecidedCallsIn).
+func (r *Run) DecidingVotersIn(dir *identity.Directory) []string {
 	decided := map[string]bool{}
-	for _, dc := range r.DecidedCalls() {
+	for _, dc := range r.DecidedCallsIn(dir) {
 		for _, by := range dc.By {
 			decided[by] = true
 		}
 	}
 	var out []string
 	for _, v := range r.Votes {
-		if n := v.Name(); decided[n] && !slices.Contains(out, n) {
+		if n := v.NameIn(dir); decided[n] && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
@@ -451,10 +471,11 @@ func (r *Run) DecidingVoters() []string {
 const maxDecidersSize = 32 << 10
 
 // withDeciders returns data with r's deciders (DecisionEventData.Deciders
-// and DecidedCalls), fitted to maxDecidersSize: DecidedCalls is left out
+// and DecidedCalls, under dir, the directory the votes were counted
+// under), fitted to maxDecidersSize: DecidedCalls is left out
 // when both do not fit, and then Deciders cut short.
-func withDeciders(data DecisionEventData, r *Run) DecisionEventData {
-	data.Deciders, data.DecidedCalls = r.DecidingVoters(), r.DecidedCalls()
+func withDeciders(data DecisionEventData, r *Run, dir *identity.Directory) DecisionEventData {
+	data.Deciders, data.DecidedCalls = r.DecidingVotersIn(dir), r.DecidedCallsIn(dir)
 	size := func() int {
 		b, err := json.Marshal(struct {
 			D []string      `json:"deciders,omitempty"`
