@@ -97,14 +97,17 @@ func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 
 // keys are the subject keys that vote v stands for under dir, the
 // directory in force. A vote cast by a directory person (Person
-// "person:<id>") stands for that person while dir has them (an alias of
-// theirs passed on since is another person's, or no one's); once dir has
-// no such person (their entry dropped, renamed or merged into another),
-// it stands for whoever the principals that were their aliases when they
-// voted (Keys, and the principal they voted as) are under dir. A vote
-// cast by a principal without an entry stands for that principal and for
-// the subject it is under dir (an entry added for it since, or merging it
-// with others, makes it that person's vote).
+// "person:<id>") stands for that person while dir has them
+// (Vote.personHeld: an entry of that id that still holds an alias the vote
+// kept; an alias passed on since, or taken out of their entry, is another
+// person's or no one's). Once dir has no such person (the entry dropped,
+// renamed, merged into another, or its id given to someone else), it
+// stands for whoever the principal they voted as is now, and for the
+// principals that were their other aliases while those belong to no
+// person (an alias passed on to another person is theirs, not the vote).
+// A vote cast by a principal without an entry stands for that principal
+// and for the subject it is under dir (an entry added for it since, or
+// merging it with others, makes it that person's vote).
 func (v Vote) keys(dir *identity.Directory) []string {
 	out := make([]string, 0, 2+len(v.Keys))
 	add := func(k string) {
@@ -112,21 +115,29 @@ func (v Vote) keys(dir *identity.Directory) []string {
 			out = append(out, k)
 		}
 	}
-	add(v.Person)
 	if v.personHeld(dir) {
+		add(v.Person)
 		return out
 	}
+	byPerson := strings.HasPrefix(v.Person, "person:")
+	if !byPerson {
+		add(v.Person)
+	}
 	add(SubjectKey(dir, v.By))
-	if strings.HasPrefix(v.Person, "person:") {
+	if byPerson {
 		for _, k := range v.Keys {
-			add(dir.KeyOf(k))
+			if now := dir.KeyOf(k); now == k {
+				add(k) // an alias that belongs to no person now
+			}
 		}
 	}
 	return out
 }
 
 // personHeld reports whether v was cast by a directory person that dir
-// (nil: the directory as it was) still has.
+// (nil: the directory as it was) still has: an entry of that id that holds
+// one of the aliases the vote kept (Keys; for a vote from before Keys, the
+// principal it was cast as).
 func (v Vote) personHeld(dir *identity.Directory) bool {
 	id, ok := strings.CutPrefix(v.Person, "person:")
 	if !ok || id == "" {
@@ -135,8 +146,22 @@ func (v Vote) personHeld(dir *identity.Directory) bool {
 	if dir == nil {
 		return true
 	}
-	_, held := dir.Person(id)
-	return held
+	p, held := dir.Person(id)
+	if !held {
+		return false
+	}
+	kept := v.Keys
+	if len(kept) == 0 {
+		if by, err := identity.Parse(v.By); err == nil {
+			kept = []string{by.Key()}
+		}
+	}
+	for _, a := range p.Aliases {
+		if slices.Contains(kept, a.Key()) {
+			return true
+		}
+	}
+	return false
 }
 
 // current is the key of the subject vote v counts for under dir: its

@@ -1,0 +1,86 @@
+package apitest_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestARenamedPersonsIDGivenToAnotherCarriesNoVote (reviewer helper-98 M1): ann
+// (ann@example.com, ann-ci) votes as ann-ci on a run needing 2 of
+// ann@example.com, bob, carol. The directory then renames her entry to
+// asmith (same aliases) and gives the freed id "ann" to a new hire
+// (annlee@example.com). The entry "ann" holds none of the vote's aliases,
+// so the vote is asmith's: her second vote, as ann@example.com, is 409,
+// and the new "ann" may vote (failed before: 202, and one human met a
+// quorum of two).
+func TestARenamedPersonsIDGivenToAnotherCarriesNoVote(t *testing.T) {
+	before := `{"version": 1, "persons": [
+  {"id": "ann",   "aliases": ["ann@example.com", "ann-ci"]},
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
+	after := `{"version": 1, "persons": [
+  {"id": "asmith", "aliases": ["ann@example.com", "ann-ci"]},
+  {"id": "ann",    "aliases": ["annlee@example.com"]},
+  {"id": "bob",    "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol",  "aliases": ["carol@example.com", "carol"]},
+  {"id": "frank",  "aliases": ["frank@example.com", "frank"]}]}`
+	server, _ := voterServers(t, []string{"frank", "ann@example.com", "ann-ci", "annlee@example.com", "bob", "carol"})
+	first := server("", before)
+	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id := run["id"].(string)
+	first.App.Dispatcher.Wait()
+	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann-ci", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	first.Stop()
+
+	second := server(first.Dir, after)
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "ann@example.com", approve)
+	assert.Equal(t, http.StatusConflict, code, "ann (now asmith) voted already as ann-ci: %v", out)
+	second.App.Dispatcher.Wait()
+	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "frank", "", "")
+	assert.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "one human met a quorum of two: %v", got["decision"])
+}
+
+// TestADepartedPersonsAliasPassedOnCarriesNoVote (reviewer helper-98
+// M2): ann (ann@example.com, oncall) approves, as ann@example.com, a run
+// needing 2 of ann@example.com and bob@example.com. ann then leaves: her
+// entry is dropped and the on-call alias passes to bob. A former alias
+// passed on to another person is that person's, not the vote: bob, who
+// never voted, may (failed before: 409 "already voted", and the run could
+// not reach its quorum).
+func TestADepartedPersonsAliasPassedOnCarriesNoVote(t *testing.T) {
+	annOncall := `{"version": 1, "persons": [
+  {"id": "ann",   "aliases": ["ann@example.com", "oncall"]},
+  {"id": "bob",   "aliases": ["bob@example.com"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
+	annGone := `{"version": 1, "persons": [
+  {"id": "bob",   "aliases": ["bob@example.com", "oncall"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
+	server, _ := voterServers(t, []string{"frank", "ann@example.com", "oncall", "bob@example.com"})
+	first := server("", annOncall)
+	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob@example.com"],"required_approvals":2}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id := run["id"].(string)
+	first.App.Dispatcher.Wait()
+	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann@example.com", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	first.Stop()
+
+	second := server(first.Dir, annGone)
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "bob@example.com", approve)
+	assert.Equal(t, http.StatusAccepted, code, "bob never voted: %v", out)
+	second.App.Dispatcher.Wait()
+	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "frank", "", "")
+	assert.NotEqual(t, "WAITING_FOR_APPROVAL", got["status"], "ann and bob are two persons and both approved: %v", got["deciders"])
+}
