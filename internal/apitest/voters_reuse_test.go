@@ -84,3 +84,41 @@ func TestADepartedPersonsAliasPassedOnCarriesNoVote(t *testing.T) {
 	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "frank", "", "")
 	assert.NotEqual(t, "WAITING_FOR_APPROVAL", got["status"], "ann and bob are two persons and both approved: %v", got["deciders"])
 }
+
+// TestFourEyesCountsUnderTheDirectoryInForce: a four-eyes run of frank's
+// needs 2 of frank-ci, bob and carol. frank-ci, which no entry names, votes;
+// the directory then makes frank-ci one of frank's aliases. Under four-eyes
+// the initiator's person decides nothing, so that vote approves nothing
+// now: bob's approval is one of two, and carol's completes the quorum
+// (reviewer helper-98 M3; failed before: bob's completed it).
+func TestFourEyesCountsUnderTheDirectoryInForce(t *testing.T) {
+	dir := func(frankAliases string) string {
+		return `{"version": 1, "persons": [
+  {"id": "frank", "aliases": [` + frankAliases + `]},
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]}]}`
+	}
+	server, _ := voterServers(t, []string{"frank", "frank-ci", "bob", "carol"})
+	first := server("", dir(`"frank@example.com", "frank"`))
+	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["frank-ci","bob","carol"],"required_approvals":2,"four_eyes":true}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id := run["id"].(string)
+	first.App.Dispatcher.Wait()
+	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
+	digest := run["pending"].(map[string]any)["turn_digest"].(string)
+	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "frank-ci", approve)
+	require.Equal(t, http.StatusAccepted, code, "frank-ci is no alias of frank's yet: %v", out)
+	first.Stop()
+
+	second := server(first.Dir, dir(`"frank@example.com", "frank", "frank-ci"`))
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "bob", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	second.App.Dispatcher.Wait()
+	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "bob", "", "")
+	require.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "the initiator's own approval met a four-eyes quorum: %v", got["decision"])
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "carol", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	second.App.Dispatcher.Wait()
+	waitAs(t, second, second.Client(t), "bob", id, "COMPLETED")
+}

@@ -361,14 +361,21 @@ func (r *Run) Tally() []CallTally { return r.TallyIn(nil) }
 
 // TallyIn is Tally under dir, the directory in force: votes that are one
 // voter's under it (sameVoter: principals that voted apart and that dir
-// has made one person since) approve a call once.
+// has made one person since) approve a call once, and under four-eyes a
+// vote dir counts for the initiator's person approves nothing.
 func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 	var out []CallTally
 	approvers := map[string][]Vote{}
 	at := map[string]int{}
+	fourEyes := map[string]bool{}
+	initiator := ""
+	if dir != nil {
+		initiator = SubjectKey(dir, r.Initiator)
+	}
 	uniform := VotesNeeded(r.PendingCalls) < r.VotesNeeded
 	for _, c := range r.PendingCalls {
 		if c.NeedsApproval {
+			fourEyes[c.ID] = r.FourEyes || c.Approval != nil && c.Approval.FourEyes
 			at[c.ID] = len(out)
 			n := c.RequiredApprovals()
 			if uniform {
@@ -389,6 +396,11 @@ func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 			approves := ch.Action == loop.ActionApprove || ch.Action == loop.ActionEdit && out[i].Needed == 1
 			if approves && slices.ContainsFunc(approvers[ch.CallID], func(u Vote) bool { return sameVoter(dir, u, v) }) {
 				continue // this person approved the call already
+			}
+			if approves && fourEyes[ch.CallID] && initiator != "" && slices.Contains(v.keys(dir), initiator) {
+				// Four-eyes, under the directory in force: a voter it has
+				// made the initiator's person since approves nothing.
+				continue
 			}
 			switch t := &out[i]; ch.Action {
 			case loop.ActionApprove:
