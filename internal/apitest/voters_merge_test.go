@@ -30,13 +30,7 @@ func TestPersonsMergedCountOnce(t *testing.T) {
   {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
 	server, _ := voterServers(t, []string{"frank", "ann@example.com", "annie", "bob", "carol"})
 	first := server("", two)
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob","carol"],"required_approvals":3}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob","carol"],"required_approvals":3}`)
 	for _, who := range []string{"ann@example.com", "annie"} {
 		code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", who, approve)
 		require.Equal(t, http.StatusAccepted, code, "%v", out)
@@ -67,13 +61,7 @@ func TestARenamedPersonVotesOnce(t *testing.T) {
 	}
 	server, _ := voterServers(t, []string{"frank", "ann@example.com", "ann-ci", "bob", "carol"})
 	first := server("", dir("ann"))
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
 	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann-ci", approve)
 	require.Equal(t, http.StatusAccepted, code, "%v", out)
 	first.Stop()
@@ -137,13 +125,7 @@ func TestDecidersAfterAMergeArePersons(t *testing.T) {
 	with := func(ann string) string { return strings.Replace(base, "%s", ann, 1) }
 	server, _ := voterServers(t, []string{"frank", "ann@example.com", "annie", "bob", "carol"})
 	first := server("", with(""))
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob","carol"],"required_approvals":3}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob","carol"],"required_approvals":3}`)
 	for _, who := range []string{"ann@example.com", "annie"} {
 		code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", who, approve)
 		require.Equal(t, http.StatusAccepted, code, "%v", out)

@@ -30,13 +30,7 @@ func TestARenamedPersonsIDGivenToAnotherCarriesNoVote(t *testing.T) {
   {"id": "frank",  "aliases": ["frank@example.com", "frank"]}]}`
 	server, _ := voterServers(t, []string{"frank", "ann@example.com", "ann-ci", "annlee@example.com", "bob", "carol"})
 	first := server("", before)
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
 	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann-ci", approve)
 	require.Equal(t, http.StatusAccepted, code, "%v", out)
 	first.Stop()
@@ -66,13 +60,7 @@ func TestADepartedPersonsAliasPassedOnCarriesNoVote(t *testing.T) {
   {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
 	server, _ := voterServers(t, []string{"frank", "ann@example.com", "oncall", "bob@example.com"})
 	first := server("", annOncall)
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob@example.com"],"required_approvals":2}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob@example.com"],"required_approvals":2}`)
 	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann@example.com", approve)
 	require.Equal(t, http.StatusAccepted, code, "%v", out)
 	first.Stop()
@@ -100,13 +88,7 @@ func TestFourEyesCountsUnderTheDirectoryInForce(t *testing.T) {
 	}
 	server, _ := voterServers(t, []string{"frank", "frank-ci", "bob", "carol"})
 	first := server("", dir(`"frank@example.com", "frank"`))
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["frank-ci","bob","carol"],"required_approvals":2,"four_eyes":true}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["frank-ci","bob","carol"],"required_approvals":2,"four_eyes":true}`)
 	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "frank-ci", approve)
 	require.Equal(t, http.StatusAccepted, code, "frank-ci is no alias of frank's yet: %v", out)
 	first.Stop()

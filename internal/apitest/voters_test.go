@@ -48,13 +48,7 @@ func TestOnePersonVotesOnceAfterTheirEntryIsRemoved(t *testing.T) {
   {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
 	server, _ := voterServers(t, []string{"frank", "ann@example.com", "ann-ci", "bob", "carol"})
 	first := server("", withAnn)
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob","carol"],"required_approvals":2}`)
 	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann-ci", approve)
 	require.Equal(t, http.StatusAccepted, code, "%v", out)
 	require.Equal(t, "WAITING_FOR_APPROVAL", out["status"])
@@ -85,13 +79,7 @@ func TestAnAliasPassedOnDoesNotCarryAVote(t *testing.T) {
   {"id": "frank", "aliases": ["frank@example.com", "frank"]}]}`
 	server, clock := voterServers(t, []string{"frank", "ann@example.com", "oncall", "bob@example.com"})
 	first := server("", annOncall)
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob@example.com"],"required_approvals":2}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["ann@example.com","bob@example.com"],"required_approvals":2}`)
 	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "oncall", approve)
 	require.Equal(t, http.StatusAccepted, code, "%v", out)
 	first.Stop()
@@ -123,13 +111,7 @@ func TestVotersMadeOnePersonCountOnce(t *testing.T) {
 	with := func(ann string) string { return fmt.Sprintf(base, ann) }
 	server, _ := voterServers(t, []string{"frank", "ann@example.com", "annie", "bob", "carol"})
 	first := server("", with(""))
-	code, run := whCall(t, first, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob","carol"],"required_approvals":3}`)
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	first.App.Dispatcher.Wait()
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["ann@example.com","annie","bob","carol"],"required_approvals":3}`)
 	for _, who := range []string{"ann@example.com", "annie"} {
 		code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", who, approve)
 		require.Equal(t, http.StatusAccepted, code, "%v", out)
@@ -146,4 +128,17 @@ func TestVotersMadeOnePersonCountOnce(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code, "carol's is the third person's approval: %v", out)
 	second.App.Dispatcher.Wait()
 	waitAs(t, second, second.Client(t), "frank", id, "COMPLETED")
+}
+
+// heldForVotes starts a run of frank's with body on s, waits until it
+// holds its turn for approval, and returns its id and the body of an
+// approval of that turn.
+func heldForVotes(t *testing.T, s *apitest.Server, body string) (id, approve string) {
+	t.Helper()
+	code, run := whCall(t, s, "POST", "/runs", "frank", body)
+	require.Equal(t, http.StatusAccepted, code, "%v", run)
+	id = run["id"].(string)
+	s.App.Dispatcher.Wait()
+	run = waitAs(t, s, s.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
+	return id, `{"turn_digest":"` + run["pending"].(map[string]any)["turn_digest"].(string) + `","action":"approve"}`
 }
