@@ -550,3 +550,61 @@ func TestARunIsTakenUpOnceASweep(t *testing.T) {
 		assert.Equal(t, service.SweepSummary{Scanned: 101, Deliveries: 102}, counts(t, res.sum))
 	})
 }
+
+// ctxSender is a heldSender whose attempts fail as a real send's do when
+// their context ends before the receiver answers (webhook.Sender's HTTP
+// request is cut short).
+type ctxSender struct{ *heldSender }
+
+func (c ctxSender) Send(ctx context.Context, d *webhook.Delivery) (webhook.Attempt, error) {
+	a, err := c.heldSender.Send(ctx, d)
+	if ctx.Err() != nil {
+		return webhook.Attempt{At: a.At, Outcome: webhook.OutcomeFailed, Error: webhook.ErrClassTimeout}, nil
+	}
+	return a, err
+}
+
+// TestAStoppedSweepFinishesTheAttemptUnderWay: a sweep whose context ends
+// (the process stops) while a receiver is answering starts no further
+// attempt, but lets the one under way end as the receiver answers and
+// records it so (delivered), not as a failure of the receiver's; the
+// run's next delivery is left to the next sweep.
+func TestAStoppedSweepFinishesTheAttemptUnderWay(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	clock := clocktest.New(time.Date(2026, 12, 8, 9, 0, 0, 0, time.UTC))
+	store := openWebhookStore(t, clock)
+	r := cancelledRun(t, store, clock)
+	held := newHeldSender(clock, func(*webhook.Delivery) bool { return true })
+	sweeper := &service.Sweeper{Store: store, Now: clock.Now, Webhooks: ctxSender{held}, Logger: slog.New(slog.DiscardHandler)}
+	done := make(chan sweepResult, 1)
+	go func() {
+		sum, err := sweeper.Sweep(ctx)
+		done <- sweepResult{sum, err}
+	}()
+	waitForSend(t, held)
+	stop()
+	held.stopHolding()
+	res := <-done
+	require.NoError(t, res.err)
+	assert.Equal(t, 1, res.sum.Deliveries)
+	assert.True(t, res.sum.More, "the run's second delivery is left for the next sweep")
+	assert.Equal(t, []webhook.EventType{webhook.EventWaitingForApproval}, held.sentTo(r.ID), "no attempt started once stopped")
+
+	got, err := store.Get(context.Background(), r.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, len(got.Outbox), "the attempt under way was recorded as delivered")
+	evs, err := store.Events(context.Background(), r.ID, 0, 1000)
+	require.NoError(t, err)
+	var outcome webhook.Outcome
+	for _, ev := range evs {
+		if ev.Type == runs.EventWebhookAttempt {
+			var data struct {
+				Attempt webhook.Attempt `json:"attempt"`
+			}
+			require.NoError(t, json.Unmarshal(ev.Data, &data))
+			outcome = data.Attempt.Outcome
+		}
+	}
+	assert.Equal(t, webhook.OutcomeDelivered, outcome)
+}

@@ -43,7 +43,9 @@ type SweepSummary struct {
 	// Deliveries counts webhook attempts.
 	Deliveries int `json:"webhook_attempts"`
 	// Queued counts the runs with webhook attempts due that a sweep gave
-	// to Sweeper.QueueDeliveries rather than make them itself.
+	// to Sweeper.QueueDeliveries rather than make them itself, including
+	// any the queue did not take (serve's, when full: the next sweep gives
+	// them again).
 	Queued int `json:"webhook_runs_queued"`
 	// WaitingForSecret counts due webhook deliveries no attempt could be
 	// made at, for want of a sender (no signing secret configured) or of
