@@ -74,43 +74,6 @@ func TestARenamedPersonVotesOnce(t *testing.T) {
 	assert.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "one human met a quorum of two: deciders %v", got["deciders"])
 }
 
-// TestAnAliasTakenOutOfAnEntryDoesNotCarryAVote: ann (ann@example.com,
-// oncall) votes as ann@example.com on a run needing 2 of ann@example.com,
-// oncall, bob. The directory then takes oncall out of ann's entry (ann
-// keeps her entry; oncall has none now). ann's entry still stands for
-// her vote, so whoever holds oncall now may vote (reviewer helper-97 N3;
-// failed before: 409).
-func TestAnAliasTakenOutOfAnEntryDoesNotCarryAVote(t *testing.T) {
-	dir := func(annAliases string) string {
-		return `{"version": 1, "persons": [
-  {"id": "ann",   "aliases": [` + annAliases + `]},
-  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
-  {"id": "frank", "aliases": ["frank@example.com", "frank"]}
-]}`
-	}
-	server, _ := voterServers(t, []string{"frank", "ann@example.com", "oncall", "bob"})
-	// The run is started while oncall has no entry (a list naming one
-	// person twice is refused), then the rota gives oncall to ann.
-	zero := server("", dir(`"ann@example.com"`))
-	code, run := whCall(t, zero, "POST", "/runs", "frank", `{"prompt":"Raise the Team plan","approvers":["ann@example.com","oncall","bob"],"required_approvals":2}`)
-	zero.App.Dispatcher.Wait()
-	waitAs(t, zero, zero.Client(t), "frank", run["id"].(string), "WAITING_FOR_APPROVAL")
-	zero.Stop()
-	first := server(zero.Dir, dir(`"ann@example.com", "oncall"`))
-	require.Equal(t, http.StatusAccepted, code, "%v", run)
-	id := run["id"].(string)
-	run = waitAs(t, first, first.Client(t), "frank", id, "WAITING_FOR_APPROVAL")
-	digest := run["pending"].(map[string]any)["turn_digest"].(string)
-	approve := `{"turn_digest":"` + digest + `","action":"approve"}`
-	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "ann@example.com", approve)
-	require.Equal(t, http.StatusAccepted, code, "%v", out)
-	first.Stop()
-
-	second := server(first.Dir, dir(`"ann@example.com"`))
-	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "oncall", approve)
-	assert.Equal(t, http.StatusAccepted, code, "oncall is no alias of ann now and never voted: %v", out)
-}
-
 // TestDecidersAfterAMergeArePersons: as TestVotersMadeOnePersonCountOnce (bare
 // ann@example.com and annie vote, then are made one person; bob, then carol
 // complete a quorum of 3). The decision's deciders are counted as the

@@ -89,15 +89,21 @@ type ApprovalView struct {
 	DeniedBy    string   `json:"denied_by,omitempty"`
 }
 
-// pendingCallViews returns r's held calls with their vote progress.
-func pendingCallViews(r *runs.Run) []PendingCallView {
+// pendingCallViews returns r's held calls with their vote progress,
+// counted under dir, the directory in force, as the store counts it
+// (runs.Run.TallyIn).
+func pendingCallViews(r *runs.Run, dir *identity.Directory) []PendingCallView {
 	out := make([]PendingCallView, 0, len(r.PendingCalls))
+	tally := map[string]runs.CallTally{}
+	for _, t := range r.TallyIn(dir) {
+		tally[t.CallID] = t
+	}
 	for _, c := range r.PendingCalls {
 		v := PendingCallView{CallSummary: c}
 		if c.Approval != nil {
 			v.Approval = &ApprovalView{ApprovalRule: *c.Approval}
 		}
-		if t, ok := r.CallTally(c.ID); ok && r.Voting() {
+		if t, ok := tally[c.ID]; ok && r.Voting() {
 			if v.Approval == nil {
 				v.Approval = &ApprovalView{}
 			}
@@ -157,8 +163,8 @@ func viewOf(r *runs.Run, dir *identity.Directory) RunView {
 	}
 	v.Metadata = r.Metadata
 	if r.Status == runs.StatusWaiting {
-		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: pendingCallViews(r)}
-		missing := r.VotesMissing()
+		v.Pending = &PendingView{SuspensionID: r.SuspensionID, TurnDigest: r.TurnDigest, Deadline: r.ApprovalDeadline, Calls: pendingCallViews(r, dir)}
+		missing := r.VotesMissingIn(dir)
 		v.VotesNeeded, v.Voting = &missing, r.Voting()
 	}
 	for _, vt := range r.Votes {
@@ -250,7 +256,8 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		return events.APIGatewayProxyResponse{}, err
 	}
 	r, err := a.Store.Create(ctx, runs.NewRun{
-		Initiator: who, Approvers: sr.Approvers, Request: raw, Webhook: sub,
+		Initiator: who, InitiatorPerson: runs.SubjectKey(a.Directory, who), InitiatorKeys: runs.PersonKeys(a.Directory, who),
+		Approvers: sr.Approvers, Request: raw, Webhook: sub,
 		FourEyes: fourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata, ToolExecutors: executors,
 	})
 	if err != nil {

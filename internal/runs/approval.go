@@ -425,7 +425,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			w.Events = append(w.Events, Event{Type: EventVote, Actor: d.Decider, Data: mustJSON(VoteEventData{
 				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Action: d.Decision.Action,
 				Message: vote.Message, Calls: vote.choices(cur.PendingCalls),
-				Person: d.Voter, Approvals: next.Approvals(), VotesNeeded: cur.VotesNeeded, VotesMissing: next.VotesMissing(),
+				Person: d.Voter, Approvals: next.Approvals(), VotesNeeded: cur.VotesNeeded, VotesMissing: next.VotesMissingIn(d.Directory),
 			})})
 		} else if d.Voter != "" || d.Choices != nil {
 			// A vote, built on a row that took votes, on a row that takes

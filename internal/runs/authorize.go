@@ -113,7 +113,30 @@ func mayDecideAll(dir *identity.Directory, r *Run, decider string) error {
 	if err != nil {
 		return refuse("the decision cannot be authorized: the run's approvers no longer resolve (" + err.Error() + ")")
 	}
-	return dir.MayDecide(who, init, reqs...)
+	if err := dir.MayDecide(who, init, reqs...); err != nil {
+		return err
+	}
+	if s := dir.Lookup(who); fourEyesIn(reqs) && r.initiatorCovers(dir, s) {
+		// The directory in force links the decider to the initiator as
+		// they were at the start: an alias moved or dropped since.
+		return &identity.Refusal{Reason: identity.ReasonFourEyes, Message: fmt.Sprintf("four-eyes: %s is linked by the directory to %s, who started this run, and cannot decide it; another person must", s, r.Initiator)}
+	}
+	return nil
+}
+
+// fourEyesIn reports whether any of reqs is under four-eyes.
+func fourEyesIn(reqs []identity.Requirement) bool {
+	return slices.ContainsFunc(reqs, func(q identity.Requirement) bool { return q.FourEyes })
+}
+
+// eligible is dir.Eligible for reqs of run r, without anyone four-eyes
+// keeps out under the directory in force (Run.initiatorCovers).
+func eligible(dir *identity.Directory, r *Run, init identity.Principal, reqs []identity.Requirement) []identity.Eligible {
+	out := dir.Eligible(init, reqs...)
+	if fourEyesIn(reqs) {
+		out = slices.DeleteFunc(out, func(e identity.Eligible) bool { return r.initiatorCovers(dir, e.Subject) })
+	}
+	return out
 }
 
 // Deciders returns who is asked about the held calls of calls in run r
@@ -198,7 +221,7 @@ func Eligible(dir *identity.Directory, r *Run, calls []CallSummary) []identity.E
 	if err != nil || len(reqs) == 0 {
 		return nil
 	}
-	return dir.Eligible(init, reqs...)
+	return eligible(dir, r, init, reqs)
 }
 
 // MayRead reports whether who may see run r: its initiator's person, one
@@ -289,7 +312,7 @@ func InboxApprovers(dir *identity.Directory, r *Run) []string {
 		if err != nil {
 			continue
 		}
-		if r.FourEyes && (initErr != nil || dir.Lookup(p).Same(dir.Lookup(init))) {
+		if r.FourEyes && (initErr != nil || dir.Lookup(p).Same(dir.Lookup(init)) || r.initiatorCovers(dir, dir.Lookup(p))) {
 			continue
 		}
 		out = append(out, a)
@@ -423,17 +446,17 @@ func approvalShortfall(dir *identity.Directory, r *Run, c CallSummary, need, hav
 	if err != nil {
 		return what + ", and nobody may decide: its approvers no longer resolve (" + err.Error() + ")", errors.Is(err, identity.ErrNoSuchGroup)
 	}
-	var eligible []identity.Eligible
-	for _, e := range dir.Eligible(init, reqs...) {
+	var left []identity.Eligible
+	for _, e := range eligible(dir, r, init, reqs) {
 		if !voted[e.Subject.Key()] {
-			eligible = append(eligible, e)
+			left = append(left, e)
 		}
 	}
-	if len(eligible) >= need-have {
+	if len(left) >= need-have {
 		return "", false
 	}
-	names := make([]string, 0, min(len(eligible), maxNamedDeciders))
-	for _, e := range eligible[:min(len(eligible), maxNamedDeciders)] {
+	names := make([]string, 0, min(len(left), maxNamedDeciders))
+	for _, e := range left[:min(len(left), maxNamedDeciders)] {
 		names = append(names, deciderName(e.Subject))
 	}
 	persons, person, nobody := "persons", "person", "nobody may decide"
@@ -442,11 +465,11 @@ func approvalShortfall(dir *identity.Directory, r *Run, c CallSummary, need, hav
 	}
 	who := nobody
 	switch {
-	case len(eligible) == 1:
+	case len(left) == 1:
 		who = fmt.Sprintf("only 1 %s may decide: %s", person, names[0])
-	case len(eligible) > 1:
-		who = fmt.Sprintf("only %d %s may decide: %s", len(eligible), persons, strings.Join(names, ", "))
-		if len(eligible) > len(names) {
+	case len(left) > 1:
+		who = fmt.Sprintf("only %d %s may decide: %s", len(left), persons, strings.Join(names, ", "))
+		if len(left) > len(names) {
 			who += ", …"
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // NewRun is what Create needs to start a run.
@@ -14,6 +15,11 @@ type NewRun struct {
 	ID string
 	// Initiator is the authenticated caller starting the run.
 	Initiator string
+	// InitiatorPerson and InitiatorKeys are who the initiator is in the
+	// directory (Run.InitiatorPerson, Run.InitiatorKeys: SubjectKey when
+	// a person, and PersonKeys).
+	InitiatorPerson string
+	InitiatorKeys   []string
 	// Approvers may decide the run's suspensions.
 	Approvers []string
 	// FourEyes, Purpose and Metadata are copied to the run (see Run).
@@ -94,6 +100,12 @@ func (s *Store) Create(ctx context.Context, in NewRun) (*Run, error) {
 	}
 	if len(in.ToolExecutors) > 0 {
 		r.ToolExecutors = slices.Clone(in.ToolExecutors)
+	}
+	if strings.HasPrefix(in.InitiatorPerson, "person:") {
+		r.InitiatorPerson = in.InitiatorPerson
+	}
+	if len(in.InitiatorKeys) > 0 {
+		r.InitiatorKeys = slices.Clone(in.InitiatorKeys[:min(len(in.InitiatorKeys), MaxVoteKeys)])
 	}
 	if len(in.Metadata) > 0 {
 		r.Metadata = maps.Clone(in.Metadata)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/loop"
 )
 
@@ -199,6 +200,15 @@ type Run struct {
 	Counters loop.Counters `json:"counters"`
 	// Initiator is the authenticated caller who started the run.
 	Initiator string `json:"initiator"`
+	// InitiatorPerson and InitiatorKeys are who the initiator was in the
+	// directory when the run started, kept as a vote keeps its voter
+	// (Vote.Person, Vote.Keys): "person:<id>" ("" for a principal without
+	// an entry) and that person's alias keys (at most MaxVoteKeys).
+	// Four-eyes refuses anyone the directory in force links to them
+	// (Run.initiatorVote), so that moving or dropping the alias the run
+	// was started with does not let its initiator decide it.
+	InitiatorPerson string   `json:"initiator_person,omitempty"`
+	InitiatorKeys   []string `json:"initiator_keys,omitempty"`
 	// Approvers may decide the run's suspensions (and get approval links):
 	// principals and "group:<name>" entries, as the run named them.
 	Approvers []string `json:"approvers,omitempty"`
@@ -483,12 +493,16 @@ func (r *Run) Approvals() int {
 // needs before the run resumes: when votes decide it (Voting), the most
 // any held call that is neither approved nor denied still needs (0 once
 // every held call is decided); otherwise 1.
-func (r *Run) VotesMissing() int {
+func (r *Run) VotesMissing() int { return r.VotesMissingIn(nil) }
+
+// VotesMissingIn is VotesMissing counted under dir, the directory in
+// force (TallyIn).
+func (r *Run) VotesMissingIn(dir *identity.Directory) int {
 	if !r.Voting() {
 		return max(1-r.Approvals(), 0)
 	}
 	n := 0
-	for _, t := range r.Tally() {
+	for _, t := range r.TallyIn(dir) {
 		n = max(n, t.StillNeeded())
 	}
 	return n
@@ -503,6 +517,7 @@ func (r *Run) Clone() *Run {
 	c := *r
 	c.unwritten = nil
 	c.Approvers = slices.Clone(r.Approvers)
+	c.InitiatorKeys = slices.Clone(r.InitiatorKeys)
 	c.RuleApprovers = slices.Clone(r.RuleApprovers)
 	c.Metadata = maps.Clone(r.Metadata)
 	c.TokenHashes = slices.Clone(r.TokenHashes)

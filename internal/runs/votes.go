@@ -65,11 +65,7 @@ func (v Vote) choices(calls []CallSummary) []VoteChoice {
 
 // VotedKeys returns the keys under which those who voted on r's current
 // suspension count as having voted (true for each), for subjects of dir,
-// the directory in force (identity.Subject.Key): see Vote.keys. A
-// directory changed since a vote (an entry added for a principal who voted
-// as themselves, or removed, or two principals made one person) changes a
-// voter's key: they still voted, once. A directory person who voted is
-// never taken for another person who holds one of their aliases now.
+// the directory in force (identity.Subject.Key): see Vote.keys.
 func VotedKeys(dir *identity.Directory, r *Run) map[string]bool {
 	out := map[string]bool{}
 	for _, v := range r.Votes {
@@ -96,48 +92,68 @@ func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 }
 
 // keys are the subject keys that vote v stands for under dir, the
-// directory in force. A vote cast by a directory person (Person
-// "person:<id>") stands for that person while dir has them
-// (Vote.personHeld: an entry of that id that still holds an alias the vote
-// kept; an alias passed on since, or taken out of their entry, is another
-// person's or no one's). Once dir has no such person (the entry dropped,
-// renamed, merged into another, or its id given to someone else), it
-// stands for whoever the principal they voted as is now, and for the
-// principals that were their other aliases while those belong to no
-// person (an alias passed on to another person is theirs, not the vote).
-// A vote cast by a principal without an entry stands for that principal
-// and for the subject it is under dir (an entry added for it since, or
-// merging it with others, makes it that person's vote).
+// directory in force: the subjects dir links to the voter as they were
+// when they voted.
+//
+//   - While dir still has the person the vote was cast by (Vote.personHeld:
+//     an entry of that id holding an alias the vote kept), it is that
+//     person, and any alias the vote kept that now belongs to no one (one
+//     taken out of their entry: it is still theirs to the vote); an alias
+//     passed on to another person is that person's, not the vote.
+//   - Otherwise (the entry dropped, renamed, merged, or of that id but
+//     holding none of the aliases kept: a change of every alias, or the id
+//     given to someone new), dir cannot tell the voter from others, and
+//     the vote stands for all it links them to: the person of that id, if
+//     any, whoever the principal they voted as is now, and whoever each
+//     alias the vote kept (Vote.Keys) is now.
+//   - A vote cast by a principal without an entry stands for that
+//     principal and whoever it is now.
+//
+// So a person counts once and votes once whatever was renamed, merged or
+// dropped, as long as dir keeps any link to them (their id, or an alias
+// the vote kept). Where a link is ambiguous, the rule takes the safe side:
+// one who now holds a gone voter's id or alias counts as that voter, so
+// cannot vote on the suspension they voted on. A person whose id and every
+// kept alias changed at once is, to the directory, someone new.
 func (v Vote) keys(dir *identity.Directory) []string {
-	out := make([]string, 0, 2+len(v.Keys))
+	out := make([]string, 0, 3+len(v.Keys))
 	add := func(k string) {
 		if k != "" && !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}
-	if v.personHeld(dir) {
+	id, byPerson := strings.CutPrefix(v.Person, "person:")
+	switch {
+	case dir == nil:
+		// As the vote was cast.
 		add(v.Person)
-		return out
-	}
-	byPerson := strings.HasPrefix(v.Person, "person:")
-	if !byPerson {
+		if !byPerson {
+			add(SubjectKey(nil, v.By))
+		}
+	case v.personHeld(dir):
 		add(v.Person)
-	}
-	add(SubjectKey(dir, v.By))
-	if byPerson {
 		for _, k := range v.Keys {
-			if now := dir.KeyOf(k); now == k {
-				add(k) // an alias that belongs to no person now
+			if dir.KeyOf(k) == k {
+				add(k) // an alias that belongs to no one now
 			}
+		}
+	default:
+		if _, held := dir.Person(id); !byPerson || held && id != "" {
+			add(v.Person)
+		}
+		add(SubjectKey(dir, v.By))
+		for _, k := range v.Keys {
+			add(dir.KeyOf(k))
 		}
 	}
 	return out
 }
 
 // personHeld reports whether v was cast by a directory person that dir
-// (nil: the directory as it was) still has: an entry of that id that holds
-// one of the aliases the vote kept (Keys; for a vote from before Keys, the
-// principal it was cast as).
+// (nil: the directory as it was) still has as that person: an entry of
+// that id that holds one of the aliases the vote kept (Keys; for a vote
+// from before Keys, the principal it was cast as). It only names a vote
+// (Vote.current); who a vote counts as is Vote.keys.
 func (v Vote) personHeld(dir *identity.Directory) bool {
 	id, ok := strings.CutPrefix(v.Person, "person:")
 	if !ok || id == "" {
@@ -164,7 +180,7 @@ func (v Vote) personHeld(dir *identity.Directory) bool {
 	return false
 }
 
-// current is the key of the subject vote v counts for under dir: its
+// current is the key of the subject vote v is named after under dir: its
 // person's while dir has them, else the subject the principal it was cast
 // as is under dir.
 func (v Vote) current(dir *identity.Directory) string {
@@ -177,12 +193,33 @@ func (v Vote) current(dir *identity.Directory) string {
 	return v.Person
 }
 
-// sameVoter reports whether votes a and b are one voter's under dir, the
-// directory in force (see Vote.keys): a person votes once, and a quorum
-// counts persons, whatever the directory said when each vote was cast.
+// sameVoter reports whether votes a and b may be one voter's under dir,
+// the directory in force: whether dir links them to a common subject
+// (Vote.keys). A person votes once, and a quorum counts persons, whatever
+// the directory said when each vote was cast.
 func sameVoter(dir *identity.Directory, a, b Vote) bool {
-	ca, cb := a.current(dir), b.current(dir)
-	return ca == cb || slices.Contains(a.keys(dir), cb) || slices.Contains(b.keys(dir), ca)
+	kb := b.keys(dir)
+	for _, k := range a.keys(dir) {
+		if slices.Contains(kb, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// initiatorVote is r's initiator as a vote keeps its voter, for four-eyes
+// under the directory in force: whoever dir links to the initiator as
+// they were at the start (Vote.keys) is the initiator's person. A run
+// started before the initiator was kept so is its principal alone.
+func (r *Run) initiatorVote() Vote {
+	return Vote{By: r.Initiator, Person: r.InitiatorPerson, Keys: r.InitiatorKeys}
+}
+
+// initiatorCovers reports whether dir links subject s to r's initiator
+// (Run.initiatorVote): under four-eyes s may not decide.
+func (r *Run) initiatorCovers(dir *identity.Directory, s identity.Subject) bool {
+	k := s.Key()
+	return k != "" && slices.Contains(r.initiatorVote().keys(dir), k)
 }
 
 // PersonKeys returns the principal keys of the aliases of the directory
@@ -359,19 +396,19 @@ func (t CallTally) StillNeeded() int {
 // carry their terms) applies that quorum to each held call.
 func (r *Run) Tally() []CallTally { return r.TallyIn(nil) }
 
-// TallyIn is Tally under dir, the directory in force: votes that are one
-// voter's under it (sameVoter: principals that voted apart and that dir
-// has made one person since) approve a call once, and under four-eyes a
-// vote dir counts for the initiator's person approves nothing.
+// TallyIn is Tally under dir, the directory in force: votes that may be
+// one voter's under it (sameVoter: dir links them to a common subject,
+// say principals that voted apart and that dir has made one person since)
+// approve a call once, and under four-eyes a vote dir links to the
+// initiator (Run.initiatorVote) approves nothing.
 func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 	var out []CallTally
-	approvers := map[string][]Vote{}
+	// approving are the votes that approved each call so far, counted or
+	// not: a vote linked to any of them is one of the persons who did.
+	approving := map[string][]Vote{}
 	at := map[string]int{}
 	fourEyes := map[string]bool{}
-	initiator := ""
-	if dir != nil {
-		initiator = SubjectKey(dir, r.Initiator)
-	}
+	initiator := r.initiatorVote()
 	uniform := VotesNeeded(r.PendingCalls) < r.VotesNeeded
 	for _, c := range r.PendingCalls {
 		if c.NeedsApproval {
@@ -394,18 +431,21 @@ func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 				continue
 			}
 			approves := ch.Action == loop.ActionApprove || ch.Action == loop.ActionEdit && out[i].Needed == 1
-			if approves && slices.ContainsFunc(approvers[ch.CallID], func(u Vote) bool { return sameVoter(dir, u, v) }) {
-				continue // this person approved the call already
-			}
-			if approves && fourEyes[ch.CallID] && initiator != "" && slices.Contains(v.keys(dir), initiator) {
-				// Four-eyes, under the directory in force: a voter it has
-				// made the initiator's person since approves nothing.
-				continue
+			if approves {
+				before := approving[ch.CallID]
+				approving[ch.CallID] = append(before, v)
+				if slices.ContainsFunc(before, func(u Vote) bool { return sameVoter(dir, u, v) }) {
+					continue // this person approved the call already
+				}
+				if fourEyes[ch.CallID] && dir != nil && sameVoter(dir, initiator, v) {
+					// Four-eyes, under the directory in force: a voter it
+					// links to the initiator approves nothing.
+					continue
+				}
 			}
 			switch t := &out[i]; ch.Action {
 			case loop.ActionApprove:
 				t.ApprovedBy = append(t.ApprovedBy, v.NameIn(dir))
-				approvers[ch.CallID] = append(approvers[ch.CallID], v)
 			case loop.ActionEdit:
 				if t.Needed != 1 {
 					// Store.Decide takes edits only where each call needs
@@ -414,7 +454,6 @@ func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 					continue
 				}
 				t.ApprovedBy, t.Edited = append(t.ApprovedBy, v.NameIn(dir)), ch.Input
-				approvers[ch.CallID] = append(approvers[ch.CallID], v)
 			case loop.ActionDeny:
 				if t.DeniedBy == "" {
 					t.DeniedBy, t.DenyMessage = v.NameIn(dir), ch.Message
@@ -782,7 +821,15 @@ func VoteChoices(dir *identity.Directory, r *Run, decider string, d loop.Decisio
 		return nil, err
 	}
 	ids, refused := DecidableCalls(dir, r, decider)
-	if ids = r.OpenCalls(dir, ids); len(ids) == 0 {
+	if open := r.OpenCalls(dir, ids); len(open) > 0 || !turnDecided(r.TallyIn(dir)) {
+		ids = open
+	}
+	// else the votes cast decide every held call under the directory in
+	// force, though the run still waits (a change of the directory since
+	// the last vote, say one that no longer links two voters): the vote
+	// is taken, and resumes the run with what the votes came to
+	// (Store.Decide).
+	if len(ids) == 0 {
 		return nil, Errorf(EConflict, "every call %s may decide on this suspension is already approved or denied; the turn waits on the other approvers", decider)
 	}
 	if d.Action != "" {

@@ -104,6 +104,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ConcurrentSubmitToolResults", testConcurrentSubmit},
 		{"ToolResultsExpire", testToolResultsExpire},
 		{"Votes", testVotes},
+		{"VoteAfterEveryAliasChanged", testVoteAfterEveryAliasChanged},
 		{"VoteThroughLinks", testVoteThroughLinks},
 		{"ConcurrentVotes", testConcurrentVotes},
 		{"PerCallVotes", testPerCallVotes},
