@@ -4,8 +4,11 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +77,20 @@ func TestAWorkerFunctionListsDueServersAfterItsJob(t *testing.T) {
 
 	require.NoError(t, entry.Worker(ctx, service.Job{Kind: service.JobRun, RunID: "r2"}))
 	assert.Equal(t, lists+1, crm.Lists(), "at most once per interval")
+}
+
+// TestReadmeSaysTheLambdaBoundsOfALaterListing keeps the README's MCP
+// section in step with the Lambda's bounds: the start-up connect timeout
+// and the time an invocation must have left to list after its job.
+func TestReadmeSaysTheLambdaBoundsOfALaterListing(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	flat := strings.Join(strings.Fields(string(raw)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("an invocation with less than %d s left leaves it to a later job", int(relistMargin.Seconds())),
+		fmt.Sprintf("default the start-up bound (%d s on Lambda,", int(lambdaConnectTimeout.Seconds())),
+		fmt.Sprintf("Each function connects to its servers in parallel at init (%d s per server)", int(lambdaConnectTimeout.Seconds())),
+	} {
+		assert.Contains(t, flat, want)
+	}
 }
