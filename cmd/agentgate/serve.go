@@ -157,9 +157,17 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		a.Sweeper.QueueDeliveries = q.add
 		deliveriesDone.Go(func() { makeDeliveries(ctx, a.Sweeper, q) })
 	}
+	// The servers that set list_every_seconds are listed on their own,
+	// off the request path; Close waits for a listing in flight (at most
+	// its server's connect timeout) before it ends the sessions.
+	var relisting sync.WaitGroup
+	if tools != nil {
+		relisting.Go(func() { tools.KeepListed(ctx) })
+	}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		defer close(s.done)
+		defer relisting.Wait()
 		defer deliveriesDone.Wait()
 		// Due work is handled at start-up, not after the first tick. On the
 		// embedded store this process is the only dispatcher, so jobs a

@@ -199,6 +199,62 @@ func TestEverythingServerDownAtStartUpJoinsLater(t *testing.T) {
 	assert.Equal(t, 1, toolExecutions(t, alice.events(run.ID), "everything__get-sum"))
 }
 
+// TestEverythingServerDownAtStartUpJoinsAfterItsOwnRetryInterval: the
+// same story with the server's retry_interval_seconds at 5: a run 5 s
+// after start-up (not the default 30 s) connects to the reference server.
+func TestEverythingServerDownAtStartUpJoinsAfterItsOwnRetryInterval(t *testing.T) {
+	bin := nodeserver.Bin(t, "mcp-server-everything")
+	last := &cleanupLast{TB: t}
+	t.Cleanup(last.run)
+	port := nodeserver.FreePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	clock := clocktest.New(time.Now())
+	_, alice, _ := startToolServerAt(t, sumScript, clock.Now, mcptool.Server{Name: "everything", URL: url, TrustAnnotations: true,
+		RetryIntervalSeconds: 5, ConnectTimeoutSeconds: 8})
+	sum := map[string]any{"prompt": "add 2 and 3", "approvers": []string{"bob"}, "allowed_tools": []string{"everything__get-sum"}}
+
+	var refused errorJSON
+	alice.do(http.MethodPost, "/runs", sum, http.StatusUnprocessableEntity, &refused)
+	assert.Contains(t, refused.Error.Message, "it is tried again when a run needs its tools, at most every 5s")
+
+	nodeserver.StartAt(last, port, bin, "", nil, "streamableHttp")
+	clock.Advance(4 * time.Second)
+	alice.do(http.MethodPost, "/runs", sum, http.StatusUnprocessableEntity, nil)
+	clock.Advance(time.Second)
+	var run runJSON
+	alice.do(http.MethodPost, "/runs", sum, http.StatusAccepted, &run)
+	done := alice.waitStatus(run.ID, "COMPLETED")
+	assert.Contains(t, string(done.Output), "Sum computed.")
+}
+
+// TestEverythingServerIsListedOnItsOwn: with list_every_seconds the
+// local server tries the reference server, down when it started, on its
+// own: its tools join with no run asking (a run would not try it again
+// within the 30 s retry interval), and a run naming one is accepted and
+// runs it.
+func TestEverythingServerIsListedOnItsOwn(t *testing.T) {
+	bin := nodeserver.Bin(t, "mcp-server-everything")
+	last := &cleanupLast{TB: t}
+	t.Cleanup(last.run)
+	port := nodeserver.FreePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	s, alice, _ := startToolServerAt(t, sumScript, nil, mcptool.Server{Name: "everything", URL: url, TrustAnnotations: true,
+		ListEverySeconds: 1})
+	require.Len(t, s.tools.Absent(), 1, "down at start-up")
+
+	nodeserver.StartAt(last, port, bin, "", nil, "streamableHttp")
+	assert.Eventually(t, func() bool { return len(s.tools.Absent()) == 0 }, time.Minute, 50*time.Millisecond,
+		"listed with no run asking")
+	assert.Contains(t, s.App.Tools.Names(), "everything__get-sum")
+
+	var run runJSON
+	alice.do(http.MethodPost, "/runs", map[string]any{"prompt": "add 2 and 3", "approvers": []string{"bob"},
+		"allowed_tools": []string{"everything__get-sum"}}, http.StatusAccepted, &run)
+	done := alice.waitStatus(run.ID, "COMPLETED")
+	assert.Contains(t, string(done.Output), "Sum computed.")
+	assert.Equal(t, 1, toolExecutions(t, alice.events(run.ID), "everything__get-sum"))
+}
+
 // cleanupLast is a test whose cleanups run when run does (register run
 // first, so that they run after the test's other cleanups).
 type cleanupLast struct {

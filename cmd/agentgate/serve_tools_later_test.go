@@ -4,10 +4,17 @@ package main
 // when serve started is tried again when a run needs its tools (at most
 // once per interval) and its tools are offered from then on, without a
 // restart; a tool a server adds later is offered once a listing sees it,
-// gated by the tool-sources file.
+// gated by the tool-sources file, and a server that sets
+// list_every_seconds is listed on its own.
 
 import (
+	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +166,56 @@ func TestServeToolsAcceptsARunNamingAToolTheServerAddedLater(t *testing.T) {
 	assert.True(t, calls["crm__refund_customer"].NeedsApproval)
 	assert.Empty(t, calls["crm__refund_customer"].Rejected)
 	assert.Empty(t, crm.CallsOf("refund_customer"))
+}
+
+// crmRefundScript calls a tool the CRM server adds after serve started.
+const crmRefundScript = `{"turns": [
+  {"content": [{"type": "tool_use", "id": "toolu_refund", "name": "crm__refund", "input": {"order": "7"}}]},
+  {"content": [{"type": "text", "text": "Refunded."}]}
+]}`
+
+func TestServeListsAServerOnItsOwnAndStopsWhenItCloses(t *testing.T) {
+	crm := ticketServer(t)
+	dir := t.TempDir()
+	raw, err := json.Marshal(mcptool.File{Servers: []mcptool.Server{{Name: "crm", URL: crm.URL, TrustAnnotations: true, ListEverySeconds: 1}}})
+	require.NoError(t, err)
+	toolsPath := filepath.Join(dir, "tools.json")
+	require.NoError(t, os.WriteFile(toolsPath, raw, 0o600))
+	logs := &syncBuffer{}
+	s, err := startLocal(context.Background(), serveOptions{
+		addr: "127.0.0.1:0", dir: dir, model: "scripted:" + writeScript(t, dir, crmRefundScript), tools: toolsPath,
+		tokens: linkTokens, mailOut: &syncBuffer{}, logger: slog.New(slog.NewJSONHandler(logs, nil)),
+	})
+	require.NoError(t, err)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			assert.NoError(t, s.Close())
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	alice, bob := &apiClient{t: t, base: s.URL, token: linkAliceToken}, &apiClient{t: t, base: s.URL, token: linkBobToken}
+
+	// The server adds a tool; no run names it, yet the process lists the
+	// server on its own and offers it to a run without allowed_tools.
+	crm.AddTool(&mcp.Tool{Name: "refund", Description: "Refund an order.", InputSchema: mcptest.ObjectSchema("order")}, mcptest.Text("refunded"))
+	assert.Eventually(t, func() bool { return slices.Contains(s.App.Tools.Names(), "crm__refund") }, time.Minute, 20*time.Millisecond,
+		"serve lists the server on its own")
+	var run runJSON
+	alice.do(http.MethodPost, "/runs", map[string]any{"prompt": "refund order 7", "approvers": []string{"bob"}}, http.StatusAccepted, &run)
+	run = alice.waitStatus(run.ID, "WAITING_FOR_APPROVAL")
+	require.Len(t, run.Pending.Calls, 1)
+	assert.Equal(t, "crm__refund", run.Pending.Calls[0].Tool, "the new tool is gated as the file says: a write, held")
+	bob.do(http.MethodPost, "/runs/"+run.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+	alice.waitStatus(run.ID, "COMPLETED")
+	assert.Len(t, crm.CallsOf("refund"), 1)
+
+	// Closed: the background listing has stopped with it.
+	closed = true
+	require.NoError(t, s.Close())
+	lists := crm.Lists()
+	time.Sleep(1500 * time.Millisecond)
+	assert.Equal(t, lists, crm.Lists(), "nothing lists the server after serve closed")
 }

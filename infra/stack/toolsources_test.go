@@ -71,6 +71,8 @@ func TestToolSourcesFileIsValidatedAtSynth(t *testing.T) {
 		{"env header on Lambda", `{"servers":[{"name":"crm","url":"https://c/mcp","headers":{"X-Key":{"env":"KEY"}}}]}`,
 			"servers[0] (crm): headers.X-Key.env: environment variables are for the local server"},
 		{"unknown field", `{"servers":[{"name":"crm","url":"https://c/mcp","token":"x"}]}`, `unknown field "token"`},
+		{"connect timeout over API Gateway's wait", `{"servers":[{"name":"crm","url":"https://c/mcp","connect_timeout_seconds":21}]}`,
+			"servers[0] (crm): connect_timeout_seconds: 21 must be between 1 and 20"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -84,6 +84,7 @@ func LambdaEntry(ctx context.Context, fn Function, newModel ModelFactory) (*lamb
 	if hooks != nil {
 		firstAttemptsAtJobEnd(entry, a, logger)
 	}
+	relistAtJobEnd(entry, tools, logger)
 	return entry, nil
 }
 

@@ -12,7 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/agentgate/agentgate/internal/awscall"
+	"github.com/agentgate/agentgate/internal/lambdaentry"
 	"github.com/agentgate/agentgate/internal/mcptool"
+	"github.com/agentgate/agentgate/internal/service"
 )
 
 // lambdaConnectTimeout bounds connecting to one MCP server in a Lambda's
@@ -74,4 +76,39 @@ func lambdaToolSources(ctx context.Context, awsCfg aws.Config, logger *slog.Logg
 	}
 	loaded := func(context.Context) (aws.Config, error) { return awsCfg, nil }
 	return OpenToolSources(ctx, path, ToolSourceOptions{AWS: loaded, ConnectTimeout: lambdaConnectTimeout, Logger: logger})
+}
+
+// relistMargin is the least time an invocation must have left after its
+// job for the listings of list_every_seconds: the longest
+// connect_timeout_seconds, and slack to return.
+const relistMargin = mcptool.MaxConnectTimeoutSeconds*time.Second + 5*time.Second
+
+// relistAtJobEnd makes a worker function list again, once a run or resume
+// job is over, the servers of tools that set list_every_seconds and have
+// fallen due (mcptool.Catalog.Relist), so a tool a server added reaches
+// the runs this container serves next, gated by the file, without a run
+// bringing a listing about. The job's run never waits for it, API
+// requests never make it (they answer a caller), and it ends within the
+// invocation: a Lambda has no background goroutine that outlives one (the
+// container is frozen between invocations), so a container that serves no
+// job lists nothing. An invocation near its deadline leaves it to the
+// next job.
+func relistAtJobEnd(entry *lambdaentry.Entry, tools ToolSources, logger *slog.Logger) {
+	c, ok := tools.(*mcptool.Catalog)
+	if !ok || c == nil || entry.Worker == nil {
+		return
+	}
+	worker := entry.Worker
+	entry.Worker = func(ctx context.Context, job service.Job) error {
+		err := worker(ctx, job)
+		if job.Kind != service.JobRun && job.Kind != service.JobResume {
+			return err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < relistMargin {
+			logger.InfoContext(ctx, "mcp: listing left to a later job (the invocation is near its deadline)", "run_id", job.RunID)
+			return err
+		}
+		c.Relist(ctx)
+		return err
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/agentgate/agentgate/internal/lambdaentry"
 )
 
 // MCP tool sources are opt-in for the Lambdas, like the model providers: a
@@ -20,3 +22,6 @@ import (
 func lambdaToolSources(context.Context, aws.Config, *slog.Logger) (ToolSources, error) {
 	return nil, errToolSourcesLeftOut(os.Getenv)
 }
+
+// relistAtJobEnd has nothing to list in a build without MCP tool sources.
+func relistAtJobEnd(*lambdaentry.Entry, ToolSources, *slog.Logger) {}

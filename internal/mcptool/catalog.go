@@ -31,13 +31,14 @@ type Options struct {
 	// Transport is the HTTP transport under the MCP client (nil:
 	// http.DefaultTransport).
 	Transport http.RoundTripper
-	// ConnectTimeout bounds connecting to and listing one server, at
-	// start-up and when a run needs its tools later (Seek) (0:
-	// DefaultConnectTimeout).
+	// ConnectTimeout bounds connecting to and listing one server at
+	// start-up, and later (Seek, Relist) for a server whose
+	// connect_timeout_seconds is not set (0: DefaultConnectTimeout).
 	ConnectTimeout time.Duration
-	// RetryInterval is the least time between two attempts to connect to
-	// a server that is absent (start-up counts as one), and between two
-	// listings of a present server for a tool it did not offer (0:
+	// RetryInterval is, for a server whose retry_interval_seconds is not
+	// set, the least time between two attempts a run brings about to
+	// connect to the server while it is absent (start-up counts as one),
+	// and between two listings of it for a tool it did not offer (0:
 	// DefaultRetryInterval).
 	RetryInterval time.Duration
 	// Version is announced to servers as the client version.
@@ -104,6 +105,24 @@ type slot struct {
 }
 
 func (sl *slot) prefix() string { return sl.server.Name + NameSeparator }
+
+// retryEvery is the least time between two attempts a run brings about
+// to reach sl's server (or to list it for a tool it lacks).
+func (c *Catalog) retryEvery(sl *slot) time.Duration {
+	if n := sl.server.RetryIntervalSeconds; n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return c.every
+}
+
+// connectTimeout bounds an attempt after start-up to connect to and list
+// sl's server, and a run's wait for one.
+func (c *Catalog) connectTimeout(sl *slot) time.Duration {
+	if n := sl.server.ConnectTimeoutSeconds; n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return c.timeout
+}
 
 // Open connects to every server of the file at once, lists its tools and
 // builds the catalog. A server that cannot be reached (or whose header
@@ -181,7 +200,7 @@ func (c *Catalog) openServer(ctx context.Context, s Server) (*serverTools, error
 	if err != nil {
 		return nil, err
 	}
-	st := &serverTools{server: s, logger: c.logger, added: func() { c.rev.Add(1) }}
+	st := &serverTools{server: s, logger: c.logger, added: func() { c.rev.Add(1) }, now: c.now, begun: c.now()}
 	st.conn = newConn(s, headers, c.o.Transport, c.logger, c.o.Version)
 	listed, err := st.conn.listTools(ctx)
 	if err != nil {
@@ -272,7 +291,10 @@ func (c *Catalog) Absent() []Absence {
 // what went wrong, never the transport's message, and when the server was
 // last tried. The caller holds c.mu.
 func (c *Catalog) reason(sl *slot) string {
-	again := fmt.Sprintf("it is tried again when a run needs its tools, at most every %s", c.every)
+	again := fmt.Sprintf("it is tried again when a run needs its tools, at most every %s", c.retryEvery(sl))
+	if every := sl.server.ListEvery(); every > 0 {
+		again += fmt.Sprintf(", and every %s without one", every)
+	}
 	if !sl.tried {
 		return fmt.Sprintf("MCP server %s was unavailable when this process started (%s); %s", sl.server.Name, sl.cause, again)
 	}
@@ -301,16 +323,22 @@ func (c *Catalog) Revision() uint64 {
 // or every absent server when absent is set, is connected to and listed
 // again; a present server is listed again when names holds a tool under
 // its prefix it does not offer (a tool it may have added since). Each
-// server is tried at most once per RetryInterval (start-up counts); a run
+// server is tried at most once per its retry interval
+// (retry_interval_seconds, else RetryInterval; start-up counts); a run
 // that comes while an attempt is in flight waits for that one. An attempt
-// is bounded by ConnectTimeout, and so is the wait of Seek, and by ctx
-// (an attempt that takes longer, say while the MCP SDK tears a session
-// down, goes on and its outcome serves the runs after it).
+// is bounded by its server's connect timeout (connect_timeout_seconds,
+// else ConnectTimeout), the wait of Seek by the longest of those it waits
+// for, and by ctx (an attempt that takes longer, say while the MCP SDK
+// tears a session down, goes on and its outcome serves the runs after
+// it).
 func (c *Catalog) Seek(ctx context.Context, names []string, absent bool) {
 	if c == nil {
 		return
 	}
-	var waits []chan struct{}
+	var (
+		waits []chan struct{}
+		wait  time.Duration
+	)
 	now := c.now()
 	c.mu.Lock()
 	for _, sl := range c.slots {
@@ -318,21 +346,24 @@ func (c *Catalog) Seek(ctx context.Context, names []string, absent bool) {
 		switch {
 		case c.closed:
 		case sl.tools == nil && (named || absent):
-			if sl.attempt == nil && now.Sub(sl.triedAt) >= c.every {
+			if sl.attempt == nil && now.Sub(sl.triedAt) >= c.retryEvery(sl) {
 				sl.attempt = make(chan struct{})
 				sl.triedAt = now
 				go c.retry(context.WithoutCancel(ctx), sl, now, sl.attempt)
 			}
 			if sl.attempt != nil {
 				waits = append(waits, sl.attempt)
+				wait = max(wait, c.connectTimeout(sl))
 			}
-		case sl.tools != nil && named && now.Sub(sl.soughtAt) >= c.every:
+		case sl.tools != nil && named && now.Sub(sl.soughtAt) >= c.retryEvery(sl):
 			sl.soughtAt = now
 			done := make(chan struct{})
 			waits = append(waits, done)
+			bound := c.connectTimeout(sl)
+			wait = max(wait, bound)
 			go func(st *serverTools) {
 				defer close(done)
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 				defer cancel()
 				_ = st.refresh(ctx) // a failure is logged; the tool stays missing
 			}(sl.tools)
@@ -342,7 +373,7 @@ func (c *Catalog) Seek(ctx context.Context, names []string, absent bool) {
 	if len(waits) == 0 {
 		return
 	}
-	bound := time.NewTimer(c.timeout)
+	bound := time.NewTimer(wait)
 	defer bound.Stop()
 	for _, w := range waits {
 		select {
@@ -361,7 +392,7 @@ func (c *Catalog) Seek(ctx context.Context, names []string, absent bool) {
 func (c *Catalog) retry(ctx context.Context, sl *slot, at time.Time, done chan struct{}) {
 	defer close(done)
 	s := sl.server
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.connectTimeout(sl))
 	defer cancel()
 	st, err := c.openServer(ctx, s)
 	if err == nil {
@@ -396,6 +427,99 @@ func (c *Catalog) retry(ctx context.Context, sl *slot, at time.Time, done chan s
 		c.logger.InfoContext(ctx, "mcp server listed after start-up; its tools are offered from now on", "server", s.Name, "tools", len(st.tools))
 	}
 	c.rev.Add(1)
+}
+
+// Relist lists again every server whose list_every_seconds have passed
+// since it was last listed (a listing a run brought about counts, and so
+// does start-up): a present server is listed (tools/list), which
+// refreshes the process's copy of its tools and adds the tools it offers
+// now that the process did not, gated by the file as at start-up; an
+// absent server is connected to and listed, as Seek does, and its tools
+// join when it answers. A server with a listing or an attempt in flight
+// is not asked again. Relist waits for the listings it began, each
+// bounded by its server's connect timeout and by ctx's deadline (not by
+// its cancellation: a listing other runs share is not cut short), and
+// returns how long until the next server falls due; ok is false when no
+// server sets list_every_seconds (or the catalog is closed). Runs keep the
+// toolbox snapshot they took: what a listing adds is offered to the runs
+// that start after it.
+func (c *Catalog) Relist(ctx context.Context) (next time.Duration, ok bool) {
+	if c == nil {
+		return 0, false
+	}
+	lctx := context.WithoutCancel(ctx)
+	if dl, has := ctx.Deadline(); has {
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithDeadline(lctx, dl)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	now := c.now()
+	c.mu.Lock()
+	for _, sl := range c.slots {
+		every := sl.server.ListEvery()
+		if c.closed || every <= 0 {
+			continue
+		}
+		last := sl.triedAt
+		if sl.tools != nil {
+			last = sl.tools.lastBegun()
+		}
+		due := every - now.Sub(last)
+		busy := sl.attempt != nil || (sl.tools != nil && sl.tools.busy())
+		if due <= 0 && !busy {
+			due = every
+			if sl.tools == nil {
+				attempt := make(chan struct{})
+				sl.attempt, sl.triedAt = attempt, now
+				wg.Go(func() { c.retry(lctx, sl, now, attempt) })
+			} else {
+				st, bound := sl.tools, c.connectTimeout(sl)
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(lctx, bound)
+					defer cancel()
+					_ = st.refresh(ctx) // a failure is logged; the process keeps its copy
+				})
+			}
+		}
+		if due <= 0 {
+			// In flight: look again once it may have ended.
+			due = c.connectTimeout(sl)
+		}
+		if !ok || due < next {
+			next = due
+		}
+		ok = true
+	}
+	c.mu.Unlock()
+	wg.Wait()
+	return next, ok
+}
+
+// minRelistWait is the least time KeepListed waits between two looks.
+const minRelistWait = 100 * time.Millisecond
+
+// KeepListed lists the servers that set list_every_seconds again as they
+// fall due (Relist), until ctx ends or the catalog is closed; it returns
+// at once when no server sets it. It is the local server's background
+// loop; a Lambda calls Relist between invocations' work instead, as no
+// goroutine may outlive an invocation. When ctx ends while a listing is in
+// flight, KeepListed returns once it ended (at most the server's connect
+// timeout).
+func (c *Catalog) KeepListed(ctx context.Context) {
+	for ctx.Err() == nil {
+		next, ok := c.Relist(ctx)
+		if !ok {
+			return
+		}
+		t := time.NewTimer(max(next, minRelistWait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // fits reports a tool a toolbox would refuse (a schema that does not

@@ -9,9 +9,16 @@
 // cannot be reached at start-up does not stop the function: its tools are
 // absent and Catalog.Absent says why. The Catalog is a loop.ToolSource:
 // an absent server is tried again when a run needs its tools (Seek; at
-// most once per RetryInterval, each attempt bounded by ConnectTimeout),
-// and a toolbox made with loop.NewToolboxWithSource offers its tools to
-// the runs that start once it answered.
+// most once per retry interval, each attempt bounded by the connect
+// timeout: the server's retry_interval_seconds and
+// connect_timeout_seconds, else Options.RetryInterval and
+// Options.ConnectTimeout), and a toolbox made with
+// loop.NewToolboxWithSource offers its tools to the runs that start once
+// it answered. A server that sets list_every_seconds is also listed (or,
+// absent, tried) that often with no run asking: Relist, called between
+// invocations on Lambda, or KeepListed, the local server's background
+// loop; what such a listing adds is offered to the runs that start after
+// it, gated by the file as at start-up.
 //
 // Approval by default: a tool runs at once only when its server is marked
 // trust_annotations and the tool says readOnlyHint: true; every other tool

@@ -36,6 +36,20 @@ type Server struct {
 	Exclude []string `json:"exclude,omitempty"`
 	// TimeoutSeconds bounds one tool call, retries included (default 30).
 	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// ListEverySeconds, when set, lists the server again this often
+	// without a run asking (a server that is absent: tried again), so a
+	// tool it adds reaches runs that name no tools (0: only listings a run
+	// brings about).
+	ListEverySeconds int `json:"list_every_seconds,omitempty"`
+	// RetryIntervalSeconds is the least time between two attempts a run
+	// brings about to reach the server while it is absent, and between two
+	// listings of it for a tool a run names that it does not offer (0:
+	// DefaultRetryInterval).
+	RetryIntervalSeconds int `json:"retry_interval_seconds,omitempty"`
+	// ConnectTimeoutSeconds bounds each attempt after start-up to connect
+	// to and list the server, and how long a run waits for one (0:
+	// Options.ConnectTimeout, the bound of the start-up attempt).
+	ConnectTimeoutSeconds int `json:"connect_timeout_seconds,omitempty"`
 	// TrustAnnotations lets the server's readOnlyHint make a tool a read.
 	TrustAnnotations bool `json:"trust_annotations,omitempty"`
 	// Approval overrides the approval rule per tool (the server's names).
@@ -72,6 +86,15 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// MaxTimeoutSeconds is the largest timeout_seconds (the Lambda limit).
 	MaxTimeoutSeconds = 900
+	// MaxListEverySeconds is the largest list_every_seconds (a day).
+	MaxListEverySeconds = 24 * 60 * 60
+	// MaxRetryIntervalSeconds is the largest retry_interval_seconds (an
+	// hour: a server that comes back is tried within it).
+	MaxRetryIntervalSeconds = 60 * 60
+	// MaxConnectTimeoutSeconds is the largest connect_timeout_seconds: a
+	// run's POST /runs may wait for an attempt, and API Gateway ends a
+	// request after 29 s.
+	MaxConnectTimeoutSeconds = 20
 	// MaxServerNameLen is the longest server name.
 	MaxServerNameLen = 32
 	// MaxToolNameLen is the longest exposed name "<server>__<tool>": the
@@ -202,6 +225,15 @@ func (f *File) validate(o ParseOptions) error {
 		if s.TimeoutSeconds < 0 || s.TimeoutSeconds > MaxTimeoutSeconds {
 			bad("timeout_seconds", "%d must be between 1 and %d (0: %s)", s.TimeoutSeconds, MaxTimeoutSeconds, DefaultTimeout)
 		}
+		if s.ListEverySeconds < 0 || s.ListEverySeconds > MaxListEverySeconds {
+			bad("list_every_seconds", "%d must be between 1 and %d (0: listed only when a run brings it about)", s.ListEverySeconds, MaxListEverySeconds)
+		}
+		if s.RetryIntervalSeconds < 0 || s.RetryIntervalSeconds > MaxRetryIntervalSeconds {
+			bad("retry_interval_seconds", "%d must be between 1 and %d (0: %s)", s.RetryIntervalSeconds, MaxRetryIntervalSeconds, DefaultRetryInterval)
+		}
+		if s.ConnectTimeoutSeconds < 0 || s.ConnectTimeoutSeconds > MaxConnectTimeoutSeconds {
+			bad("connect_timeout_seconds", "%d must be between 1 and %d (0: the bound of the start-up attempt)", s.ConnectTimeoutSeconds, MaxConnectTimeoutSeconds)
+		}
 		checkNames := func(field string, names []string) {
 			dup := map[string]bool{}
 			for k, n := range names {
@@ -244,6 +276,12 @@ func (s *Server) Timeout() time.Duration {
 		return time.Duration(s.TimeoutSeconds) * time.Second
 	}
 	return DefaultTimeout
+}
+
+// ListEvery is how often the server is listed without a run asking (0:
+// never).
+func (s *Server) ListEvery() time.Duration {
+	return time.Duration(s.ListEverySeconds) * time.Second
 }
 
 // SecretARNs returns every Secrets Manager ARN the file names, once each,

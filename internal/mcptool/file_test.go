@@ -2,6 +2,7 @@ package mcptool_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,19 @@ func TestParseFileAcceptsTheDocumentedExample(t *testing.T) {
 	require.Len(t, f.Servers, 2)
 	assert.Equal(t, []string{"arn:aws:secretsmanager:eu-west-1:123456789012:secret:crm-token-AbCdEf"}, f.SecretARNs())
 	assert.Equal(t, mcptool.DefaultTimeout, f.Servers[1].Timeout())
+	assert.Zero(t, f.Servers[1].ListEvery(), "no listing of its own unless the file asks")
+}
+
+func TestParseFileTakesTheListingSettings(t *testing.T) {
+	f, err := mcptool.ParseFile([]byte(`{"servers": [
+	  {"name": "crm", "url": "https://crm.example.com/mcp", "list_every_seconds": 300, "retry_interval_seconds": 10, "connect_timeout_seconds": 20},
+	  {"name": "billing", "url": "https://billing.example.com/mcp", "list_every_seconds": 1, "retry_interval_seconds": 3600, "connect_timeout_seconds": 1}
+	]}`), mcptool.ParseOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Minute, f.Servers[0].ListEvery())
+	assert.Equal(t, 10, f.Servers[0].RetryIntervalSeconds)
+	assert.Equal(t, 20, f.Servers[0].ConnectTimeoutSeconds)
+	assert.Equal(t, time.Second, f.Servers[1].ListEvery())
 }
 
 func TestParseFileNamesTheServerAndField(t *testing.T) {
@@ -44,6 +58,13 @@ func TestParseFileNamesTheServerAndField(t *testing.T) {
 		{"reserved header", `{"servers":[{"name":"a","url":"https://a/mcp","headers":{"mcp-session-id":{"env":"KEY"}}}]}`, "set by the MCP transport", true},
 		{"both sources", `{"servers":[{"name":"a","url":"https://a/mcp","headers":{"X-Key":{"env":"KEY","secret_arn":"` + arn + `"}}}]}`, "not both", true},
 		{"timeout", `{"servers":[{"name":"a","url":"https://a/mcp","timeout_seconds":901}]}`, "servers[0] (a): timeout_seconds: 901 must be between 1 and 900", false},
+		{"list_every_seconds negative", `{"servers":[{"name":"a","url":"https://a/mcp","list_every_seconds":-1}]}`, "servers[0] (a): list_every_seconds: -1 must be between 1 and 86400 (0: listed only when a run brings it about)", false},
+		{"list_every_seconds over a day", `{"servers":[{"name":"a","url":"https://a/mcp","list_every_seconds":86401}]}`, "servers[0] (a): list_every_seconds: 86401 must be between 1 and 86400", false},
+		{"list_every_seconds not a whole number", `{"servers":[{"name":"a","url":"https://a/mcp","list_every_seconds":1.5}]}`, `list_every_seconds`, false},
+		{"retry_interval_seconds negative", `{"servers":[{"name":"a","url":"https://a/mcp","retry_interval_seconds":-5}]}`, "servers[0] (a): retry_interval_seconds: -5 must be between 1 and 3600 (0: 30s)", false},
+		{"retry_interval_seconds over an hour", `{"servers":[{"name":"a","url":"https://a/mcp","retry_interval_seconds":3601}]}`, "servers[0] (a): retry_interval_seconds: 3601 must be between 1 and 3600", false},
+		{"connect_timeout_seconds negative", `{"servers":[{"name":"a","url":"https://a/mcp","connect_timeout_seconds":-1}]}`, "servers[0] (a): connect_timeout_seconds: -1 must be between 1 and 20 (0: the bound of the start-up attempt)", false},
+		{"connect_timeout_seconds over API Gateway's wait", `{"servers":[{"name":"a","url":"https://a/mcp","connect_timeout_seconds":21}]}`, "servers[0] (a): connect_timeout_seconds: 21 must be between 1 and 20", false},
 		{"approval value", `{"servers":[{"name":"a","url":"https://a/mcp","approval":{"t":"sometimes"}}]}`, `servers[0] (a): approval.t: "sometimes" must be "always", "never" or "default"`, false},
 		{"approval of an excluded tool", `{"servers":[{"name":"a","url":"https://a/mcp","exclude":["t"],"approval":{"t":"never"}}]}`, "approval.t: names a tool that include/exclude leave out", false},
 		{"include twice", `{"servers":[{"name":"a","url":"https://a/mcp","include":["t","t"]}]}`, `include[1]: "t" is listed twice`, false},

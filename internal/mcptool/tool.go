@@ -383,6 +383,25 @@ type serverTools struct {
 	// listedAt is when the last listing that succeeded (at start-up or
 	// later) answered: when the tools' definitions were read.
 	listedAt time.Time
+	// now is the catalog's clock, which spaces the listings of
+	// list_every_seconds; begun is when the last listing began on it
+	// (start-up counts), whatever brought it about and however it ended.
+	now   func() time.Time
+	begun time.Time
+}
+
+// lastBegun is when the server's last listing began (Catalog.Relist).
+func (st *serverTools) lastBegun() time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.begun
+}
+
+// busy reports a listing in flight.
+func (st *serverTools) busy() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.listing != nil
 }
 
 // listing is one tools/list of the server (all pages) and its outcome.
@@ -416,6 +435,9 @@ func (st *serverTools) refresh(ctx context.Context) error {
 	if lead {
 		l = &listing{started: time.Now(), done: make(chan struct{})}
 		st.listing = l
+		if st.now != nil {
+			st.begun = st.now()
+		}
 	}
 	st.mu.Unlock()
 	if lead {
