@@ -293,9 +293,10 @@ type Run struct {
 	// found can certainly no longer get their approvals, each with when a
 	// check first found it so (none: the last check found every call it
 	// could check able to get them). The sweep ends the run only for a
-	// call that a check at least QuorumCheckEvery after its mark finds
-	// still so: a directory deployed by mistake and fixed within the hour
-	// ends nothing, and neither does a second mistake that takes out
+	// call that a check at least its check interval
+	// (service.Sweeper.QuorumCheckEvery, an hour by default) after its mark
+	// finds still so: a directory deployed by mistake and fixed within the
+	// interval ends nothing, and neither does a second mistake that takes out
 	// another call. Written by Store.ReviseDeciders (from a QuorumFinding);
 	// cleared when the run leaves the suspension.
 	QuorumLost []LostCall `json:"quorum_lost,omitempty"`

@@ -95,6 +95,12 @@ type Sweeper struct {
 	// waiting run's quorum is checked again (checkQuorum). Nil: no
 	// directory, no check (a run is never ended for want of one).
 	Directory *identity.Directory
+	// QuorumCheckEvery is the interval of the quorum checks (0:
+	// DefaultQuorumCheckEvery): a check schedules the next one this long
+	// after it, and a call it marks lost is confirmed lost, ending the
+	// run, only by a check at least this long after the mark. Give the
+	// Worker that holds turns the same (its first check).
+	QuorumCheckEvery time.Duration
 	// Revise, when set, writes what a quorum check changes in who is asked
 	// to decide a waiting run, with approval links for those it asks, and
 	// mails them those links (Worker.ReviseDeciders). Nil: the change is
@@ -472,10 +478,10 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // approvals it needs (runs.CheckOpenApprovals: the rule a turn is checked
 // by when it is planned, on the terms the call was held with, less those
 // who voted). A run is ended only for a held call that two checks, at
-// least QuorumCheckEvery apart, both find certainly cannot: the first
-// finding marks the call on the row (runs.Run.QuorumLost, at the sweep's
-// time now, with a warning naming the run and calls) and the next check
-// is scheduled QuorumCheckEvery later; a directory deployed by mistake and
+// least the interval (Sweeper.QuorumCheckEvery) apart, both find certainly
+// cannot: the first finding marks the call on the row (runs.Run.QuorumLost,
+// at the sweep's time now, with a warning naming the run and calls) and
+// the next check is scheduled the interval later; a directory deployed by mistake and
 // fixed before that check ends nothing (the check clears the mark), nor
 // does a later mistake that takes out another call (its own mark starts
 // then). When a check finds a marked call still lost the run ends EXPIRED
@@ -513,14 +519,15 @@ func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, s
 		}
 		found.Lost = slices.Sorted(maps.Keys(lost))
 	}
-	// A call is confirmed lost when a check at least QuorumCheckEvery
-	// after its mark finds it still so; the next check is due when the
-	// earliest mark of a call found lost now may be confirmed.
+	// A call is confirmed lost when a check at least the interval after
+	// its mark finds it still so; the next check is due when the earliest
+	// mark of a call found lost now may be confirmed.
+	every := quorumCheckEvery(s.QuorumCheckEvery)
 	confirmed := map[string]string{}
-	at := now.Add(QuorumCheckEvery)
+	at := now.Add(every)
 	for id, why := range lost {
 		since, marked := r.LostSince(id)
-		switch confirmAt := since.Add(QuorumCheckEvery); {
+		switch confirmAt := since.Add(every); {
 		case !marked:
 		case !now.Before(confirmAt):
 			confirmed[id] = why
@@ -546,8 +553,8 @@ func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, s
 	}
 	switch {
 	case len(lost) > 0:
-		s.logger().WarnContext(ctx, "quorum check: a held call can no longer get its approvals from the directory in force; the run ends at the next check that finds it still so, an hour or more after the first, unless the directory is fixed by then",
-			"run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "next_check", next.QuorumCheckAt)
+		s.logger().WarnContext(ctx, "quorum check: a held call can no longer get its approvals from the directory in force; the run ends at the next check that finds it still so, the check interval or more after the first, unless the directory is fixed by then",
+			"run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "next_check", next.QuorumCheckAt, "check_every", every.String())
 	case len(r.QuorumLost) > 0 && len(next.QuorumLost) == 0:
 		s.logger().InfoContext(ctx, "quorum check: the held calls can get their approvals again; the run waits on", "run_id", r.ID, "suspension_id", r.SuspensionID, "lost_since", r.FirstLost())
 	}
