@@ -215,7 +215,9 @@ func opsWithDave(t *testing.T, members string) *identity.Directory {
 // person who may decide now and was not asked (dave joined ops) gets an
 // inbox entry and an approval mail with a link, as at a hold, and the
 // deciders_changed event says so. A mail that fails is recorded and sent
-// again by the sweep a minute later.
+// again by the sweep a minute later, to that approver alone (those who got
+// theirs are not mailed again), as no reminder: the reminder at 80% of the
+// window still follows.
 func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -223,7 +225,7 @@ func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	e.worker.Directory = opsWithDave(t, `"bob","carol"`)
 	e.worker.QuorumChecks = true
 	e.sweeper.Directory = e.worker.Directory
-	e.sweeper.Remind, e.sweeper.Revise = e.worker.Remind, e.worker.ReviseDeciders
+	e.sweeper.Remind, e.sweeper.Revise, e.sweeper.RetryMail = e.worker.Remind, e.worker.ReviseDeciders, e.worker.RetryMail
 	r := e.startWith(t, "group:ops")
 	require.Equal(t, []string{"person:bob", "person:carol"}, r.InboxKeys)
 	require.Len(t, e.notes, 2)
@@ -268,8 +270,12 @@ func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	assert.False(t, e.notes[2].Reminder, "the mail of a hold, not a reminder")
 	got = e.get(t, r.ID)
 	assert.Equal(t, []string{"person:bob", "person:carol", "person:dave"}, got.InboxKeys)
-	assert.Equal(t, runs.NotificationFailed, got.Notification)
-	assert.Equal(t, e.clock.Now().Add(service.MailRetryDelay), got.RemindAt, "the failed mail is sent again soon")
+	assert.Equal(t, runs.NotificationSent, got.Notification, "the hold's mail went out: it is not what failed")
+	assert.Equal(t, []string{"dave@example.com"}, got.MailRetry)
+	assert.Equal(t, e.clock.Now().Add(service.MailRetryDelay), got.MailRetryAt, "the failed mail is sent again soon")
+	assert.Equal(t, got.MailRetryAt, got.DueAt)
+	remindAt := r.RemindAt
+	assert.Equal(t, remindAt, got.RemindAt, "the reminder stays where it was")
 	evs, err := e.store.Events(ctx, r.ID, 0, 100)
 	require.NoError(t, err)
 	var changes []runs.DecidersEventData
@@ -291,8 +297,21 @@ func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	e.clock.Advance(service.MailRetryDelay)
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
+	assert.Equal(t, 1, sum.MailRetried, "%+v", sum)
+	assert.Zero(t, sum.Reminded, "%+v", sum)
+	require.Len(t, e.notes, 4, "dave mailed again, and nobody else")
+	assert.Equal(t, "dave@example.com", e.notes[3].Approver)
+	assert.False(t, e.notes[3].Reminder)
+	got = e.get(t, r.ID)
+	assert.Empty(t, got.MailRetry)
+	assert.True(t, got.MailRetryAt.IsZero())
+	assert.Equal(t, got.QuorumCheckAt, got.DueAt, "next due at the next check")
+
+	e.clock.Advance(remindAt.Sub(e.clock.Now()))
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Reminded, "%+v", sum)
-	assert.Len(t, e.notes, 6, "bob, carol and dave mailed again")
+	assert.Len(t, e.notes, 7, "bob, carol and dave reminded")
 	assert.Equal(t, 0, e.writes, "nothing ran")
 }
 

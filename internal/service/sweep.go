@@ -30,6 +30,9 @@ type SweepSummary struct {
 	WorkersLost int `json:"workers_lost"`
 	Purged      int `json:"purged"`
 	Reminded    int `json:"reminded"`
+	// MailRetried counts waiting runs whose failed approval mail to some
+	// approvers was sent again to them alone (Sweeper.RetryMail).
+	MailRetried int `json:"mail_retried"`
 	// QuorumChecked counts waiting runs whose held calls were found, at
 	// their quorum check, to be able to get their approvals still;
 	// Unmeetable, those ended approval_unmeetable because one cannot.
@@ -91,6 +94,11 @@ type Sweeper struct {
 	Dispatch Dispatcher
 	// Remind, when set, sends the reminder for a waiting run (80% of the window).
 	Remind func(ctx context.Context, r *runs.Run) error
+	// RetryMail, when set, mails once more those approvers of a waiting
+	// run whose approval mail failed with no other retry to follow
+	// (runs.Run.MailRetry, due at MailRetryAt: Worker.RetryMail), and
+	// returns the run as written. Nil: the list is left as it is.
+	RetryMail func(ctx context.Context, r *runs.Run) (*runs.Run, error)
 	// Directory is the deployment directory in force, against which a
 	// waiting run's quorum is checked again (checkQuorum). Nil: no
 	// directory, no check (a run is never ended for want of one).
@@ -266,7 +274,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	sum.secretErr = round.secretError()
 	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
-		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded,
+		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded, "mail_retried", sum.MailRetried,
 		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhook_runs_queued", sum.Queued, "webhooks_waiting_for_secret", sum.WaitingForSecret,
 		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
@@ -365,6 +373,7 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.WorkersLost += o.WorkersLost
 	sum.Purged += o.Purged
 	sum.Reminded += o.Reminded
+	sum.MailRetried += o.MailRetried
 	sum.QuorumChecked += o.QuorumChecked
 	sum.Unmeetable += o.Unmeetable
 	sum.DecidersRevised += o.DecidersRevised
@@ -402,6 +411,15 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			r, checked = next, true
 		}
 		if s.Remind == nil || r.ReminderSent || r.RemindAt.IsZero() || now.Before(r.RemindAt) {
+			// The reminder, when due, mails those whose mail is to be
+			// retried as well (and clears the list).
+			if s.RetryMail != nil && len(r.MailRetry) > 0 && !r.MailRetryAt.IsZero() && !now.Before(r.MailRetryAt) {
+				if _, err := s.RetryMail(ctx, r); err != nil {
+					return skipConflict(err, sum)
+				}
+				sum.MailRetried++
+				return nil
+			}
 			if !checked {
 				sum.Skipped++
 			}
