@@ -418,6 +418,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if *sweep < minSweepEvery || *sweep > maxSweepEvery {
 		return usagef("--sweep-every %s: want a duration from %s", *sweep, sweepEveryRange)
 	}
+	if quorumEvery != 0 && len(remote) > 0 {
+		return usagef("--quorum-check-every does not apply with --remote: the Lambda bootstraps check by their own %s", config.EnvQuorumCheckEvery)
+	}
 	if quorumEvery == 0 && len(remote) == 0 {
 		// Not given: the environment's, as the functions read it (with
 		// --remote the functions read their own).

@@ -47,6 +47,9 @@ func TestServeQuorumCheckEveryRange(t *testing.T) {
 		assert.NoError(t, runServe(ctx, []string{"--addr", "127.0.0.1:0", "--dir", t.TempDir(), "--quorum-check-every", good}, io.Discard), good)
 	}
 
+	err = runServe(ctx, []string{"--addr", "127.0.0.1:0", "--dir", t.TempDir(), "--quorum-check-every", "1s", "--remote", "startrun=http://127.0.0.1:1", "--remote", "resume=http://127.0.0.1:1"}, io.Discard)
+	assert.ErrorContains(t, err, "--quorum-check-every does not apply with --remote", "the functions read their own")
+
 	t.Setenv(config.EnvQuorumCheckEvery, "0s")
 	err = runServe(ctx, []string{"--addr", "127.0.0.1:0", "--dir", t.TempDir()}, io.Discard)
 	var usage *usageError
