@@ -52,6 +52,8 @@ import (
 //	                           for LocalStack Community; scripts/infra-local.sh sets it there); default unset (v2)
 //	quorumCheck                AGENTGATE_QUORUM_CHECK of startrun and resume: on or off; default unset (off
 //	                           in this release; see the README's quorum check)
+//	quorumCheckEvery           AGENTGATE_QUORUM_CHECK_EVERY of the three functions: a Go duration from 1s
+//	                           to 24h; default unset (1h)
 const (
 	defaultStackName = "Agentgate"
 	defaultModelID   = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -150,6 +152,7 @@ func readConfig(get func(key string) string) (config, error) {
 	p.SkipAPIGatewayAccountRole = boolean("skipApiGatewayAccountRole", false)
 	p.SESAPI = str("sesApi", "")
 	p.QuorumCheck = str("quorumCheck", "")
+	p.QuorumCheckEvery = str("quorumCheckEvery", "")
 
 	if arns := str("modelArns", ""); arns != "" {
 		for _, a := range strings.Split(arns, ",") {

@@ -54,13 +54,13 @@ func TestReadConfigSettings(t *testing.T) {
 	cfg, err := readConfig(contextOf(map[string]string{
 		"stackName": "AgentgateDev", "deletionProtection": "false", "model": "openai:gpt-test", "assetDir": t.TempDir(),
 		"modelArns": "arn:a, arn:b", "tracing": "true", "logRetentionDays": "7", "purgeRateMinutes": "5", "sesApi": "v1",
-		"quorumCheck": "on",
+		"quorumCheck": "on", "quorumCheckEvery": "2m",
 	}))
 	if err != nil {
 		t.Fatalf("readConfig = %v", err)
 	}
 	p := cfg.props
-	if cfg.stackName != "AgentgateDev" || p.DeletionProtection || !p.Tracing || p.PurgeRateMinutes != 5 || p.SESAPI != "v1" || p.QuorumCheck != "on" ||
+	if cfg.stackName != "AgentgateDev" || p.DeletionProtection || !p.Tracing || p.PurgeRateMinutes != 5 || p.SESAPI != "v1" || p.QuorumCheck != "on" || p.QuorumCheckEvery != "2m" ||
 		p.LogRetention != awslogs.RetentionDays_ONE_WEEK || !slices.Equal(p.ModelArns, []string{"arn:a", "arn:b"}) {
 		t.Errorf("readConfig = %+v, want the given settings", cfg)
 	}
@@ -83,6 +83,7 @@ func TestReadConfigErrors(t *testing.T) {
 		{"inference profile", map[string]string{"model": "bedrock:us.anthropic.claude-x"}, "modelArns"},
 		{"SES API", map[string]string{"sesApi": "sesv2"}, `SES API "sesv2": want v2`},
 		{"quorum check", map[string]string{"quorumCheck": "yes"}, `quorum check "yes": want on or off`},
+		{"quorum check interval", map[string]string{"quorumCheckEvery": "0s"}, `quorum check interval "0s": want a Go duration from 1s to 24h`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -82,6 +82,10 @@ type serveOptions struct {
 	// retention is how long settled runs are kept on the embedded store
 	// (0: AGENTGATE_RETENTION, else runs.DefaultRetention).
 	retention time.Duration
+	// quorumCheckEvery is the quorum checks' interval (serve
+	// --quorum-check-every, else AGENTGATE_QUORUM_CHECK_EVERY; 0, for
+	// tests: service.DefaultQuorumCheckEvery).
+	quorumCheckEvery time.Duration
 	// now is the clock of the embedded store, the workers and the sweep
 	// (nil: the wall clock; tests only).
 	now func() time.Time
@@ -261,7 +265,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 			}
 			retention = r
 		}
-		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Seed: demoSeed(o.model), Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention, Now: o.now})
+		local, err := app.OpenLocal(app.LocalOptions{Dir: o.dir, Seed: demoSeed(o.model), Model: model, ToolSources: tools, BaseURL: base, MailOut: o.mailOut, Logger: o.logger, Webhooks: o.webhooks, Governance: gov, SegmentBudget: o.segmentBudget, Retention: retention, QuorumCheckEvery: o.quorumCheckEvery, Now: o.now})
 		if errors.Is(err, embedded.ErrInUse) {
 			return nil, nil, nil, fmt.Errorf("%w: is another agentgate (serve or demo) running on --dir %s? Stop it, or give another --dir", err, o.dir)
 		}
@@ -279,6 +283,9 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	}
 	if o.retention > 0 {
 		cfg.Retention = o.retention // --retention over AGENTGATE_RETENTION
+	}
+	if o.quorumCheckEvery > 0 {
+		cfg.QuorumCheckEvery = o.quorumCheckEvery // --quorum-check-every over AGENTGATE_QUORUM_CHECK_EVERY
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -389,6 +396,15 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	})
 	sweep := fs.Duration("sweep-every", defaultSweepEvery, "how often the purge sweep runs (expiry, reminders, webhook retries, take-over of lost workers, retention), "+sweepEveryRange)
 	retention := fs.Duration("retention", 0, "how long settled runs are kept before the sweep purges them (default: $"+config.EnvRetention+", else 720h)")
+	var quorumEvery time.Duration
+	fs.Func("quorum-check-every", "how often a waiting run's quorum is checked again against the directory (a call is found lost by two checks this far apart), "+quorumCheckEveryRange+" (default: $"+config.EnvQuorumCheckEvery+", else 1h)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < service.MinQuorumCheckEvery || d > service.MaxQuorumCheckEvery {
+			return fmt.Errorf("%q: want a duration from %s", v, quorumCheckEveryRange)
+		}
+		quorumEvery = d
+		return nil
+	})
 	segment := fs.Duration("segment-budget", 0, "how long a worker works on a run before it checkpoints it and continues it in a new job (0: no limit; a Lambda stops before its timeout)")
 	store := fs.String("store", "embedded", "embedded (bbolt file in --dir) or aws (DynamoDB+S3 named by AGENTGATE_TABLE and AGENTGATE_BUCKET, endpoint from AWS_ENDPOINT_URL)")
 	whFile := fs.String("webhook-secret-file", "", "enable webhooks, signing with the whsec_ secrets in this file (created with a new secret when missing)")
@@ -410,6 +426,18 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if *sweep < minSweepEvery || *sweep > maxSweepEvery {
 		return usagef("--sweep-every %s: want a duration from %s", *sweep, sweepEveryRange)
 	}
+	if quorumEvery != 0 && len(remote) > 0 {
+		return usagef("--quorum-check-every does not apply with --remote: the Lambda bootstraps check by their own %s", config.EnvQuorumCheckEvery)
+	}
+	if quorumEvery == 0 && len(remote) == 0 {
+		// Not given: the environment's, as the functions read it (with
+		// --remote the functions read their own).
+		d, err := config.QuorumCheckEveryFrom(os.Getenv)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		quorumEvery = d
+	}
 	retentionGiven := false
 	fs.Visit(func(f *flag.Flag) { retentionGiven = retentionGiven || f.Name == "retention" })
 	if retentionGiven && (*retention < time.Second || *retention > 10*365*24*time.Hour) {
@@ -429,7 +457,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		secretFiles = append(secretFiles, *whFile)
 	}
 	warnReadableSecretFiles(logger, secretFiles)
-	s, err := startLocal(ctx, serveOptions{addr: *addr, publicURL: *public, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment, retention: *retention})
+	s, err := startLocal(ctx, serveOptions{addr: *addr, publicURL: *public, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment, retention: *retention, quorumCheckEvery: quorumEvery})
 	if err != nil {
 		return err
 	}
@@ -460,6 +488,10 @@ const (
 	maxSweepEvery     = 24 * time.Hour
 	sweepEveryRange   = "1s to 24h" // minSweepEvery to maxSweepEvery, as README says it
 )
+
+// quorumCheckEveryRange is service.MinQuorumCheckEvery to
+// service.MaxQuorumCheckEvery, as README says it.
+const quorumCheckEveryRange = "1s to 24h"
 
 // tokenFlag collects principal=token pairs into token -> principal.
 type tokenFlag map[string]string

@@ -158,12 +158,18 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 		"AGENTGATE_MAIL_FROM":       mail.from.ValueAsString(),
 		"AGENTGATE_APPROVAL_TTL":    jsii.String(p.ApprovalTTL),
 	}
-	mailEnv := map[string]*string{}
+	// sharedEnv is what all three functions are given alike.
+	sharedEnv := map[string]*string{}
 	if p.SESAPI != "" {
 		// All three mail: the workers the first mails, purge the reminders.
-		mailEnv["AGENTGATE_SES_API"] = jsii.String(strings.ToLower(strings.TrimSpace(p.SESAPI)))
+		sharedEnv["AGENTGATE_SES_API"] = jsii.String(strings.ToLower(strings.TrimSpace(p.SESAPI)))
 	}
-	maps.Copy(workerEnv, mailEnv)
+	if p.QuorumCheckEvery != "" {
+		// All three: the workers schedule a hold's first check, purge the
+		// later ones, by the same interval.
+		sharedEnv["AGENTGATE_QUORUM_CHECK_EVERY"] = jsii.String(strings.TrimSpace(p.QuorumCheckEvery))
+	}
+	maps.Copy(workerEnv, sharedEnv)
 	if p.Model != "" {
 		workerEnv["AGENTGATE_MODEL"] = jsii.String(p.Model)
 	}
@@ -185,7 +191,7 @@ func newFunctions(st awscdk.Stack, p AgentgateStackProps, data dataStore, mail m
 		"AGENTGATE_STARTRUN_FUNCTION": jsii.String(names.startrun),
 		"AGENTGATE_RESUME_FUNCTION":   jsii.String(names.resume),
 	})
-	maps.Copy(purgeEnv, mailEnv)
+	maps.Copy(purgeEnv, sharedEnv)
 
 	worker := awscdk.Duration_Minutes(jsii.Number(15))
 	workerAsync := asyncSettings{retryAttempts: WorkerRetryAttempts, maxEventAge: WorkerMaxEventAge}

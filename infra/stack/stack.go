@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/agentgate/agentgate/internal/approval"
+	"github.com/agentgate/agentgate/internal/service"
 )
 
 // FunctionNames are the three Lambda functions, in the order they are built
@@ -197,6 +198,14 @@ type AgentgateStackProps struct {
 	// "quorum check").
 	QuorumCheck string
 
+	// QuorumCheckEvery is AGENTGATE_QUORUM_CHECK_EVERY of the three
+	// functions (the workers schedule a hold's first check by it, purge
+	// the later checks and the confirmation of a lost call), a Go duration
+	// from 1s to 24h. Empty (the default) leaves the variable unset: the
+	// functions check every hour (service.DefaultQuorumCheckEvery). For
+	// test deployments that need checks to come due soon.
+	QuorumCheckEvery string
+
 	// SkipAPIGatewayAccountRole leaves the account-wide API Gateway
 	// CloudWatch role alone (set it when the account already has one);
 	// access logging needs that role to exist.
@@ -318,6 +327,11 @@ func (p AgentgateStackProps) Validate() error {
 	case "", "on", "off":
 	default:
 		errs = append(errs, fmt.Errorf("quorum check %q: want on or off", p.QuorumCheck))
+	}
+	if p.QuorumCheckEvery != "" {
+		if d, err := time.ParseDuration(strings.TrimSpace(p.QuorumCheckEvery)); err != nil || d < service.MinQuorumCheckEvery || d > service.MaxQuorumCheckEvery {
+			errs = append(errs, fmt.Errorf("quorum check interval %q: want a Go duration from %s to %s", p.QuorumCheckEvery, service.MinQuorumCheckEvery, service.MaxQuorumCheckEvery))
+		}
 	}
 	if err := validateWebhooks(p); err != nil {
 		errs = append(errs, err)

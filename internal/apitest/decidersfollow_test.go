@@ -76,7 +76,7 @@ func runSwitchToVotesWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 	require.Equal(t, http.StatusForbidden, status, "ann may no longer decide the delete, so not the turn: %v", out)
 	assert.Zero(t, inbox("carol"), "not asked yet")
 
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err := second.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.DecidersRevised, "%+v", sum)
@@ -174,7 +174,7 @@ func TestInboxFollowsTheDirectory(t *testing.T) {
 	}
 	check := func(s *apitest.Server) {
 		t.Helper()
-		clock.Advance(service.QuorumCheckEvery)
+		clock.Advance(service.DefaultQuorumCheckEvery)
 		sum, err := s.App.Sweeper.Sweep(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, 1, sum.DecidersRevised, "%+v", sum)

@@ -123,7 +123,7 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 
 	// bob left finance: carol and dave still make two.
 	second := server(first.Dir, "", []string{"carol", "dave"}, nil)
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err := second.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
@@ -144,7 +144,7 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 	// approvals than its approvers are persons.) The first check that
 	// finds it marks the run, which waits on.
 	lost := server(first.Dir, "read_*", []string{"carol", "dave"}, nil)
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = lost.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "found once: %+v", sum)
@@ -155,7 +155,7 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 
 	// The directory is fixed before the next check: the mark is cleared.
 	fixed := server(first.Dir, "", []string{"carol", "dave"}, nil)
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = fixed.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "%+v", sum)
@@ -171,12 +171,12 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 		assert.Equal(t, http.StatusAccepted, code, "carol's vote: %v", out)
 	}}
 	third = server(first.Dir, "read_*", []string{"carol", "dave"}, func(rs runs.RowStore) runs.RowStore { race.RowStore = rs; return race })
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = third.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "found once: %+v", sum)
 	require.False(t, row(third).FirstLost().IsZero(), "marked")
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = third.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "the vote landed first: %+v", sum)
@@ -272,7 +272,7 @@ func TestQuorumLostCallByCall(t *testing.T) {
 
 	// D1: the writers lose write_document: the write is lost. Marked.
 	d1 := server(first.Dir, dirWith("read_*", ""))
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err := d1.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, sum.Unmeetable, "%+v", sum)
@@ -283,7 +283,7 @@ func TestQuorumLostCallByCall(t *testing.T) {
 	// D2 (the fix of D1, deployed with a new mistake): writers fine, the
 	// deleters lose delete_document. First time the delete is found lost.
 	d2 := server(first.Dir, dirWith("", "read_*"))
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = d2.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	r, _ = d2.App.Store.Get(t.Context(), id)
@@ -297,7 +297,7 @@ func TestQuorumLostCallByCall(t *testing.T) {
 	since, _ := r.LostSince(marked[0])
 	assert.Equal(t, clock.Now(), since, "marked by this check")
 
-	clock.Advance(service.QuorumCheckEvery)
+	clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = d2.App.Sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, sum.Unmeetable, "%+v", sum)

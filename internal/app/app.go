@@ -46,8 +46,13 @@ type Deps struct {
 	// against the directory (service.Worker.QuorumChecks): on for the
 	// local server, AGENTGATE_QUORUM_CHECK on AWS.
 	QuorumChecks bool
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// QuorumCheckEvery is the quorum checks' interval, the worker's (a
+	// hold's first check) and the sweep's (the later checks and the
+	// confirmation of a lost call) alike (0:
+	// service.DefaultQuorumCheckEvery).
+	QuorumCheckEvery time.Duration
+	Logger           *slog.Logger
+	Now              func() time.Time
 }
 
 // ToolSources are tools from outside the binary: the MCP servers of a
@@ -100,25 +105,26 @@ func New(d Deps) (*App, error) {
 		Runner: func(h loop.Hooks) *loop.Runner {
 			return &loop.Runner{Model: d.Model, Tools: tools, Hooks: h, Now: d.Now}
 		},
-		NewToken:      approval.NewToken,
-		Notifier:      service.MailNotifier(d.Mailer, d.PublicBaseURL, d.Governance.Directory),
-		ApprovalTTL:   d.ApprovalTTL,
-		Directory:     d.Governance.Directory,
-		QuorumChecks:  d.QuorumChecks,
-		Policy:        d.Governance.Policy,
-		Owner:         d.Owner,
-		Dispatch:      d.Dispatch,
-		SegmentBudget: d.SegmentBudget,
-		Logger:        d.Logger,
-		Now:           d.Now,
+		NewToken:         approval.NewToken,
+		Notifier:         service.MailNotifier(d.Mailer, d.PublicBaseURL, d.Governance.Directory),
+		ApprovalTTL:      d.ApprovalTTL,
+		Directory:        d.Governance.Directory,
+		QuorumChecks:     d.QuorumChecks,
+		QuorumCheckEvery: d.QuorumCheckEvery,
+		Policy:           d.Governance.Policy,
+		Owner:            d.Owner,
+		Dispatch:         d.Dispatch,
+		SegmentBudget:    d.SegmentBudget,
+		Logger:           d.Logger,
+		Now:              d.Now,
 	}
 	a.API = &httpapi.API{
 		Store: d.Store, Tools: tools, Dispatch: d.Dispatch, Routes: d.Routes,
 		AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
 		Directory: d.Governance.Directory, Policy: d.Governance.Policy, MaxWait: d.MaxWait,
 	}
-	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, Revise: a.Worker.ReviseDeciders,
-		Directory: d.Governance.Directory, Logger: d.Logger, Now: d.Now, Owner: d.Owner}
+	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, RetryMail: a.Worker.RetryMail, Revise: a.Worker.ReviseDeciders,
+		Directory: d.Governance.Directory, QuorumCheckEvery: d.QuorumCheckEvery, Logger: d.Logger, Now: d.Now, Owner: d.Owner}
 	if err := a.wireWebhooks(d.Webhooks); err != nil {
 		return nil, err
 	}

@@ -87,6 +87,6 @@ func NewAWS(o AWSOptions) (*App, error) {
 		Store: store, Docs: docs, Model: o.Model, Dispatch: disp, Mailer: mailer, ToolSources: o.ToolSources,
 		PublicBaseURL: c.PublicBaseURL, ApprovalTTL: c.ApprovalTTL, Owner: o.Owner, AllowedModels: c.AllowedModels,
 		Routes: o.Routes, Webhooks: o.Webhooks, Logger: o.Logger, Governance: gov, SegmentBudget: o.SegmentBudget,
-		MaxWait: o.MaxWait, QuorumChecks: c.QuorumChecks,
+		MaxWait: o.MaxWait, QuorumChecks: c.QuorumChecks, QuorumCheckEvery: c.QuorumCheckEvery,
 	})
 }

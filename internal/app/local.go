@@ -67,6 +67,9 @@ type LocalOptions struct {
 	// SegmentBudget, when positive, ends a worker's segment after this
 	// long: the run is checkpointed and continued by a new job.
 	SegmentBudget time.Duration
+	// QuorumCheckEvery is the quorum checks' interval (serve
+	// --quorum-check-every; 0: service.DefaultQuorumCheckEvery).
+	QuorumCheckEvery time.Duration
 	// Rows and States, when both set, replace the embedded store (tests
 	// run the local application on DynamoDB+S3 adapters this way); the
 	// documents' idempotency markers are then files in content/.applied/.
@@ -131,7 +134,8 @@ func OpenLocal(o LocalOptions) (*Local, error) {
 		SegmentBudget: o.SegmentBudget, MaxWait: runs.MaxWait,
 		// One process of one release on its own store: no release before
 		// this one can read a run's quorum check time for a reminder's.
-		QuorumChecks: true,
+		QuorumChecks:     true,
+		QuorumCheckEvery: o.QuorumCheckEvery,
 	})
 	if err != nil {
 		closeDB()

@@ -74,8 +74,8 @@ func NewSweeper(cfg config.Config, awsCfg aws.Config, getenv func(string) string
 	}
 	// The directory also checks waiting runs' quorums again (a person or a
 	// group gone since the turn was held).
-	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, Revise: reminders.ReviseDeciders, Directory: dir,
-		Logger: logger, DeliveryConcurrency: cfg.DeliveryConcurrency}
+	s := &service.Sweeper{Store: store, Dispatch: disp, Remind: reminders.Remind, RetryMail: reminders.RetryMail, Revise: reminders.ReviseDeciders, Directory: dir,
+		QuorumCheckEvery: cfg.QuorumCheckEvery, Logger: logger, DeliveryConcurrency: cfg.DeliveryConcurrency}
 	hooks, err := Webhooks(getenv, awsCfg)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/awsenv"
 	"github.com/agentgate/agentgate/internal/awswire"
@@ -163,4 +164,23 @@ func purgeSweeper(t *testing.T, m map[string]string) *service.Sweeper {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestPurgeSweeperTakesTheQuorumCheckInterval: the purge function's sweep
+// checks quorums at AGENTGATE_QUORUM_CHECK_EVERY (an hour when unset), the
+// interval the workers schedule a hold's first check by; a malformed value
+// stops start-up naming the variable.
+func TestPurgeSweeperTakesTheQuorumCheckInterval(t *testing.T) {
+	for value, want := range map[string]time.Duration{"": service.DefaultQuorumCheckEvery, "90s": 90 * time.Second} {
+		m := purgeEnv("http://127.0.0.1:1")
+		m[config.EnvQuorumCheckEvery] = value
+		if got := purgeSweeper(t, m).QuorumCheckEvery; got != want {
+			t.Errorf("AGENTGATE_QUORUM_CHECK_EVERY=%q: the sweep checks every %s, want %s", value, got, want)
+		}
+	}
+	m := purgeEnv("http://127.0.0.1:1")
+	m[config.EnvQuorumCheckEvery] = "0s"
+	if _, err := awswire.Purge(context.Background(), env(m)); err == nil || !strings.Contains(err.Error(), config.EnvQuorumCheckEvery) {
+		t.Errorf("AGENTGATE_QUORUM_CHECK_EVERY=0s: start-up error %v, want one naming the variable", err)
+	}
 }

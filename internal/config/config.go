@@ -38,6 +38,13 @@ type Config struct {
 	// this release), whether a suspension schedules the sweep's quorum
 	// checks (service.Worker.QuorumChecks).
 	QuorumChecks bool
+	// QuorumCheckEvery is AGENTGATE_QUORUM_CHECK_EVERY: how often a
+	// waiting run's quorum is checked again (a Go duration from
+	// service.MinQuorumCheckEvery to service.MaxQuorumCheckEvery, default
+	// service.DefaultQuorumCheckEvery). The workers schedule a hold's first
+	// check by it and the sweep the later ones and the confirmation of a
+	// lost call: give every function the same.
+	QuorumCheckEvery time.Duration
 }
 
 // Variable names.
@@ -57,6 +64,7 @@ const (
 	EnvDirectory          = "AGENTGATE_DIRECTORY"
 	EnvPolicy             = "AGENTGATE_POLICY"
 	EnvQuorumCheck        = "AGENTGATE_QUORUM_CHECK"
+	EnvQuorumCheckEvery   = "AGENTGATE_QUORUM_CHECK_EVERY"
 	EnvWebhookConcurrency = webhook.EnvConcurrency // read here with the sweep's other settings
 )
 
@@ -103,6 +111,9 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("%s=%q: want on or off (the default)", EnvQuorumCheck, v)
 	}
+	if c.QuorumCheckEvery, err = QuorumCheckEveryFrom(getenv); err != nil {
+		return Config{}, err
+	}
 	if c.ApprovalTTL, err = duration(getenv, EnvApprovalTTL, c.ApprovalTTL, service.MinApprovalTTL, service.MaxApprovalTTL); err != nil {
 		return Config{}, err
 	}
@@ -139,6 +150,12 @@ func Load(getenv func(string) string, required ...string) (Config, error) {
 // store, which needs none of the rest): runs.DefaultRetention when unset.
 func RetentionFrom(getenv func(string) string) (time.Duration, error) {
 	return duration(getenv, EnvRetention, runs.DefaultRetention, time.Second, 10*365*24*time.Hour)
+}
+
+// QuorumCheckEveryFrom reads AGENTGATE_QUORUM_CHECK_EVERY alone (serve on
+// the embedded store): service.DefaultQuorumCheckEvery when unset.
+func QuorumCheckEveryFrom(getenv func(string) string) (time.Duration, error) {
+	return duration(getenv, EnvQuorumCheckEvery, service.DefaultQuorumCheckEvery, service.MinQuorumCheckEvery, service.MaxQuorumCheckEvery)
 }
 
 // DeliveryConcurrencyFrom reads AGENTGATE_WEBHOOK_CONCURRENCY alone (serve

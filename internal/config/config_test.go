@@ -144,3 +144,45 @@ func TestQuorumCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestQuorumCheckEvery: AGENTGATE_QUORUM_CHECK_EVERY is the quorum checks'
+// interval, a Go duration from service.MinQuorumCheckEvery (1s) to
+// service.MaxQuorumCheckEvery (24h), an hour when unset; anything else is
+// a start-up error naming the variable and the range. QuorumCheckEveryFrom
+// (serve on the embedded store) reads it the same way.
+func TestQuorumCheckEvery(t *testing.T) {
+	const wantRange = "want a Go duration from 1s to 24h0m0s"
+	for _, tt := range []struct {
+		value   string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"", time.Hour, false},
+		{"1s", time.Second, false},
+		{"90s", 90 * time.Second, false},
+		{"24h", 24 * time.Hour, false},
+		{"999ms", 0, true},
+		{"0", 0, true},
+		{"-1h", 0, true},
+		{"24h0m1s", 0, true},
+		{"hourly", 0, true},
+		{"60", 0, true},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			getenv := env(map[string]string{EnvQuorumCheckEvery: tt.value})
+			c, err := Load(getenv)
+			alone, aloneErr := QuorumCheckEveryFrom(getenv)
+			if tt.wantErr {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), `AGENTGATE_QUORUM_CHECK_EVERY="`+tt.value+`": `+wantRange)
+				require.Error(t, aloneErr)
+				assert.Equal(t, err.Error(), aloneErr.Error())
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, aloneErr)
+			assert.Equal(t, tt.want, c.QuorumCheckEvery)
+			assert.Equal(t, tt.want, alone)
+		})
+	}
+}

@@ -98,6 +98,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.RemindAt = ms(sp.RemindAt)
 	next.ReminderSent = false
 	next.QuorumCheckAt, next.QuorumLost = time.Time{}, nil
+	next.MailRetry, next.MailRetryAt = nil, time.Time{}
 	if at := ms(sp.QuorumCheckAt); at.Before(deadline) {
 		next.QuorumCheckAt = at
 	}
@@ -479,7 +480,18 @@ type Notice struct {
 	// RetryAt, with State NotificationFailed, brings the run's reminder time
 	// forward so the sweep mails the approvers again soon (a retry then
 	// takes the place of the reminder). Ignored when not before RemindAt.
+	// With Retry, it is when those mailboxes are mailed again instead.
 	RetryAt time.Time
+	// Retry, when set, makes the notice about the mail of these mailboxes
+	// alone, not about the suspension's notification: the run's
+	// notification state and reminder are left as they are. With State
+	// NotificationFailed and RetryAt before the deadline,
+	// RecordNotification adds them to the run's MailRetry, due at RetryAt
+	// (the earlier, when a retry is due already); without RetryAt it
+	// records the failure only (a retry that failed again). With
+	// Renotify, it says that the notice is that retry: the mailboxes leave
+	// MailRetry, and the tokens are theirs.
+	Retry []string
 }
 
 // RecordNotification stores the notification state of a waiting run with a
@@ -511,15 +523,31 @@ func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Ru
 			return nil, Write{}, errNoticeRecorded
 		}
 		next := cur.Clone()
-		next.Notification = n.State
 		typ := EventNotified
-		if n.Reminder {
-			typ = EventReminded
-			next.ReminderSent = true
-		}
-		if retry := ms(n.RetryAt); n.State == NotificationFailed && !retry.IsZero() && !next.ReminderSent &&
-			retry.Before(next.ApprovalDeadline) && (next.RemindAt.IsZero() || retry.Before(next.RemindAt)) {
-			next.RemindAt = retry
+		switch retry := ms(n.RetryAt); {
+		case len(n.Retry) > 0:
+			// The mail of some mailboxes: the suspension's notification
+			// and its reminder stay as they are.
+			if n.State == NotificationFailed && !retry.IsZero() && retry.Before(next.ApprovalDeadline) {
+				for _, m := range n.Retry {
+					if !slices.Contains(next.MailRetry, m) {
+						next.MailRetry = append(next.MailRetry, m)
+					}
+				}
+				if next.MailRetryAt.IsZero() || retry.Before(next.MailRetryAt) {
+					next.MailRetryAt = retry
+				}
+			}
+		default:
+			next.Notification = n.State
+			if n.Reminder {
+				typ = EventReminded
+				next.ReminderSent = true
+			}
+			if n.State == NotificationFailed && !retry.IsZero() && !next.ReminderSent &&
+				retry.Before(next.ApprovalDeadline) && (next.RemindAt.IsZero() || retry.Before(next.RemindAt)) {
+				next.RemindAt = retry
+			}
 		}
 		ev := Event{Type: typ, Actor: n.Actor, Data: cloneRaw(n.Data)}
 		if kept != 0 {
@@ -584,7 +612,7 @@ func (s *Store) recordLateNotice(ctx context.Context, id string, kept int64, n N
 // when the notice is that suspension's first notification (cur is of the
 // suspension and records none yet), else 0.
 func (n Notice) keptSeq(cur *Run) int64 {
-	if cur == nil || n.Reminder || cur.SuspensionID != n.SuspensionID || cur.Notification != NotificationPending {
+	if cur == nil || n.Reminder || len(n.Retry) > 0 || cur.SuspensionID != n.SuspensionID || cur.Notification != NotificationPending {
 		return 0
 	}
 	return cur.NoticeSeq
@@ -594,6 +622,17 @@ func (n Notice) keptSeq(cur *Run) int64 {
 func (n Notice) validate() error {
 	if n.State != NotificationSent && n.State != NotificationFailed {
 		return Errorf(EInvalid, "notification state %q: want %q or %q", n.State, NotificationSent, NotificationFailed)
+	}
+	if len(n.Retry) > 0 && n.Reminder {
+		return Errorf(EInvalid, "a notice about some mailboxes' mail is no reminder")
+	}
+	if len(n.Retry) > MaxApprovers {
+		return Errorf(EInvalid, "a notice names %d mailboxes, more than the %d a suspension lists", len(n.Retry), MaxApprovers)
+	}
+	for _, m := range n.Retry {
+		if m == "" || len(m) > 320 {
+			return Errorf(EInvalid, "a notice names a mailbox that is empty or longer than 320 bytes")
+		}
 	}
 	return checkJSON("notice data", n.Data, MaxEventDataSize, true)
 }

@@ -508,7 +508,7 @@ func (s *Store) dueAt(r *Run) time.Time {
 }
 
 // LifecycleDue is when r has time-based work of its own (approval expiry,
-// reminder or quorum check, tool-results expiry, lease expiry, dispatch grace, retention,
+// reminder, retry of a failed mail or quorum check, tool-results expiry, lease expiry, dispatch grace, retention,
 // which waits for a pending delivery), leaving its outbox aside: the run's
 // DueAt is the earlier of the two.
 func (s *Store) LifecycleDue(r *Run) time.Time {
@@ -524,6 +524,9 @@ func (s *Store) LifecycleDue(r *Run) time.Time {
 		}
 		if !r.QuorumCheckAt.IsZero() && r.QuorumCheckAt.Before(due) {
 			due = r.QuorumCheckAt
+		}
+		if len(r.MailRetry) > 0 && !r.MailRetryAt.IsZero() && r.MailRetryAt.Before(due) {
+			due = r.MailRetryAt
 		}
 		return due
 	case StatusWaitingForToolResults:

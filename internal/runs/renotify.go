@@ -2,13 +2,15 @@ package runs
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
 // Renotify records that the approvers of the current suspension were told
-// again — a reminder, or a retry of a failed first notification — with the
-// fresh approval tokens the new mails carry, in one write: the tokens, the
-// notified (or reminded) event and the row. The earlier tokens stay valid
+// again — a reminder, or a retry of a failed first notification, or, with
+// n.Retry, a retry of the failed mail of those mailboxes (Run.MailRetry) —
+// with the fresh approval tokens the new mails carry, in one write: the
+// tokens, the notified (or reminded) event and the row. The earlier tokens stay valid
 // until the deadline. Like RecordNotification it retries when only the
 // version moved. Codes: EInvalid, ENotFound, EConflict (no longer waiting
 // on that suspension), EGone (the window closed).
@@ -31,6 +33,20 @@ func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []Token
 		for _, g := range tokens {
 			w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: cur.SuspensionID, Approver: g.Approver, ExpiresAt: cur.ApprovalDeadline})
 		}
+		if len(n.Retry) > 0 {
+			// A retry of some mailboxes' mail (Run.MailRetry): they leave
+			// the list (others a later write added stay), and the
+			// suspension's notification and reminder are as they were.
+			next.MailRetry = slices.DeleteFunc(next.MailRetry, func(m string) bool { return slices.Contains(n.Retry, m) })
+			if len(next.MailRetry) == 0 {
+				next.MailRetry, next.MailRetryAt = nil, time.Time{}
+			}
+			w.Events = []Event{{Type: EventNotified, Actor: "purge", Data: cloneRaw(n.Data)}}
+			return next, w, nil
+		}
+		// A reminder or a retry of the first notification mails everyone
+		// not yet voted: those whose mail is to be retried among them.
+		next.MailRetry, next.MailRetryAt = nil, time.Time{}
 		next.Notification = n.State
 		typ := EventNotified
 		if n.Reminder {

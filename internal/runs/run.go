@@ -303,12 +303,23 @@ type Run struct {
 	// found can certainly no longer get their approvals, each with when a
 	// check first found it so (none: the last check found every call it
 	// could check able to get them). The sweep ends the run only for a
-	// call that a check at least QuorumCheckEvery after its mark finds
-	// still so: a directory deployed by mistake and fixed within the hour
-	// ends nothing, and neither does a second mistake that takes out
+	// call that a check at least its check interval
+	// (service.Sweeper.QuorumCheckEvery, an hour by default) after its mark
+	// finds still so: a directory deployed by mistake and fixed within the
+	// interval ends nothing, and neither does a second mistake that takes out
 	// another call. Written by Store.ReviseDeciders (from a QuorumFinding);
 	// cleared when the run leaves the suspension.
 	QuorumLost []LostCall `json:"quorum_lost,omitempty"`
+	// MailRetry, while the run waits, are the mailboxes whose approval mail
+	// failed where no retry of the whole notification follows (the link a
+	// quorum check mailed to one it asked, the reminder), and that the
+	// sweep mails once more at MailRetryAt, each with a fresh link: nobody
+	// else is mailed, no reminder is sent again, and a mail that fails
+	// then is not retried (see Notice.Retry). A reminder or a retry of the
+	// first notification mails them too and clears the list. Reset by
+	// every suspension.
+	MailRetry   []string  `json:"mail_retry,omitempty"`
+	MailRetryAt time.Time `json:"mail_retry_at,omitzero"`
 	// NoticeSeq is the event sequence number the current suspension kept
 	// for the notified event of its first notification (Suspension.Notify),
 	// until that event takes it (0: none kept, or taken). The event takes
@@ -524,6 +535,7 @@ func (r *Run) Clone() *Run {
 	c.InboxKeys = slices.Clone(r.InboxKeys)
 	c.InboxDropped = slices.Clone(r.InboxDropped)
 	c.QuorumLost = slices.Clone(r.QuorumLost)
+	c.MailRetry = slices.Clone(r.MailRetry)
 	c.Votes = cloneVotes(r.Votes)
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)

@@ -17,8 +17,8 @@ import (
 // as the first mail of a suspension (the mail of the row as revised: under
 // per-call votes, the calls the reader may not decide are marked). A mail
 // that fails is recorded (a notified event naming the mailbox) and the
-// sweep mails the approvers again MailRetryDelay later, as after a failed
-// first mail. Without a Notifier (or token source) those asked get inbox
+// sweep mails that mailbox, and no other, again MailRetryDelay later
+// (RetryMail), also when the run's reminder has gone out. Without a Notifier (or token source) those asked get inbox
 // entries only.
 func (w *Worker) ReviseDeciders(ctx context.Context, r *runs.Run, at time.Time, found runs.QuorumFinding, rev runs.DeciderRevision) (*runs.Run, error) {
 	var links []approvalLink
@@ -42,11 +42,14 @@ func (w *Worker) ReviseDeciders(ctx context.Context, r *runs.Run, at time.Time, 
 		Channel      string   `json:"channel"`
 		Failed       []string `json:"failed"`
 	}{next.SuspensionID, "email", failed})
+	// Those whose mail failed, and only they, are mailed again by the
+	// sweep (RetryMail), before or after the run's reminder.
 	recorded, err := w.Store.RecordNotification(ctx, next, runs.Notice{SuspensionID: next.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: data,
-		RetryAt: w.now().Add(MailRetryDelay)})
+		Retry: failed, RetryAt: w.now().Add(MailRetryDelay)})
 	if err != nil {
 		// The revision is durable; only the retry is lost (the reminder at
-		// 80% of the window still comes), or the run moved on meanwhile.
+		// 80% of the window still comes, if it has not yet), or the run
+		// moved on meanwhile.
 		log.WarnContext(ctx, "failed approval mail of those a quorum check asked not recorded", "suspension_id", next.SuspensionID, "failed", len(failed), "err", err)
 		return next, nil
 	}

@@ -40,7 +40,7 @@ func (e *env) startWith(t *testing.T, approvers ...string) *runs.Run {
 
 // TestSweepChecksTheQuorumOfWaitingRuns: a worker with a directory and
 // quorum checks on has the sweep check a waiting run's quorum
-// QuorumCheckEvery after it held the turn, and again after each check; a
+// DefaultQuorumCheckEvery after it held the turn, and again after each check; a
 // run whose group of approvers is gone from the directory in force is
 // marked at the first check that finds it so (it waits on) and ends
 // EXPIRED/approval_unmeetable at the next one, long before its deadline,
@@ -60,10 +60,10 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 
 	byGroup := e.startWith(t, "group:ops")
 	byName := e.startWith(t, "bob")
-	assert.Equal(t, t0.Add(service.QuorumCheckEvery), byGroup.QuorumCheckAt)
-	assert.Equal(t, t0.Add(service.QuorumCheckEvery), byGroup.DueAt, "the check is the run's first due time")
+	assert.Equal(t, t0.Add(service.DefaultQuorumCheckEvery), byGroup.QuorumCheckAt)
+	assert.Equal(t, t0.Add(service.DefaultQuorumCheckEvery), byGroup.DueAt, "the check is the run's first due time")
 
-	e.clock.Advance(service.QuorumCheckEvery - time.Millisecond)
+	e.clock.Advance(service.DefaultQuorumCheckEvery - time.Millisecond)
 	sum, err := e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, sum.QuorumChecked+sum.Unmeetable, "not due yet: %+v", sum)
@@ -72,13 +72,13 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 2, sum.QuorumChecked, "%+v", sum)
-	assert.Equal(t, t0.Add(2*service.QuorumCheckEvery), e.get(t, byGroup.ID).QuorumCheckAt, "checked again an interval later")
+	assert.Equal(t, t0.Add(2*service.DefaultQuorumCheckEvery), e.get(t, byGroup.ID).QuorumCheckAt, "checked again an interval later")
 
 	// ops is removed from the directory (a redeploy): the run that needs
 	// it can no longer be decided by anyone; bob can still decide his.
 	// The first check that finds it marks the run, which waits on.
 	e.sweeper.Directory = opsDirectory(t, `{"name":"audit","members":["carol"]}`)
-	e.clock.Advance(service.QuorumCheckEvery)
+	e.clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "%+v", sum)
@@ -86,11 +86,11 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 	got := e.get(t, byGroup.ID)
 	assert.Equal(t, runs.StatusWaiting, got.Status)
 	assert.Equal(t, e.clock.Now(), got.FirstLost(), "first found lost")
-	assert.Equal(t, e.clock.Now().Add(service.QuorumCheckEvery), got.QuorumCheckAt)
+	assert.Equal(t, e.clock.Now().Add(service.DefaultQuorumCheckEvery), got.QuorumCheckAt)
 	assert.True(t, e.get(t, byName.ID).FirstLost().IsZero())
 
 	// Not sooner than the next check.
-	e.clock.Advance(service.QuorumCheckEvery - time.Millisecond)
+	e.clock.Advance(service.DefaultQuorumCheckEvery - time.Millisecond)
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable+sum.QuorumChecked, "%+v", sum)
@@ -126,13 +126,13 @@ func TestSweepChecksTheQuorumOfWaitingRuns(t *testing.T) {
 		e.worker.Directory = opsDirectory(t, `{"name":"ops","members":["bob","carol"]}`)
 		e.worker.QuorumChecks = true
 		r := e.startWith(t, "group:ops")
-		e.clock.Advance(service.QuorumCheckEvery)
+		e.clock.Advance(service.DefaultQuorumCheckEvery)
 		sum, err := e.sweeper.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Zero(t, sum.Unmeetable)
 		got := e.get(t, r.ID)
 		assert.Equal(t, runs.StatusWaiting, got.Status)
-		assert.Equal(t, e.clock.Now().Add(service.QuorumCheckEvery), got.QuorumCheckAt, "checked again later, when a directory may be there")
+		assert.Equal(t, e.clock.Now().Add(service.DefaultQuorumCheckEvery), got.QuorumCheckAt, "checked again later, when a directory may be there")
 	})
 	t.Run("a worker without a directory schedules no check", func(t *testing.T) {
 		e := newEnv(t)
@@ -166,7 +166,7 @@ func TestQuorumLostThenFixedWaitsOn(t *testing.T) {
 	r := e.startWith(t, "group:ops")
 
 	e.sweeper.Directory = bad
-	e.clock.Advance(service.QuorumCheckEvery)
+	e.clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err := e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
@@ -174,7 +174,7 @@ func TestQuorumLostThenFixedWaitsOn(t *testing.T) {
 	assert.Equal(t, lostAt, e.get(t, r.ID).FirstLost())
 
 	e.sweeper.Directory = good // fixed within the hour
-	e.clock.Advance(service.QuorumCheckEvery)
+	e.clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "%+v", sum)
@@ -182,11 +182,11 @@ func TestQuorumLostThenFixedWaitsOn(t *testing.T) {
 	got := e.get(t, r.ID)
 	assert.Equal(t, runs.StatusWaiting, got.Status)
 	assert.True(t, got.FirstLost().IsZero(), "the mark is cleared")
-	assert.Equal(t, e.clock.Now().Add(service.QuorumCheckEvery), got.QuorumCheckAt)
+	assert.Equal(t, e.clock.Now().Add(service.DefaultQuorumCheckEvery), got.QuorumCheckAt)
 
 	// Lost again: marked anew, not ended at once.
 	e.sweeper.Directory = bad
-	e.clock.Advance(service.QuorumCheckEvery)
+	e.clock.Advance(service.DefaultQuorumCheckEvery)
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, sum.Unmeetable, "%+v", sum)
@@ -215,7 +215,9 @@ func opsWithDave(t *testing.T, members string) *identity.Directory {
 // person who may decide now and was not asked (dave joined ops) gets an
 // inbox entry and an approval mail with a link, as at a hold, and the
 // deciders_changed event says so. A mail that fails is recorded and sent
-// again by the sweep a minute later.
+// again by the sweep a minute later, to that approver alone (those who got
+// theirs are not mailed again), as no reminder: the reminder at 80% of the
+// window still follows.
 func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -223,7 +225,7 @@ func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	e.worker.Directory = opsWithDave(t, `"bob","carol"`)
 	e.worker.QuorumChecks = true
 	e.sweeper.Directory = e.worker.Directory
-	e.sweeper.Remind, e.sweeper.Revise = e.worker.Remind, e.worker.ReviseDeciders
+	e.sweeper.Remind, e.sweeper.Revise, e.sweeper.RetryMail = e.worker.Remind, e.worker.ReviseDeciders, e.worker.RetryMail
 	r := e.startWith(t, "group:ops")
 	require.Equal(t, []string{"person:bob", "person:carol"}, r.InboxKeys)
 	require.Len(t, e.notes, 2)
@@ -236,7 +238,7 @@ func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	check := func(dir *identity.Directory) service.SweepSummary {
 		t.Helper()
 		e.sweeper.Directory, e.worker.Directory = dir, dir // one process's directory, as deployed
-		e.clock.Advance(service.QuorumCheckEvery)
+		e.clock.Advance(service.DefaultQuorumCheckEvery)
 		sum, err := e.sweeper.Sweep(ctx)
 		require.NoError(t, err)
 		return sum
@@ -268,8 +270,12 @@ func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	assert.False(t, e.notes[2].Reminder, "the mail of a hold, not a reminder")
 	got = e.get(t, r.ID)
 	assert.Equal(t, []string{"person:bob", "person:carol", "person:dave"}, got.InboxKeys)
-	assert.Equal(t, runs.NotificationFailed, got.Notification)
-	assert.Equal(t, e.clock.Now().Add(service.MailRetryDelay), got.RemindAt, "the failed mail is sent again soon")
+	assert.Equal(t, runs.NotificationSent, got.Notification, "the hold's mail went out: it is not what failed")
+	assert.Equal(t, []string{"dave@example.com"}, got.MailRetry)
+	assert.Equal(t, e.clock.Now().Add(service.MailRetryDelay), got.MailRetryAt, "the failed mail is sent again soon")
+	assert.Equal(t, got.MailRetryAt, got.DueAt)
+	remindAt := r.RemindAt
+	assert.Equal(t, remindAt, got.RemindAt, "the reminder stays where it was")
 	evs, err := e.store.Events(ctx, r.ID, 0, 100)
 	require.NoError(t, err)
 	var changes []runs.DecidersEventData
@@ -291,13 +297,26 @@ func TestQuorumCheckKeepsTheInboxInStepWithTheDirectory(t *testing.T) {
 	e.clock.Advance(service.MailRetryDelay)
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
+	assert.Equal(t, 1, sum.MailRetried, "%+v", sum)
+	assert.Zero(t, sum.Reminded, "%+v", sum)
+	require.Len(t, e.notes, 4, "dave mailed again, and nobody else")
+	assert.Equal(t, "dave@example.com", e.notes[3].Approver)
+	assert.False(t, e.notes[3].Reminder)
+	got = e.get(t, r.ID)
+	assert.Empty(t, got.MailRetry)
+	assert.True(t, got.MailRetryAt.IsZero())
+	assert.Equal(t, got.QuorumCheckAt, got.DueAt, "next due at the next check")
+
+	e.clock.Advance(remindAt.Sub(e.clock.Now()))
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Reminded, "%+v", sum)
-	assert.Len(t, e.notes, 6, "bob, carol and dave mailed again")
+	assert.Len(t, e.notes, 7, "bob, carol and dave reminded")
 	assert.Equal(t, 0, e.writes, "nothing ran")
 }
 
 // TestQuorumCheckConfirmsOnlyAnHourAfterTheMark: a check that finds a
-// marked call lost sooner than QuorumCheckEvery after its mark (a row
+// marked call lost sooner than DefaultQuorumCheckEvery after its mark (a row
 // checked early, as one scheduled by another writer could be) does not end
 // the run: it schedules the confirming check for the mark's hour, which
 // then ends it. A sweeper without a directory keeps the marks as they are
@@ -346,11 +365,75 @@ func TestQuorumCheckConfirmsOnlyAnHourAfterTheMark(t *testing.T) {
 	got = e.get(t, r.ID)
 	assert.Equal(t, runs.StatusWaiting, got.Status)
 	assert.Equal(t, markedAt, got.FirstLost(), "the first finding's time is kept")
-	assert.Equal(t, markedAt.Add(service.QuorumCheckEvery), got.QuorumCheckAt, "confirmed at the mark's hour")
+	assert.Equal(t, markedAt.Add(service.DefaultQuorumCheckEvery), got.QuorumCheckAt, "confirmed at the mark's hour")
 
-	e.clock.Advance(markedAt.Add(service.QuorumCheckEvery).Sub(e.clock.Now()))
+	e.clock.Advance(markedAt.Add(service.DefaultQuorumCheckEvery).Sub(e.clock.Now()))
 	sum, err = e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Unmeetable, "%+v", sum)
 	assert.Equal(t, runs.StatusExpired, e.get(t, r.ID).Status)
+}
+
+// TestQuorumChecksKeepAConfiguredInterval: with a quorum check interval
+// other than the hour (Worker.QuorumCheckEvery, Sweeper.QuorumCheckEvery:
+// AGENTGATE_QUORUM_CHECK_EVERY, serve --quorum-check-every), the hold
+// schedules its first check that long after it, each check the next that
+// long after it, and a call found lost is confirmed, ending the run, only
+// by a check at least that long after its mark: not a moment sooner, and
+// never an hour later.
+func TestQuorumChecksKeepAConfiguredInterval(t *testing.T) {
+	const every = 90 * time.Second
+	ctx := context.Background()
+	e := newEnv(t)
+	e.worker.ApprovalTTL = 5 * time.Hour
+	e.worker.Directory = opsDirectory(t, `{"name":"ops","members":["bob","carol"]}`)
+	e.worker.QuorumChecks = true
+	e.worker.QuorumCheckEvery = every
+	e.sweeper.Directory = e.worker.Directory
+	e.sweeper.QuorumCheckEvery = every
+	t0 := e.clock.Now()
+
+	r := e.startWith(t, "group:ops")
+	assert.Equal(t, t0.Add(every), r.QuorumCheckAt, "the first check, the interval after the hold")
+	assert.Equal(t, t0.Add(every), r.DueAt)
+
+	e.clock.Advance(every)
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
+	assert.Equal(t, t0.Add(2*every), e.get(t, r.ID).QuorumCheckAt, "the next check, the interval after this one")
+
+	// ops is gone: the check marks the call and comes again an interval on.
+	e.sweeper.Directory = opsDirectory(t, `{"name":"audit","members":["carol"]}`)
+	e.clock.Advance(every)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, sum.Unmeetable, "%+v", sum)
+	got := e.get(t, r.ID)
+	markedAt := e.clock.Now()
+	assert.Equal(t, markedAt, got.FirstLost())
+	assert.Equal(t, markedAt.Add(every), got.QuorumCheckAt)
+
+	// A check sooner than the interval after the mark (a row whose check
+	// time was moved) confirms nothing and comes back at the mark's
+	// interval.
+	_, err = e.store.ScheduleQuorumCheck(ctx, got, markedAt.Add(every/2), runs.QuorumFinding{At: markedAt, Lost: []string{got.PendingCalls[0].ID}})
+	require.NoError(t, err)
+	e.clock.Advance(every / 2)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.QuorumChecked, "%+v", sum)
+	assert.Zero(t, sum.Unmeetable, "%+v", sum)
+	got = e.get(t, r.ID)
+	assert.Equal(t, runs.StatusWaiting, got.Status)
+	assert.Equal(t, markedAt.Add(every), got.QuorumCheckAt, "confirmed at the mark's interval")
+
+	e.clock.Advance(markedAt.Add(every).Sub(e.clock.Now()))
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Unmeetable, "%+v", sum)
+	got = e.get(t, r.ID)
+	assert.Equal(t, runs.StatusExpired, got.Status)
+	assert.Equal(t, loop.ReasonApprovalUnmeetable, got.Reason)
+	assert.Equal(t, t0.Add(3*every), e.clock.Now(), "two checks an interval apart, three intervals after the hold")
 }

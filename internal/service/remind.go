@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -11,7 +12,8 @@ import (
 // Remind tells the e-mail approvers of a waiting run once more, with fresh
 // links: a reminder once 80% of the approval window has passed, or a retry
 // when the first notification failed. The sweep calls it once per
-// suspension (the run's RemindAt).
+// suspension (the run's RemindAt). A reminder whose mail to some approvers
+// fails has those mailed once more MailRetryDelay later (RetryMail).
 func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 	if w.Notifier == nil || w.NewToken == nil {
 		return nil
@@ -56,7 +58,15 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		Channel      string   `json:"channel"`
 		Failed       []string `json:"failed"`
 	}{r.SuspensionID, "email", failed})
-	_, err = w.Store.RecordNotification(ctx, cur, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: fdata})
+	notice := runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: fdata}
+	if reminder {
+		// Nothing mails everyone again after the reminder: those whose
+		// reminder failed are mailed once more, alone, by the sweep
+		// (RetryMail). A failed retry of the first notification is
+		// followed by the reminder instead.
+		notice.Retry, notice.RetryAt = failed, w.now().Add(MailRetryDelay)
+	}
+	_, err = w.Store.RecordNotification(ctx, cur, notice)
 	if runs.ErrorCode(err) == runs.EConflict {
 		// The run moved on while the mail went out (a decision, a cancel):
 		// the reminder's links are on record (Renotify wrote them before
@@ -65,4 +75,69 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		return nil
 	}
 	return err
+}
+
+// RetryMail mails once more, each with a fresh link, the approvers of
+// waiting run r whose approval mail failed where nothing else would mail
+// them again (runs.Run.MailRetry: a link a quorum check mailed to one it
+// asked, a reminder): those of them who may still vote and have not. No
+// one else is mailed, and the mail is no reminder. The retry is recorded
+// (a notified event with "retry": true, the tokens, the mailboxes taken
+// off the list) before any mail goes out; a mail that fails again is
+// recorded and not retried. The sweep calls it when the run's
+// MailRetryAt comes; it returns the run as last written.
+func (w *Worker) RetryMail(ctx context.Context, r *runs.Run) (*runs.Run, error) {
+	retry := slices.Clone(r.MailRetry)
+	var links []approvalLink
+	var grants []runs.TokenGrant
+	if w.Notifier != nil && w.NewToken != nil {
+		voted := runs.VotedKeys(w.Directory, r)
+		var owed []identity.Eligible
+		for _, e := range listed(runs.OpenDeciders(w.Directory, r)) {
+			if !voted[e.Subject.Key()] && e.Mailbox != "" && slices.Contains(retry, e.Mailbox) {
+				owed = append(owed, e)
+			}
+		}
+		var err error
+		if links, grants, err = w.issueLinks(owed); err != nil {
+			return nil, err
+		}
+	}
+	var none string
+	if len(links) == 0 {
+		// Taken off the list all the same, so the sweep does not come
+		// back for it.
+		none = "none of them may still vote, or this process sends no mail"
+	}
+	data, _ := json.Marshal(struct {
+		SuspensionID string `json:"suspension_id"`
+		Channel      string `json:"channel"`
+		Retry        bool   `json:"retry"`
+		Links        int    `json:"links"`
+		NotSent      string `json:"not_sent,omitempty"`
+	}{r.SuspensionID, "email", true, len(links), none})
+	cur, err := w.Store.Renotify(ctx, r, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationSent, Retry: retry, Data: data}, grants)
+	if err != nil {
+		return nil, err
+	}
+	log := w.log().With("run_id", r.ID)
+	failed := w.mailLinks(ctx, log, cur, links, false)
+	if len(failed) == 0 {
+		return cur, nil
+	}
+	fdata, _ := json.Marshal(struct {
+		SuspensionID string   `json:"suspension_id"`
+		Channel      string   `json:"channel"`
+		Failed       []string `json:"failed"`
+	}{r.SuspensionID, "email", failed})
+	// Retry without RetryAt: recorded, not retried again.
+	recorded, err := w.Store.RecordNotification(ctx, cur, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: fdata, Retry: failed})
+	if runs.ErrorCode(err) == runs.EConflict {
+		log.WarnContext(ctx, "failed retry of approval mail not recorded: the run no longer waits on the suspension", "suspension_id", r.SuspensionID, "failed", len(failed))
+		return cur, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return recorded, nil
 }

@@ -30,6 +30,9 @@ type SweepSummary struct {
 	WorkersLost int `json:"workers_lost"`
 	Purged      int `json:"purged"`
 	Reminded    int `json:"reminded"`
+	// MailRetried counts waiting runs whose failed approval mail to some
+	// approvers was sent again to them alone (Sweeper.RetryMail).
+	MailRetried int `json:"mail_retried"`
 	// QuorumChecked counts waiting runs whose held calls were found, at
 	// their quorum check, to be able to get their approvals still;
 	// Unmeetable, those ended approval_unmeetable because one cannot.
@@ -93,10 +96,21 @@ type Sweeper struct {
 	Dispatch Dispatcher
 	// Remind, when set, sends the reminder for a waiting run (80% of the window).
 	Remind func(ctx context.Context, r *runs.Run) error
+	// RetryMail, when set, mails once more those approvers of a waiting
+	// run whose approval mail failed with no other retry to follow
+	// (runs.Run.MailRetry, due at MailRetryAt: Worker.RetryMail), and
+	// returns the run as written. Nil: the list is left as it is.
+	RetryMail func(ctx context.Context, r *runs.Run) (*runs.Run, error)
 	// Directory is the deployment directory in force, against which a
 	// waiting run's quorum is checked again (checkQuorum). Nil: no
 	// directory, no check (a run is never ended for want of one).
 	Directory *identity.Directory
+	// QuorumCheckEvery is the interval of the quorum checks (0:
+	// DefaultQuorumCheckEvery): a check schedules the next one this long
+	// after it, and a call it marks lost is confirmed lost, ending the
+	// run, only by a check at least this long after the mark. Give the
+	// Worker that holds turns the same (its first check).
+	QuorumCheckEvery time.Duration
 	// Revise, when set, writes what a quorum check changes in who is asked
 	// to decide a waiting run, with approval links for those it asks, and
 	// mails them those links (Worker.ReviseDeciders). Nil: the change is
@@ -262,7 +276,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	sum.secretErr = round.secretError()
 	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
-		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded,
+		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded, "mail_retried", sum.MailRetried,
 		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhook_runs_queued", sum.Queued, "webhooks_waiting_for_secret", sum.WaitingForSecret,
 		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
@@ -361,6 +375,7 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.WorkersLost += o.WorkersLost
 	sum.Purged += o.Purged
 	sum.Reminded += o.Reminded
+	sum.MailRetried += o.MailRetried
 	sum.QuorumChecked += o.QuorumChecked
 	sum.Unmeetable += o.Unmeetable
 	sum.DecidersRevised += o.DecidersRevised
@@ -398,6 +413,15 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			r, checked = next, true
 		}
 		if s.Remind == nil || r.ReminderSent || r.RemindAt.IsZero() || now.Before(r.RemindAt) {
+			// The reminder, when due, mails those whose mail is to be
+			// retried as well (and clears the list).
+			if s.RetryMail != nil && len(r.MailRetry) > 0 && !r.MailRetryAt.IsZero() && !now.Before(r.MailRetryAt) {
+				if _, err := s.RetryMail(ctx, r); err != nil {
+					return skipConflict(err, sum)
+				}
+				sum.MailRetried++
+				return nil
+			}
 			if !checked {
 				sum.Skipped++
 			}
@@ -474,10 +498,10 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // approvals it needs (runs.CheckOpenApprovals: the rule a turn is checked
 // by when it is planned, on the terms the call was held with, less those
 // who voted). A run is ended only for a held call that two checks, at
-// least QuorumCheckEvery apart, both find certainly cannot: the first
-// finding marks the call on the row (runs.Run.QuorumLost, at the sweep's
-// time now, with a warning naming the run and calls) and the next check
-// is scheduled QuorumCheckEvery later; a directory deployed by mistake and
+// least the interval (Sweeper.QuorumCheckEvery) apart, both find certainly
+// cannot: the first finding marks the call on the row (runs.Run.QuorumLost,
+// at the sweep's time now, with a warning naming the run and calls) and
+// the next check is scheduled the interval later; a directory deployed by mistake and
 // fixed before that check ends nothing (the check clears the mark), nor
 // does a later mistake that takes out another call (its own mark starts
 // then). When a check finds a marked call still lost the run ends EXPIRED
@@ -515,14 +539,15 @@ func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, s
 		}
 		found.Lost = slices.Sorted(maps.Keys(lost))
 	}
-	// A call is confirmed lost when a check at least QuorumCheckEvery
-	// after its mark finds it still so; the next check is due when the
-	// earliest mark of a call found lost now may be confirmed.
+	// A call is confirmed lost when a check at least the interval after
+	// its mark finds it still so; the next check is due when the earliest
+	// mark of a call found lost now may be confirmed.
+	every := quorumCheckEvery(s.QuorumCheckEvery)
 	confirmed := map[string]string{}
-	at := now.Add(QuorumCheckEvery)
+	at := now.Add(every)
 	for id, why := range lost {
 		since, marked := r.LostSince(id)
-		switch confirmAt := since.Add(QuorumCheckEvery); {
+		switch confirmAt := since.Add(every); {
 		case !marked:
 		case !now.Before(confirmAt):
 			confirmed[id] = why
@@ -548,8 +573,8 @@ func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, s
 	}
 	switch {
 	case len(lost) > 0:
-		s.logger().WarnContext(ctx, "quorum check: a held call can no longer get its approvals from the directory in force; the run ends at the next check that finds it still so, an hour or more after the first, unless the directory is fixed by then",
-			"run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "next_check", next.QuorumCheckAt)
+		s.logger().WarnContext(ctx, "quorum check: a held call can no longer get its approvals from the directory in force; the run ends at the next check that finds it still so, the check interval or more after the first, unless the directory is fixed by then",
+			"run_id", r.ID, "suspension_id", r.SuspensionID, "calls", lostCalls(lost), "next_check", next.QuorumCheckAt, "check_every", every.String())
 	case len(r.QuorumLost) > 0 && len(next.QuorumLost) == 0:
 		s.logger().InfoContext(ctx, "quorum check: the held calls can get their approvals again; the run waits on", "run_id", r.ID, "suspension_id", r.SuspensionID, "lost_since", r.FirstLost())
 	}

@@ -22,15 +22,36 @@ import (
 // first approval mail of a suspension failed.
 const MailRetryDelay = time.Minute
 
-// QuorumCheckEvery is how often the sweep checks that a waiting run's held
-// calls can still get their approvals from the directory in force
-// (Sweeper.checkQuorum): the first check this long after the suspension,
-// then this long after each check. A run is ended by the second check in
-// a row that finds its approval impossible, so it waits on approvers at
-// most twice this long after a change to the directory made it so (unless
-// its deadline comes first), and a change put right within this long
-// after a check found it ends nothing.
-const QuorumCheckEvery = time.Hour
+// DefaultQuorumCheckEvery is how often, by default, the sweep checks that
+// a waiting run's held calls can still get their approvals from the
+// directory in force (Sweeper.checkQuorum): the first check this long
+// after the suspension, then this long after each check. A run is ended
+// by the second check in a row that finds its approval impossible, so it
+// waits on approvers at most twice this long after a change to the
+// directory made it so (unless its deadline comes first), and a change put
+// right within this long after a check found it ends nothing. The
+// interval is Worker.QuorumCheckEvery and Sweeper.QuorumCheckEvery
+// (AGENTGATE_QUORUM_CHECK_EVERY, serve --quorum-check-every), from
+// MinQuorumCheckEvery to MaxQuorumCheckEvery.
+const DefaultQuorumCheckEvery = time.Hour
+
+// The bounds of a configured quorum check interval: a check more often
+// than each second would only make the sweep check in a loop (a test that
+// wants checks soon sets a second), and one a day apart is as slow as a
+// directory mistake may be left to end runs.
+const (
+	MinQuorumCheckEvery = time.Second
+	MaxQuorumCheckEvery = 24 * time.Hour
+)
+
+// quorumCheckEvery is every, or DefaultQuorumCheckEvery when every is not
+// positive.
+func quorumCheckEvery(every time.Duration) time.Duration {
+	if every > 0 {
+		return every
+	}
+	return DefaultQuorumCheckEvery
+}
 
 // DefaultDeadlineMargin is how long before its context's deadline (a
 // Lambda's timeout) a segment stops starting model and tool calls and
@@ -93,12 +114,15 @@ type Worker struct {
 	Directory *identity.Directory
 	// QuorumChecks, with a Directory, has each suspension schedule the
 	// sweep's quorum checks (Run.QuorumCheckAt: QuorumCheckEvery after the
-	// hold, then after each check). Off: none is scheduled (the sweep still
+	// hold; the sweep schedules the later ones by its own interval). Off: none is scheduled (the sweep still
 	// checks a run that has one). On for the local server; on AWS,
 	// AGENTGATE_QUORUM_CHECK, off by default in this release: a release
 	// before it, still running during a deploy or after a rollback, takes a
 	// run due at its check for one due its reminder (see README).
 	QuorumChecks bool
+	// QuorumCheckEvery is how long after a hold its first quorum check
+	// comes (0: DefaultQuorumCheckEvery); give the Sweeper the same.
+	QuorumCheckEvery time.Duration
 	// Policy is the deployment policy (nil: no rules; the tools' own
 	// triggers decide, and writes need approval).
 	Policy *policy.Policy
@@ -914,7 +938,7 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	if s.w.Directory != nil && s.w.QuorumChecks {
 		// Who may decide can only change with the directory: without one
 		// there is nothing to check again.
-		checkAt = now.Add(QuorumCheckEvery)
+		checkAt = now.Add(quorumCheckEvery(s.w.QuorumCheckEvery))
 	}
 	next, err := s.w.Store.Suspend(ctx, s.cur, s.owner, runs.Suspension{
 		State:         st,

@@ -215,9 +215,10 @@ var contractEnv = map[string][]string{
 
 // optionalEnv are the variables the stack sets only when asked
 // (CONTRACTS.md): AGENTGATE_SES_API with the sesApi context key, which
-// scripts/infra-local.sh sets on LocalStack, and AGENTGATE_QUORUM_CHECK
-// (startrun and resume) with quorumCheck.
-var optionalEnv = []string{"AGENTGATE_QUORUM_CHECK", "AGENTGATE_SES_API"}
+// scripts/infra-local.sh sets on LocalStack, AGENTGATE_QUORUM_CHECK
+// (startrun and resume) with quorumCheck, and AGENTGATE_QUORUM_CHECK_EVERY
+// (all three) with quorumCheckEvery.
+var optionalEnv = []string{"AGENTGATE_QUORUM_CHECK", "AGENTGATE_QUORUM_CHECK_EVERY", "AGENTGATE_SES_API"}
 
 // wantEnv returns the environment variables of the function named name (the
 // stack output out) and the values the deployed template gives the

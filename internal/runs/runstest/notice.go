@@ -3,7 +3,9 @@ package runstest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -207,4 +209,130 @@ func (e *Env) claimedAfterDecision(t *testing.T, r *runs.Run) *runs.Run {
 	r, err = e.Store.Claim(e.ctx, r.ID, "w2")
 	require.NoError(t, err)
 	return r
+}
+
+// testMailRetry: a failed mail of some mailboxes (Notice.Retry: a link a
+// quorum check mailed, a reminder) is kept on the row (MailRetry, due at
+// MailRetryAt, also after the reminder was sent), leaving the suspension's
+// notification and reminder as they were; the retry (Renotify with Retry)
+// takes those mailboxes off the list with its tokens and a notified event,
+// and a retry that fails again is recorded without a new retry. A reminder
+// clears the list (it mails everyone), and so does a new suspension.
+func testMailRetry(t *testing.T, e *Env) {
+	ctx := t.Context()
+	t0 := e.Clock.Now()
+	r := e.Running(t)
+	sp, _ := e.Suspension(r, "s1")
+	sp.RemindAt = t0.Add(40 * time.Minute)
+	r, err := e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	r, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Reminder: true}, nil)
+	require.NoError(t, err)
+	require.True(t, r.ReminderSent)
+	require.Equal(t, r.ApprovalDeadline, r.DueAt)
+
+	failed := func(retryAt time.Time, boxes ...string) runs.Notice {
+		return runs.Notice{SuspensionID: "s1", State: runs.NotificationFailed, Actor: "purge", Retry: boxes, RetryAt: retryAt,
+			Data: json.RawMessage(`{"suspension_id":"s1","channel":"email","failed":["dave@example.com"]}`)}
+	}
+	retryAt := t0.Add(time.Minute)
+	r, err = e.Store.RecordNotification(ctx, r, failed(retryAt, "dave@example.com"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"dave@example.com"}, r.MailRetry)
+	assert.Equal(t, retryAt, r.MailRetryAt)
+	assert.Equal(t, retryAt, r.DueAt, "due for the retry, though the reminder was sent")
+	assert.Equal(t, runs.NotificationSent, r.Notification, "the suspension's notification is not what failed")
+	assert.True(t, r.ReminderSent)
+	r, err = e.Store.RecordNotification(ctx, r, failed(t0.Add(2*time.Minute), "erin@example.com", "dave@example.com"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"dave@example.com", "erin@example.com"}, r.MailRetry, "each once")
+	assert.Equal(t, retryAt, r.MailRetryAt, "the earlier retry")
+	got, err := e.Store.Get(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, r, got, "as stored")
+	due, _, err := e.Store.Due(ctx, retryAt, 100, "")
+	require.NoError(t, err)
+	assert.Contains(t, ids(due), r.ID, "in the due index at the retry")
+
+	_, err = e.Store.RecordNotification(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationFailed, Retry: []string{""}})
+	AssertCode(t, runs.EInvalid, err)
+	_, err = e.Store.RecordNotification(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationFailed, Reminder: true, Retry: []string{"dave@example.com"}})
+	AssertCode(t, runs.EInvalid, err)
+	e.Unchanged(t, r)
+
+	// The retry of dave's mail: erin stays on the list (a later failure
+	// of hers, say), dave leaves it.
+	raw := NewToken()
+	r, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Retry: []string{"dave@example.com"},
+		Data: json.RawMessage(`{"suspension_id":"s1","channel":"email","retry":true,"links":1}`)},
+		[]runs.TokenGrant{{Hash: HashToken(raw), Approver: "dave@example.com"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"erin@example.com"}, r.MailRetry)
+	assert.True(t, r.ReminderSent, "no reminder is due again")
+	tok, err := e.Store.LookupToken(ctx, HashToken(raw))
+	require.NoError(t, err)
+	assert.Equal(t, "dave@example.com", tok.Approver)
+	r, err = e.Store.Renotify(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Retry: []string{"erin@example.com"}}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, r.MailRetry)
+	assert.True(t, r.MailRetryAt.IsZero())
+	assert.Equal(t, r.ApprovalDeadline, r.DueAt)
+
+	// A retry that fails again is recorded, and not retried.
+	r, err = e.Store.RecordNotification(ctx, r, failed(time.Time{}, "erin@example.com"))
+	require.NoError(t, err)
+	assert.Empty(t, r.MailRetry)
+	assert.Equal(t, r.ApprovalDeadline, r.DueAt)
+	types := e.seqTypes(t, r.ID)
+	assert.Equal(t, []string{"reminded", "notified", "notified", "notified", "notified", "notified"}, kinds(types[len(types)-6:]))
+
+	// A reminder, or a new suspension, clears the list.
+	t.Run("a reminder mails them too", func(t *testing.T) {
+		w := e.Running(t)
+		sp, _ := e.Suspension(w, "s1")
+		sp.RemindAt = e.Clock.Now().Add(40 * time.Minute)
+		w, err := e.Store.Suspend(ctx, w, "w1", sp)
+		require.NoError(t, err)
+		w, err = e.Store.RecordNotification(ctx, w, failed(e.Clock.Now().Add(time.Minute), "dave@example.com"))
+		require.NoError(t, err)
+		assert.Equal(t, sp.RemindAt, w.RemindAt, "the reminder stays where it was")
+		assert.False(t, w.ReminderSent)
+		w, err = e.Store.Renotify(ctx, w, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Reminder: true}, nil)
+		require.NoError(t, err)
+		assert.Empty(t, w.MailRetry)
+		assert.True(t, w.MailRetryAt.IsZero())
+	})
+	t.Run("a new suspension starts without", func(t *testing.T) {
+		w := e.Running(t)
+		sp, _ := e.Suspension(w, "s1")
+		w, err := e.Store.Suspend(ctx, w, "w1", sp)
+		require.NoError(t, err)
+		w, err = e.Store.RecordNotification(ctx, w, failed(e.Clock.Now().Add(time.Minute), "dave@example.com"))
+		require.NoError(t, err)
+		require.NotEmpty(t, w.MailRetry)
+		w = e.claimedAfterDecision(t, w)
+		sp2, _ := e.Suspension(w, "s2")
+		w, err = e.Store.Suspend(ctx, w, "w2", sp2)
+		require.NoError(t, err)
+		assert.Empty(t, w.MailRetry)
+		assert.True(t, w.MailRetryAt.IsZero())
+	})
+}
+
+// ids lists the ids of rs.
+func ids(rs []*runs.Run) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+// kinds drops the sequence numbers of seqTypes' "seq type" entries.
+func kinds(seqTypes []string) []string {
+	out := make([]string, 0, len(seqTypes))
+	for _, s := range seqTypes {
+		out = append(out, s[strings.IndexByte(s, ' ')+1:])
+	}
+	return out
 }

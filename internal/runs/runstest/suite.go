@@ -85,6 +85,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Renotify", testRenotify},
 		{"KeptNotice", testKeptNotice},
 		{"KeptNoticeAfterRenotify", testKeptNoticeAfterRenotify},
+		{"MailRetry", testMailRetry},
 		{"PutEvent", testPutEvent},
 		{"Purge", testPurge},
 		{"TokensOffTheRow", testTokensOffTheRow},
