@@ -205,3 +205,42 @@ func TestAVoteResumesATurnTheVotesDecideAfterADirectoryChange(t *testing.T) {
 	third.App.Dispatcher.Wait()
 	waitAs(t, third, third.Client(t), "bob", id, "COMPLETED")
 }
+
+// TestALinkVoteResumesATurnTheVotesDecideAfterADirectoryChange: as
+// TestAVoteResumesATurnTheVotesDecideAfterADirectoryChange, with carol
+// voting through her approval link: the page offers her the form (not
+// "every call you may decide was already decided"), and her vote resumes
+// the turn the votes decide (reviewer helper-103 E).
+func TestALinkVoteResumesATurnTheVotesDecideAfterADirectoryChange(t *testing.T) {
+	dir := func(frankAliases string) string {
+		return `{"version": 1, "persons": [
+  {"id": "frank", "aliases": [` + frankAliases + `]},
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]}]}`
+	}
+	without, with := dir(`"frank@example.com", "frank"`), dir(`"frank@example.com", "frank", "frank-ci"`)
+	server, _ := voterServers(t, []string{"frank", "frank-ci", "bob", "carol"})
+	first := server("", without)
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["frank-ci","bob","carol"],"required_approvals":2,"four_eyes":true}`)
+	carolLink := first.WaitLinks(t, "carol@example.com", 1)[0]
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "frank-ci", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	first.Stop()
+	second := server(first.Dir, with)
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "bob", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	require.Equal(t, "WAITING_FOR_APPROVAL", out["status"])
+	second.Stop()
+
+	third := server(first.Dir, without)
+	c := third.Client(t)
+	p := third.As(t, "").Call(t, "GET", linkPath(t, carolLink), "", "")
+	require.Equal(t, http.StatusOK, p.Status, string(p.Body))
+	require.Contains(t, string(p.Body), "<form", "carol's vote resumes the turn")
+	_, got, _ := call(t, third, c, "GET", "/runs/"+id, "bob", "", "")
+	digest := got["pending"].(map[string]any)["turn_digest"].(string)
+	status, _, _ := call(t, third, c, "POST", linkPath(t, carolLink), "", formCT, form("digest", digest, "action", "approve"))
+	require.Equal(t, http.StatusOK, status)
+	third.App.Dispatcher.Wait()
+	waitAs(t, third, c, "bob", id, "COMPLETED")
+}

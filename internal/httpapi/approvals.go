@@ -232,6 +232,11 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 			// voter may decide, and each call shows its own progress.
 			mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
 			cp.Decidable = r.OpenCalls(a.Directory, mine)
+			if r.DecidedByVotesIn(a.Directory) {
+				// The votes cast decide the turn already (the directory
+				// changed since): this vote resumes it.
+				cp.Decidable = mine
+			}
 			if len(mine) > 0 && len(cp.Decidable) == 0 {
 				// Every call of theirs is decided: nothing to vote on.
 				resp := page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(

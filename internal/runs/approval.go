@@ -344,6 +344,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		next := cur.Clone()
 		w := Write{}
 		final := true
+		resumesOnly := false
 		decision := d.Decision
 		if cur.Voting() {
 			// A vote: each held call is approved once as many distinct
@@ -382,8 +383,13 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				// which then resumes it.
 				return nil, Write{}, Errorf(EConflict, "every call %s may decide on this suspension is already approved or denied; the turn waits on the other approvers", d.Decider)
 			}
-			vote := Vote{By: d.Decider, Person: d.Voter, Keys: slices.Clone(d.VoterKeys[:min(len(d.VoterKeys), MaxVoteKeys)]), Via: d.Via, At: now, Whole: d.Decision.Action != ""}
-			vote.Choices, vote.Reasons, vote.Edits = encodeChoices(cur.PendingCalls, openChoices(d.Directory, cur, d.Choices), vote.Whole)
+			// A vote with no open call to choose for only resumes a turn the
+			// votes before it decide already (under the directory in force:
+			// see VoteChoices): it is kept with no choice, whatever it said.
+			open := openChoices(d.Directory, cur, d.Choices)
+			resumesOnly = len(open) == 0
+			vote := Vote{By: d.Decider, Person: d.Voter, Keys: slices.Clone(d.VoterKeys[:min(len(d.VoterKeys), MaxVoteKeys)]), Via: d.Via, At: now, Whole: d.Decision.Action != "" && !resumesOnly}
+			vote.Choices, vote.Reasons, vote.Edits = encodeChoices(cur.PendingCalls, open, vote.Whole)
 			vote.Action = compatAction(vote.Choices, cur.PendingCalls)
 			if vote.Whole {
 				vote.Message = d.Decision.Message
@@ -456,6 +462,11 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			next.Status = StatusResuming
 			next.Decision = cloneDecision(&decision)
 			next.DecidedBy, next.DecidedVia, next.DecidedAt = d.Decider, d.Via, now
+			if resumesOnly {
+				// The turn was decided by the votes before: the last of
+				// them that decided a call is the decision's.
+				next.DecidedBy, next.DecidedVia = lastDecidingVote(next, d.Directory)
+			}
 		}
 		return next, w, nil
 	}, func(fresh *Run) bool {

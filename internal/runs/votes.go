@@ -92,29 +92,22 @@ func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 }
 
 // keys are the subject keys that vote v stands for under dir, the
-// directory in force: the subjects dir links to the voter as they were
-// when they voted.
+// directory in force: every subject dir links to the voter as they were
+// when they voted. That is the person of the id they voted under (if dir
+// has an entry of that id), whoever the principal they voted as is now,
+// and whoever each alias the vote kept (Vote.Keys) is now, a person or the
+// bare principal; a vote cast by a principal without an entry stands for
+// that principal too.
 //
-//   - While dir still has the person the vote was cast by (Vote.personHeld:
-//     an entry of that id holding an alias the vote kept), it is that
-//     person, and any alias the vote kept that now belongs to no one (one
-//     taken out of their entry: it is still theirs to the vote); an alias
-//     passed on to another person is that person's, not the vote.
-//   - Otherwise (the entry dropped, renamed, merged, or of that id but
-//     holding none of the aliases kept: a change of every alias, or the id
-//     given to someone new), dir cannot tell the voter from others, and
-//     the vote stands for all it links them to: the person of that id, if
-//     any, whoever the principal they voted as is now, and whoever each
-//     alias the vote kept (Vote.Keys) is now.
-//   - A vote cast by a principal without an entry stands for that
-//     principal and whoever it is now.
-//
-// So a person counts once and votes once whatever was renamed, merged or
-// dropped, as long as dir keeps any link to them (their id, or an alias
-// the vote kept). Where a link is ambiguous, the rule takes the safe side:
-// one who now holds a gone voter's id or alias counts as that voter, so
-// cannot vote on the suspension they voted on. A person whose id and every
-// kept alias changed at once is, to the directory, someone new.
+// So a person counts once and votes once whatever was renamed, merged,
+// moved or dropped, as long as dir keeps any link to them (their id, or
+// one alias the vote kept). What a vote keeps cannot tell a rename from an
+// alias or an id handed to someone new, so the rule takes the safe side:
+// one who now holds a voter's former id or one of their aliases counts as
+// that voter on the suspension they voted on (an alias passed on, on an
+// on-call rota say, makes its new holder "already voted" there). A person
+// whose id and every kept alias changed at once is, to the directory,
+// someone new.
 func (v Vote) keys(dir *identity.Directory) []string {
 	out := make([]string, 0, 3+len(v.Keys))
 	add := func(k string) {
@@ -123,28 +116,20 @@ func (v Vote) keys(dir *identity.Directory) []string {
 		}
 	}
 	id, byPerson := strings.CutPrefix(v.Person, "person:")
-	switch {
-	case dir == nil:
+	if dir == nil {
 		// As the vote was cast.
 		add(v.Person)
 		if !byPerson {
 			add(SubjectKey(nil, v.By))
 		}
-	case v.personHeld(dir):
+		return out
+	}
+	if _, held := dir.Person(id); !byPerson || held && id != "" {
 		add(v.Person)
-		for _, k := range v.Keys {
-			if dir.KeyOf(k) == k {
-				add(k) // an alias that belongs to no one now
-			}
-		}
-	default:
-		if _, held := dir.Person(id); !byPerson || held && id != "" {
-			add(v.Person)
-		}
-		add(SubjectKey(dir, v.By))
-		for _, k := range v.Keys {
-			add(dir.KeyOf(k))
-		}
+	}
+	add(SubjectKey(dir, v.By))
+	for _, k := range v.Keys {
+		add(dir.KeyOf(k))
 	}
 	return out
 }
@@ -821,8 +806,8 @@ func VoteChoices(dir *identity.Directory, r *Run, decider string, d loop.Decisio
 		return nil, err
 	}
 	ids, refused := DecidableCalls(dir, r, decider)
-	if open := r.OpenCalls(dir, ids); len(open) > 0 || !turnDecided(r.TallyIn(dir)) {
-		ids = open
+	if !r.DecidedByVotesIn(dir) {
+		ids = r.OpenCalls(dir, ids)
 	}
 	// else the votes cast decide every held call under the directory in
 	// force, though the run still waits (a change of the directory since
@@ -915,4 +900,26 @@ func decidesAnOpenCall(dir *identity.Directory, cur *Run, choices []VoteChoice) 
 		}
 	}
 	return false
+}
+
+// DecidedByVotesIn reports whether the votes cast on r's held turn,
+// counted under dir (the directory in force), decide every held call,
+// though the run still waits: a change of the directory since the last
+// vote (say one that no longer links two voters) can leave a turn so. Any
+// approver's next vote, by API or link, resumes it (VoteChoices,
+// Store.Decide).
+func (r *Run) DecidedByVotesIn(dir *identity.Directory) bool {
+	return r.Voting() && len(r.Votes) > 0 && turnDecided(r.TallyIn(dir))
+}
+
+// lastDecidingVote returns who cast, and through which channel, the last
+// vote on r's turn that decided a held call (DecidingVotersIn dir).
+func lastDecidingVote(r *Run, dir *identity.Directory) (by, via string) {
+	deciders := r.DecidingVotersIn(dir)
+	for i := len(r.Votes) - 1; i >= 0; i-- {
+		if v := r.Votes[i]; slices.Contains(deciders, v.NameIn(dir)) {
+			return v.By, v.Via
+		}
+	}
+	return r.DecidedBy, r.DecidedVia
 }
