@@ -399,6 +399,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
 	}
+	if *store != "embedded" && *store != "aws" {
+		return usagef("--store %q: want embedded or aws", *store)
+	}
 	if *sweep < minSweepEvery || *sweep > maxSweepEvery {
 		return usagef("--sweep-every %s: want a duration from %s", *sweep, sweepEveryRange)
 	}
