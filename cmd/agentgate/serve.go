@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -121,7 +120,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		ln.Close()
 		return nil, err
 	}
-	model, err := serveModel(ctx, o.model)
+	model, err := serveModel(ctx, o.model, o.logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -272,7 +271,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	if o.retention > 0 {
 		cfg.Retention = o.retention // --retention over AGENTGATE_RETENTION
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	awsCfg, err := loadAWSConfig(ctx, o.logger)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
