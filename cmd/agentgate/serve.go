@@ -103,6 +103,20 @@ type localServer struct {
 }
 
 func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
+	// The files (--directory, --policy, a scripted --model) are read
+	// before the port is taken: a broken one is told as such, not hidden
+	// behind a busy port.
+	var gov app.Governance
+	var model loop.Model
+	if len(o.remote) == 0 {
+		var err error
+		if gov, err = app.LoadGovernance(o.directory, o.policy); err != nil {
+			return nil, err
+		}
+		if model, err = serveModel(ctx, o.model, o.logger); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", o.addr, err)
@@ -116,16 +130,6 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		return startRemote(ctx, ln, base, o)
 	}
 	links, err := linkBase(o.publicURL, ln.Addr())
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	model, err := serveModel(ctx, o.model, o.logger)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	gov, err := app.LoadGovernance(o.directory, o.policy)
 	if err != nil {
 		ln.Close()
 		return nil, err
