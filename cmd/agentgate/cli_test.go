@@ -130,6 +130,7 @@ func TestCLIRunsAndApprovals(t *testing.T) {
 	}{
 		{"get", "alice", []string{"runs", "get", r.ID}, 0, "WAITING_FOR_APPROVAL", ""},
 		{"get json", "bob", []string{"runs", "get", r.ID, "--json"}, 0, `"turn_digest": "` + digest, ""},
+		{"get json before the command", "bob", []string{"--json", "runs", "get", r.ID}, 0, `"turn_digest": "` + digest, ""},
 		{"get unknown", "alice", []string{"runs", "get", "nope"}, 1, "", "HTTP 404 not_found"},
 		{"get forbidden", "carol", []string{"runs", "get", r.ID}, 1, "", "HTTP 403 forbidden"},
 		{"get unauthenticated", "stranger", []string{"runs", "get", r.ID}, 1, "", "HTTP 401 unauthorized"},
