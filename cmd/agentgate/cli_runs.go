@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/client"
+	"github.com/agentgate/agentgate/internal/service"
 )
 
 func init() {
@@ -283,7 +284,7 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.Var(&s.approvers, "approver", "who may decide: an e-mail address, an IAM ARN or a local name (repeatable)")
 	fs.Var(&s.tools, "tool", "a tool the model may call (repeatable; default all)")
 	fs.Var(&s.meta, "meta", "a label key=value (repeatable)")
-	fs.DurationVar(&s.ttl, "ttl", 0, "the approval window (1m to 168h; default the deployment's)")
+	fs.DurationVar(&s.ttl, "ttl", 0, "the approval window ("+approvalTTLRange+"; default the deployment's)")
 	fs.IntVar(&s.maxIterations, "max-iterations", 0, "model turns at most")
 	fs.Int64Var(&s.maxTokens, "max-tokens", 0, "tokens at most")
 	fs.IntVar(&s.maxOutputTokens, "max-output-tokens", 0, "output tokens per model call")
@@ -291,9 +292,29 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.fourEyes, "four-eyes", false, "the initiator may not decide")
 	fs.StringVar(&s.clientTools, "client-tools", "", "tools you execute yourself: a JSON array of {name, description, input_schema, effect, requires_approval} (- for standard input)")
 	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you: a principal, or group:<name> for the members of a directory group (repeatable)")
-	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results (10s to 168h; default 1h)")
+	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results ("+toolResultsTTLRange+"; default "+shortDuration(service.DefaultToolResultsTTL)+")")
 	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or tool results, or ends; exit 1 if it ends other than COMPLETED")
 	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (0: wait without a limit)")
+}
+
+// The ranges of runs start --ttl and --tool-results-ttl: the server's
+// bounds, checked before any request as for every bad flag value.
+var (
+	approvalTTLRange    = shortDuration(service.MinApprovalTTL) + " to " + shortDuration(service.MaxApprovalTTL)
+	toolResultsTTLRange = shortDuration(service.MinToolResultsTTL) + " to " + shortDuration(service.MaxToolResultsTTL)
+)
+
+// shortDuration is d as a flag takes it, without the zero minutes and
+// seconds time.Duration.String adds: 1m, 168h, 10s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func readInput(name string) ([]byte, error) {
@@ -364,6 +385,9 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		if s.ttl%time.Second != 0 {
 			return req, usagef("--ttl %s: whole seconds only", s.ttl)
 		}
+		if s.ttl < service.MinApprovalTTL || s.ttl > service.MaxApprovalTTL {
+			return req, usagef("--ttl %s: want a duration from %s", s.ttl, approvalTTLRange)
+		}
 		req.ApprovalTTLSeconds = int64(s.ttl / time.Second)
 	}
 	if s.maxIterations != 0 {
@@ -392,6 +416,9 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 	if s.toolResultsTTL != 0 {
 		if s.toolResultsTTL%time.Second != 0 {
 			return req, usagef("--tool-results-ttl %s: whole seconds only", s.toolResultsTTL)
+		}
+		if s.toolResultsTTL < service.MinToolResultsTTL || s.toolResultsTTL > service.MaxToolResultsTTL {
+			return req, usagef("--tool-results-ttl %s: want a duration from %s", s.toolResultsTTL, toolResultsTTLRange)
 		}
 		req.ToolResultsTTLSeconds = int64(s.toolResultsTTL / time.Second)
 	}

@@ -130,6 +130,7 @@ func TestCLIRunsAndApprovals(t *testing.T) {
 	}{
 		{"get", "alice", []string{"runs", "get", r.ID}, 0, "WAITING_FOR_APPROVAL", ""},
 		{"get json", "bob", []string{"runs", "get", r.ID, "--json"}, 0, `"turn_digest": "` + digest, ""},
+		{"get json before the command", "bob", []string{"--json", "runs", "get", r.ID}, 0, `"turn_digest": "` + digest, ""},
 		{"get unknown", "alice", []string{"runs", "get", "nope"}, 1, "", "HTTP 404 not_found"},
 		{"get forbidden", "carol", []string{"runs", "get", r.ID}, 1, "", "HTTP 403 forbidden"},
 		{"get unauthenticated", "stranger", []string{"runs", "get", r.ID}, 1, "", "HTTP 401 unauthorized"},
@@ -139,7 +140,7 @@ func TestCLIRunsAndApprovals(t *testing.T) {
 		{"events forbidden", "carol", []string{"runs", "events", r.ID}, 1, "", "HTTP 403"},
 		{"start without approver", "alice", []string{"runs", "start", "--prompt", "x"}, 2, "", "--approver"},
 		{"start unknown tool", "alice", []string{"runs", "start", "--prompt", "x", "--approver", "bob", "--tool", "rm_rf"}, 1, "", "HTTP 422 unprocessable"},
-		{"start bad ttl", "alice", []string{"runs", "start", "--prompt", "x", "--approver", "bob", "--ttl", "5s"}, 1, "", "approval_ttl_seconds"},
+		{"start bad ttl", "alice", []string{"runs", "start", "--prompt", "x", "--approver", "bob", "--ttl", "5s"}, 2, "", "--ttl 5s: want a duration from 1m to 168h"},
 		{"show", "bob", []string{"approvals", "show", r.ID}, 0, "+- Team: 12 EUR", ""},
 		{"show has the digest", "bob", []string{"approvals", "show", r.ID}, 0, "--digest " + digest, ""},
 		{"show forbidden", "carol", []string{"approvals", "show", r.ID}, 1, "", "HTTP 403"},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -44,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "agentgate %s\n", version())
 		return 0
 	}
+	args = hoistGlobalFlags(args)
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "agentgate: unknown command %q\n\n", args[0])
@@ -72,6 +74,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: agentgate %s -h lists its flags\n", args[0])
 	}
 	return code
+}
+
+// hoistGlobalFlags moves the flags every API command takes (--endpoint,
+// --token, --region, --json), when they come before the command, to after
+// the command and its verb, where the command parses them: `agentgate
+// --json runs get ID` is `agentgate runs get --json ID`. Anything else
+// before the command (another flag, a flag without its value, --) leaves
+// args as they are, for run to refuse as an unknown command; a command
+// that does not take the flag refuses it as any flag it does not have.
+func hoistGlobalFlags(args []string) []string {
+	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return args
+	}
+	fs := flag.NewFlagSet("agentgate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	new(globalFlags).register(fs)
+	if fs.Parse(args) != nil || fs.NArg() == 0 {
+		return args
+	}
+	rest := fs.Args()
+	leading := args[:len(args)-len(rest)]
+	if slices.Contains(leading, "--") {
+		return args
+	}
+	out := []string{rest[0]}
+	after := rest[1:]
+	if len(after) > 0 && !strings.HasPrefix(after[0], "-") {
+		out, after = append(out, after[0]), after[1:] // the verb of a command group
+	}
+	out = append(out, leading...)
+	return append(out, after...)
 }
 
 // usageError is a command line the command cannot run: no subcommand or

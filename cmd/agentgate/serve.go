@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -108,6 +107,20 @@ type localServer struct {
 }
 
 func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
+	// The files (--directory, --policy, a scripted --model) are read
+	// before the port is taken: a broken one is told as such, not hidden
+	// behind a busy port.
+	var gov app.Governance
+	var model loop.Model
+	if len(o.remote) == 0 {
+		var err error
+		if gov, err = app.LoadGovernance(o.directory, o.policy); err != nil {
+			return nil, err
+		}
+		if model, err = serveModel(ctx, o.model, o.logger); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", o.addr, err)
@@ -121,16 +134,6 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		return startRemote(ctx, ln, base, o)
 	}
 	links, err := linkBase(o.publicURL, ln.Addr())
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	model, err := serveModel(ctx, o.model)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	gov, err := app.LoadGovernance(o.directory, o.policy)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -287,7 +290,7 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	if o.quorumCheckEvery > 0 {
 		cfg.QuorumCheckEvery = o.quorumCheckEvery // --quorum-check-every over AGENTGATE_QUORUM_CHECK_EVERY
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	awsCfg, err := loadAWSConfig(ctx, o.logger)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
@@ -422,6 +425,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
 	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
+	}
+	if *store != "embedded" && *store != "aws" {
+		return usagef("--store %q: want embedded or aws", *store)
 	}
 	if *sweep < minSweepEvery || *sweep > maxSweepEvery {
 		return usagef("--sweep-every %s: want a duration from %s", *sweep, sweepEveryRange)

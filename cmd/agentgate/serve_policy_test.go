@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,5 +21,42 @@ func TestServeRefusesABrokenPolicy(t *testing.T) {
 	err := runServe(context.Background(), []string{"--addr", "127.0.0.1:0", "--dir", filepath.Join(dir, "store"), "--policy", p}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `rules[0] "prod-guard": when:`) {
 		t.Fatalf("serve --policy with a CEL error: %v, want an error naming the rule", err)
+	}
+}
+
+// TestServeReadsItsFilesBeforeTheBusyPort: a broken --policy, --directory
+// or scripted --model is reported as such even when the port is taken:
+// the files are read before the port is.
+func TestServeReadsItsFilesBeforeTheBusyPort(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"policy", []string{"--policy", write("policy.json", `{"version":1,"rules":[{"id":"prod-guard","tools":["*"],"outcome":"deny","extra":1}]}`)}, `rules[0] "prod-guard": json: unknown field "extra"`},
+		{"directory", []string{"--directory", write("directory.json", `{"version":2,"persons":[]}`)}, "version: got 2"},
+		{"model", []string{"--model", "scripted:" + filepath.Join(dir, "no-such-script.json")}, "no-such-script.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--addr", busy.Addr().String(), "--dir", filepath.Join(dir, "store")}, tt.args...)
+			err := runServe(context.Background(), args, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("serve %v on a busy port: %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
 	}
 }

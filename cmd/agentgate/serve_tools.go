@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/loop"
@@ -26,7 +25,7 @@ import (
 // constructor (provider.New) with the same environment (OPENAI_API_KEY,
 // AGENTGATE_OPENAI_BASE_URL, ANTHROPIC_API_KEY, the *_SECRET variables, and
 // the AWS configuration for Bedrock and Secrets Manager).
-func serveModel(ctx context.Context, spec string) (loop.Model, error) {
+func serveModel(ctx context.Context, spec string, logger *slog.Logger) (loop.Model, error) {
 	if spec == "" {
 		return scripted.Parse(demoScript)
 	}
@@ -41,7 +40,7 @@ func serveModel(ctx context.Context, spec string) (loop.Model, error) {
 	}
 	deps := provider.Deps{Config: cfg}
 	if p, _ := provider.ParseSpec(spec); p.Provider == provider.ProviderBedrock || cfg.OpenAIAPIKeySecret != "" || cfg.AnthropicAPIKeySecret != "" {
-		if deps.AWS, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
+		if deps.AWS, err = loadAWSConfig(ctx, logger); err != nil {
 			return nil, fmt.Errorf("--model %s: load AWS configuration: %w", spec, err)
 		}
 	}
@@ -62,5 +61,5 @@ func openServeTools(ctx context.Context, path string, logger *slog.Logger, now f
 		return nil, nil
 	}
 	return app.OpenToolSources(ctx, path, app.ToolSourceOptions{Local: true, Logger: logger, Now: now,
-		AWS: func(ctx context.Context) (aws.Config, error) { return awsconfig.LoadDefaultConfig(ctx) }})
+		AWS: func(ctx context.Context) (aws.Config, error) { return loadAWSConfig(ctx, logger) }})
 }

@@ -166,6 +166,12 @@ func TestQuorumVotesThroughLinks(t *testing.T) {
 			t.Errorf("the approval mail does not show %q", want)
 		}
 	}
+	// An edit posted to the page is refused saying why: under a quorum the
+	// API takes none either, so the page does not send ann there.
+	edit := (&apitest.Caller{URL: s.URL, HTTP: c}).Call(t, "POST", annLink, formCT, form("digest", digest, "action", "edit"))
+	if body := string(edit.Body); edit.Status != 422 || !strings.Contains(body, "needs approvals from more than one person, so no one can edit its calls") || strings.Contains(body, "only possible through the API") {
+		t.Errorf("an edit posted to ann's link: %d, want 422 saying no one can edit under the quorum:\n%s", edit.Status, edit.Body)
+	}
 	voted := (&apitest.Caller{URL: s.URL, HTTP: c}).Call(t, "POST", annLink, formCT, form("digest", digest, "action", "approve"))
 	if voted.Status != 200 || !strings.Contains(string(voted.Body), "Your vote was recorded") || !strings.Contains(string(voted.Body), "1 more approval") {
 		t.Fatalf("ann's link: %d, want the page to say her vote was recorded and 1 more approval is needed:\n%s", voted.Status, voted.Body)

@@ -31,5 +31,5 @@ func ExampleParseDecision() {
 	// Output:
 	// toolu_1 approve ""
 	// toolu_2 deny "not today"
-	// edits are only possible through the API (POST /runs/{id}/decision, or agentgate runs decide --call ID=edit:@file.json), not under a quorum
+	// edits are only possible through the API (POST /runs/{id}/decision, or agentgate runs decide --call ID=edit:@file.json)
 }

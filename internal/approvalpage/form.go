@@ -55,7 +55,7 @@ const MaxReasonLength = 2000
 // digest, a bad action, an unknown call id, or a reason over
 // MaxReasonLength characters.
 func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, error) {
-	return parseForm(form, pending, nil)
+	return parseForm(form, pending, nil, false)
 }
 
 // ParseVote is ParseDecision for a vote of a turn that needs more than one
@@ -63,18 +63,21 @@ func ParseDecision(form url.Values, pending []runs.CallSummary) (loop.Decision, 
 // DecidableCalls): per_call gives one CallDecision per call of mine, and a
 // choice or a reason posted for another held call is refused
 // (runs.EForbidden, naming it), as the API refuses it. Approve and deny
-// are whole-turn votes, on the calls of mine.
-func ParseVote(form url.Values, pending []runs.CallSummary, mine []string) (loop.Decision, error) {
+// are whole-turn votes, on the calls of mine. Quorum says the turn needs
+// approvals from more than one person (runs.Run.MostApprovalsNeeded above
+// one), where the API refuses edits too, and the refusal of an edit says so.
+func ParseVote(form url.Values, pending []runs.CallSummary, mine []string, quorum bool) (loop.Decision, error) {
 	set := make(map[string]bool, len(mine))
 	for _, id := range mine {
 		set[id] = true
 	}
-	return parseForm(form, pending, set)
+	return parseForm(form, pending, set, quorum)
 }
 
 // parseForm parses the form; mine, when not nil, are the held calls the
-// voter may decide.
-func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool) (loop.Decision, error) {
+// voter may decide; quorum, that the turn needs approvals from more than
+// one person.
+func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool, quorum bool) (loop.Decision, error) {
 	byID := make(map[string]runs.CallSummary, len(pending))
 	for _, c := range pending {
 		byID[c.ID] = c
@@ -111,7 +114,7 @@ func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool
 			switch v {
 			case ActionApprove, ActionDeny:
 			case string(loop.ActionEdit):
-				return loop.Decision{}, invalid("call %.80q: edits are only possible through the API (POST /runs/{id}/decision, or agentgate runs decide --call ID=edit:@file.json), not under a quorum", id)
+				return loop.Decision{}, invalid("call %.80q: %s", id, noEdits(quorum))
 			default:
 				return loop.Decision{}, invalid("call %.80q: choose approve or deny, not %.40q", id, v)
 			}
@@ -211,11 +214,21 @@ func parseForm(form url.Values, pending []runs.CallSummary, mine map[string]bool
 			return loop.Decision{}, invalid("no call of this turn needs approval")
 		}
 	case string(loop.ActionEdit):
-		return loop.Decision{}, invalid("edits are only possible through the API (POST /runs/{id}/decision, or agentgate runs decide --call ID=edit:@file.json), not under a quorum")
+		return loop.Decision{}, invalid("%s", noEdits(quorum))
 	default:
 		return loop.Decision{}, invalid("unknown action %.40q: use approve, deny or per_call", action)
 	}
 	return d, nil
+}
+
+// noEdits says why an edit posted to the page is refused: the page takes
+// none (an edit needs an authenticated caller and schema validation), and
+// under a quorum the API takes none either.
+func noEdits(quorum bool) string {
+	if quorum {
+		return "this turn needs approvals from more than one person, so no one can edit its calls, here or through the API (an edit would change what the others approve): deny the call and say in the reason what to write instead"
+	}
+	return "edits are only possible through the API (POST /runs/{id}/decision, or agentgate runs decide --call ID=edit:@file.json)"
 }
 
 // decidable checks that call c may be chosen action one by one, by the

@@ -239,3 +239,38 @@ func TestParseDecisionAgreesWithAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestEditRefusalSaysWhy: the page takes no edit; its refusal says the API
+// does, except on a turn that needs approvals from more than one person,
+// where the API refuses edits too and the message says that instead: no
+// turn is told "not under a quorum" when it has none.
+func TestEditRefusalSaysWhy(t *testing.T) {
+	mine := []string{"toolu_01", "toolu_02"}
+	throughAPI := "edits are only possible through the API (POST /runs/{id}/decision, or agentgate runs decide --call ID=edit:@file.json)"
+	underQuorum := "this turn needs approvals from more than one person, so no one can edit its calls, here or through the API"
+	tests := []struct {
+		name        string
+		parse       func(url.Values) (loop.Decision, error)
+		want, never string
+	}{
+		{"one decision", func(f url.Values) (loop.Decision, error) { return approvalpage.ParseDecision(f, threeCalls()) }, throughAPI, "quorum"},
+		{"votes without a quorum", func(f url.Values) (loop.Decision, error) {
+			return approvalpage.ParseVote(f, threeCalls(), mine, false)
+		}, throughAPI, "quorum"},
+		{"votes under a quorum", func(f url.Values) (loop.Decision, error) {
+			return approvalpage.ParseVote(f, threeCalls(), mine, true)
+		}, underQuorum, "only possible through the API"},
+	}
+	for _, tt := range tests {
+		for _, f := range []url.Values{
+			{"digest": {digest}, "action": {"edit"}},
+			{"digest": {digest}, "action": {"per_call"}, "call.toolu_01": {"edit"}, "call.toolu_02": {"approve"}},
+		} {
+			_, err := tt.parse(f)
+			msg := runs.ErrorMessage(err)
+			if runs.ErrorCode(err) != runs.EInvalid || !strings.Contains(msg, tt.want) || strings.Contains(msg, tt.never) {
+				t.Errorf("%s, %v: %v; want %s containing %q and not %q", tt.name, f, err, runs.EInvalid, tt.want, tt.never)
+			}
+		}
+	}
+}

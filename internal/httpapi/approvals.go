@@ -288,7 +288,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	var d loop.Decision
 	if r.Voting() {
 		mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
-		d, err = approvalpage.ParseVote(form, r.PendingCalls, r.OpenCalls(a.Directory, mine))
+		d, err = approvalpage.ParseVote(form, r.PendingCalls, r.OpenCalls(a.Directory, mine), r.MostApprovalsNeeded() > 1)
 	} else {
 		d, err = approvalpage.ParseDecision(form, r.PendingCalls)
 	}

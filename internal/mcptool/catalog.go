@@ -577,9 +577,10 @@ func (c *Catalog) Summary() string {
 				gated++
 			}
 		}
-		fmt.Fprintf(&b, "mcp server %s: %d tools (%d run at once, %d need approval", s.server.Name, len(tools), reads, gated)
+		fmt.Fprintf(&b, "mcp server %s: %d %s (%d %s at once, %d %s approval", s.server.Name,
+			len(tools), plural(len(tools), "tool", "tools"), reads, plural(reads, "runs", "run"), gated, plural(gated, "needs", "need"))
 		if unattended > 0 {
-			fmt.Fprintf(&b, ", %d write(s) run without approval", unattended)
+			fmt.Fprintf(&b, ", %d %s without approval", unattended, plural(unattended, "write runs", "writes run"))
 		}
 		b.WriteString(")\n")
 	}
@@ -587,6 +588,14 @@ func (c *Catalog) Summary() string {
 		fmt.Fprintf(&b, "mcp server %s: absent (%s)\n", a.Server, a.Reason)
 	}
 	return b.String()
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // unavailableCause says in words fit for API callers why a server could

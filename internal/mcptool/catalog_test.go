@@ -113,11 +113,15 @@ func TestEffectsAndApproval(t *testing.T) {
 		{"trusted server: readOnlyHint reads, the rest asks", true, nil, map[string]want{
 			"find_customer": {loop.EffectRead, false}, "create_ticket": {loop.EffectWrite, true},
 			"close_ticket": {loop.EffectWrite, true}, "note.add": {loop.EffectWrite, true}},
-			"4 tools (1 run at once, 3 need approval)\n"},
+			"4 tools (1 runs at once, 3 need approval)\n"},
 		{"overrides win", true, map[string]mcptool.Approval{"find_customer": "always", "note.add": "never", "close_ticket": "default"}, map[string]want{
 			"find_customer": {loop.EffectRead, true}, "create_ticket": {loop.EffectWrite, true},
 			"close_ticket": {loop.EffectWrite, true}, "note.add": {loop.EffectWrite, false}},
-			"4 tools (0 run at once, 3 need approval, 1 write(s) run without approval)\n"},
+			"4 tools (0 run at once, 3 need approval, 1 write runs without approval)\n"},
+		{"one of each", true, map[string]mcptool.Approval{"close_ticket": "never", "note.add": "never"}, map[string]want{
+			"find_customer": {loop.EffectRead, false}, "create_ticket": {loop.EffectWrite, true},
+			"close_ticket": {loop.EffectWrite, false}, "note.add": {loop.EffectWrite, false}},
+			"4 tools (1 runs at once, 1 needs approval, 2 writes run without approval)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,6 +139,14 @@ func TestEffectsAndApproval(t *testing.T) {
 			assert.Equal(t, "mcp server crm: "+tt.summary, c.Summary(), "the counts add up to the tools")
 		})
 	}
+}
+
+// TestSummaryOfOneTool: the start-up line of a server with one tool says
+// "1 tool", not "1 tools".
+func TestSummaryOfOneTool(t *testing.T) {
+	s := crmServer(t, mcptest.Options{})
+	c := open(t, file(t, mcptool.Server{Name: "crm", URL: s.URL, Include: []string{"create_ticket"}}), mcptool.Options{})
+	assert.Equal(t, "mcp server crm: 1 tool (0 run at once, 1 needs approval)\n", c.Summary())
 }
 
 func TestCollisionsAndLongNamesAreRefusedAtStartUp(t *testing.T) {

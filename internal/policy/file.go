@@ -22,7 +22,48 @@ type File struct {
 	// Defaults are the deployment's minimum for every call that needs approval.
 	Defaults Defaults `json:"defaults,omitzero"`
 	// Rules are tried in order; the first match decides.
-	Rules []RuleEntry `json:"rules"`
+	Rules RuleEntries `json:"rules"`
+}
+
+// RuleEntries are the rules of a policy file. They decode strictly (an
+// unknown field is an error) and an error names the rule it is in, by
+// index and id, as Compile's do: rules[1] "prod-guard": json: unknown
+// field "extra".
+type RuleEntries []RuleEntry
+
+// UnmarshalJSON decodes the rules one by one, so that an error names its
+// rule.
+func (rs *RuleEntries) UnmarshalJSON(data []byte) error {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		return err
+	}
+	if raws == nil {
+		*rs = nil
+		return nil
+	}
+	out := make(RuleEntries, len(raws))
+	for i, raw := range raws {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out[i]); err != nil {
+			return fmt.Errorf("%s: %w", ruleName(i, raw), err)
+		}
+	}
+	*rs = out
+	return nil
+}
+
+// ruleName names rule i of a file by its index and, when it has one that
+// decodes, its id.
+func ruleName(i int, raw json.RawMessage) string {
+	var named struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(raw, &named) != nil || named.ID == "" {
+		return fmt.Sprintf("rules[%d]", i)
+	}
+	return fmt.Sprintf("rules[%d] %q", i, named.ID)
 }
 
 // Defaults apply to every require_approval outcome (rules and the default).

@@ -142,7 +142,12 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 		{"quorum larger than the approvers", rule(`{"id":"r","tools":["a"],"outcome":"require_approval","approvers":["group:finance"],"required_approvals":4}`), []string{"needs 4 approvals but its approvers are 3 persons"}},
 		{"quorum out of range", rule(`{"id":"r","tools":["a"],"outcome":"require_approval","required_approvals":21}`), []string{"between 0 and 20"}},
 		{"version", `{"version":2,"rules":[]}`, []string{"version: got 2"}},
-		{"unknown field", `{"version":1,"rules":[{"id":"r","tools":["a"],"outcome":"allow","unless":"x"}]}`, []string{`unknown field "unless"`}},
+		{"unknown field", `{"version":1,"rules":[{"id":"r","tools":["a"],"outcome":"allow","unless":"x"}]}`, []string{`policy: rules[0] "r": json: unknown field "unless"`}},
+		{"unknown field in a later rule", rule(`{"id":"r","tools":["a"],"outcome":"allow","extra":1}`), []string{`policy: rules[1] "r": json: unknown field "extra"`}},
+		{"unknown field before the id", rule(`{"extra":1,"id":"r","tools":["a"],"outcome":"allow"}`), []string{`policy: rules[1] "r": json: unknown field "extra"`}},
+		{"unknown field in a rule without id", rule(`{"tools":["a"],"outcome":"allow","extra":1}`), []string{`policy: rules[1]: json: unknown field "extra"`}},
+		{"wrong type in a rule", rule(`{"id":"r","tools":"a","outcome":"allow"}`), []string{`policy: rules[1] "r": json: cannot unmarshal string`}},
+		{"unknown field outside the rules", `{"version":1,"extra":1,"rules":[{"id":"r","tools":["a"],"outcome":"allow"}]}`, []string{`policy: json: unknown field "extra"`}},
 		{"every broken rule", `{"version":1,"rules":[{"id":"a","tools":["a"],"when":"(","outcome":"deny"},{"id":"b","tools":["b"],"when":"nope","outcome":"deny"}]}`, []string{`rules[0] "a"`, `rules[1] "b"`}},
 	}
 	for _, tt := range tests {
