@@ -141,6 +141,13 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	case !a.now().Before(t.ExpiresAt) || r.Status == runs.StatusExpired || r.Status != runs.StatusWaiting:
 		p := expiredPage(r)
 		return nil, nil, &p, nil
+	case t.Person != "" && runs.SubjectKey(a.Directory, t.Approver) != t.Person:
+		// The directory gave the link's address to someone else since
+		// it was sent (or an entry to it): its vote would stand for them,
+		// not for the person it was sent to, who could then vote again.
+		p := page(approvalpage.Problem(http.StatusForbidden, fmt.Sprintf(
+			"This link was sent to %s for the person the directory then gave that address; the address has changed hands since, so the link no longer decides. Decide through the API, or with a link sent since.", t.Approver)))
+		return nil, nil, &p, nil
 	}
 	return t, r, nil, nil
 }
@@ -288,7 +295,10 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 	var d loop.Decision
 	if r.Voting() {
 		mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
-		d, err = approvalpage.ParseVote(form, r.PendingCalls, r.OpenCalls(a.Directory, mine), r.MostApprovalsNeeded() > 1)
+		if !r.DecidedByVotesIn(a.Directory) {
+			mine = r.OpenCalls(a.Directory, mine) // else this vote resumes the turn the votes decide
+		}
+		d, err = approvalpage.ParseVote(form, r.PendingCalls, mine, r.MostApprovalsNeeded() > 1)
 	} else {
 		d, err = approvalpage.ParseDecision(form, r.PendingCalls)
 	}

@@ -17,6 +17,10 @@ import (
 type TokenGrant struct {
 	Hash     string
 	Approver string
+	// Person is who the approver was when the link was issued (the
+	// subject key: person:<id>, or the principal's own): the link decides
+	// only while its address is still theirs (ApprovalToken.Person).
+	Person string
 }
 
 // Suspension is what Suspend records about a held turn: the loop's state and
@@ -112,7 +116,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.InboxKeys, next.InboxDropped = inboxKeys(cur, sp), nil
 	w := Write{NewInbox: inboxEntries(next), keepNotice: sp.Notify}
 	for _, g := range sp.Tokens {
-		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, ExpiresAt: deadline})
+		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: st.SuspensionID, Approver: g.Approver, Person: g.Person, ExpiresAt: deadline})
 	}
 	ids := make([]string, len(calls))
 	for i, c := range calls {
@@ -430,7 +434,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 				w.NewInbox = inboxEntries(next)
 			}
 			w.Events = append(w.Events, Event{Type: EventVote, Actor: d.Decider, Data: mustJSON(VoteEventData{
-				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Action: d.Decision.Action,
+				SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Action: vote.TurnAction(),
 				Message: vote.Message, Calls: vote.choices(cur.PendingCalls),
 				Person: d.Voter, Approvals: next.Approvals(), VotesNeeded: cur.VotesNeeded, VotesMissing: next.VotesMissingIn(d.Directory),
 			})})
@@ -442,12 +446,18 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			// approve the others' too.
 			return nil, Write{}, Errorf(EConflict, "run %s: the held turn is now decided by one decision of a person who may decide every held call, not by votes; read the run again", cur.ID)
 		}
+		decidedBy, decidedVia := d.Decider, d.Via
+		if resumesOnly {
+			// The turn was decided by the votes before: the last of them
+			// that decided a call is the decision's.
+			decidedBy, decidedVia = lastDecidingVote(next, d.Directory)
+		}
 		if final {
-			data := DecisionEventData{SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: d.Via, Decision: decision}
+			data := DecisionEventData{SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: decidedVia, Decision: decision}
 			if cur.Voting() {
 				data = withDeciders(data, next, d.Directory)
 			}
-			w.Events = append(w.Events, Event{Type: EventDecision, Actor: d.Decider, Data: mustJSON(data)})
+			w.Events = append(w.Events, Event{Type: EventDecision, Actor: decidedBy, Data: mustJSON(data)})
 		}
 		if d.Via == ViaLink {
 			if d.Token.RunID != cur.ID || d.Token.SuspensionID != d.SuspensionID {
@@ -461,12 +471,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		if final {
 			next.Status = StatusResuming
 			next.Decision = cloneDecision(&decision)
-			next.DecidedBy, next.DecidedVia, next.DecidedAt = d.Decider, d.Via, now
-			if resumesOnly {
-				// The turn was decided by the votes before: the last of
-				// them that decided a call is the decision's.
-				next.DecidedBy, next.DecidedVia = lastDecidingVote(next, d.Directory)
-			}
+			next.DecidedBy, next.DecidedVia, next.DecidedAt = decidedBy, decidedVia, now
 		}
 		return next, w, nil
 	}, func(fresh *Run) bool {

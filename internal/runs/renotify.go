@@ -31,7 +31,7 @@ func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []Token
 		next := cur.Clone()
 		w := Write{}
 		for _, g := range tokens {
-			w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: cur.SuspensionID, Approver: g.Approver, ExpiresAt: cur.ApprovalDeadline})
+			w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: cur.SuspensionID, Approver: g.Approver, Person: g.Person, ExpiresAt: cur.ApprovalDeadline})
 		}
 		if len(n.Retry) > 0 {
 			// A retry of some mailboxes' mail (Run.MailRetry): they leave

@@ -192,7 +192,7 @@ func (s *Store) ReviseDeciders(ctx context.Context, cur *Run, at time.Time, foun
 	}
 	now := s.now()
 	for _, g := range rev.Tokens {
-		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: cur.SuspensionID, Approver: g.Approver, ExpiresAt: cur.ApprovalDeadline})
+		w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: cur.SuspensionID, Approver: g.Approver, Person: g.Person, ExpiresAt: cur.ApprovalDeadline})
 	}
 	if data.Links = len(rev.Tokens); data.Links > 0 {
 		// Links are mailed now: a reminder follows, as after a hold that

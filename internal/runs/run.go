@@ -695,12 +695,19 @@ type Event struct {
 // expires with the approval deadline and can be used once.
 type ApprovalToken struct {
 	// Hash is the lowercase hex SHA-256 of the raw token.
-	Hash         string    `json:"hash"`
-	RunID        string    `json:"run_id"`
-	SuspensionID string    `json:"suspension_id"`
-	Approver     string    `json:"approver"`
-	ExpiresAt    time.Time `json:"expires_at"`
-	UsedAt       time.Time `json:"used_at,omitzero"`
+	Hash         string `json:"hash"`
+	RunID        string `json:"run_id"`
+	SuspensionID string `json:"suspension_id"`
+	Approver     string `json:"approver"`
+	// Person is who Approver was when the link was issued (TokenGrant.
+	// Person; "" for a link issued before links kept it): the link
+	// decides only while the directory in force still makes its address
+	// theirs, so that an address handed to someone else does not carry
+	// its old links to them (a vote through one would stand for its new
+	// holder, and the person it was sent to could vote again).
+	Person    string    `json:"person,omitempty"`
+	ExpiresAt time.Time `json:"expires_at"`
+	UsedAt    time.Time `json:"used_at,omitzero"`
 }
 
 // Usable returns nil if the token can still decide at now, an EConflict

@@ -43,7 +43,7 @@ func (w *Worker) issueLinks(eligible []identity.Eligible) ([]approvalLink, []run
 			return nil, nil, fmt.Errorf("approval token: %w", err)
 		}
 		links = append(links, approvalLink{e.Mailbox, raw})
-		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: e.Mailbox})
+		grants = append(grants, runs.TokenGrant{Hash: hash, Approver: e.Mailbox, Person: e.Subject.Key()})
 	}
 	return links, grants, nil
 }

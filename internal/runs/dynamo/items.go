@@ -373,6 +373,7 @@ type tokenItem struct {
 	RunID         string `dynamodbav:"run_id"`
 	SuspensionID  string `dynamodbav:"suspension_id"`
 	Approver      string `dynamodbav:"approver"`
+	Person        string `dynamodbav:"person,omitempty"`
 	LinkExpiresAt int64  `dynamodbav:"link_expires_at"`
 	UsedAt        int64  `dynamodbav:"used_at,omitempty"`
 	ExpiresAt     int64  `dynamodbav:"expires_at"`
@@ -381,7 +382,7 @@ type tokenItem struct {
 func newTokenItem(t runs.ApprovalToken) tokenItem {
 	return tokenItem{
 		key:  key{PK: tokenPK(t.Hash), SK: tokenSK},
-		Hash: t.Hash, RunID: t.RunID, SuspensionID: t.SuspensionID, Approver: t.Approver,
+		Hash: t.Hash, RunID: t.RunID, SuspensionID: t.SuspensionID, Approver: t.Approver, Person: t.Person,
 		LinkExpiresAt: toMS(t.ExpiresAt), UsedAt: toMS(t.UsedAt),
 		ExpiresAt: t.ExpiresAt.Add(ttlGrace).Unix(),
 	}
@@ -389,7 +390,7 @@ func newTokenItem(t runs.ApprovalToken) tokenItem {
 
 func (it tokenItem) token() *runs.ApprovalToken {
 	return &runs.ApprovalToken{
-		Hash: it.Hash, RunID: it.RunID, SuspensionID: it.SuspensionID, Approver: it.Approver,
+		Hash: it.Hash, RunID: it.RunID, SuspensionID: it.SuspensionID, Approver: it.Approver, Person: it.Person,
 		ExpiresAt: fromMS(it.LinkExpiresAt), UsedAt: fromMS(it.UsedAt),
 	}
 }

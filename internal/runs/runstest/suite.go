@@ -201,7 +201,7 @@ func (e *Env) Suspension(r *runs.Run, id string) (runs.Suspension, []string) {
 	return runs.Suspension{
 		State:    SuspendedState(r.ID, id),
 		Deadline: e.Clock.Now().Add(time.Hour),
-		Tokens:   []runs.TokenGrant{{Hash: HashToken(rawBob), Approver: "bob"}, {Hash: HashToken(rawCarol), Approver: "carol"}},
+		Tokens:   []runs.TokenGrant{{Hash: HashToken(rawBob), Approver: "bob", Person: "person:bob"}, {Hash: HashToken(rawCarol), Approver: "carol"}},
 	}, []string{rawBob, rawCarol}
 }
 
@@ -353,7 +353,7 @@ func testLifecycle(t *testing.T, e *Env) {
 
 	tok, err := e.Store.LookupToken(ctx, HashToken(raws[0]))
 	require.NoError(t, err)
-	assert.Equal(t, &runs.ApprovalToken{Hash: HashToken(raws[0]), RunID: r.ID, SuspensionID: "s1", Approver: "bob", ExpiresAt: r.ApprovalDeadline}, tok)
+	assert.Equal(t, &runs.ApprovalToken{Hash: HashToken(raws[0]), RunID: r.ID, SuspensionID: "s1", Approver: "bob", Person: "person:bob", ExpiresAt: r.ApprovalDeadline}, tok, "the token keeps who it was sent to")
 
 	r, err = e.Store.RecordNotification(ctx, r, runs.Notice{SuspensionID: "s1", State: runs.NotificationSent, Data: json.RawMessage(`{"channels":["email"]}`)})
 	require.NoError(t, err)
