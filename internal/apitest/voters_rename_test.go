@@ -5,7 +5,6 @@ package apitest_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,42 +94,6 @@ func TestFourEyesVoidsTheVoteOfOneNowHoldingTheInitiatorsPrincipal(t *testing.T)
 	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "bob", approve)
 	require.Equal(t, http.StatusAccepted, code, "%v", out)
 	assert.Equal(t, "WAITING_FOR_APPROVAL", out["status"], "a vote the API now refuses as the initiator's counted toward four-eyes: %v", out["decision"])
-}
-
-// P2-D: carol denies a turn the votes already approve (under the
-// directory in force): her vote only resumes the turn. The decision is the
-// votes' (decided_by the last vote that decided a call, bob's), and her
-// vote is kept with no choice (on 510a07b: decided_by carol, and her vote
-// shown as an approval with her denial's message).
-func TestAVoteThatOnlyResumesATurnIsNotItsDecision(t *testing.T) {
-	dir := func(frankAliases string) string {
-		return `{"version": 1, "persons": [
-  {"id": "frank", "aliases": [` + frankAliases + `]},
-  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
-  {"id": "carol", "aliases": ["carol@example.com", "carol"]}]}`
-	}
-	without, with := dir(`"frank@example.com", "frank"`), dir(`"frank@example.com", "frank", "frank-ci"`)
-	server, _ := voterServers(t, []string{"frank", "frank-ci", "bob", "carol"})
-	first := server("", without)
-	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["frank-ci","bob","carol"],"required_approvals":2,"four_eyes":true}`)
-	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "frank-ci", approve)
-	require.Equal(t, http.StatusAccepted, code, "%v", out)
-	first.Stop()
-	second := server(first.Dir, with)
-	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "bob", approve)
-	require.Equal(t, http.StatusAccepted, code, "%v", out)
-	second.Stop()
-
-	third := server(first.Dir, without)
-	deny := strings.Replace(approve, `"approve"`, `"deny","message":"no"`, 1)
-	code, out = whCall(t, third, "POST", "/runs/"+id+"/decision", "carol", deny)
-	require.Equal(t, http.StatusAccepted, code, "%v", out)
-	assert.Equal(t, "bob", out["decision"].(map[string]any)["by"], "the decision is the votes', the last of which was bob's")
-	votes := out["votes"].([]any)
-	carols := votes[len(votes)-1].(map[string]any)
-	assert.Equal(t, "carol", carols["by"])
-	assert.Empty(t, carols["action"], "carol's vote chose nothing: it only resumed the turn")
-	assert.Empty(t, carols["message"])
 }
 
 // P0-A': as P0-A, but Ann Smith's first vote is cast as the short

@@ -1,0 +1,48 @@
+package apitest_test
+
+// Reviewer helper-105's repro (review of 510a07b and 8ba803e): a link
+// whose address changed hands. It failed on 8ba803e.
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// F1 (P0): hana is mailed a link at hana@example.com. The directory then
+// gives hana a new address (same id, same group) and hands
+// hana@example.com to a new hire, gil. On 8ba803e hana's link, still in
+// her mail, voted as gil (the token kept only the address), and her API
+// vote as herself then counted apart: one human met a quorum of two. A
+// link now keeps who it was sent to, and decides only while its address
+// is still theirs.
+func TestALinkWhoseAddressChangedHandsNoLongerDecides(t *testing.T) {
+	before := `{"version": 1, "persons": [
+  {"id": "hana", "aliases": ["hana@example.com"]},` + renameRest + `,
+  "groups": [{"name": "finance", "members": ["hana", "bob", "carol"]}]}`
+	after := `{"version": 1, "persons": [
+  {"id": "hana", "aliases": ["hana.new@example.com"]},
+  {"id": "gil",  "aliases": ["gil@example.com", "hana@example.com"]},` + renameRest + `,
+  "groups": [{"name": "finance", "members": ["hana", "gil", "bob", "carol"]}]}`
+	server, _ := voterServers(t, []string{"frank", "hana@example.com", "hana.new@example.com", "gil@example.com", "bob", "carol"})
+	first := server("", before)
+	id, _ := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["group:finance"],"required_approvals":2}`)
+	hanaLink := first.WaitLinks(t, "hana@example.com", 1)[0]
+	first.Stop()
+
+	second := server(first.Dir, after)
+	c := second.Client(t)
+	_, got, _ := call(t, second, c, "GET", "/runs/"+id, "frank", "", "")
+	digest := got["pending"].(map[string]any)["turn_digest"].(string)
+	status, _, _ := call(t, second, c, "POST", linkPath(t, hanaLink), "", formCT, form("digest", digest, "action", "approve"))
+	require.Equal(t, http.StatusForbidden, status, "hana@example.com is gil's now: the link sent to hana no longer decides")
+	p := second.As(t, "").Call(t, "GET", linkPath(t, hanaLink), "", "")
+	assert.Equal(t, http.StatusForbidden, p.Status, "nor shows the form")
+	code, out := whCall(t, second, "POST", "/runs/"+id+"/decision", "hana.new@example.com", `{"turn_digest":"`+digest+`","action":"approve"}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	second.App.Dispatcher.Wait()
+	_, got, _ = call(t, second, c, "GET", "/runs/"+id, "frank", "", "")
+	assert.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "hana alone met a quorum of two: %v", got["votes"])
+}
