@@ -46,3 +46,30 @@ func TestALinkWhoseAddressChangedHandsNoLongerDecides(t *testing.T) {
 	_, got, _ = call(t, second, c, "GET", "/runs/"+id, "frank", "", "")
 	assert.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "hana alone met a quorum of two: %v", got["votes"])
 }
+
+// TestALinkOfARenamedPersonNoLongerDecides (reviewer helper-106 N4): hana
+// is mailed a link; the directory then renames her entry hana.b (same
+// address, same group). The link is strict: the directory no longer gives
+// its address to the subject it was sent to, and a rename looks the same
+// to it as the hand-over above, so it answers 403 saying so; hana decides
+// through the API.
+func TestALinkOfARenamedPersonNoLongerDecides(t *testing.T) {
+	before := `{"version": 1, "persons": [
+  {"id": "hana", "aliases": ["hana@example.com"]},` + renameRest + `,
+  "groups": [{"name": "finance", "members": ["hana", "bob", "carol"]}]}`
+	after := `{"version": 1, "persons": [
+  {"id": "hana.b", "aliases": ["hana@example.com"]},` + renameRest + `,
+  "groups": [{"name": "finance", "members": ["hana.b", "bob", "carol"]}]}`
+	server, _ := voterServers(t, []string{"frank", "hana@example.com", "bob", "carol"})
+	first := server("", before)
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["group:finance"],"required_approvals":2}`)
+	hanaLink := first.WaitLinks(t, "hana@example.com", 1)[0]
+	first.Stop()
+
+	second := server(first.Dir, after)
+	p := second.As(t, "").Call(t, "GET", linkPath(t, hanaLink), "", "")
+	assert.Equal(t, http.StatusForbidden, p.Status)
+	assert.Contains(t, string(p.Body), "renamed")
+	code, out := whCall(t, second, "POST", "/runs/"+id+"/decision", "hana@example.com", approve)
+	assert.Equal(t, http.StatusAccepted, code, "%v", out)
+}

@@ -149,3 +149,22 @@ func TestAPerCallLinkVoteResumesATurnTheVotesDecide(t *testing.T) {
 	status, body, _ := call(t, third, c, "POST", linkPath(t, carolLink), "", formCT, form("digest", digest, "action", "per_call", "call.w1", "approve", "call.w2", "approve"))
 	assert.Equal(t, http.StatusOK, status, "%v", body)
 }
+
+// TestALinkVoteThatOnlyResumesATurnSaysWhatTheVotesDecided (reviewer
+// helper-106 N3): carol denies through her link a turn the votes approve;
+// her vote chooses nothing and the run resumes approved, and the page she
+// gets back says so (on 7593ece it said "Denied. The agent is told its
+// calls were not allowed.", her own choice).
+func TestALinkVoteThatOnlyResumesATurnSaysWhatTheVotesDecided(t *testing.T) {
+	third, id, _, carolLink := undoneChange(t, oneCallServers(t))
+	c := third.Client(t)
+	_, got, _ := call(t, third, c, "GET", "/runs/"+id, "bob", "", "")
+	digest := got["pending"].(map[string]any)["turn_digest"].(string)
+	p := third.As(t, "").Call(t, "POST", linkPath(t, carolLink), formCT, form("digest", digest, "action", "deny", "message", "no"))
+	require.Equal(t, http.StatusOK, p.Status, string(p.Body))
+	assert.NotContains(t, string(p.Body), "Denied")
+	assert.Contains(t, string(p.Body), "already decided")
+	assert.Contains(t, string(p.Body), "approved")
+	third.App.Dispatcher.Wait()
+	waitAs(t, third, c, "bob", id, "COMPLETED")
+}

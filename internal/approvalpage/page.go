@@ -251,6 +251,11 @@ type DecidedPage struct {
 	// needs (approval.MoreApprovals), shown instead of that number.
 	StillNeeded int
 	More        string
+	// ResumedOnly says that the votes cast before decided the turn
+	// already (a directory change since the last vote: runs.Run.
+	// DecidedByVotesIn): the vote chose nothing and resumed the run, and
+	// Decision is what the votes came to, not the voter's choice.
+	ResumedOnly bool
 }
 
 // Decided renders "your decision was recorded" with status 200: approved,
@@ -262,9 +267,20 @@ func Decided(p DecidedPage) (status int, html string) {
 		waits = "The run waits for " + approval.CleanText(p.More) + " from others before it continues."
 	}
 	d := p.Decision
+	if p.ResumedOnly {
+		v.Title = "The votes had already decided this turn"
+		v.Paragraphs = []string{"The votes cast before yours decide every call of this turn (the directory changed since the last vote), so your vote chose nothing: it resumed the run with what those votes decided."}
+		if len(d.Calls) == 0 {
+			v.Paragraphs = append(v.Paragraphs, "They decided: "+outcomeWord(d.Action)+".")
+		}
+	}
 	switch {
+	case p.ResumedOnly && len(d.Calls) == 0:
 	case len(d.Calls) > 0:
-		v.Paragraphs = []string{"You decided per call:"}
+		v.Paragraphs = append(v.Paragraphs, "You decided per call:")
+		if p.ResumedOnly {
+			v.Paragraphs[len(v.Paragraphs)-1] = "They decided per call:"
+		}
 		if p.StillNeeded > 0 {
 			v.Title = "Your vote was recorded"
 			v.Paragraphs = []string{"You voted per call:"}

@@ -107,6 +107,16 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if t.Person != "" && runs.SubjectKey(a.Directory, t.Approver) != t.Person {
+		// The directory no longer gives the link's address to the subject
+		// it was sent to (the address changed hands, an entry was added
+		// for it, or theirs was renamed, merged or dropped): a vote through
+		// it would stand for whoever has the address now, and the person
+		// it was sent to could vote again. It decides and shows nothing.
+		p := page(approvalpage.Problem(http.StatusForbidden, fmt.Sprintf(
+			"This link was sent to %s as it stood in the directory then; the directory no longer gives that address to the same person (it changed hands, or their entry was renamed, merged or dropped), so the link no longer decides or shows the run. Decide through the API, or with a link sent since.", t.Approver)))
+		return nil, nil, &p, nil
+	}
 	open := r.Status == runs.StatusWaiting && a.now().Before(t.ExpiresAt)
 	if !t.UsedAt.IsZero() && open && r.SuspensionID == t.SuspensionID {
 		// The link was used for a vote of a quorum that is not complete:
@@ -140,13 +150,6 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 		return nil, nil, &p, nil
 	case !a.now().Before(t.ExpiresAt) || r.Status == runs.StatusExpired || r.Status != runs.StatusWaiting:
 		p := expiredPage(r)
-		return nil, nil, &p, nil
-	case t.Person != "" && runs.SubjectKey(a.Directory, t.Approver) != t.Person:
-		// The directory gave the link's address to someone else since
-		// it was sent (or an entry to it): its vote would stand for them,
-		// not for the person it was sent to, who could then vote again.
-		p := page(approvalpage.Problem(http.StatusForbidden, fmt.Sprintf(
-			"This link was sent to %s for the person the directory then gave that address; the address has changed hands since, so the link no longer decides. Decide through the API, or with a link sent since.", t.Approver)))
 		return nil, nil, &p, nil
 	}
 	return t, r, nil, nil
@@ -293,9 +296,10 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		return page(approvalpage.Problem(http.StatusForbidden, msg)), nil
 	}
 	var d loop.Decision
+	resumes := r.DecidedByVotesIn(a.Directory)
 	if r.Voting() {
 		mine, _ := runs.DecidableCalls(a.Directory, r, t.Approver)
-		if !r.DecidedByVotesIn(a.Directory) {
+		if !resumes {
 			mine = r.OpenCalls(a.Directory, mine) // else this vote resumes the turn the votes decide
 		}
 		d, err = approvalpage.ParseVote(form, r.PendingCalls, mine, r.MostApprovalsNeeded() > 1)
@@ -329,6 +333,10 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		return page(approvalpage.Problem(status, msg)), nil
 	}
 	dp := approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls}
+	if resumes && next.Decision != nil {
+		// The vote chose nothing: the page says what the votes decided.
+		dp.Decision, dp.ResumedOnly = *next.Decision, true
+	}
 	if next.Status == runs.StatusWaiting {
 		dp.StillNeeded, dp.More = max(next.VotesMissing(), 1), approval.MoreApprovals(approval.Progress(next))
 	}

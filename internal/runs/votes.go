@@ -97,7 +97,9 @@ func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 // has an entry of that id), whoever the principal they voted as is now,
 // and whoever each alias the vote kept (Vote.Keys) is now, a person or the
 // bare principal; a vote cast by a principal without an entry stands for
-// that principal too.
+// that principal too. With no directory (dir nil: none in force, or the
+// votes as cast) a vote stands for the person it was cast as, the
+// principal, and every alias it kept, each as itself.
 //
 // So a person counts once and votes once whatever was renamed, merged,
 // moved or dropped, as long as dir keeps any link to them (their id, or
@@ -116,15 +118,7 @@ func (v Vote) keys(dir *identity.Directory) []string {
 		}
 	}
 	id, byPerson := strings.CutPrefix(v.Person, "person:")
-	if dir == nil {
-		// As the vote was cast.
-		add(v.Person)
-		if !byPerson {
-			add(SubjectKey(nil, v.By))
-		}
-		return out
-	}
-	if _, held := dir.Person(id); !byPerson || held && id != "" {
+	if _, held := dir.Person(id); dir == nil || !byPerson || held && id != "" {
 		add(v.Person)
 	}
 	add(SubjectKey(dir, v.By))
@@ -422,7 +416,7 @@ func (r *Run) TallyIn(dir *identity.Directory) []CallTally {
 				if slices.ContainsFunc(before, func(u Vote) bool { return sameVoter(dir, u, v) }) {
 					continue // this person approved the call already
 				}
-				if fourEyes[ch.CallID] && dir != nil && sameVoter(dir, initiator, v) {
+				if fourEyes[ch.CallID] && sameVoter(dir, initiator, v) {
 					// Four-eyes, under the directory in force: a voter it
 					// links to the initiator approves nothing.
 					continue
