@@ -117,3 +117,40 @@ func TestAKeptAliasVotesOnceAfterARenameAndAnIDReuse(t *testing.T) {
 	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "frank", "", "")
 	assert.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "one human met a quorum of two")
 }
+
+// TestReportsNameAVoterAsTheyVoted (tester helper-107 P2-1): bob approves
+// a run needing 3 of finance; the directory then drops bob's entry, adds
+// robert, and gives the alias bob to carol. carol counts as having voted
+// (409: the safe side), robert and dave complete the quorum, and the
+// decision names the voters as they voted: bob, robert, dave (before:
+// carol, who was refused, was named for bob's vote).
+func TestReportsNameAVoterAsTheyVoted(t *testing.T) {
+	before := `{"version": 1, "persons": [
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "dave",  "aliases": ["dave@example.com", "dave"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}],
+  "groups": [{"name": "finance", "members": ["bob", "carol", "dave"]}]}`
+	after := `{"version": 1, "persons": [
+  {"id": "robert", "aliases": ["robert@example.com", "robert"]},
+  {"id": "carol",  "aliases": ["carol@example.com", "carol", "bob"]},
+  {"id": "dave",   "aliases": ["dave@example.com", "dave"]},
+  {"id": "frank",  "aliases": ["frank@example.com", "frank"]}],
+  "groups": [{"name": "finance", "members": ["robert", "carol", "dave"]}]}`
+	server, _ := voterServers(t, []string{"frank", "bob", "carol", "dave", "robert"})
+	first := server("", before)
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["group:finance"],"required_approvals":3}`)
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "bob", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	first.Stop()
+
+	second := server(first.Dir, after)
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "carol", approve)
+	require.Equal(t, http.StatusConflict, code, "carol now holds the alias bob voted as: %v", out)
+	for _, who := range []string{"robert", "dave"} {
+		code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", who, approve)
+		require.Equal(t, http.StatusAccepted, code, "%v", out)
+	}
+	decision := out["decision"].(map[string]any)
+	assert.Equal(t, []any{"bob", "robert", "dave"}, decision["deciders"])
+}

@@ -94,23 +94,28 @@ func TestALinkVoteResumesATurnTheVotesDecideAfterADirectoryChange(t *testing.T) 
 	waitAs(t, third, c, "bob", id, "COMPLETED")
 }
 
-// TestAVoteThatOnlyResumesATurnIsNotItsDecision (D, F2): carol denies the
-// turn the votes approve; her vote only resumes it. The decision is the
-// votes': decided_by, and the decision event's actor, are bob (the last
-// vote that decided a call), and her vote is kept and recorded with no
-// choice and no message (before: decided_by carol, her vote shown as an
-// approval with her denial's message, and its event as a denial).
+// TestAVoteThatOnlyResumesATurnIsNotItsDecision (D, F2; reviewer
+// helper-108 F2, F3): a denial of the turn the votes approve would count
+// for nothing, so it is refused (409) rather than taken while the write
+// runs; carol's approval only resumes the turn. The decision is the
+// votes': decided_by, its time and the decision event's actor are bob's
+// (the last vote that decided a call), and her vote is kept and recorded
+// with no choice (before: decided_by carol, her vote shown as an approval
+// with her denial's message, and its event as a denial).
 func TestAVoteThatOnlyResumesATurnIsNotItsDecision(t *testing.T) {
 	third, id, approve, _ := undoneChange(t, oneCallServers(t))
 	deny := strings.Replace(approve, `"approve"`, `"deny","message":"no"`, 1)
 	code, out := whCall(t, third, "POST", "/runs/"+id+"/decision", "carol", deny)
+	require.Equal(t, http.StatusConflict, code, "a denial would count for nothing: %v", out)
+	code, out = whCall(t, third, "POST", "/runs/"+id+"/decision", "carol", approve)
 	require.Equal(t, http.StatusAccepted, code, "%v", out)
-	assert.Equal(t, "bob", out["decision"].(map[string]any)["by"], "the decision is the votes', the last of which was bob's")
+	decision := out["decision"].(map[string]any)
+	assert.Equal(t, "bob", decision["by"], "the decision is the votes', the last of which was bob's")
 	votes := out["votes"].([]any)
-	carols := votes[len(votes)-1].(map[string]any)
+	bobs, carols := votes[len(votes)-2].(map[string]any), votes[len(votes)-1].(map[string]any)
 	assert.Equal(t, "carol", carols["by"])
+	assert.Equal(t, bobs["at"], decision["at"], "decided when bob voted")
 	assert.Empty(t, carols["action"], "carol's vote chose nothing: it only resumed the turn")
-	assert.Empty(t, carols["message"])
 	evs, err := third.App.Store.Events(t.Context(), id, 0, 1000)
 	require.NoError(t, err)
 	for _, e := range evs {
@@ -119,7 +124,7 @@ func TestAVoteThatOnlyResumesATurnIsNotItsDecision(t *testing.T) {
 			assert.Equal(t, "bob", e.Actor, "the decision event's actor, as decided_by")
 		case runs.EventVote:
 			if e.Actor == "carol" {
-				assert.NotContains(t, string(e.Data), `"action":"deny"`, "carol's vote chose nothing: %s", e.Data)
+				assert.NotContains(t, string(e.Data), `"action":"approve"`, "carol's vote chose nothing: %s", e.Data)
 			}
 		}
 	}
@@ -151,20 +156,29 @@ func TestAPerCallLinkVoteResumesATurnTheVotesDecide(t *testing.T) {
 }
 
 // TestALinkVoteThatOnlyResumesATurnSaysWhatTheVotesDecided (reviewer
-// helper-106 N3): carol denies through her link a turn the votes approve;
-// her vote chooses nothing and the run resumes approved, and the page she
-// gets back says so (on 7593ece it said "Denied. The agent is told its
-// calls were not allowed.", her own choice).
+// helper-106 N3, helper-108 F2, F3): carol's link page says, before she
+// votes, that the votes decided the turn and an approval resumes it; her
+// denial is refused (409), her approval resumes the run, and the page she
+// gets back says what the votes decided (on 7593ece a denial was taken,
+// the page said "Denied. The agent is told its calls were not allowed."
+// and the write ran). Her link, opened afterwards, does not call her vote
+// one that counted.
 func TestALinkVoteThatOnlyResumesATurnSaysWhatTheVotesDecided(t *testing.T) {
 	third, id, _, carolLink := undoneChange(t, oneCallServers(t))
 	c := third.Client(t)
+	p := third.As(t, "").Call(t, "GET", linkPath(t, carolLink), "", "")
+	require.Equal(t, http.StatusOK, p.Status)
+	assert.Contains(t, string(p.Body), "Already decided by the votes")
 	_, got, _ := call(t, third, c, "GET", "/runs/"+id, "bob", "", "")
 	digest := got["pending"].(map[string]any)["turn_digest"].(string)
-	p := third.As(t, "").Call(t, "POST", linkPath(t, carolLink), formCT, form("digest", digest, "action", "deny", "message", "no"))
+	p = third.As(t, "").Call(t, "POST", linkPath(t, carolLink), formCT, form("digest", digest, "action", "deny", "message", "no"))
+	require.Equal(t, http.StatusConflict, p.Status, string(p.Body))
+	p = third.As(t, "").Call(t, "POST", linkPath(t, carolLink), formCT, form("digest", digest, "action", "approve"))
 	require.Equal(t, http.StatusOK, p.Status, string(p.Body))
-	assert.NotContains(t, string(p.Body), "Denied")
 	assert.Contains(t, string(p.Body), "already decided")
 	assert.Contains(t, string(p.Body), "approved")
 	third.App.Dispatcher.Wait()
 	waitAs(t, third, c, "bob", id, "COMPLETED")
+	p = third.As(t, "").Call(t, "GET", linkPath(t, carolLink), "", "")
+	assert.NotContains(t, string(p.Body), "Your vote")
 }

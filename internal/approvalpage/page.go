@@ -78,6 +78,10 @@ type ConfirmPage struct {
 	// "denied by ann") and, for the calls still open, in the header
 	// (approval.MoreApprovals).
 	Progress []approval.CallProgress
+	// Resumes says that the votes cast decide every held call already,
+	// though the run waits (runs.Run.DecidedByVotesIn): a vote chooses
+	// nothing and resumes the run, and only an approval is taken.
+	Resumes bool
 }
 
 type confirmView struct {
@@ -170,6 +174,9 @@ func Confirm(p ConfirmPage) (status int, html string) {
 		More:        approval.CleanText(approval.MoreApprovals(p.Progress)),
 		Voted:       approval.CleanText(strings.Join(p.Voted, ", ")),
 		StillNeeded: approval.CleanText(strings.Join(p.StillNeeded, ", ")),
+	}
+	if p.Resumes {
+		v.Title = "Already decided by the votes: approving resumes the run with what they decided (a denial or an edit would count for nothing)"
 	}
 	progress := map[string]string{}
 	for _, c := range p.Progress {

@@ -47,7 +47,7 @@ func (a *API) alreadyDecidedPage(r *runs.Run, approver string, earlier *runs.Dec
 		outcome = "denied"
 	}
 	how, voter := "", runs.Vote{}
-	if v, ok := voteOf(a.Directory, r, approver); ok && r.Decision != nil && v.By != r.DecidedBy {
+	if v, ok := voteOf(a.Directory, r, approver); ok && r.Decision != nil && v.By != r.DecidedBy && !v.ChoseNothing() {
 		how, voter = string(v.TurnAction()), v
 		if how == "" {
 			how = "per call" // a per-call vote under a quorum
@@ -114,7 +114,7 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 		// it would stand for whoever has the address now, and the person
 		// it was sent to could vote again. It decides and shows nothing.
 		p := page(approvalpage.Problem(http.StatusForbidden, fmt.Sprintf(
-			"This link was sent to %s as it stood in the directory then; the directory no longer gives that address to the same person (it changed hands, or their entry was renamed, merged or dropped), so the link no longer decides or shows the run. Decide through the API, or with a link sent since.", t.Approver)))
+			"This link was sent to %s as the directory stood then; it no longer gives that address to the same person or principal (the address changed hands, an entry was added for it, or its entry was renamed, merged or dropped), so the link no longer decides or shows the run. Decide through the API, or with a link sent since.", t.Approver)))
 		return nil, nil, &p, nil
 	}
 	open := r.Status == runs.StatusWaiting && a.now().Before(t.ExpiresAt)
@@ -245,7 +245,7 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 			if r.DecidedByVotesIn(a.Directory) {
 				// The votes cast decide the turn already (the directory
 				// changed since): this vote resumes it.
-				cp.Decidable = mine
+				cp.Decidable, cp.Resumes = mine, true
 			}
 			if len(mine) > 0 && len(cp.Decidable) == 0 {
 				// Every call of theirs is decided: nothing to vote on.

@@ -446,11 +446,11 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			// approve the others' too.
 			return nil, Write{}, Errorf(EConflict, "run %s: the held turn is now decided by one decision of a person who may decide every held call, not by votes; read the run again", cur.ID)
 		}
-		decidedBy, decidedVia := d.Decider, d.Via
-		if resumesOnly {
+		decidedBy, decidedVia, decidedAt := d.Decider, d.Via, now
+		if last, ok := lastDecidingVote(next, d.Directory); resumesOnly && ok {
 			// The turn was decided by the votes before: the last of them
 			// that decided a call is the decision's.
-			decidedBy, decidedVia = lastDecidingVote(next, d.Directory)
+			decidedBy, decidedVia, decidedAt = last.By, last.Via, last.At
 		}
 		if final {
 			data := DecisionEventData{SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: decidedVia, Decision: decision}
@@ -471,7 +471,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		if final {
 			next.Status = StatusResuming
 			next.Decision = cloneDecision(&decision)
-			next.DecidedBy, next.DecidedVia, next.DecidedAt = decidedBy, decidedVia, now
+			next.DecidedBy, next.DecidedVia, next.DecidedAt = decidedBy, decidedVia, decidedAt
 		}
 		return next, w, nil
 	}, func(fresh *Run) bool {

@@ -128,42 +128,14 @@ func (v Vote) keys(dir *identity.Directory) []string {
 	return out
 }
 
-// personHeld reports whether v was cast by a directory person that dir
-// (nil: the directory as it was) still has as that person: an entry of
-// that id that holds one of the aliases the vote kept (Keys; for a vote
-// from before Keys, the principal it was cast as). It only names a vote
-// (Vote.current); who a vote counts as is Vote.keys.
-func (v Vote) personHeld(dir *identity.Directory) bool {
-	id, ok := strings.CutPrefix(v.Person, "person:")
-	if !ok || id == "" {
-		return false
-	}
-	if dir == nil {
-		return true
-	}
-	p, held := dir.Person(id)
-	if !held {
-		return false
-	}
-	kept := v.Keys
-	if len(kept) == 0 {
-		if by, err := identity.Parse(v.By); err == nil {
-			kept = []string{by.Key()}
-		}
-	}
-	for _, a := range p.Aliases {
-		if slices.Contains(kept, a.Key()) {
-			return true
-		}
-	}
-	return false
-}
-
-// current is the key of the subject vote v is named after under dir: its
-// person's while dir has them, else the subject the principal it was cast
-// as is under dir.
+// current is the key of the subject vote v is named after under dir: the
+// directory person it was cast by, whatever dir says of them now (a
+// renamed or dropped person is named as they voted, never after whoever
+// holds their former alias: reports name who voted, though the count
+// takes the safe side, Vote.keys); for a principal without an entry then,
+// the subject it is under dir (the person an entry added since makes it).
 func (v Vote) current(dir *identity.Directory) string {
-	if v.personHeld(dir) {
+	if strings.HasPrefix(v.Person, "person:") {
 		return v.Person
 	}
 	if k := SubjectKey(dir, v.By); k != "" {
@@ -802,6 +774,10 @@ func VoteChoices(dir *identity.Directory, r *Run, decider string, d loop.Decisio
 	ids, refused := DecidableCalls(dir, r, decider)
 	if !r.DecidedByVotesIn(dir) {
 		ids = r.OpenCalls(dir, ids)
+	} else if d.Action == loop.ActionDeny || slices.ContainsFunc(d.Calls, func(cd loop.CallDecision) bool { return cd.Action != loop.ActionApprove }) {
+		// A vote here chooses nothing: a denial or an edit would be taken
+		// and count for nothing, and the turn resume as the votes decided.
+		return nil, Errorf(EConflict, "the votes cast on this suspension decide every held call already (the directory changed since the last vote), so a denial or an edit would count for nothing: approve to resume the run with what they decided")
 	}
 	// else the votes cast decide every held call under the directory in
 	// force, though the run still waits (a change of the directory since
@@ -906,14 +882,20 @@ func (r *Run) DecidedByVotesIn(dir *identity.Directory) bool {
 	return r.Voting() && len(r.Votes) > 0 && turnDecided(r.TallyIn(dir))
 }
 
-// lastDecidingVote returns who cast, and through which channel, the last
-// vote on r's turn that decided a held call (DecidingVotersIn dir).
-func lastDecidingVote(r *Run, dir *identity.Directory) (by, via string) {
+// lastDecidingVote returns the last vote on r's turn that decided a held
+// call (DecidingVotersIn dir), if any.
+func lastDecidingVote(r *Run, dir *identity.Directory) (Vote, bool) {
 	deciders := r.DecidingVotersIn(dir)
 	for i := len(r.Votes) - 1; i >= 0; i-- {
 		if v := r.Votes[i]; slices.Contains(deciders, v.NameIn(dir)) {
-			return v.By, v.Via
+			return v, true
 		}
 	}
-	return r.DecidedBy, r.DecidedVia
+	return Vote{}, false
+}
+
+// ChoseNothing reports whether the vote has choices and none of them
+// chose (a vote that only resumed a turn the votes before it decided).
+func (v Vote) ChoseNothing() bool {
+	return v.Choices != "" && strings.Trim(v.Choices, "-") == ""
 }
