@@ -147,6 +147,7 @@ func TestReportsNameAVoterAsTheyVoted(t *testing.T) {
 	second := server(first.Dir, after)
 	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "carol", approve)
 	require.Equal(t, http.StatusConflict, code, "carol now holds the alias bob voted as: %v", out)
+	assert.Contains(t, out["error"].(map[string]any)["message"], "the vote bob cast as bob is linked to them", "the 409 says whose vote")
 	for _, who := range []string{"robert", "dave"} {
 		code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", who, approve)
 		require.Equal(t, http.StatusAccepted, code, "%v", out)

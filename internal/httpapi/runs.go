@@ -471,11 +471,16 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 			return nil, errorf(runs.EForbidden, "the decision cannot be authorized: the decider is not a valid principal")
 		}
 		how.Directory, how.VoterKeys = a.Directory, runs.PersonKeys(a.Directory, how.Decider)
-		if _, ok := r.VoteOf(a.Directory, how.Voter); ok {
+		if v, ok := r.VoteOf(a.Directory, how.Voter); ok {
 			// Said before the vote's own checks: a person votes once,
 			// whatever the second vote holds and whatever their key was
 			// when they voted (the store's write checks it again, on the
 			// row it writes).
+			if v.By != how.Decider && v.Name() != runs.NameOf(a.Directory, how.Decider) {
+				// Another's vote as the directory stood then, linked to
+				// them now (an alias or id they hold since): say so.
+				return nil, errorf(runs.EConflict, "%s counts as having voted on this suspension: the vote %s cast as %s is linked to them by the directory (an id or alias they hold now was that voter's)", how.Decider, v.Name(), v.By)
+			}
 			return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
 		}
 		// Where each held call needs one approval, the voter who decides

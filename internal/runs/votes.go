@@ -899,3 +899,9 @@ func lastDecidingVote(r *Run, dir *identity.Directory) (Vote, bool) {
 func (v Vote) ChoseNothing() bool {
 	return v.Choices != "" && strings.Trim(v.Choices, "-") == ""
 }
+
+// NameOf is how reports would name decider under dir: the Name of a vote
+// they cast now.
+func NameOf(dir *identity.Directory, decider string) string {
+	return Vote{By: decider, Person: SubjectKey(dir, decider)}.Name()
+}
