@@ -263,6 +263,9 @@ type DecidedPage struct {
 	// DecidedByVotesIn): the vote chose nothing and resumed the run, and
 	// Decision is what the votes came to, not the voter's choice.
 	ResumedOnly bool
+	// Voting says votes decide the turn (runs.Run.Voting): a whole-turn
+	// denial denied the calls the voter may decide, not every call.
+	Voting bool
 }
 
 // Decided renders "your decision was recorded" with status 200: approved,
@@ -307,6 +310,11 @@ func Decided(p DecidedPage) (status int, html string) {
 	case d.Action == loop.ActionDeny && p.StillNeeded > 0:
 		v.Title = "Your vote was recorded"
 		v.Paragraphs = []string{"You denied the calls you may decide; one denial denies a call. Other calls of this turn wait for their own approvers."}
+		if d.Message != "" {
+			v.Paragraphs = append(v.Paragraphs, "Your reason: "+approval.CleanText(d.Message))
+		}
+	case d.Action == loop.ActionDeny && p.Voting:
+		v.Paragraphs = []string{"You denied the calls you may decide; one denial denies a call. The agent is told those calls were not allowed; the other calls of this turn are as their own approvers decided."}
 		if d.Message != "" {
 			v.Paragraphs = append(v.Paragraphs, "Your reason: "+approval.CleanText(d.Message))
 		}

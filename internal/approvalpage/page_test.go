@@ -293,3 +293,18 @@ func TestConfirmQuorumProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestAVotersWholeTurnDenialSaysWhatItDenied (tester helper-107 P3): where
+// votes decide the turn, a whole-turn denial denied the calls the voter
+// may decide, not every call (another's call may have been approved and
+// run): the page does not say every call was refused.
+func TestAVotersWholeTurnDenialSaysWhatItDenied(t *testing.T) {
+	_, html := approvalpage.Decided(approvalpage.DecidedPage{RunID: "run_1", Voting: true, Decision: loop.Decision{TurnDigest: "d", Action: loop.ActionDeny, Message: "no"}})
+	if strings.Contains(html, "its calls were not allowed") || !strings.Contains(html, "the calls you may decide") {
+		t.Fatalf("page: %s", html)
+	}
+	_, html = approvalpage.Decided(approvalpage.DecidedPage{RunID: "run_1", Decision: loop.Decision{TurnDigest: "d", Action: loop.ActionDeny}})
+	if !strings.Contains(html, "its calls were not allowed") {
+		t.Fatalf("one decision's denial: %s", html)
+	}
+}

@@ -332,7 +332,7 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		}
 		return page(approvalpage.Problem(status, msg)), nil
 	}
-	dp := approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls}
+	dp := approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls, Voting: r.Voting()}
 	if resumes && next.Decision != nil {
 		// The vote chose nothing: the page says what the votes decided.
 		dp.Decision, dp.ResumedOnly = *next.Decision, true
