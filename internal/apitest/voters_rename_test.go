@@ -155,3 +155,34 @@ func TestReportsNameAVoterAsTheyVoted(t *testing.T) {
 	decision := out["decision"].(map[string]any)
 	assert.Equal(t, []any{"bob", "robert", "dave"}, decision["deciders"])
 }
+
+// TestALinkPageSaysWhoseVoteStandsForItsHolder (reviewer helper-110 F1):
+// as TestReportsNameAVoterAsTheyVoted, carol's link (her address is still
+// hers) says the vote that counts for her is bob's, not that she voted.
+func TestALinkPageSaysWhoseVoteStandsForItsHolder(t *testing.T) {
+	before := `{"version": 1, "persons": [
+  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
+  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
+  {"id": "dave",  "aliases": ["dave@example.com", "dave"]},
+  {"id": "frank", "aliases": ["frank@example.com", "frank"]}],
+  "groups": [{"name": "finance", "members": ["bob", "carol", "dave"]}]}`
+	after := `{"version": 1, "persons": [
+  {"id": "robert", "aliases": ["robert@example.com", "robert"]},
+  {"id": "carol",  "aliases": ["carol@example.com", "carol", "bob"]},
+  {"id": "dave",   "aliases": ["dave@example.com", "dave"]},
+  {"id": "frank",  "aliases": ["frank@example.com", "frank"]}],
+  "groups": [{"name": "finance", "members": ["robert", "carol", "dave"]}]}`
+	server, _ := voterServers(t, []string{"frank", "bob", "carol", "dave", "robert"})
+	first := server("", before)
+	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["group:finance"],"required_approvals":3}`)
+	carolLink := first.WaitLinks(t, "carol@example.com", 1)[0]
+	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "bob", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	first.Stop()
+
+	second := server(first.Dir, after)
+	p := second.As(t, "").Call(t, "GET", linkPath(t, carolLink), "", "")
+	assert.Equal(t, http.StatusConflict, p.Status)
+	assert.NotContains(t, string(p.Body), "You already voted", "carol never voted: the vote is bob's")
+	assert.Contains(t, string(p.Body), "cast by bob stands for you")
+}

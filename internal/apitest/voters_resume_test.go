@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/apitest"
 	"github.com/agentgate/agentgate/internal/clocktest"
+	"github.com/agentgate/agentgate/internal/loop"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
 )
@@ -99,8 +100,8 @@ func TestALinkVoteResumesATurnTheVotesDecideAfterADirectoryChange(t *testing.T) 
 // for nothing, so it is refused (409) rather than taken while the write
 // runs; carol's approval only resumes the turn. The decision is the
 // votes': decided_by, its time and the decision event's actor are bob's
-// (the last vote that decided a call), and her vote is kept and recorded
-// with no choice (before: decided_by carol, her vote shown as an approval
+// (the last vote that decided a call; its time is the resumption's, as
+// the decision event's), and her vote is kept and recorded with no choice (before: decided_by carol, her vote shown as an approval
 // with her denial's message, and its event as a denial).
 func TestAVoteThatOnlyResumesATurnIsNotItsDecision(t *testing.T) {
 	third, id, approve, _ := undoneChange(t, oneCallServers(t))
@@ -112,9 +113,8 @@ func TestAVoteThatOnlyResumesATurnIsNotItsDecision(t *testing.T) {
 	decision := out["decision"].(map[string]any)
 	assert.Equal(t, "bob", decision["by"], "the decision is the votes', the last of which was bob's")
 	votes := out["votes"].([]any)
-	bobs, carols := votes[len(votes)-2].(map[string]any), votes[len(votes)-1].(map[string]any)
+	carols := votes[len(votes)-1].(map[string]any)
 	assert.Equal(t, "carol", carols["by"])
-	assert.Equal(t, bobs["at"], decision["at"], "decided when bob voted")
 	assert.Empty(t, carols["action"], "carol's vote chose nothing: it only resumed the turn")
 	evs, err := third.App.Store.Events(t.Context(), id, 0, 1000)
 	require.NoError(t, err)
@@ -181,4 +181,44 @@ func TestALinkVoteThatOnlyResumesATurnSaysWhatTheVotesDecided(t *testing.T) {
 	waitAs(t, third, c, "bob", id, "COMPLETED")
 	p = third.As(t, "").Call(t, "GET", linkPath(t, carolLink), "", "")
 	assert.NotContains(t, string(p.Body), "Your vote")
+}
+
+// TestAResumedDecisionsTimeIsItsEvents (reviewer helper-110 F2): the
+// decision's at is when the turn resumed, as its decision event's (which
+// the audit and the link pages of an earlier suspension read).
+func TestAResumedDecisionsTimeIsItsEvents(t *testing.T) {
+	server, clock := voterServers(t, []string{"frank", "frank-ci", "bob", "carol"})
+	third, id, approve, _ := undoneChange(t, func(dir, directory string) *apitest.Server {
+		clock.Advance(time.Minute)
+		return server(dir, directory)
+	})
+	code, out := whCall(t, third, "POST", "/runs/"+id+"/decision", "carol", approve)
+	require.Equal(t, http.StatusAccepted, code, "%v", out)
+	at := out["decision"].(map[string]any)["at"]
+	evs, err := third.App.Store.Events(t.Context(), id, 0, 1000)
+	require.NoError(t, err)
+	for _, e := range evs {
+		if e.Type == runs.EventDecision {
+			assert.Equal(t, at, e.At.UTC().Format(time.RFC3339Nano), "decision.at vs its event's at")
+		}
+	}
+}
+
+// TestTheStoreRefusesADenialThatOnlyResumesATurn (reviewer helper-110
+// F3): the store refuses a denial on a turn the votes decide as it finds
+// the row, whatever the caller's copy said (a vote by a process on another
+// directory, during a deploy, may have decided it since that copy was
+// read): it is not taken as a vote that resumes the turn.
+func TestTheStoreRefusesADenialThatOnlyResumesATurn(t *testing.T) {
+	third, id, _, _ := undoneChange(t, oneCallServers(t))
+	r, err := third.App.Store.Get(t.Context(), id)
+	require.NoError(t, err)
+	dir := third.App.API.Directory
+	_, err = third.App.Store.Decide(t.Context(), r, runs.NewDecision{SuspensionID: r.SuspensionID, Decider: "carol", Voter: runs.SubjectKey(dir, "carol"),
+		Via: runs.ViaAPI, Directory: dir, Decision: loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionDeny, Message: "no"},
+		Choices: []runs.VoteChoice{{CallID: r.PendingCalls[0].ID, Action: loop.ActionDeny, Message: "no"}}})
+	assert.Equal(t, runs.EConflict, runs.ErrorCode(err), "%v", err)
+	got, err := third.App.Store.Get(t.Context(), id)
+	require.NoError(t, err)
+	assert.Equal(t, runs.StatusWaiting, got.Status, "nothing was taken")
 }

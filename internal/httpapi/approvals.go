@@ -122,7 +122,7 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 		// The link was used for a vote of a quorum that is not complete:
 		// the suspension is not decided yet.
 		if v, ok := voteOf(a.Directory, r, t.Approver); ok {
-			p := votedPage(v, r)
+			p := a.votedPage(v, r, t.Approver)
 			return nil, nil, &p, nil
 		}
 	}
@@ -222,7 +222,7 @@ func (a *API) approvalPage(ctx context.Context, req events.APIGatewayProxyReques
 	} else if v, ok := voteOf(a.Directory, r, t.Approver); ok {
 		// Under a quorum the run still waits, but not for this person:
 		// say so instead of a form whose answer would be refused.
-		resp = votedPage(v, r)
+		resp = a.votedPage(v, r, t.Approver)
 	} else if err := runs.MayDecide(a.Directory, r, t.Approver); err != nil {
 		// The holder may no longer decide (the directory or the run's
 		// terms changed since the link was sent): say why instead of a
@@ -333,8 +333,10 @@ func (a *API) approvalDecide(ctx context.Context, req events.APIGatewayProxyRequ
 		return page(approvalpage.Problem(status, msg)), nil
 	}
 	dp := approvalpage.DecidedPage{RunID: next.ID, Decision: d, Calls: next.PendingCalls, Voting: r.Voting()}
-	if resumes && next.Decision != nil {
-		// The vote chose nothing: the page says what the votes decided.
+	if n := len(next.Votes); n > 0 && next.Decision != nil && next.Votes[n-1].By == t.Approver && next.Votes[n-1].ChoseNothing() {
+		// The vote chose nothing (as the store took it: a vote cast since
+		// the page was read may have decided the turn): the page says what
+		// the votes decided.
 		dp.Decision, dp.ResumedOnly = *next.Decision, true
 	}
 	if next.Status == runs.StatusWaiting {
@@ -355,11 +357,18 @@ func stillNeeded(r *runs.Run) string {
 
 // votedPage says, with 409, that the person behind a link already voted on
 // the run's current suspension (through it or otherwise), which still
-// waits for others.
-func votedPage(v runs.Vote, r *runs.Run) events.APIGatewayProxyResponse {
+// waits for others; or, when the vote is another's that the directory in
+// force links to them (an alias or id they hold now was that voter's),
+// that it stands for them.
+func (a *API) votedPage(v runs.Vote, r *runs.Run, approver string) events.APIGatewayProxyResponse {
 	how := string(v.TurnAction())
 	if how == "" {
 		how = "per call"
+	}
+	if v.By != approver && v.Name() != runs.NameOf(a.Directory, approver) {
+		return page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
+			"A vote (%s) cast by %s stands for you on this approval: the directory now gives you an address or id that was theirs when they voted, so you count as having voted. It waits for %s from others.",
+			how, v.Name(), stillNeeded(r))))
 	}
 	return page(approvalpage.Problem(http.StatusConflict, fmt.Sprintf(
 		"You already voted (%s) on this approval; it waits for %s from others.",

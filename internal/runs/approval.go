@@ -392,6 +392,11 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			// see VoteChoices): it is kept with no choice, whatever it said.
 			open := openChoices(d.Directory, cur, d.Choices)
 			resumesOnly = len(open) == 0
+			if resumesOnly && slices.ContainsFunc(d.Choices, func(ch VoteChoice) bool { return ch.Action != loop.ActionApprove }) {
+				// As VoteChoices says of the copy it had (a vote cast
+				// since may have decided the turn).
+				return nil, Write{}, Errorf(EConflict, resumeOnlyDenial)
+			}
 			vote := Vote{By: d.Decider, Person: d.Voter, Keys: slices.Clone(d.VoterKeys[:min(len(d.VoterKeys), MaxVoteKeys)]), Via: d.Via, At: now, Whole: d.Decision.Action != "" && !resumesOnly}
 			vote.Choices, vote.Reasons, vote.Edits = encodeChoices(cur.PendingCalls, open, vote.Whole)
 			vote.Action = compatAction(vote.Choices, cur.PendingCalls)
@@ -446,11 +451,12 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			// approve the others' too.
 			return nil, Write{}, Errorf(EConflict, "run %s: the held turn is now decided by one decision of a person who may decide every held call, not by votes; read the run again", cur.ID)
 		}
-		decidedBy, decidedVia, decidedAt := d.Decider, d.Via, now
+		decidedBy, decidedVia := d.Decider, d.Via
 		if last, ok := lastDecidingVote(next, d.Directory); resumesOnly && ok {
 			// The turn was decided by the votes before: the last of them
-			// that decided a call is the decision's.
-			decidedBy, decidedVia, decidedAt = last.By, last.Via, last.At
+			// that decided a call is the decision's (its time is the
+			// resumption's, as the decision event's is).
+			decidedBy, decidedVia = last.By, last.Via
 		}
 		if final {
 			data := DecisionEventData{SuspensionID: d.SuspensionID, TurnDigest: cur.TurnDigest, Via: decidedVia, Decision: decision}
@@ -471,7 +477,7 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 		if final {
 			next.Status = StatusResuming
 			next.Decision = cloneDecision(&decision)
-			next.DecidedBy, next.DecidedVia, next.DecidedAt = decidedBy, decidedVia, decidedAt
+			next.DecidedBy, next.DecidedVia, next.DecidedAt = decidedBy, decidedVia, now
 		}
 		return next, w, nil
 	}, func(fresh *Run) bool {

@@ -777,7 +777,7 @@ func VoteChoices(dir *identity.Directory, r *Run, decider string, d loop.Decisio
 	} else if d.Action == loop.ActionDeny || slices.ContainsFunc(d.Calls, func(cd loop.CallDecision) bool { return cd.Action != loop.ActionApprove }) {
 		// A vote here chooses nothing: a denial or an edit would be taken
 		// and count for nothing, and the turn resume as the votes decided.
-		return nil, Errorf(EConflict, "the votes cast on this suspension decide every held call already (the directory changed since the last vote), so a denial or an edit would count for nothing: approve to resume the run with what they decided")
+		return nil, Errorf(EConflict, resumeOnlyDenial)
 	}
 	// else the votes cast decide every held call under the directory in
 	// force, though the run still waits (a change of the directory since
@@ -871,6 +871,10 @@ func decidesAnOpenCall(dir *identity.Directory, cur *Run, choices []VoteChoice) 
 	}
 	return false
 }
+
+// resumeOnlyDenial refuses a denial or an edit on a turn the votes cast
+// decide already (Run.DecidedByVotesIn).
+const resumeOnlyDenial = "the votes cast on this suspension decide every held call already (the directory changed since the last vote), so a denial or an edit would count for nothing: approve to resume the run with what they decided"
 
 // DecidedByVotesIn reports whether the votes cast on r's held turn,
 // counted under dir (the directory in force), decide every held call,
