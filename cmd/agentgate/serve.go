@@ -107,14 +107,19 @@ type localServer struct {
 }
 
 func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
-	// The files (--directory, --policy, a scripted --model) are read
-	// before the port is taken: a broken one is told as such, not hidden
-	// behind a busy port.
+	// The files (--directory, --policy, --tools, a scripted --model) are
+	// read before the port is taken: a broken one is told as such, not
+	// hidden behind a busy port. The tools' servers are connected to
+	// after.
 	var gov app.Governance
 	var model loop.Model
+	var toolFile *mcptool.File
 	if len(o.remote) == 0 {
 		var err error
 		if gov, err = app.LoadGovernance(o.directory, o.policy); err != nil {
+			return nil, err
+		}
+		if toolFile, err = readServeTools(o.tools, o.logger, o.now); err != nil {
 			return nil, err
 		}
 		if model, err = serveModel(ctx, o.model, o.logger); err != nil {
@@ -138,7 +143,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		ln.Close()
 		return nil, err
 	}
-	tools, err := openServeTools(ctx, o.tools, o.logger, o.now)
+	tools, err := openServeTools(ctx, o.tools, toolFile, o.logger, o.now)
 	if err != nil {
 		ln.Close()
 		return nil, err
