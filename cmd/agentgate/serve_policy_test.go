@@ -64,3 +64,22 @@ func TestServeReadsItsFilesBeforeTheBusyPort(t *testing.T) {
 		})
 	}
 }
+
+// TestServeModelErrorsNameTheFlag: a bad serve --model is told as the
+// flag's, not as AGENTGATE_MODEL's, which serve does not read (tester
+// helper-109 P3-6).
+func TestServeModelErrorsNameTheFlag(t *testing.T) {
+	t.Setenv("AGENTGATE_MODEL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("AGENTGATE_OPENAI_API_KEY_SECRET", "")
+	t.Setenv("AGENTGATE_OPENAI_BASE_URL", "")
+	for spec, want := range map[string]string{
+		"nope:x":   `--model: model spec "nope:x": unknown provider "nope"`,
+		"openai:x": `--model: model "openai:x" needs OPENAI_API_KEY`,
+	} {
+		_, err := serveModel(context.Background(), spec, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "AGENTGATE_MODEL") {
+			t.Errorf("serveModel(%q) = %v, want an error starting %q, not naming AGENTGATE_MODEL", spec, err, want)
+		}
+	}
+}

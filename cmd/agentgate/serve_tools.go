@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,13 +30,14 @@ func serveModel(ctx context.Context, spec string, logger *slog.Logger) (loop.Mod
 	if spec == "" {
 		return scripted.Parse(demoScript)
 	}
-	cfg, err := provider.LoadConfig(func(name string) string {
-		if name == provider.EnvModel {
-			return spec
-		}
-		return os.Getenv(name)
-	})
+	// The spec is the flag's, not AGENTGATE_MODEL's: the errors name the
+	// flag, and the variable is not read.
+	cfg, err := provider.LoadSettings(os.Getenv)
 	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	cfg.Model = strings.TrimSpace(spec)
+	if err := cfg.Check(cfg.Model); err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
 	}
 	deps := provider.Deps{Config: cfg}
