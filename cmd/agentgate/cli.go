@@ -130,8 +130,18 @@ func runGroup(ctx context.Context, group string, verbs map[string]subcommand, ar
 	}
 	var b strings.Builder
 	groupUsage(&b, group, verbs)
-	if len(args) == 0 {
-		return &usageError{err: fmt.Errorf("no command given"), usage: b.String()}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		// Flags without a verb (`agentgate --json runs` hoists to
+		// `runs --json`): the verb is missing, whatever the flags.
+		err := error(&usageError{err: fmt.Errorf("no command given"), usage: b.String()})
+		var g globalFlags
+		fs := flag.NewFlagSet(group, flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		g.register(fs)
+		if fs.Parse(args) == nil && g.json {
+			err = jsonFailure{err}
+		}
+		return err
 	}
 	v, ok := verbs[args[0]]
 	if !ok {

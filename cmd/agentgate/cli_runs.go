@@ -272,9 +272,11 @@ type startFlags struct {
 	maxTokens                              int64
 	denialEndsRun, fourEyes, wait          bool
 	timeout                                time.Duration
+	fs                                     *flag.FlagSet // to tell a flag given as 0 from one not given
 }
 
 func (s *startFlags) register(fs *flag.FlagSet) {
+	s.fs = fs
 	fs.StringVar(&s.prompt, "prompt", "", "the request")
 	fs.StringVar(&s.promptFile, "prompt-file", "", "read the request from a file (- for standard input)")
 	fs.StringVar(&s.messagesFile, "messages-file", "", "an opening conversation: a JSON array of messages")
@@ -381,7 +383,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		}
 		req.Metadata[k] = v
 	}
-	if s.ttl != 0 {
+	if s.given("ttl") {
 		if s.ttl%time.Second != 0 {
 			return req, usagef("--ttl %s: whole seconds only", s.ttl)
 		}
@@ -413,7 +415,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 	if len(s.executors) > 0 {
 		req.ToolExecutors = s.executors
 	}
-	if s.toolResultsTTL != 0 {
+	if s.given("tool-results-ttl") {
 		if s.toolResultsTTL%time.Second != 0 {
 			return req, usagef("--tool-results-ttl %s: whole seconds only", s.toolResultsTTL)
 		}
@@ -421,6 +423,15 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 			return req, usagef("--tool-results-ttl %s: want a duration from %s", s.toolResultsTTL, toolResultsTTLRange)
 		}
 		req.ToolResultsTTLSeconds = int64(s.toolResultsTTL / time.Second)
+	}
+	if len(req.ClientTools) == 0 {
+		// The server refuses these without client tools (422); as flags
+		// they do not go together, a usage error found before any request.
+		for _, name := range []string{"tool-executor", "tool-results-ttl"} {
+			if s.given(name) {
+				return req, usagef("--%s needs --client-tools (or client_tools in --body)", name)
+			}
+		}
 	}
 	req.DenialEndsRun = req.DenialEndsRun || s.denialEndsRun
 	if s.fourEyes {
@@ -433,6 +444,17 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		return req, usagef("give at least one --approver")
 	}
 	return req, nil
+}
+
+// given reports whether the command line set the flag name, so that an
+// explicit --ttl 0 is checked against the range rather than taken as the
+// default an unset flag leaves.
+func (s *startFlags) given(name string) bool {
+	set := false
+	if s.fs != nil {
+		s.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	}
+	return set
 }
 
 // decideFlags are the flags of `runs decide`.

@@ -45,14 +45,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "agentgate %s\n", version())
 		return 0
 	}
-	args = hoistGlobalFlags(args)
+	args, err := hoistGlobalFlags(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentgate: %s\n\n", terminalText(err.Error()))
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "--help": // after global flags, which it ignores
+		usage(stdout)
+		return 0
+	case "version", "--version":
+		fmt.Fprintf(stdout, "agentgate %s\n", version())
+		return 0
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "agentgate: unknown command %q\n\n", args[0])
 		usage(stderr)
 		return 2
 	}
-	err := cmd.run(ctx, args[1:], stdout)
+	err = cmd.run(ctx, args[1:], stdout)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0 // -h: the flag package printed the usage
 	}
@@ -79,24 +92,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // hoistGlobalFlags moves the flags every API command takes (--endpoint,
 // --token, --region, --json), when they come before the command, to after
 // the command and its verb, where the command parses them: `agentgate
-// --json runs get ID` is `agentgate runs get --json ID`. Anything else
-// before the command (another flag, a flag without its value, --) leaves
-// args as they are, for run to refuse as an unknown command; a command
-// that does not take the flag refuses it as any flag it does not have.
-func hoistGlobalFlags(args []string) []string {
+// --json runs get ID` is `agentgate runs get --json ID`. Before the
+// command, --version and -h/--help are what they are as the first
+// argument (args comes back as just that flag). It is an error, saying
+// what is wrong, when the flags before the command leave no command, when
+// one of them lacks its value and when one is none of these. Args with --
+// before the command come back as they are, for run to refuse as an
+// unknown command; a command that does not take a hoisted flag refuses
+// it as any flag it does not have.
+func hoistGlobalFlags(args []string) ([]string, error) {
 	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
-		return args
+		return args, nil
 	}
 	fs := flag.NewFlagSet("agentgate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	new(globalFlags).register(fs)
-	if fs.Parse(args) != nil || fs.NArg() == 0 {
-		return args
+	showVersion := fs.Bool("version", false, "print the version")
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return []string{"--help"}, nil
+	case err != nil:
+		return nil, err // the flag package names the flag: "flag needs an argument: -token"
+	case *showVersion:
+		return []string{"--version"}, nil
+	case fs.NArg() == 0:
+		return nil, errors.New("no command given: flags before a command go to it, as in agentgate --json runs get ID")
 	}
 	rest := fs.Args()
 	leading := args[:len(args)-len(rest)]
 	if slices.Contains(leading, "--") {
-		return args
+		return args, nil
 	}
 	out := []string{rest[0]}
 	after := rest[1:]
@@ -104,7 +130,7 @@ func hoistGlobalFlags(args []string) []string {
 		out, after = append(out, after[0]), after[1:] // the verb of a command group
 	}
 	out = append(out, leading...)
-	return append(out, after...)
+	return append(out, after...), nil
 }
 
 // usageError is a command line the command cannot run: no subcommand or

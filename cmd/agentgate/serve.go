@@ -107,14 +107,19 @@ type localServer struct {
 }
 
 func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
-	// The files (--directory, --policy, a scripted --model) are read
-	// before the port is taken: a broken one is told as such, not hidden
-	// behind a busy port.
+	// The files (--directory, --policy, --tools, a scripted --model) are
+	// read before the port is taken: a broken one is told as such, not
+	// hidden behind a busy port. The tools' servers are connected to
+	// after.
 	var gov app.Governance
 	var model loop.Model
+	var toolFile *mcptool.File
 	if len(o.remote) == 0 {
 		var err error
 		if gov, err = app.LoadGovernance(o.directory, o.policy); err != nil {
+			return nil, err
+		}
+		if toolFile, err = readServeTools(o.tools, o.logger, o.now); err != nil {
 			return nil, err
 		}
 		if model, err = serveModel(ctx, o.model, o.logger); err != nil {
@@ -138,7 +143,7 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 		ln.Close()
 		return nil, err
 	}
-	tools, err := openServeTools(ctx, o.tools, o.logger, o.now)
+	tools, err := openServeTools(ctx, o.tools, toolFile, o.logger, o.now)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -277,18 +282,9 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 		}
 		return local.App, local.Dispatcher, local.Close, nil
 	}
-	cfg, err := config.Load(os.Getenv, config.EnvTable, config.EnvBucket)
+	cfg, err := awsServeConfig(o, base, os.Getenv)
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	if cfg.PublicBaseURL == "" || o.publicURL != "" {
-		cfg.PublicBaseURL = base // --public-url over AGENTGATE_PUBLIC_BASE_URL
-	}
-	if o.retention > 0 {
-		cfg.Retention = o.retention // --retention over AGENTGATE_RETENTION
-	}
-	if o.quorumCheckEvery > 0 {
-		cfg.QuorumCheckEvery = o.quorumCheckEvery // --quorum-check-every over AGENTGATE_QUORUM_CHECK_EVERY
 	}
 	awsCfg, err := loadAWSConfig(ctx, o.logger)
 	if err != nil {
@@ -309,6 +305,41 @@ func openApp(ctx context.Context, o serveOptions, base string, model loop.Model,
 	}
 	disp.Worker = a.Worker
 	return a, disp, func() error { return nil }, nil
+}
+
+// awsServeConfig is the configuration of serve --store aws: the
+// environment's (getenv), under the flags. A variable a flag stands for
+// is not read at all, as on the embedded store, so a malformed one does
+// not stop a start-up whose flag says otherwise.
+func awsServeConfig(o serveOptions, base string, getenv func(string) string) (config.Config, error) {
+	overridden := map[string]bool{
+		config.EnvPublicBaseURL:      o.publicURL != "",
+		config.EnvRetention:          o.retention > 0,
+		config.EnvQuorumCheckEvery:   o.quorumCheckEvery > 0,
+		config.EnvWebhookConcurrency: o.webhooks != nil, // serveWebhooks read the flag, else the variable
+	}
+	cfg, err := config.Load(func(name string) string {
+		if overridden[name] {
+			return ""
+		}
+		return getenv(name)
+	}, config.EnvTable, config.EnvBucket)
+	if err != nil {
+		return config.Config{}, err
+	}
+	if cfg.PublicBaseURL == "" {
+		cfg.PublicBaseURL = base // --public-url over AGENTGATE_PUBLIC_BASE_URL
+	}
+	if o.retention > 0 {
+		cfg.Retention = o.retention // --retention over AGENTGATE_RETENTION
+	}
+	if o.quorumCheckEvery > 0 {
+		cfg.QuorumCheckEvery = o.quorumCheckEvery // --quorum-check-every over AGENTGATE_QUORUM_CHECK_EVERY
+	}
+	if o.webhooks != nil {
+		cfg.DeliveryConcurrency = o.webhooks.DeliveryConcurrency
+	}
+	return cfg, nil
 }
 
 // startRemote serves the gateway in front of functions running under the

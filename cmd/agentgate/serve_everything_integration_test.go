@@ -55,7 +55,9 @@ func TestEverythingServerBehindTheGate(t *testing.T) {
 	  "approval": {"get-env": "always"}}]}`), 0o600))
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	catalog, err := openServeTools(context.Background(), toolsPath, logger, nil)
+	file, err := readServeTools(toolsPath, logger, nil)
+	require.NoError(t, err)
+	catalog, err := openServeTools(context.Background(), toolsPath, file, logger, nil)
 	require.NoError(t, err)
 	require.Empty(t, catalog.Absent())
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/config"
 	"github.com/agentgate/agentgate/internal/service"
 )
@@ -150,4 +151,44 @@ func TestServeDrivesAQuorumCheckWithAShortInterval(t *testing.T) {
 	assert.Equal(t, "approval_unmeetable", ended.Reason)
 	expired := alice.waitEvent(run.ID, "expired")
 	assert.Contains(t, string(expired.Data), "approval can no longer be given")
+}
+
+// TestAWSServeConfigFlagsOverTheEnvironment: with --store aws, as on the
+// embedded store, a flag stands for its variable, which is then not read:
+// a malformed AGENTGATE_QUORUM_CHECK_EVERY (or RETENTION, PUBLIC_BASE_URL,
+// WEBHOOK_CONCURRENCY) does not stop a start-up whose flag is given, and
+// still does without the flag (tester helper-109 P3-4).
+func TestAWSServeConfigFlagsOverTheEnvironment(t *testing.T) {
+	env := map[string]string{
+		config.EnvTable:              "t",
+		config.EnvBucket:             "b",
+		config.EnvQuorumCheckEvery:   "abc",
+		config.EnvRetention:          "abc",
+		config.EnvPublicBaseURL:      "ftp://x",
+		config.EnvWebhookConcurrency: "abc",
+	}
+	getenv := func(name string) string { return env[name] }
+	flags := serveOptions{publicURL: "http://x", retention: time.Hour, quorumCheckEvery: 2 * time.Second, webhooks: &app.Webhooks{DeliveryConcurrency: 3}}
+	cfg, err := awsServeConfig(flags, "http://x", getenv)
+	require.NoError(t, err, "every variable overridden by its flag")
+	assert.Equal(t, 2*time.Second, cfg.QuorumCheckEvery)
+	assert.Equal(t, time.Hour, cfg.Retention)
+	assert.Equal(t, "http://x", cfg.PublicBaseURL)
+	assert.Equal(t, 3, cfg.DeliveryConcurrency)
+
+	for _, name := range []string{config.EnvQuorumCheckEvery, config.EnvRetention, config.EnvPublicBaseURL, config.EnvWebhookConcurrency} {
+		without := flags
+		switch name {
+		case config.EnvQuorumCheckEvery:
+			without.quorumCheckEvery = 0
+		case config.EnvRetention:
+			without.retention = 0
+		case config.EnvPublicBaseURL:
+			without.publicURL = ""
+		case config.EnvWebhookConcurrency:
+			without.webhooks = nil
+		}
+		_, err := awsServeConfig(without, "http://x", getenv)
+		assert.ErrorContains(t, err, name, "without its flag, a malformed %s is refused", name)
+	}
 }

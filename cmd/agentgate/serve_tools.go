@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,13 +30,14 @@ func serveModel(ctx context.Context, spec string, logger *slog.Logger) (loop.Mod
 	if spec == "" {
 		return scripted.Parse(demoScript)
 	}
-	cfg, err := provider.LoadConfig(func(name string) string {
-		if name == provider.EnvModel {
-			return spec
-		}
-		return os.Getenv(name)
-	})
+	// The spec is the flag's, not AGENTGATE_MODEL's: the errors name the
+	// flag, and the variable is not read.
+	cfg, err := provider.LoadSettings(os.Getenv)
 	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	cfg.Model = strings.TrimSpace(spec)
+	if err := cfg.Check(cfg.Model); err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
 	}
 	deps := provider.Deps{Config: cfg}
@@ -51,15 +53,30 @@ func serveModel(ctx context.Context, spec string, logger *slog.Logger) (loop.Mod
 	return m, nil
 }
 
-// openServeTools opens the MCP servers of `serve --tools` (nil when the
-// flag is not given). Header values may come from environment variables
-// here; secret_arn values are read with the default AWS configuration.
-// now spaces the attempts to reach a server that was down (nil: the wall
-// clock).
-func openServeTools(ctx context.Context, path string, logger *slog.Logger, now func() time.Time) (*mcptool.Catalog, error) {
+// serveToolOptions are the options of `serve --tools`: header values may
+// come from environment variables here; secret_arn values are read with
+// the default AWS configuration; now spaces the attempts to reach a
+// server that was down (nil: the wall clock).
+func serveToolOptions(logger *slog.Logger, now func() time.Time) app.ToolSourceOptions {
+	return app.ToolSourceOptions{Local: true, Logger: logger, Now: now,
+		AWS: func(ctx context.Context) (aws.Config, error) { return loadAWSConfig(ctx, logger) }}
+}
+
+// readServeTools reads and validates the tool-sources file of `serve
+// --tools` (nil when the flag is not given), connecting to nothing, so a
+// broken file is reported before the port is taken.
+func readServeTools(path string, logger *slog.Logger, now func() time.Time) (*mcptool.File, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return app.OpenToolSources(ctx, path, app.ToolSourceOptions{Local: true, Logger: logger, Now: now,
-		AWS: func(ctx context.Context) (aws.Config, error) { return loadAWSConfig(ctx, logger) }})
+	return app.ReadToolSources(path, serveToolOptions(logger, now))
+}
+
+// openServeTools opens the MCP servers of the file readServeTools read at
+// path (nil when there is none).
+func openServeTools(ctx context.Context, path string, f *mcptool.File, logger *slog.Logger, now func() time.Time) (*mcptool.Catalog, error) {
+	if f == nil {
+		return nil, nil
+	}
+	return app.OpenReadToolSources(ctx, path, f, serveToolOptions(logger, now))
 }

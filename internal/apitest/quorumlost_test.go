@@ -212,6 +212,14 @@ func runQuorumLostWhileWaiting(t *testing.T, store func(*apitest.Options)) {
 	code, refused := whCall(t, third, "POST", "/runs/"+id+"/decision", "dave", `{"turn_digest":"`+digest+`","action":"approve"}`)
 	assert.Equal(t, http.StatusGone, code)
 	assert.Contains(t, errMessage(refused), "approval_unmeetable")
+	// bob, gone from finance, may no longer see the run: his late decision
+	// is refused 403 as his GET is, telling him nothing of how it ended
+	// (README; tester helper-109 P3-12).
+	code, refused = whCall(t, third, "GET", "/runs/"+id, "bob", "")
+	assert.Equal(t, http.StatusForbidden, code, "%v", refused)
+	code, refused = whCall(t, third, "POST", "/runs/"+id+"/decision", "bob", `{"turn_digest":"`+digest+`","action":"approve"}`)
+	assert.Equal(t, http.StatusForbidden, code, "%v", refused)
+	assert.NotContains(t, errMessage(refused), "approval_unmeetable")
 	u, err := url.Parse(daveLink)
 	require.NoError(t, err)
 	page := third.As(t, "").Call(t, "GET", u.Path, "", "")

@@ -43,10 +43,24 @@ type ToolSourceOptions struct {
 // servers. An unreachable server does not fail it (its tools are absent);
 // an invalid file or tools that cannot be exposed as configured do.
 func OpenToolSources(ctx context.Context, path string, o ToolSourceOptions) (*mcptool.Catalog, error) {
-	f, err := mcptool.ReadFile(path, mcptool.ParseOptions{AllowEnvHeaders: o.Local})
+	f, err := ReadToolSources(path, o)
 	if err != nil {
 		return nil, err
 	}
+	return OpenReadToolSources(ctx, path, f, o)
+}
+
+// ReadToolSources reads and validates the tool-sources file at path,
+// connecting to nothing: the first half of OpenToolSources, for a caller
+// that reports a broken file before it does anything else.
+func ReadToolSources(path string, o ToolSourceOptions) (*mcptool.File, error) {
+	return mcptool.ReadFile(path, mcptool.ParseOptions{AllowEnvHeaders: o.Local})
+}
+
+// OpenReadToolSources opens the MCP servers of f, the tool-sources file
+// ReadToolSources read at path with the same o: the second half of
+// OpenToolSources.
+func OpenReadToolSources(ctx context.Context, path string, f *mcptool.File, o ToolSourceOptions) (*mcptool.Catalog, error) {
 	opts := mcptool.Options{ConnectTimeout: o.ConnectTimeout, Logger: o.Logger, Version: "wave2", Now: o.Now}
 	if o.Local {
 		opts.Getenv = os.Getenv

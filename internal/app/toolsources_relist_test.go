@@ -88,7 +88,7 @@ func TestReadmeSaysTheLambdaBoundsOfALaterListing(t *testing.T) {
 	flat := strings.Join(strings.Fields(string(raw)), " ")
 	for _, want := range []string{
 		fmt.Sprintf("an invocation with less than %d s left leaves it to a later job", int(relistMargin.Seconds())),
-		fmt.Sprintf("default the start-up bound (%d s on Lambda,", int(lambdaConnectTimeout.Seconds())),
+		fmt.Sprintf("the default, the start-up bound (%d s on Lambda,", int(lambdaConnectTimeout.Seconds())),
 		fmt.Sprintf("Each function connects to its servers in parallel at init (%d s per server)", int(lambdaConnectTimeout.Seconds())),
 	} {
 		assert.Contains(t, flat, want)

@@ -27,11 +27,11 @@ type DirectoryFile struct {
 	// only, so an initiator cannot pick their own approver.
 	GroupApproversOnly bool `json:"group_approvers_only,omitempty"`
 	// Persons are the people who may start runs and decide approvals.
-	Persons []PersonEntry `json:"persons"`
+	Persons PersonEntries `json:"persons"`
 	// Groups are named sets of persons, optionally limited to tools.
-	Groups []GroupEntry `json:"groups,omitempty"`
+	Groups GroupEntries `json:"groups,omitempty"`
 	// ServiceAccounts are non-human callers: they may start runs, never decide.
-	ServiceAccounts []ServiceAccountEntry `json:"service_accounts,omitempty"`
+	ServiceAccounts ServiceAccountEntries `json:"service_accounts,omitempty"`
 }
 
 // PersonEntry is one person of the directory file.
@@ -68,6 +68,76 @@ type ServiceAccountEntry struct {
 	ID string `json:"id"`
 	// Aliases are its principals (typically IAM role ARNs).
 	Aliases []string `json:"aliases"`
+}
+
+// PersonEntries, GroupEntries and ServiceAccountEntries are the lists of
+// a directory file. They decode strictly (an unknown field is an error)
+// and an error names the entry it is in, by list, index and id (a group's
+// name), and the field, as NewDirectory's do: persons[1] "bob": aliases:
+// json: cannot unmarshal string into []string.
+type (
+	PersonEntries         []PersonEntry
+	GroupEntries          []GroupEntry
+	ServiceAccountEntries []ServiceAccountEntry
+)
+
+// UnmarshalJSON decodes the persons one by one, so that an error names
+// its entry.
+func (es *PersonEntries) UnmarshalJSON(data []byte) error {
+	return decodeEntries((*[]PersonEntry)(es), data, "persons", "id")
+}
+
+// UnmarshalJSON decodes the groups one by one, so that an error names its
+// entry.
+func (es *GroupEntries) UnmarshalJSON(data []byte) error {
+	return decodeEntries((*[]GroupEntry)(es), data, "groups", "name")
+}
+
+// UnmarshalJSON decodes the service accounts one by one, so that an error
+// names its entry.
+func (es *ServiceAccountEntries) UnmarshalJSON(data []byte) error {
+	return decodeEntries((*[]ServiceAccountEntry)(es), data, "service_accounts", "id")
+}
+
+// decodeEntries decodes data, the JSON array list of a directory file,
+// into out entry by entry and strictly; an error names the entry by its
+// index and, when it has one that decodes, its key member (id or name).
+func decodeEntries[T any](out *[]T, data []byte, list, key string) error {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return fmt.Errorf("%s: json: cannot unmarshal %s into an array", list, typeErr.Value)
+		}
+		return err
+	}
+	if raws == nil {
+		*out = nil
+		return nil
+	}
+	entries := make([]T, len(raws))
+	for i, raw := range raws {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&entries[i]); err != nil {
+			where := fmt.Sprintf("%s[%d]", list, i)
+			var named map[string]json.RawMessage
+			var name string
+			if json.Unmarshal(raw, &named) == nil && json.Unmarshal(named[key], &name) == nil {
+				where = fmt.Sprintf("%s[%d] %q", list, i, name)
+			}
+			var typeErr *json.UnmarshalTypeError
+			switch {
+			case errors.As(err, &typeErr) && typeErr.Field != "":
+				return fmt.Errorf("%s: %s: json: cannot unmarshal %s into %s", where, typeErr.Field, typeErr.Value, typeErr.Type)
+			case errors.As(err, &typeErr):
+				return fmt.Errorf("%s: json: cannot unmarshal %s into an object", where, typeErr.Value)
+			}
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	*out = entries
+	return nil
 }
 
 // Person is a human with one or more aliases.

@@ -101,6 +101,17 @@ func TestDirectoryValidation(t *testing.T) {
 		{"version", `{"version":2,"persons":[]}`, []string{"version: got 2, want 1"}},
 		{"unknown field", `{"version":1,"persons":[],"admins":[]}`, []string{`unknown field "admins"`}},
 		{"trailing data", `{"version":1,"persons":[]} {}`, []string{"trailing data"}},
+		// A decoding error inside an entry names the entry and the field
+		// (tester helper-109 P3-9).
+		{"wrong type in a person", `{"version":1,"persons":[{"id":"a","aliases":["a"]},{"id":"b","aliases":"b"}]}`, []string{`directory: persons[1] "b": aliases: json: cannot unmarshal string into []string`}},
+		{"wrong type before the id", `{"version":1,"persons":[{"aliases":"b","id":"b"}]}`, []string{`directory: persons[0] "b": aliases:`}},
+		{"unknown field in a person", `{"version":1,"persons":[{"id":"a","aliases":["a"],"email":"a@example.com"}]}`, []string{`directory: persons[0] "a": json: unknown field "email"`}},
+		{"wrong type of the id", `{"version":1,"persons":[{"id":7,"aliases":["a"]}]}`, []string{`directory: persons[0]: id: json: cannot unmarshal number into string`}},
+		{"a person not an object", `{"version":1,"persons":["a"]}`, []string{`directory: persons[0]: json: cannot unmarshal string into an object`}},
+		{"persons not an array", `{"version":1,"persons":{}}`, []string{`directory: persons: json: cannot unmarshal object into an array`}},
+		{"wrong type in a group", `{"version":1,"persons":[{"id":"a","aliases":["a"]}],"groups":[{"name":"g","members":"a"}]}`, []string{`directory: groups[0] "g": members: json: cannot unmarshal string into []string`}},
+		{"unknown field in a group", `{"version":1,"persons":[{"id":"a","aliases":["a"]}],"groups":[{"name":"g","members":["a"],"id":"x"}]}`, []string{`directory: groups[0] "g": json: unknown field "id"`}},
+		{"wrong type in a service account", `{"version":1,"persons":[],"service_accounts":[{"id":"ci","aliases":[1]}]}`, []string{`directory: service_accounts[0] "ci": aliases: json: cannot unmarshal number into string`}},
 		{"bad id", `{"version":1,"persons":[{"id":"Ann","aliases":["a@example.com"]}]}`, []string{`persons[0] "Ann": id`}},
 		{"duplicate id", `{"version":1,"persons":[{"id":"a","aliases":["a@example.com"]},{"id":"a","aliases":["b@example.com"]}]}`, []string{`persons[1] "a": id is used twice`}},
 		{"no aliases", `{"version":1,"persons":[{"id":"a","aliases":[]}]}`, []string{`persons[0] "a": at least one alias`}},

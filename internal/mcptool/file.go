@@ -18,7 +18,61 @@ import (
 // File is a parsed and validated tool-sources file.
 type File struct {
 	// Servers are the MCP servers, in file order.
-	Servers []Server `json:"servers"`
+	Servers ServerEntries `json:"servers"`
+}
+
+// ServerEntries are the servers of a tool-sources file. They decode
+// strictly (an unknown field is an error) and an error names the server
+// it is in, by index and name, and the field, as validate's do:
+// servers[0] (crm): list_every_seconds: json: cannot unmarshal number 1.5
+// into int.
+type ServerEntries []Server
+
+// UnmarshalJSON decodes the servers one by one, so that an error names
+// its server.
+func (ss *ServerEntries) UnmarshalJSON(data []byte) error {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return fmt.Errorf("servers: json: cannot unmarshal %s into an array of servers", typeErr.Value)
+		}
+		return err
+	}
+	if raws == nil {
+		*ss = nil
+		return nil
+	}
+	out := make(ServerEntries, len(raws))
+	for i, raw := range raws {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out[i]); err != nil {
+			where := serverName(i, raw)
+			var typeErr *json.UnmarshalTypeError
+			switch {
+			case errors.As(err, &typeErr) && typeErr.Field != "":
+				return fmt.Errorf("%s: %s: json: cannot unmarshal %s into %s", where, typeErr.Field, typeErr.Value, typeErr.Type)
+			case errors.As(err, &typeErr):
+				return fmt.Errorf("%s: json: cannot unmarshal %s into a server object", where, typeErr.Value)
+			}
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	*ss = out
+	return nil
+}
+
+// serverName names server i of a file by its index and, when it has one
+// that decodes, its name, as validate does.
+func serverName(i int, raw json.RawMessage) string {
+	var named struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(raw, &named) != nil || named.Name == "" {
+		return fmt.Sprintf("servers[%d]", i)
+	}
+	return fmt.Sprintf("servers[%d] (%s)", i, named.Name)
 }
 
 // Server is one remote MCP server of the tool-sources file.

@@ -44,7 +44,13 @@ func TestParseFileNamesTheServerAndField(t *testing.T) {
 		name, file, want string
 		local            bool
 	}{
-		{"unknown field", `{"servers":[{"name":"a","url":"https://a/mcp","trust":true}]}`, `unknown field "trust"`, false},
+		{"unknown field", `{"servers":[{"name":"a","url":"https://a/mcp","trust":true}]}`, `servers[0] (a): json: unknown field "trust"`, false},
+		// A type error names the server and the field too (tester
+		// helper-109 P3-7), whichever server and wherever its name is.
+		{"wrong type in a later server", `{"servers":[{"name":"a","url":"https://a/mcp"},{"timeout_seconds":"30","name":"b","url":"https://b/mcp"}]}`, `servers[1] (b): timeout_seconds: json: cannot unmarshal string into int`, false},
+		{"wrong type of the name", `{"servers":[{"name":5,"url":"https://a/mcp"}]}`, `servers[0]: name: json: cannot unmarshal number into string`, false},
+		{"a server not an object", `{"servers":[1]}`, `servers[0]: json: cannot unmarshal number into a server object`, false},
+		{"servers not an array", `{"servers":{}}`, `servers: json: cannot unmarshal object into an array of servers`, false},
 		{"missing name", `{"servers":[{"url":"https://a/mcp"}]}`, "servers[0]: name: is required", false},
 		{"bad name", `{"servers":[{"name":"a__b","url":"https://a/mcp"}]}`, `servers[0] (a__b): name: "a__b" must start with a letter`, false},
 		{"trailing underscore", `{"servers":[{"name":"a_","url":"https://a/mcp"}]}`, "servers[0] (a_): name:", false},
@@ -60,7 +66,7 @@ func TestParseFileNamesTheServerAndField(t *testing.T) {
 		{"timeout", `{"servers":[{"name":"a","url":"https://a/mcp","timeout_seconds":901}]}`, "servers[0] (a): timeout_seconds: 901 must be between 1 and 900", false},
 		{"list_every_seconds negative", `{"servers":[{"name":"a","url":"https://a/mcp","list_every_seconds":-1}]}`, "servers[0] (a): list_every_seconds: -1 must be between 1 and 86400 (0: listed only when a run brings it about)", false},
 		{"list_every_seconds over a day", `{"servers":[{"name":"a","url":"https://a/mcp","list_every_seconds":86401}]}`, "servers[0] (a): list_every_seconds: 86401 must be between 1 and 86400", false},
-		{"list_every_seconds not a whole number", `{"servers":[{"name":"a","url":"https://a/mcp","list_every_seconds":1.5}]}`, `list_every_seconds`, false},
+		{"list_every_seconds not a whole number", `{"servers":[{"name":"a","url":"https://a/mcp","list_every_seconds":1.5}]}`, `servers[0] (a): list_every_seconds: json: cannot unmarshal number 1.5 into int`, false},
 		{"retry_interval_seconds negative", `{"servers":[{"name":"a","url":"https://a/mcp","retry_interval_seconds":-5}]}`, "servers[0] (a): retry_interval_seconds: -5 must be between 1 and 3600 (0: 30s)", false},
 		{"retry_interval_seconds over an hour", `{"servers":[{"name":"a","url":"https://a/mcp","retry_interval_seconds":3601}]}`, "servers[0] (a): retry_interval_seconds: 3601 must be between 1 and 3600", false},
 		{"connect_timeout_seconds negative", `{"servers":[{"name":"a","url":"https://a/mcp","connect_timeout_seconds":-1}]}`, "servers[0] (a): connect_timeout_seconds: -1 must be between 1 and 20 (0: the bound of the start-up attempt)", false},

@@ -28,17 +28,17 @@ func TestReadmeMatchesTheConstants(t *testing.T) {
 		"`" + mcptool.IdempotencyKeyMeta + "`",
 		fmt.Sprintf("**%d KiB**", mcptool.MaxResultBytes>>10),
 		fmt.Sprintf("at most %d pages and %d tools per server", mcptool.MaxListPages, mcptool.MaxToolsPerServer),
-		fmt.Sprintf("1 to %d, default %d", mcptool.MaxTimeoutSeconds, int(mcptool.DefaultTimeout.Seconds())),
+		fmt.Sprintf("1 to %d; 0 or unset: the default, %d", mcptool.MaxTimeoutSeconds, int(mcptool.DefaultTimeout.Seconds())),
 		fmt.Sprintf("at most %d characters", mcptool.MaxServerNameLen),
 		fmt.Sprintf("`^[a-zA-Z0-9_-]{1,%d}$`", mcptool.MaxToolNameLen),
 		"`" + mcptool.EnvFile + "=" + mcptool.LayerPath + "`",
 		fmt.Sprintf("at most **once every %d s** (`mcptool.DefaultRetryInterval`", int(mcptool.DefaultRetryInterval.Seconds())),
 		fmt.Sprintf("at most every %s`", mcptool.DefaultRetryInterval),
 		fmt.Sprintf("%d s locally, as at start-up", int(mcptool.DefaultConnectTimeout.Seconds())),
-		fmt.Sprintf("| `list_every_seconds` | list the server again this often with no run asking (while it is absent: try to connect to it), so a tool it adds reaches runs without `allowed_tools`: 1 to %d; default off", mcptool.MaxListEverySeconds),
-		fmt.Sprintf("that it does not offer: 1 to %d, default %d |", mcptool.MaxRetryIntervalSeconds, int(mcptool.DefaultRetryInterval.Seconds())),
+		fmt.Sprintf("| `list_every_seconds` | list the server again this often with no run asking (while it is absent: try to connect to it), so a tool it adds reaches runs without `allowed_tools`: 1 to %d; 0 or unset: off, the default", mcptool.MaxListEverySeconds),
+		fmt.Sprintf("that it does not offer: 1 to %d; 0 or unset: the default, %d |", mcptool.MaxRetryIntervalSeconds, int(mcptool.DefaultRetryInterval.Seconds())),
 		fmt.Sprintf("and of a run's wait for one: 1 to %d (", mcptool.MaxConnectTimeoutSeconds),
-		fmt.Sprintf("default the start-up bound (4 s on Lambda, %d s locally)", int(mcptool.DefaultConnectTimeout.Seconds())),
+		fmt.Sprintf("0 or unset: the default, the start-up bound (4 s on Lambda, %d s locally)", int(mcptool.DefaultConnectTimeout.Seconds())),
 	} {
 		assert.Contains(t, flat, want)
 	}

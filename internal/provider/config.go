@@ -43,16 +43,33 @@ type Config struct {
 // validates it: AGENTGATE_MODEL must hold a well-formed spec whose provider
 // has what it needs. Errors name the variable at fault and never hold a key.
 func LoadConfig(getenv func(string) string) (Config, error) {
+	model := strings.TrimSpace(getenv(EnvModel))
+	if model == "" {
+		return Config{}, fmt.Errorf("missing environment variable %s (a model spec such as bedrock:<model-id>)", EnvModel)
+	}
+	c, err := LoadSettings(getenv)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Model = model
+	if err := c.Check(c.Model); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", EnvModel, err)
+	}
+	return c, nil
+}
+
+// LoadSettings reads and validates, with getenv, the configuration but
+// its model: the providers' base URL, keys and key secrets. A caller whose
+// model comes from elsewhere than AGENTGATE_MODEL (serve --model) sets
+// Model itself and vets it with Check, so that its errors name where the
+// spec came from. Errors name the variable at fault and never hold a key.
+func LoadSettings(getenv func(string) string) (Config, error) {
 	c := Config{
-		Model:                 strings.TrimSpace(getenv(EnvModel)),
 		OpenAIBaseURL:         strings.TrimSpace(getenv(EnvOpenAIBaseURL)),
 		OpenAIAPIKeySecret:    strings.TrimSpace(getenv(EnvOpenAIAPIKeySecret)),
 		AnthropicAPIKeySecret: strings.TrimSpace(getenv(EnvAnthropicAPIKeySecret)),
 		OpenAIAPIKey:          strings.TrimSpace(getenv(EnvOpenAIAPIKey)),
 		AnthropicAPIKey:       strings.TrimSpace(getenv(EnvAnthropicAPIKey)),
-	}
-	if c.Model == "" {
-		return Config{}, fmt.Errorf("missing environment variable %s (a model spec such as bedrock:<model-id>)", EnvModel)
 	}
 	if c.OpenAIBaseURL != "" {
 		u, err := url.Parse(c.OpenAIBaseURL)
@@ -65,9 +82,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.AnthropicAPIKey != "" && c.AnthropicAPIKeySecret != "" {
 		return Config{}, fmt.Errorf("both %s and %s are set: keep one", EnvAnthropicAPIKey, EnvAnthropicAPIKeySecret)
-	}
-	if err := c.Check(c.Model); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", EnvModel, err)
 	}
 	return c, nil
 }

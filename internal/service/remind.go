@@ -18,7 +18,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 	if w.Notifier == nil || w.NewToken == nil {
 		return nil
 	}
-	reminder := r.Notification != runs.NotificationFailed
+	reminder := !retriesFirstMail(r)
 	voted := runs.VotedKeys(w.Directory, r)
 	var unvoted []identity.Eligible
 	// Those who may still vote: under a quorum, on a call not yet approved
@@ -41,9 +41,12 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		SuspensionID string `json:"suspension_id"`
 		Channel      string `json:"channel"`
 		Reminder     bool   `json:"reminder"`
-		Links        int    `json:"links"`
-		NotSent      string `json:"not_sent,omitempty"`
-	}{r.SuspensionID, "email", reminder, len(links), none})
+		// Retry marks the retry of a failed first mail, as RetryMail's
+		// notified event is marked.
+		Retry   bool   `json:"retry,omitempty"`
+		Links   int    `json:"links"`
+		NotSent string `json:"not_sent,omitempty"`
+	}{r.SuspensionID, "email", reminder, !reminder, len(links), none})
 	// Tokens first, so every link mailed works the moment it arrives.
 	cur, err := w.Store.Renotify(ctx, r, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationSent, Reminder: reminder, Data: data}, grants)
 	if err != nil {
@@ -75,6 +78,14 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		return nil
 	}
 	return err
+}
+
+// retriesFirstMail reports whether Remind, for waiting run r, retries the
+// suspension's first approval mail, which failed, rather than sending the
+// reminder: a notified event with "retry": true, counted by the sweep as
+// mail retried, not as reminded.
+func retriesFirstMail(r *runs.Run) bool {
+	return r.Notification == runs.NotificationFailed
 }
 
 // RetryMail mails once more, each with a fresh link, the approvers of

@@ -121,9 +121,22 @@ func TestWorkerRecordsFailedMailAndTheSweepRetriesIt(t *testing.T) {
 	e.clock.Advance(service.MailRetryDelay)
 	sum, err := e.sweeper.Sweep(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 1, sum.Reminded)
+	// Counted and recorded as the retry it is, as a retry of a failed
+	// reminder is (tester helper-109 P3-10).
+	assert.Equal(t, 1, sum.MailRetried, "%+v", sum)
+	assert.Zero(t, sum.Reminded, "%+v", sum)
 	require.Len(t, e.notes, 2)
 	assert.False(t, e.notes[1].Reminder, "a retry of the first mail, not a reminder")
+	evs, err := e.store.Events(ctx, r.ID, 0, 1000)
+	require.NoError(t, err)
+	var retried []string
+	for _, ev := range evs {
+		if ev.Type == runs.EventNotified && ev.Actor == "purge" {
+			retried = append(retried, string(ev.Data))
+		}
+	}
+	require.Len(t, retried, 1, "the retry's notified event")
+	assert.Contains(t, retried[0], `"reminder":false,"retry":true,"links":1`)
 	got = e.get(t, r.ID)
 	assert.Equal(t, runs.NotificationSent, got.Notification)
 	assert.Equal(t, 2, e.tokens, "the retry carries a fresh link")

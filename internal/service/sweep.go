@@ -29,9 +29,13 @@ type SweepSummary struct {
 	// re-dispatched runs.MaxReclaims times in a row without getting further.
 	WorkersLost int `json:"workers_lost"`
 	Purged      int `json:"purged"`
-	Reminded    int `json:"reminded"`
-	// MailRetried counts waiting runs whose failed approval mail to some
-	// approvers was sent again to them alone (Sweeper.RetryMail).
+	// Reminded counts the reminders sent (Sweeper.Remind at 80% of the
+	// window).
+	Reminded int `json:"reminded"`
+	// MailRetried counts waiting runs whose failed approval mail was sent
+	// again: to the approvers it failed for alone (Sweeper.RetryMail), or,
+	// for a suspension's first mail, to all who may still vote
+	// (Sweeper.Remind in the reminder's place).
 	MailRetried int `json:"mail_retried"`
 	// QuorumChecked counts waiting runs whose held calls were found, at
 	// their quorum check, to be able to get their approvals still;
@@ -94,7 +98,8 @@ type SweepSummary struct {
 type Sweeper struct {
 	Store    *runs.Store
 	Dispatch Dispatcher
-	// Remind, when set, sends the reminder for a waiting run (80% of the window).
+	// Remind, when set, sends the reminder for a waiting run (80% of the
+	// window), or the retry of its first approval mail when that failed.
 	Remind func(ctx context.Context, r *runs.Run) error
 	// RetryMail, when set, mails once more those approvers of a waiting
 	// run whose approval mail failed with no other retry to follow
@@ -430,7 +435,11 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		if err := s.Remind(ctx, r); err != nil {
 			return err
 		}
-		sum.Reminded++
+		if retriesFirstMail(r) {
+			sum.MailRetried++ // the first mail, which failed, sent again
+		} else {
+			sum.Reminded++
+		}
 	case r.Status == runs.StatusQueued || r.Status == runs.StatusResuming:
 		// Record the re-dispatch (moving the run's due time on, so the next
 		// tick does not dispatch it again at once) before dispatching: a
