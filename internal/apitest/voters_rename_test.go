@@ -118,48 +118,15 @@ func TestAKeptAliasVotesOnceAfterARenameAndAnIDReuse(t *testing.T) {
 	assert.Equal(t, "WAITING_FOR_APPROVAL", got["status"], "one human met a quorum of two")
 }
 
-// TestReportsNameAVoterAsTheyVoted (tester helper-107 P2-1): bob approves
-// a run needing 3 of finance; the directory then drops bob's entry, adds
-// robert, and gives the alias bob to carol. carol counts as having voted
-// (409: the safe side), robert and dave complete the quorum, and the
-// decision names the voters as they voted: bob, robert, dave (before:
-// carol, who was refused, was named for bob's vote).
+// TestReportsNameAVoterAsTheyVoted (tester helper-107 P2-1, reviewer
+// helper-110 F1): bob approves a run needing 3 of finance; the directory
+// then drops bob's entry, adds robert, and gives the alias bob to carol.
+// carol counts as having voted (409: the safe side), and both the 409 and
+// her link (her address is still hers) say the vote is bob's, not that
+// she voted; robert and dave complete the quorum, and the decision names
+// the voters as they voted: bob, robert, dave (before: carol, who was
+// refused, was named for bob's vote).
 func TestReportsNameAVoterAsTheyVoted(t *testing.T) {
-	before := `{"version": 1, "persons": [
-  {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
-  {"id": "carol", "aliases": ["carol@example.com", "carol"]},
-  {"id": "dave",  "aliases": ["dave@example.com", "dave"]},
-  {"id": "frank", "aliases": ["frank@example.com", "frank"]}],
-  "groups": [{"name": "finance", "members": ["bob", "carol", "dave"]}]}`
-	after := `{"version": 1, "persons": [
-  {"id": "robert", "aliases": ["robert@example.com", "robert"]},
-  {"id": "carol",  "aliases": ["carol@example.com", "carol", "bob"]},
-  {"id": "dave",   "aliases": ["dave@example.com", "dave"]},
-  {"id": "frank",  "aliases": ["frank@example.com", "frank"]}],
-  "groups": [{"name": "finance", "members": ["robert", "carol", "dave"]}]}`
-	server, _ := voterServers(t, []string{"frank", "bob", "carol", "dave", "robert"})
-	first := server("", before)
-	id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["group:finance"],"required_approvals":3}`)
-	code, out := whCall(t, first, "POST", "/runs/"+id+"/decision", "bob", approve)
-	require.Equal(t, http.StatusAccepted, code, "%v", out)
-	first.Stop()
-
-	second := server(first.Dir, after)
-	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "carol", approve)
-	require.Equal(t, http.StatusConflict, code, "carol now holds the alias bob voted as: %v", out)
-	assert.Contains(t, out["error"].(map[string]any)["message"], "the vote bob cast as bob is linked to them", "the 409 says whose vote")
-	for _, who := range []string{"robert", "dave"} {
-		code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", who, approve)
-		require.Equal(t, http.StatusAccepted, code, "%v", out)
-	}
-	decision := out["decision"].(map[string]any)
-	assert.Equal(t, []any{"bob", "robert", "dave"}, decision["deciders"])
-}
-
-// TestALinkPageSaysWhoseVoteStandsForItsHolder (reviewer helper-110 F1):
-// as TestReportsNameAVoterAsTheyVoted, carol's link (her address is still
-// hers) says the vote that counts for her is bob's, not that she voted.
-func TestALinkPageSaysWhoseVoteStandsForItsHolder(t *testing.T) {
 	before := `{"version": 1, "persons": [
   {"id": "bob",   "aliases": ["bob@example.com", "bob"]},
   {"id": "carol", "aliases": ["carol@example.com", "carol"]},
@@ -181,8 +148,17 @@ func TestALinkPageSaysWhoseVoteStandsForItsHolder(t *testing.T) {
 	first.Stop()
 
 	second := server(first.Dir, after)
+	code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", "carol", approve)
+	require.Equal(t, http.StatusConflict, code, "carol now holds the alias bob voted as: %v", out)
+	assert.Contains(t, out["error"].(map[string]any)["message"], "the vote bob cast as bob is linked to them", "the 409 says whose vote")
 	p := second.As(t, "").Call(t, "GET", linkPath(t, carolLink), "", "")
 	assert.Equal(t, http.StatusConflict, p.Status)
 	assert.NotContains(t, string(p.Body), "You already voted", "carol never voted: the vote is bob's")
 	assert.Contains(t, string(p.Body), "cast by bob stands for you")
+	for _, who := range []string{"robert", "dave"} {
+		code, out = whCall(t, second, "POST", "/runs/"+id+"/decision", who, approve)
+		require.Equal(t, http.StatusAccepted, code, "%v", out)
+	}
+	decision := out["decision"].(map[string]any)
+	assert.Equal(t, []any{"bob", "robert", "dave"}, decision["deciders"])
 }
