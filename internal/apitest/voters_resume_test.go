@@ -222,3 +222,20 @@ func TestTheStoreRefusesADenialThatOnlyResumesATurn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, runs.StatusWaiting, got.Status, "nothing was taken")
 }
+
+// TestTheQuorumCheckResumesATurnTheVotesDecide: with nobody voting, the
+// sweep's quorum check resumes the turn the votes decide under the
+// directory put back (before: nobody was asked any more, and the run
+// waited out its window): the decision names the last vote that decided
+// the call, and the held write runs once.
+func TestTheQuorumCheckResumesATurnTheVotesDecide(t *testing.T) {
+	server, clock := voterServers(t, []string{"frank", "frank-ci", "bob", "carol"})
+	third, id, _, _ := undoneChange(t, server)
+	clock.Advance(time.Hour + time.Minute) // the first quorum check is due an hour after the hold
+	sweep(t, third)
+	third.App.Dispatcher.Wait()
+	got := waitAs(t, third, third.Client(t), "bob", id, "COMPLETED")
+	decision := got["decision"].(map[string]any)
+	assert.Equal(t, "bob", decision["by"])
+	assert.Equal(t, []any{"frank-ci", "bob"}, decision["deciders"])
+}

@@ -668,3 +668,45 @@ func (n Notice) about(r *Run) error {
 	}
 	return nil
 }
+
+// ResumeDecided moves WAITING_FOR_APPROVAL run cur, whose votes decide
+// every held call under dir (the directory in force) though it still waits
+// (Run.DecidedByVotesIn: a directory change since the last vote), to
+// RESUMING with what the votes decided, as the next approver's vote would
+// (Store.Decide): the decision and its event name the last vote that
+// decided a call (by, via, the event's actor), with the deciders counted
+// under dir; its time is now. The sweep's quorum check takes this step,
+// so that such a turn does not wait out its window when nobody votes. It
+// is conditional on the row: EConflict when the run no longer waits on
+// cur's suspension or its votes no longer decide it, EGone once the
+// approval window closed.
+func (s *Store) ResumeDecided(ctx context.Context, cur *Run, dir *identity.Directory) (*Run, error) {
+	if cur == nil {
+		return nil, Errorf(EInvalid, "run is required")
+	}
+	suspension := cur.SuspensionID
+	return s.retry(ctx, cur, func(cur *Run, now time.Time) (*Run, Write, error) {
+		switch {
+		case cur.Status != StatusWaiting || cur.SuspensionID != suspension:
+			return nil, Write{}, Errorf(EConflict, "run %s no longer waits on suspension %s", cur.ID, suspension)
+		case !now.Before(cur.ApprovalDeadline):
+			return nil, Write{}, Errorf(EGone, "the approval window of run %s closed at %s", cur.ID, cur.ApprovalDeadline.UTC().Format(InstantLayout))
+		case !cur.DecidedByVotesIn(dir):
+			return nil, Write{}, Errorf(EConflict, "the votes on run %s do not decide every held call", cur.ID)
+		}
+		last, ok := lastDecidingVote(cur, dir)
+		if !ok {
+			return nil, Write{}, Errorf(EConflict, "no vote on run %s decided a held call", cur.ID)
+		}
+		next := cur.Clone()
+		decision := resolvedDecision(next, next.TallyIn(dir), loop.Decision{TurnDigest: cur.TurnDigest, Message: last.Message})
+		data := withDeciders(DecisionEventData{SuspensionID: suspension, TurnDigest: cur.TurnDigest, Via: last.Via, Decision: decision}, next, dir)
+		w := Write{Events: []Event{{Type: EventDecision, Actor: last.By, Data: mustJSON(data)}}}
+		next.Status = StatusResuming
+		next.Decision = cloneDecision(&decision)
+		next.DecidedBy, next.DecidedVia, next.DecidedAt = last.By, last.Via, now
+		return next, w, nil
+	}, func(fresh *Run) bool {
+		return fresh.Status == StatusWaiting && fresh.SuspensionID == suspension
+	})
+}

@@ -42,6 +42,10 @@ type SweepSummary struct {
 	// Unmeetable, those ended approval_unmeetable because one cannot.
 	QuorumChecked int `json:"quorum_checked"`
 	Unmeetable    int `json:"approvals_unmeetable"`
+	// VotesResumed counts the runs a quorum check resumed because the
+	// votes cast decide every held call under the directory in force
+	// (runs.Store.ResumeDecided).
+	VotesResumed int `json:"votes_resumed"`
 	// DecidersRevised counts the quorum checks that changed who is asked
 	// to decide a run's held turn (runs.Store.ReviseDeciders): a switch to
 	// per-call votes, persons asked, inbox entries dropped or restored.
@@ -282,7 +286,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
 		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded, "mail_retried", sum.MailRetried,
-		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhook_runs_queued", sum.Queued, "webhooks_waiting_for_secret", sum.WaitingForSecret,
+		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "votes_resumed", sum.VotesResumed, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhook_runs_queued", sum.Queued, "webhooks_waiting_for_secret", sum.WaitingForSecret,
 		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
 }
@@ -383,6 +387,7 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.MailRetried += o.MailRetried
 	sum.QuorumChecked += o.QuorumChecked
 	sum.Unmeetable += o.Unmeetable
+	sum.VotesResumed += o.VotesResumed
 	sum.DecidersRevised += o.DecidersRevised
 	sum.Skipped += o.Skipped
 	sum.Deliveries += o.Deliveries
@@ -532,6 +537,27 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // may decide now and were not asked get what a hold gives them (an inbox
 // entry, and mail with a link).
 func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, sum *SweepSummary) (*runs.Run, error) {
+	if r.DecidedByVotesIn(s.Directory) {
+		// A directory change since the last vote left the votes cast
+		// deciding every held call, though the run waits (and nobody is
+		// asked any more): resume it with what they decided, as the next
+		// approver's vote would.
+		next, err := s.Store.ResumeDecided(ctx, r, s.Directory)
+		if err != nil {
+			return nil, err
+		}
+		s.logger().InfoContext(ctx, "quorum check: the votes cast decide every held call under the directory in force; the run resumes", "run_id", r.ID, "suspension_id", r.SuspensionID)
+		sum.VotesResumed++
+		if s.Dispatch == nil {
+			return nil, nil // the next sweep dispatches it (re-dispatch of a RESUMING run)
+		}
+		if err := s.Dispatch.Dispatch(ctx, NewJob(JobResume, next)); err != nil {
+			// The decision is durable; the sweep re-dispatches a run left
+			// RESUMING.
+			s.logger().WarnContext(ctx, "dispatch failed; the sweep will retry", "run_id", r.ID, "err", err)
+		}
+		return nil, nil
+	}
 	found := runs.QuorumFinding{At: now}
 	var lost map[string]string
 	if s.Directory == nil {

@@ -106,6 +106,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ToolResultsExpire", testToolResultsExpire},
 		{"Votes", testVotes},
 		{"VoteAfterEveryAliasChanged", testVoteAfterEveryAliasChanged},
+		{"ResumeDecided", testResumeDecided},
 		{"VoteThroughLinks", testVoteThroughLinks},
 		{"ConcurrentVotes", testConcurrentVotes},
 		{"PerCallVotes", testPerCallVotes},
