@@ -6,6 +6,7 @@ package apitest_test
 // failed before its fix.
 
 import (
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -122,6 +123,7 @@ func TestAVoteThatOnlyResumesATurnIsNotItsDecision(t *testing.T) {
 		switch e.Type {
 		case runs.EventDecision:
 			assert.Equal(t, "bob", e.Actor, "the decision event's actor, as decided_by")
+			assert.Contains(t, string(e.Data), `"resumed_by":"carol"`, "and who resumed it")
 		case runs.EventVote:
 			if e.Actor == "carol" {
 				assert.NotContains(t, string(e.Data), `"action":"approve"`, "carol's vote chose nothing: %s", e.Data)
@@ -238,4 +240,15 @@ func TestTheQuorumCheckResumesATurnTheVotesDecide(t *testing.T) {
 	decision := got["decision"].(map[string]any)
 	assert.Equal(t, "bob", decision["by"])
 	assert.Equal(t, []any{"frank-ci", "bob"}, decision["deciders"])
+	evs, err := third.App.Store.Events(t.Context(), id, 0, 1000)
+	require.NoError(t, err)
+	resumed := ""
+	for _, e := range evs {
+		if e.Type == runs.EventDecision {
+			var data runs.DecisionEventData
+			require.NoError(t, json.Unmarshal(e.Data, &data))
+			resumed = data.ResumedBy
+		}
+	}
+	assert.Equal(t, "purge", resumed, "the audit says the quorum check resumed it (reviewer helper-111 F2)")
 }

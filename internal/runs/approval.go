@@ -463,6 +463,9 @@ func (s *Store) Decide(ctx context.Context, cur *Run, d NewDecision) (*Run, erro
 			if cur.Voting() {
 				data = withDeciders(data, next, d.Directory)
 			}
+			if resumesOnly {
+				data.ResumedBy = d.Decider
+			}
 			w.Events = append(w.Events, Event{Type: EventDecision, Actor: decidedBy, Data: mustJSON(data)})
 		}
 		if d.Via == ViaLink {
@@ -672,10 +675,13 @@ func (n Notice) about(r *Run) error {
 // ResumeDecided moves WAITING_FOR_APPROVAL run cur, whose votes decide
 // every held call under dir (the directory in force) though it still waits
 // (Run.DecidedByVotesIn: a directory change since the last vote), to
-// RESUMING with what the votes decided, as the next approver's vote would
-// (Store.Decide): the decision and its event name the last vote that
+// RESUMING with what the votes decided, each held call approved or denied
+// as the next approver's vote would resume it (Store.Decide; the decision
+// is whole-turn where every vote was, where that vote's empty choice makes
+// it per call): the decision and its event name the last vote that
 // decided a call (by, via, the event's actor), with the deciders counted
-// under dir; its time is now. The sweep's quorum check takes this step,
+// under dir, and the event says the sweep resumed it (resumed_by purge);
+// its time is now. The sweep's quorum check takes this step,
 // so that such a turn does not wait out its window when nobody votes. It
 // is conditional on the row: EConflict when the run no longer waits on
 // cur's suspension or its votes no longer decide it, EGone once the
@@ -700,7 +706,7 @@ func (s *Store) ResumeDecided(ctx context.Context, cur *Run, dir *identity.Direc
 		}
 		next := cur.Clone()
 		decision := resolvedDecision(next, next.TallyIn(dir), loop.Decision{TurnDigest: cur.TurnDigest, Message: last.Message})
-		data := withDeciders(DecisionEventData{SuspensionID: suspension, TurnDigest: cur.TurnDigest, Via: last.Via, Decision: decision}, next, dir)
+		data := withDeciders(DecisionEventData{SuspensionID: suspension, TurnDigest: cur.TurnDigest, Via: last.Via, Decision: decision, ResumedBy: "purge"}, next, dir)
 		w := Write{Events: []Event{{Type: EventDecision, Actor: last.By, Data: mustJSON(data)}}}
 		next.Status = StatusResuming
 		next.Decision = cloneDecision(&decision)

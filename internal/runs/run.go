@@ -672,6 +672,12 @@ type DecisionEventData struct {
 	Deciders     []string      `json:"deciders,omitempty"`
 	DecidedCalls []DecidedCall `json:"decided_calls,omitempty"`
 	DecidersCut  bool          `json:"deciders_cut,omitempty"`
+	// ResumedBy is set when the votes had decided the turn already (a
+	// directory change since the last vote) and another resumed it: the
+	// approver whose vote only resumed it, or "purge" (the sweep's quorum
+	// check: Store.ResumeDecided). The event's actor is then the last vote
+	// that decided a call, as the decision's by is.
+	ResumedBy string `json:"resumed_by,omitempty"`
 }
 
 // Event is one entry of a run's audit stream. Seq runs 1, 2, 3... in the

@@ -527,6 +527,11 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 // call whose initiator or approver entries this build cannot read, the
 // check keeps the marks as they are and is only scheduled again.
 //
+// A run whose votes decide every held call under the directory in force,
+// though it waits (a directory change since the last vote), is resumed
+// instead, with what they decided (runs.Store.ResumeDecided), and the
+// resume job dispatched.
+//
 // A check that could check every held call also keeps who is asked to
 // decide in step with the directory, in the write that schedules the next
 // check (runs.PlanDeciders, written by revise): the run leaves the inbox
@@ -543,7 +548,12 @@ func (s *Sweeper) checkQuorum(ctx context.Context, r *runs.Run, now time.Time, s
 		// asked any more): resume it with what they decided, as the next
 		// approver's vote would.
 		next, err := s.Store.ResumeDecided(ctx, r, s.Directory)
-		if err != nil {
+		switch {
+		case runs.ErrorCode(err) == runs.EGone:
+			// The window closed during the sweep: the next one expires it.
+			sum.Skipped++
+			return nil, nil
+		case err != nil:
 			return nil, err
 		}
 		s.logger().InfoContext(ctx, "quorum check: the votes cast decide every held call under the directory in force; the run resumes", "run_id", r.ID, "suspension_id", r.SuspensionID)
