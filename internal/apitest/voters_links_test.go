@@ -34,7 +34,7 @@ const renameRest = `
 // R1 (P0, a regression of 202e206): ann keeps her id and her group, and the
 // company moves her to a new mail domain (her entry's aliases replaced:
 // ann@old.example.com -> ann@new.example.com). Her entry no longer holds
-// the alias her vote kept, so Vote.personHeld is false and the vote is
+// the alias her vote kept, so 202e206's Vote.personHeld was false and the vote was
 // "whoever ann@old.example.com is now" (nobody): ann votes again as
 // ann@new.example.com, and one human meets a quorum of two. On f5fd354
 // (before 202e206) the second vote is 409.

@@ -26,8 +26,8 @@ const (
 )
 
 // P0-A: Ann Smith votes as ann.smith@example.com; after the change she
-// votes again with the very same credential. Vote.keys takes the
-// personHeld branch for her first vote (the entry "ann" still holds
+// votes again with the very same credential. On 510a07b Vote.keys took
+// its personHeld branch for her first vote (the entry "ann" still holds
 // ann@example.com, an alias the vote kept), so it stands for person:ann
 // (Ann Lee) only, not for asmith, whom the principal it was cast as is
 // now: one credential meets a quorum of two.
@@ -50,8 +50,8 @@ func TestOneCredentialVotesOnceAfterARenameAndAnIDReuse(t *testing.T) {
 // P0-B: four-eyes. Ann Smith starts a four-eyes run as ann@example.com
 // (one decision decides it). After the change she approves it herself as
 // ann.smith@example.com: identity.MayDecide compares her with the
-// principal ann@example.com (now Ann Lee), and Run.initiatorCovers, in
-// the personHeld branch, stands for person:ann only.
+// principal ann@example.com (now Ann Lee), and on 510a07b
+// Run.initiatorCovers, in its personHeld branch, stood for person:ann only.
 func TestFourEyesHoldsAfterARenameAndAnIDReuse(t *testing.T) {
 	server, _ := voterServers(t, []string{"frank", "ann@example.com", "ann.smith@example.com", "ann.lee@example.com", "bob", "carol"})
 	first := server("", annBefore)
