@@ -102,7 +102,7 @@ func (s *Store) Suspend(ctx context.Context, cur *Run, owner string, sp Suspensi
 	next.RemindAt = ms(sp.RemindAt)
 	next.ReminderSent = false
 	next.QuorumCheckAt, next.QuorumLost = time.Time{}, nil
-	next.MailRetry, next.MailRetryAt = nil, time.Time{}
+	next.MailRetry, next.MailRetryAt, next.MailRetryReminders = nil, time.Time{}, nil
 	if at := ms(sp.QuorumCheckAt); at.Before(deadline) {
 		next.QuorumCheckAt = at
 	}
@@ -517,6 +517,10 @@ type Notice struct {
 	// Renotify, it says that the notice is that retry: the mailboxes leave
 	// MailRetry, and the tokens are theirs.
 	Retry []string
+	// RetryReminder, with Retry and State NotificationFailed, says their
+	// failed mail was the reminder: their retry is mailed as the reminder
+	// (Run.MailRetryReminders).
+	RetryReminder bool
 }
 
 // RecordNotification stores the notification state of a waiting run with a
@@ -557,6 +561,9 @@ func (s *Store) RecordNotification(ctx context.Context, cur *Run, n Notice) (*Ru
 				for _, m := range n.Retry {
 					if !slices.Contains(next.MailRetry, m) {
 						next.MailRetry = append(next.MailRetry, m)
+					}
+					if n.RetryReminder && !slices.Contains(next.MailRetryReminders, m) {
+						next.MailRetryReminders = append(next.MailRetryReminders, m)
 					}
 				}
 				if next.MailRetryAt.IsZero() || retry.Before(next.MailRetryAt) {
@@ -650,6 +657,9 @@ func (n Notice) validate() error {
 	}
 	if len(n.Retry) > 0 && n.Reminder {
 		return Errorf(EInvalid, "a notice about some mailboxes' mail is no reminder")
+	}
+	if n.RetryReminder && len(n.Retry) == 0 {
+		return Errorf(EInvalid, "a notice of a failed reminder to retry names the mailboxes")
 	}
 	if len(n.Retry) > MaxApprovers {
 		return Errorf(EInvalid, "a notice names %d mailboxes, more than the %d a suspension lists", len(n.Retry), MaxApprovers)

@@ -37,7 +37,11 @@ func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []Token
 			// A retry of some mailboxes' mail (Run.MailRetry): they leave
 			// the list (others a later write added stay), and the
 			// suspension's notification and reminder are as they were.
-			next.MailRetry = slices.DeleteFunc(next.MailRetry, func(m string) bool { return slices.Contains(n.Retry, m) })
+			retried := func(m string) bool { return slices.Contains(n.Retry, m) }
+			next.MailRetry = slices.DeleteFunc(next.MailRetry, retried)
+			if next.MailRetryReminders = slices.DeleteFunc(next.MailRetryReminders, retried); len(next.MailRetryReminders) == 0 {
+				next.MailRetryReminders = nil
+			}
 			if len(next.MailRetry) == 0 {
 				next.MailRetry, next.MailRetryAt = nil, time.Time{}
 			}
@@ -46,7 +50,7 @@ func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []Token
 		}
 		// A reminder or a retry of the first notification mails everyone
 		// not yet voted: those whose mail is to be retried among them.
-		next.MailRetry, next.MailRetryAt = nil, time.Time{}
+		next.MailRetry, next.MailRetryAt, next.MailRetryReminders = nil, time.Time{}, nil
 		next.Notification = n.State
 		typ := EventNotified
 		if n.Reminder {

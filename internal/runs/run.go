@@ -320,6 +320,10 @@ type Run struct {
 	// every suspension.
 	MailRetry   []string  `json:"mail_retry,omitempty"`
 	MailRetryAt time.Time `json:"mail_retry_at,omitzero"`
+	// MailRetryReminders are those of MailRetry whose failed mail was the
+	// reminder: their retry is mailed as the reminder (Notice.
+	// RetryReminder). Cleared with MailRetry.
+	MailRetryReminders []string `json:"mail_retry_reminders,omitempty"`
 	// NoticeSeq is the event sequence number the current suspension kept
 	// for the notified event of its first notification (Suspension.Notify),
 	// until that event takes it (0: none kept, or taken). The event takes
@@ -536,6 +540,7 @@ func (r *Run) Clone() *Run {
 	c.InboxDropped = slices.Clone(r.InboxDropped)
 	c.QuorumLost = slices.Clone(r.QuorumLost)
 	c.MailRetry = slices.Clone(r.MailRetry)
+	c.MailRetryReminders = slices.Clone(r.MailRetryReminders)
 	c.Votes = cloneVotes(r.Votes)
 	c.Request = cloneRaw(r.Request)
 	c.Decision = cloneDecision(r.Decision)

@@ -67,7 +67,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		// reminder failed are mailed once more, alone, by the sweep
 		// (RetryMail). A failed retry of the first notification is
 		// followed by the reminder instead.
-		notice.Retry, notice.RetryAt = failed, w.now().Add(MailRetryDelay)
+		notice.Retry, notice.RetryAt, notice.RetryReminder = failed, w.now().Add(MailRetryDelay), true
 	}
 	_, err = w.Store.RecordNotification(ctx, cur, notice)
 	if runs.ErrorCode(err) == runs.EConflict {
@@ -92,7 +92,8 @@ func retriesFirstMail(r *runs.Run) bool {
 // waiting run r whose approval mail failed where nothing else would mail
 // them again (runs.Run.MailRetry: a link a quorum check mailed to one it
 // asked, a reminder): those of them who may still vote and have not. No
-// one else is mailed, and the mail is no reminder. The retry is recorded
+// one else is mailed; those whose failed mail was the reminder get it as
+// the reminder (runs.Run.MailRetryReminders), the others as a first mail. The retry is recorded
 // (a notified event with "retry": true, the tokens, the mailboxes taken
 // off the list) before any mail goes out; a mail that fails again is
 // recorded and not retried. The sweep calls it when the run's
@@ -132,7 +133,16 @@ func (w *Worker) RetryMail(ctx context.Context, r *runs.Run) (*runs.Run, error) 
 		return nil, err
 	}
 	log := w.log().With("run_id", r.ID)
-	failed := w.mailLinks(ctx, log, cur, links, false)
+	// Those whose failed mail was the reminder get it as the reminder.
+	var reminders, others []approvalLink
+	for _, l := range links {
+		if slices.Contains(r.MailRetryReminders, l.approver) {
+			reminders = append(reminders, l)
+		} else {
+			others = append(others, l)
+		}
+	}
+	failed := append(w.mailLinks(ctx, log, cur, reminders, true), w.mailLinks(ctx, log, cur, others, false)...)
 	if len(failed) == 0 {
 		return cur, nil
 	}
