@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/strictjson"
 	"github.com/agentgate/agentgate/internal/toolpattern"
 )
 
@@ -100,44 +101,19 @@ func (es *ServiceAccountEntries) UnmarshalJSON(data []byte) error {
 }
 
 // decodeEntries decodes data, the JSON array list of a directory file,
-// into out entry by entry and strictly; an error names the entry by its
-// index and, when it has one that decodes, its key member (id or name).
+// into out entry by entry and strictly (strictjson.Entries); an error names
+// the entry by its index and, when it has one that decodes, its key member
+// (id or name).
 func decodeEntries[T any](out *[]T, data []byte, list, key string) error {
-	var raws []json.RawMessage
-	if err := json.Unmarshal(data, &raws); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return fmt.Errorf("%s: json: cannot unmarshal %s into an array", list, typeErr.Value)
+	name := func(i int, raw json.RawMessage) string {
+		var named map[string]json.RawMessage
+		var name string
+		if json.Unmarshal(raw, &named) == nil && json.Unmarshal(named[key], &name) == nil {
+			return fmt.Sprintf("%s[%d] %q", list, i, name)
 		}
-		return err
+		return fmt.Sprintf("%s[%d]", list, i)
 	}
-	if raws == nil {
-		*out = nil
-		return nil
-	}
-	entries := make([]T, len(raws))
-	for i, raw := range raws {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&entries[i]); err != nil {
-			where := fmt.Sprintf("%s[%d]", list, i)
-			var named map[string]json.RawMessage
-			var name string
-			if json.Unmarshal(raw, &named) == nil && json.Unmarshal(named[key], &name) == nil {
-				where = fmt.Sprintf("%s[%d] %q", list, i, name)
-			}
-			var typeErr *json.UnmarshalTypeError
-			switch {
-			case errors.As(err, &typeErr) && typeErr.Field != "":
-				return fmt.Errorf("%s: %s: json: cannot unmarshal %s into %s", where, typeErr.Field, typeErr.Value, typeErr.Type)
-			case errors.As(err, &typeErr):
-				return fmt.Errorf("%s: json: cannot unmarshal %s into an object", where, typeErr.Value)
-			}
-			return fmt.Errorf("%s: %w", where, err)
-		}
-	}
-	*out = entries
-	return nil
+	return strictjson.Entries(out, data, list, name, "an array", "an object")
 }
 
 // Person is a human with one or more aliases.

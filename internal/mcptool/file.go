@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/strictjson"
 )
 
 // File is a parsed and validated tool-sources file.
@@ -31,36 +33,7 @@ type ServerEntries []Server
 // UnmarshalJSON decodes the servers one by one, so that an error names
 // its server.
 func (ss *ServerEntries) UnmarshalJSON(data []byte) error {
-	var raws []json.RawMessage
-	if err := json.Unmarshal(data, &raws); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return fmt.Errorf("servers: json: cannot unmarshal %s into an array of servers", typeErr.Value)
-		}
-		return err
-	}
-	if raws == nil {
-		*ss = nil
-		return nil
-	}
-	out := make(ServerEntries, len(raws))
-	for i, raw := range raws {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&out[i]); err != nil {
-			where := serverName(i, raw)
-			var typeErr *json.UnmarshalTypeError
-			switch {
-			case errors.As(err, &typeErr) && typeErr.Field != "":
-				return fmt.Errorf("%s: %s: json: cannot unmarshal %s into %s", where, typeErr.Field, typeErr.Value, typeErr.Type)
-			case errors.As(err, &typeErr):
-				return fmt.Errorf("%s: json: cannot unmarshal %s into a server object", where, typeErr.Value)
-			}
-			return fmt.Errorf("%s: %w", where, err)
-		}
-	}
-	*ss = out
-	return nil
+	return strictjson.Entries((*[]Server)(ss), data, "servers", serverName, "an array of servers", "a server object")
 }
 
 // serverName names server i of a file by its index and, when it has one
