@@ -6,6 +6,7 @@ package apitest_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,4 +73,36 @@ func TestALinkOfARenamedPersonNoLongerDecides(t *testing.T) {
 	assert.Contains(t, string(p.Body), "renamed")
 	code, out := whCall(t, second, "POST", "/runs/"+id+"/decision", "hana@example.com", approve)
 	assert.Equal(t, http.StatusAccepted, code, "%v", out)
+}
+
+// TestTheReminderMailsANewLinkToAChangedAddress: hana's address changes
+// (same id, same group) while a run waits; her first link no longer
+// decides, and the 80% reminder mails a link to her new address, which
+// does (README: the reminder mails one to the address the directory gives
+// them now).
+func TestTheReminderMailsANewLinkToAChangedAddress(t *testing.T) {
+	before := `{"version": 1, "persons": [
+  {"id": "hana", "aliases": ["hana@example.com"]},` + renameRest + `,
+  "groups": [{"name": "finance", "members": ["hana", "bob", "carol"]}]}`
+	after := `{"version": 1, "persons": [
+  {"id": "hana", "aliases": ["hana@new.example.com"]},` + renameRest + `,
+  "groups": [{"name": "finance", "members": ["hana", "bob", "carol"]}]}`
+	server, clock := voterServers(t, []string{"frank", "hana@example.com", "hana@new.example.com", "bob", "carol"})
+	first := server("", before)
+	id, _ := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["group:finance"],"required_approvals":2}`)
+	oldLink := first.WaitLinks(t, "hana@example.com", 1)[0]
+	first.Stop()
+
+	second := server(first.Dir, after)
+	p := second.As(t, "").Call(t, "GET", linkPath(t, oldLink), "", "")
+	require.Equal(t, http.StatusForbidden, p.Status)
+	_, got, _ := call(t, second, second.Client(t), "GET", "/runs/"+id, "frank", "", "")
+	deadline, err := time.Parse(time.RFC3339Nano, got["pending"].(map[string]any)["deadline"].(string))
+	require.NoError(t, err)
+	clock.Advance(deadline.Sub(clock.Now()) - time.Minute) // past the 80% reminder, before the deadline
+	sweep(t, second)
+	newLink := second.WaitLinks(t, "hana@new.example.com", 1)[0]
+	p = second.As(t, "").Call(t, "GET", linkPath(t, newLink), "", "")
+	assert.Equal(t, http.StatusOK, p.Status, "%s", p.Body)
+	assert.Contains(t, string(p.Body), "<form")
 }
