@@ -81,6 +81,23 @@ func (p *TurnProgress) Remaining() []PendingCall {
 	return p.Calls[p.Done:]
 }
 
+// RemainingKeys returns the idempotency keys of the calls of the turn in
+// progress that are not handled yet (none between turns): the calls a
+// process continuing from c makes again, under these keys.
+func (c *Checkpoint) RemainingKeys() map[string]bool {
+	return callKeys(c.RunID, c.SuspensionID, c.Transcript, c.Turn.Remaining())
+}
+
+// callKeys maps the idempotency keys of calls, of the turn tr ends with,
+// to true.
+func callKeys(runID, suspensionID string, tr Transcript, calls []PendingCall) map[string]bool {
+	keys := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		keys[callKey(runID, suspensionID, tr, c.ID)] = true
+	}
+	return keys
+}
+
 // Encode returns the checkpoint as JSON (see MarshalJSON).
 func (c *Checkpoint) Encode() ([]byte, error) { return MarshalJSON(c) }
 

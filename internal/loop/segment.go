@@ -773,20 +773,27 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 // StepToolDenied marks a call an approver denied; it never ran.
 const StepToolDenied StepKind = "tool_denied"
 
-// idempotencyKey is the key of call id in the turn being executed (the
-// transcript's last assistant message): "runID/suspensionID/callID", and
-// "#N" after it when the model reused that call id in N earlier turns (a
-// model's ids are its own; two different calls must never share a key,
+// idempotencyKey is the key of call id in the turn being executed
+// (callKey).
+func (s *segment) idempotencyKey(id string) string {
+	return callKey(s.runID, s.suspensionID, s.tr, id)
+}
+
+// callKey is the idempotency key of call id in the turn being executed, the
+// last assistant message of tr, in the stretch of run runID that continues
+// suspension suspensionID ("-" before the first): "runID/suspensionID/callID",
+// and "#N" after it when the model reused that call id in N earlier turns
+// (a model's ids are its own; two different calls must never share a key,
 // and a replay of the same call must find the same one, which it does:
 // the turns before it are the same).
-func (s *segment) idempotencyKey(id string) string {
-	key := s.runID + "/" + s.suspensionID + "/" + id
-	last := len(s.tr.Messages) - 1
-	for last >= 0 && s.tr.Messages[last].Role != RoleAssistant {
+func callKey(runID, suspensionID string, tr Transcript, id string) string {
+	key := runID + "/" + suspensionID + "/" + id
+	last := len(tr.Messages) - 1
+	for last >= 0 && tr.Messages[last].Role != RoleAssistant {
 		last--
 	}
 	n := 0
-	for _, m := range s.tr.Messages[:max(last, 0)] {
+	for _, m := range tr.Messages[:max(last, 0)] {
 		if m.Role != RoleAssistant {
 			continue
 		}

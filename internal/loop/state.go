@@ -145,6 +145,12 @@ type SuspendedState struct {
 	HandOver *HandOver `json:"hand_over,omitempty"`
 }
 
+// PendingKeys returns the idempotency keys of the held calls: the keys
+// under which a resume from s makes them.
+func (s *SuspendedState) PendingKeys() map[string]bool {
+	return callKeys(s.RunID, s.SuspensionID, s.Transcript, s.PendingCalls)
+}
+
 // Encode returns the state as JSON (see MarshalJSON for the encoding).
 func (s *SuspendedState) Encode() ([]byte, error) { return MarshalJSON(s) }
 

@@ -320,10 +320,12 @@ type segmentRun struct {
 	cause string
 	// settled is set when resume already ended the run (refused state).
 	settled bool
-	// durable holds the ids of the calls not done yet that the run's
-	// stored position (its checkpoint, or its suspended state) reaches: a
-	// new worker makes them again under the same idempotency keys. Guarded
-	// by mu, like effect: the heartbeat changes both.
+	// durable holds the idempotency keys of the calls not done yet that
+	// the run's stored position (its checkpoint, or its suspended state)
+	// reaches: a new worker makes them again under the same keys. Keys, not
+	// call ids: a model may reuse a call id in a later turn, which the
+	// stored position does not reach. Guarded by mu, like effect: the
+	// heartbeat changes both.
 	durable map[string]bool
 	// claimBy is when the heartbeat writes a claim the segment has not
 	// written yet, so that the sweep never re-dispatches a run whose
@@ -344,7 +346,8 @@ type segmentRun struct {
 type effectRecord struct {
 	callID     string
 	checkpoint []byte
-	remaining  []loop.PendingCall
+	// remaining are the keys of the calls the checkpoint reaches.
+	remaining map[string]bool
 	// added is set once the call's tool_executed step is added to the
 	// segment's unwritten steps.
 	added bool
@@ -391,14 +394,6 @@ func (s *segmentRun) yield(context.Context) bool {
 	return false
 }
 
-func remainingIDs(calls []loop.PendingCall) map[string]bool {
-	ids := make(map[string]bool, len(calls))
-	for _, c := range calls {
-		ids[c.ID] = true
-	}
-	return ids
-}
-
 func (s *segmentRun) hooks() loop.Hooks {
 	return loop.Hooks{
 		OnStep: func(_ context.Context, st loop.Step) error {
@@ -428,7 +423,7 @@ func (s *segmentRun) hooks() loop.Hooks {
 				return fmt.Errorf("encode checkpoint: %w", err)
 			}
 			s.mu.Lock() // the heartbeat reads it
-			s.effect = &effectRecord{callID: c.ID, checkpoint: blob, remaining: c.Checkpoint.Turn.Remaining()}
+			s.effect = &effectRecord{callID: c.ID, checkpoint: blob, remaining: c.Checkpoint.RemainingKeys()}
 			s.mu.Unlock()
 			return nil
 		},
@@ -459,7 +454,7 @@ func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
 		return fmt.Errorf("call %s was fenced by an earlier worker, but call %s came first", row.PendingEffect, c.ID)
 	}
 	f := runs.Fence{CallID: c.ID, Idempotent: c.Idempotent}
-	if c.Idempotent && !s.isDurable(c.ID) {
+	if c.Idempotent && !s.isDurable(c.Key) {
 		blob, err := c.Checkpoint.Encode()
 		if err != nil {
 			return fmt.Errorf("encode checkpoint: %w", err)
@@ -479,7 +474,7 @@ func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
 		})
 	}
 	if err == nil && f.Checkpoint != nil {
-		s.setDurable(remainingIDs(c.Checkpoint.Turn.Remaining()))
+		s.setDurable(c.Checkpoint.RemainingKeys())
 	}
 	if err == nil {
 		s.fenced = c.PendingCall
@@ -487,19 +482,20 @@ func (s *segmentRun) stampFence(ctx context.Context, c loop.FencedCall) error {
 	return err
 }
 
-// isDurable says whether the run's stored position reaches call id.
-func (s *segmentRun) isDurable(id string) bool {
+// isDurable says whether the run's stored position reaches the call of
+// idempotency key key.
+func (s *segmentRun) isDurable(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.durable[id]
+	return s.durable[key]
 }
 
-// setDurable records the calls the run's stored position reaches (the
-// heartbeat updates them too, under s.mu).
-func (s *segmentRun) setDurable(ids map[string]bool) {
+// setDurable records the keys of the calls the run's stored position
+// reaches (the heartbeat updates them too, under s.mu).
+func (s *segmentRun) setDurable(keys map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.durable = ids
+	s.durable = keys
 }
 
 // heartbeat renews the lease while the loop runs, whenever less than half
@@ -564,7 +560,7 @@ func (s *segmentRun) renew(ctx context.Context, ttl time.Duration) bool {
 		// the long call now running does not end the run interrupted_write.
 		next, err = s.w.Store.SaveProgress(ctx, s.cur, s.owner, e.checkpoint)
 		if err == nil {
-			s.durable = remainingIDs(e.remaining)
+			s.durable = e.remaining
 		} else if code := runs.ErrorCode(err); code != runs.EConflict && code != runs.ENotFound {
 			s.log.WarnContext(ctx, "write checkpoint not stored", "err", err)
 			next, err = s.w.Store.RenewLease(ctx, s.cur, s.owner)
@@ -662,7 +658,7 @@ func (s *segmentRun) resume(ctx context.Context, runner *loop.Runner) (loop.Outc
 	default:
 		d := *cur.Decision
 		d.Decider = cur.DecidedBy
-		s.setDurable(remainingIDs(state.PendingCalls))
+		s.setDurable(state.PendingKeys())
 		out, err = runner.Resume(ctx, state, d)
 	}
 	switch {
@@ -715,7 +711,7 @@ func (s *segmentRun) continueRun(ctx context.Context, runner *loop.Runner) (loop
 		s.settled = true
 		return loop.Outcome{}, s.settle(s.outer, runs.StatusFailed, loop.ReasonStateUnreadable, err.Error(), nil)
 	}
-	s.setDurable(remainingIDs(cp.Turn.Remaining()))
+	s.setDurable(cp.RemainingKeys())
 	out, err := runner.Continue(ctx, cp)
 	switch {
 	case errors.Is(err, loop.ErrToolChanged):
