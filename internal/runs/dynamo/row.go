@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -131,13 +132,25 @@ func encodeRow(r *runs.Run, shards int) (rowItem, []partItem, error) {
 	return it, items, nil
 }
 
+// errTornRow marks a row read beside a part item of another version of
+// the row: a read that overlapped the transaction writing them (a Query
+// reads each item as committed, not the items of one transaction
+// together), or two reads with a write between them. Reading again gives
+// the row and its parts as one write left them.
+var errTornRow = errors.New("the row and its parts were read at different versions")
+
+// tornReadAttempts is how many times GetRun reads a row whose parts it
+// found of another version before it gives up.
+const tornReadAttempts = 3
+
 // joinParts puts the parts the row keeps apart (found among items, keyed
-// by sort key) back into r, verified against their hashes.
+// by sort key) back into r, verified against their hashes; a part missing
+// or of another version is errTornRow.
 func joinParts(r *runs.Run, apart map[string]string, items map[string]partItem) error {
 	for name, sha := range apart {
 		it, ok := items[partSK(name)]
 		if !ok || it.SHA256 != sha {
-			return fmt.Errorf("run %s: its %s item is missing or not the one the row names", r.ID, name)
+			return fmt.Errorf("run %s: its %s item is missing or not the one the row names: %w", r.ID, name, errTornRow)
 		}
 		var js json.RawMessage
 		if err := inflateJSON(it.Data, &js); err != nil {

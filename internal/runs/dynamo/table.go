@@ -89,6 +89,16 @@ func (t *Table) getItem(ctx context.Context, pk, sk, what string, out any) (foun
 // GetRun implements runs.RowStore with one strongly consistent Query of
 // the row and the parts it keeps apart (sort keys beginning with RUN).
 func (t *Table) GetRun(ctx context.Context, id string) (*runs.Run, error) {
+	for attempt := 1; ; attempt++ {
+		r, err := t.getRun(ctx, id)
+		if !errors.Is(err, errTornRow) || attempt == tornReadAttempts {
+			return r, err
+		}
+	}
+}
+
+// getRun is one strongly consistent Query of the run's row and parts.
+func (t *Table) getRun(ctx context.Context, id string) (*runs.Run, error) {
 	kc := expression.Key("pk").Equal(expression.Value(runPK(id))).And(expression.Key("sk").BeginsWith(runSK))
 	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
 	if err != nil {
@@ -632,6 +642,19 @@ func (t *Table) getRuns(ctx context.Context, keys []key) ([]*runs.Run, error) {
 			parts[pk.SK] = it
 		}
 		r, apart, err := decodeRun(m, parts)
+		if errors.Is(err, errTornRow) {
+			// Written between the reads of rows and parts: read the run
+			// again on its own.
+			r, err = t.GetRun(ctx, strings.TrimPrefix(k.PK, runPrefix))
+			if runs.ErrorCode(err) == runs.ENotFound {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
