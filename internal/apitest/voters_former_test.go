@@ -184,14 +184,16 @@ func TestARecordedRenameVoidsTheInitiatorsVote(t *testing.T) {
 // (c) A link mailed to alice@example.com before her entry was renamed
 // alice.smith (same address) still decides, and counts as hers, when the
 // entry lists alice among its former ids: she then voted (409 through the
-// API). Without the record it is refused
+// API; the quorum check lists the run in her inbox under her new id and
+// mails her a link, as it asks anyone it did not ask before). Without the
+// record it is refused
 // (TestALinkOfARenamedPersonNoLongerDecides). A link whose address now
 // belongs to someone else stays refused, the rename record or not.
 func TestALinkOfARecordedRenameDecides(t *testing.T) {
 	before := aliceDirectory(`{"id": "alice", "aliases": ["alice@example.com"]}`, "alice")
 	t.Run("the address is still hers", func(t *testing.T) {
 		after := aliceDirectory(`{"id": "alice.smith", "aliases": ["alice@example.com"], "former_ids": ["alice"]}`, "alice.smith")
-		server, _ := voterServers(t, []string{"frank", "alice@example.com", "bob", "carol"})
+		server, clock := voterServers(t, []string{"frank", "alice@example.com", "bob", "carol"})
 		first := server("", before)
 		id, approve := heldForVotes(t, first, `{"prompt":"Raise the Team plan","approvers":["group:finance"],"required_approvals":2}`)
 		link := linkPath(t, first.WaitLinks(t, "alice@example.com", 1)[0])
@@ -199,6 +201,13 @@ func TestALinkOfARecordedRenameDecides(t *testing.T) {
 
 		second := server(first.Dir, after)
 		c := second.Client(t)
+		// The inbox is indexed by the id of the day: the quorum check
+		// lists the run for her under her new id, and mails her a link.
+		clock.Advance(service.DefaultQuorumCheckEvery)
+		sweep(t, second)
+		_, inbox, _ := call(t, second, c, "GET", "/approvals", "alice@example.com", "", "")
+		assert.Len(t, inbox["approvals"], 1, "listed for alice.smith: %v", inbox)
+		assert.Len(t, second.Links("alice@example.com"), 1, "asked under her new id")
 		p := second.As(t, "").Call(t, "GET", link, "", "")
 		require.Equal(t, http.StatusOK, p.Status, "%s", p.Body)
 		assert.Contains(t, string(p.Body), "<form")
