@@ -117,7 +117,7 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 		// says was renamed (their entry lists the id the link was sent
 		// under among its former ids) is the subject it was sent to.
 		p := page(approvalpage.Problem(http.StatusForbidden, fmt.Sprintf(
-			"This link was sent to %s as the directory stood then; it no longer gives that address to the same person or principal (the address changed hands, an entry was added for it, or its entry was renamed, merged or dropped), so the link no longer decides or shows the run. Decide through the API, or with a link sent since.", t.Approver)))
+			"This link was sent to %s as the directory stood then; it no longer gives that address to the same person or principal (the address changed hands, an entry was added for it, or its entry was dropped, or renamed or merged without its former id listed in former_ids), so the link no longer decides or shows the run. Decide through the API, or with a link sent since.", t.Approver)))
 		return nil, nil, &p, nil
 	}
 	open := r.Status == runs.StatusWaiting && a.now().Before(t.ExpiresAt)

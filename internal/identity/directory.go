@@ -439,6 +439,18 @@ func (d *Directory) RecordedPerson(key string) (*Person, bool) {
 	if p := d.persons[id]; p != nil {
 		return p, true
 	}
+	return d.RenamedFrom(key)
+}
+
+// RenamedFrom returns the person whose entry lists the id of key, a
+// recorded "person:<id>" (RecordedPerson), among its former ids: the
+// person the directory says was renamed from it. Unlike RecordedPerson it
+// never returns whoever holds the id now.
+func (d *Directory) RenamedFrom(key string) (*Person, bool) {
+	id, ok := strings.CutPrefix(key, "person:")
+	if d == nil || !ok || id == "" {
+		return nil, false
+	}
 	p := d.former[id]
 	return p, p != nil
 }
