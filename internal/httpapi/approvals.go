@@ -107,14 +107,17 @@ func (a *API) lookupLink(ctx context.Context, raw string) (*runs.ApprovalToken, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if t.Person != "" && runs.SubjectKey(a.Directory, t.Approver) != t.Person {
+	if t.Person != "" && runs.SubjectKey(a.Directory, t.Approver) != runs.RecordedKey(a.Directory, t.Person) {
 		// The directory no longer gives the link's address to the subject
 		// it was sent to (the address changed hands, an entry was added
-		// for it, or theirs was renamed, merged or dropped): a vote through
-		// it would stand for whoever has the address now, and the person
-		// it was sent to could vote again. It decides and shows nothing.
+		// for it, or theirs was renamed without a record of it in
+		// former_ids, merged or dropped): a vote through it would stand for
+		// whoever has the address now, and the person it was sent to could
+		// vote again. It decides and shows nothing. A person the directory
+		// says was renamed (their entry lists the id the link was sent
+		// under among its former ids) is the subject it was sent to.
 		p := page(approvalpage.Problem(http.StatusForbidden, fmt.Sprintf(
-			"This link was sent to %s as the directory stood then; it no longer gives that address to the same person or principal (the address changed hands, an entry was added for it, or its entry was renamed, merged or dropped), so the link no longer decides or shows the run. Decide through the API, or with a link sent since.", t.Approver)))
+			"This link was sent to %s as the directory stood then; it no longer gives that address to the same person or principal (the address changed hands, an entry was added for it, or its entry was dropped, or renamed or merged without its former id listed in former_ids), so the link no longer decides or shows the run. Decide through the API, or with a link sent since.", t.Approver)))
 		return nil, nil, &p, nil
 	}
 	open := r.Status == runs.StatusWaiting && a.now().Before(t.ExpiresAt)

@@ -479,7 +479,7 @@ func (a *API) applyDecision(ctx context.Context, r *runs.Run, d loop.Decision, h
 			if v.By != how.Decider && v.Name() != runs.NameOf(a.Directory, how.Decider) {
 				// Another's vote as the directory stood then, linked to
 				// them now (an alias or id they hold since): say so.
-				return nil, errorf(runs.EConflict, "%s counts as having voted on this suspension: the vote %s cast as %s is linked to them by the directory (an id or alias they hold now was that voter's)", how.Decider, v.Name(), v.By)
+				return nil, errorf(runs.EConflict, "%s counts as having voted on this suspension: the vote %s cast as %s is linked to them by the directory (an id or alias they hold now, or an id their entry lists in former_ids, was that voter's)", how.Decider, v.Name(), v.By)
 			}
 			return nil, errorf(runs.EConflict, "%s already voted on this suspension", how.Decider)
 		}

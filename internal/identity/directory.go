@@ -50,6 +50,12 @@ type PersonEntry struct {
 	// Tools limits what the person may approve, whichever way they are
 	// named (tool patterns; empty: any tool).
 	Tools []string `json:"tools,omitempty"`
+	// FormerIDs are ids this person had before (optional): a rename
+	// record. What was recorded under one of them (a vote, a run's
+	// initiator, an approval link, each kept as "person:<id>") is this
+	// person's (Directory.RecordedPerson). None may be anyone's id now, nor
+	// listed twice.
+	FormerIDs []string `json:"former_ids,omitempty"`
 }
 
 // GroupEntry is one group of the directory file.
@@ -121,6 +127,8 @@ type Person struct {
 	ID      string
 	Name    string
 	Aliases []Principal
+	// FormerIDs are the ids the person had before (PersonEntry.FormerIDs).
+	FormerIDs []string
 	// Tools limits what the person may approve (nil: any tool).
 	Tools  []toolpattern.Pattern
 	Groups []*Group
@@ -177,6 +185,8 @@ type Directory struct {
 	services   map[string]*ServiceAccount
 	byKey      map[string]*Person
 	serviceKey map[string]*ServiceAccount
+	// former maps each former id (PersonEntry.FormerIDs) to its person.
+	former     map[string]*Person
 	groupsOnly bool
 }
 
@@ -228,7 +238,8 @@ func decodeStrict(data []byte, v any) error {
 func NewDirectory(f DirectoryFile) (*Directory, error) {
 	d := &Directory{
 		persons: map[string]*Person{}, groups: map[string]*Group{}, services: map[string]*ServiceAccount{},
-		byKey: map[string]*Person{}, serviceKey: map[string]*ServiceAccount{}, groupsOnly: f.GroupApproversOnly,
+		byKey: map[string]*Person{}, serviceKey: map[string]*ServiceAccount{}, former: map[string]*Person{},
+		groupsOnly: f.GroupApproversOnly,
 	}
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -300,6 +311,37 @@ func NewDirectory(f DirectoryFile) (*Directory, error) {
 			d.serviceKey[a.Key()] = s
 		}
 	}
+	// Former ids, once every current id is known: one former id names one
+	// person, and never anyone's id now (a record under it would otherwise
+	// be two subjects' at once).
+	formerAt := map[string]string{} // former id -> where it is listed
+	for i, e := range f.Persons {
+		where := fmt.Sprintf("persons[%d] %q", i, e.ID)
+		p := d.persons[e.ID]
+		for j, id := range e.FormerIDs {
+			at := fmt.Sprintf("%s: former_ids[%d] %q", where, j, id)
+			if err := checkID(id); err != nil {
+				fail("%s: former_ids[%d]: %v", where, j, err)
+				continue
+			}
+			switch prev, dup := formerAt[id]; {
+			case id == e.ID:
+				fail("%s: is the entry's own id", at)
+			case d.persons[id] != nil:
+				fail("%s: is a person's id now (a former id names whoever had it, and someone has it now)", at)
+			case d.services[id] != nil:
+				fail("%s: is a service account's id", at)
+			case dup && prev == where:
+				fail("%s: is listed twice", at)
+			case dup:
+				fail("%s: is also a former id of %s; a former id is one person's", at, prev)
+			default:
+				formerAt[id] = where
+				p.FormerIDs = append(p.FormerIDs, id)
+				d.former[id] = p
+			}
+		}
+	}
 	for i, e := range f.Groups {
 		where := fmt.Sprintf("groups[%d] %q", i, e.Name)
 		if err := checkID(e.Name); err != nil {
@@ -321,6 +363,8 @@ func NewDirectory(f DirectoryFile) (*Directory, error) {
 				p.Groups = append(p.Groups, g)
 			case d.services[id] != nil:
 				fail("%s: members[%d] %q is a service account; service accounts never decide, so they are never approvers", where, j, id)
+			case d.former[id] != nil:
+				fail("%s: members[%d] %q is a former id of person %q; list their id", where, j, id, d.former[id].ID)
 			default:
 				fail("%s: members[%d] %q is not a person id", where, j, id)
 			}
@@ -378,6 +422,37 @@ func (d *Directory) Person(id string) (*Person, bool) {
 	}
 	p, ok := d.persons[id]
 	return p, ok
+}
+
+// RecordedPerson returns the directory person that key, a subject key
+// recorded under the directory of the time (Subject.Key: a vote's person,
+// a run's initiator, an approval link's recipient), names now: for
+// "person:<id>", the person with that id, else the person that lists the
+// id among its former ids (renamed since: PersonEntry.FormerIDs). False
+// for any other key (a service account's, a bare principal's) and for an
+// id no person has or lists.
+func (d *Directory) RecordedPerson(key string) (*Person, bool) {
+	id, ok := strings.CutPrefix(key, "person:")
+	if d == nil || !ok || id == "" {
+		return nil, false
+	}
+	if p := d.persons[id]; p != nil {
+		return p, true
+	}
+	return d.RenamedFrom(key)
+}
+
+// RenamedFrom returns the person whose entry lists the id of key, a
+// recorded "person:<id>" (RecordedPerson), among its former ids: the
+// person the directory says was renamed from it. Unlike RecordedPerson it
+// never returns whoever holds the id now.
+func (d *Directory) RenamedFrom(key string) (*Person, bool) {
+	id, ok := strings.CutPrefix(key, "person:")
+	if d == nil || !ok || id == "" {
+		return nil, false
+	}
+	p := d.former[id]
+	return p, p != nil
 }
 
 // KeyOf returns the subject key (Subject.Key) of the principal whose

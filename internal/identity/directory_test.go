@@ -130,6 +130,17 @@ func TestDirectoryValidation(t *testing.T) {
 		{"bad person tool", `{"version":1,"persons":[{"id":"a","aliases":["a"],"tools":["x?"]}]}`, []string{`persons[0] "a": tools[0]`}},
 		{"bidi name", `{"version":1,"persons":[{"id":"a","name":"Ann \u202e","aliases":["a"]}]}`, []string{`persons[0] "a": name`}},
 		{"all problems at once", `{"version":1,"persons":[{"id":"A","aliases":["a"]},{"id":"b","aliases":[]}]}`, []string{`persons[0] "A"`, `persons[1] "b"`}},
+		// former_ids: a rename record.
+		{"former ids not a list", `{"version":1,"persons":[{"id":"a","aliases":["a"],"former_ids":"x"}]}`, []string{`directory: persons[0] "a": former_ids: json: cannot unmarshal string into []string`}},
+		{"bad former id", `{"version":1,"persons":[{"id":"a","aliases":["a"],"former_ids":["ok","Ann"]}]}`, []string{`directory: persons[0] "a": former_ids[1]: "Ann": use lowercase letters`}},
+		{"empty former id", `{"version":1,"persons":[{"id":"a","aliases":["a"],"former_ids":[""]}]}`, []string{`persons[0] "a": former_ids[0]: must be 1 to 64 characters`}},
+		{"former id is the entry's own", `{"version":1,"persons":[{"id":"a","aliases":["a"],"former_ids":["a"]}]}`, []string{`persons[0] "a": former_ids[0] "a": is the entry's own id`}},
+		{"former id is another person's id", `{"version":1,"persons":[{"id":"a","aliases":["a"]},{"id":"b","aliases":["b"],"former_ids":["a"]}]}`, []string{`persons[1] "b": former_ids[0] "a": is a person's id now`}},
+		{"former id is a later person's id", `{"version":1,"persons":[{"id":"b","aliases":["b"],"former_ids":["a"]},{"id":"a","aliases":["a"]}]}`, []string{`persons[0] "b": former_ids[0] "a": is a person's id now`}},
+		{"former id is a service account's id", `{"version":1,"persons":[{"id":"a","aliases":["a"],"former_ids":["ci"]}],"service_accounts":[{"id":"ci","aliases":["ci"]}]}`, []string{`persons[0] "a": former_ids[0] "ci": is a service account's id`}},
+		{"former id listed twice", `{"version":1,"persons":[{"id":"a","aliases":["a"],"former_ids":["x","x"]}]}`, []string{`persons[0] "a": former_ids[1] "x": is listed twice`}},
+		{"former id of two persons", `{"version":1,"persons":[{"id":"a","aliases":["a"],"former_ids":["x"]},{"id":"b","aliases":["b"],"former_ids":["x"]}]}`, []string{`persons[1] "b": former_ids[0] "x": is also a former id of persons[0] "a"`}},
+		{"group member by a former id", `{"version":1,"persons":[{"id":"a","aliases":["a"],"former_ids":["x"]}],"groups":[{"name":"g","members":["x"]}]}`, []string{`groups[0] "g": members[0] "x" is a former id of person "a"; list their id`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,5 +175,53 @@ func TestLoadDirectoryErrorsNameTheFile(t *testing.T) {
 	}
 	if _, err := LoadDirectory(big); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("LoadDirectory of an oversized file = %v, want a size error", err)
+	}
+}
+
+// TestRecordedPersonFollowsFormerIDs: a subject key recorded under an
+// earlier directory ("person:<id>") names the person with that id now, or
+// the person that lists it among its former ids; nothing else.
+func TestRecordedPersonFollowsFormerIDs(t *testing.T) {
+	d, err := DecodeDirectory([]byte(`{"version":1,"persons":[
+  {"id":"alice.smith","aliases":["alice.smith@example.com"],"former_ids":["alice","asmith"]},
+  {"id":"bob","aliases":["bob@example.com"]}],
+  "service_accounts":[{"id":"ci","aliases":["ci-bot"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := d.Person("alice.smith")
+	if got := alice.FormerIDs; strings.Join(got, ",") != "alice,asmith" {
+		t.Errorf("FormerIDs = %v, want [alice asmith]", got)
+	}
+	tests := []struct {
+		key, want string // want: the person's id, "" for none
+	}{
+		{"person:alice.smith", "alice.smith"},
+		{"person:alice", "alice.smith"},
+		{"person:asmith", "alice.smith"},
+		{"person:bob", "bob"},
+		{"person:carol", ""},
+		{"person:", ""},
+		{"alice", ""},
+		{"service:ci", ""},
+		{"email:alice@example.com", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		p, ok := d.RecordedPerson(tt.key)
+		got := ""
+		if ok {
+			got = p.ID
+		}
+		if got != tt.want {
+			t.Errorf("RecordedPerson(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+	if _, ok := d.Person("alice"); ok {
+		t.Error(`Person("alice") found a person: a former id is not an id`)
+	}
+	var none *Directory
+	if _, ok := none.RecordedPerson("person:alice"); ok {
+		t.Error("the nil directory names a person")
 	}
 }

@@ -49,10 +49,19 @@ func isToolExecutor(dir *identity.Directory, r *Run, s identity.Subject) bool {
 	return ok
 }
 
-// isInitiator reports whether s is r's initiator's person.
+// isInitiator reports whether s is r's initiator's person: the person of
+// the principal r was started as, or the person the directory says was
+// renamed from the one r was started by (former_ids: the renamed person
+// keeps reading, cancelling and answering for their runs). A person who
+// merely holds the id r's initiator had is not taken for them here: this
+// grants access, where four-eyes (Run.initiatorCovers) takes the safe
+// side the other way.
 func isInitiator(dir *identity.Directory, r *Run, s identity.Subject) bool {
-	init, err := identity.Parse(r.Initiator)
-	return err == nil && s.Same(dir.Lookup(init))
+	if init, err := identity.Parse(r.Initiator); err == nil && s.Same(dir.Lookup(init)) {
+		return true
+	}
+	p, ok := dir.RenamedFrom(r.InitiatorPerson)
+	return ok && s.Person != nil && s.Person.ID == p.ID
 }
 
 // executorEntry returns the first of r's ToolExecutors entries that names

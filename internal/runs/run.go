@@ -206,7 +206,9 @@ type Run struct {
 	// an entry) and that person's alias keys (at most MaxVoteKeys).
 	// Four-eyes refuses anyone the directory in force links to them
 	// (Run.initiatorVote), so that moving or dropping the alias the run
-	// was started with does not let its initiator decide it.
+	// was started with does not let its initiator decide it; a person
+	// renamed since is theirs when their entry lists the id among its
+	// former ids (RecordedKey).
 	InitiatorPerson string   `json:"initiator_person,omitempty"`
 	InitiatorKeys   []string `json:"initiator_keys,omitempty"`
 	// Approvers may decide the run's suspensions (and get approval links):
@@ -401,7 +403,9 @@ type Vote struct {
 	// By is the voter as authenticated (or the link's approver).
 	By string `json:"by"`
 	// Person is who the vote counts for (identity.Subject.Key): one vote
-	// per person, whatever alias they use.
+	// per person, whatever alias they use. A person renamed since is
+	// still this "person:<id>" when their entry lists the id among its
+	// former ids (RecordedKey); reports keep naming the vote by it.
 	Person string `json:"person"`
 	// Keys are, for a directory person, the principal keys of their
 	// aliases when they voted (at most MaxVoteKeys): should the directory
@@ -713,9 +717,11 @@ type ApprovalToken struct {
 	// Person is who Approver was when the link was issued (TokenGrant.
 	// Person; "" for a link issued before links kept it): the link
 	// decides only while the directory in force still makes its address
-	// theirs, so that an address handed to someone else does not carry
-	// its old links to them (a vote through one would stand for its new
-	// holder, and the person it was sent to could vote again).
+	// theirs (RecordedKey: a person renamed since is still theirs when
+	// their entry lists the id among its former ids), so that an address
+	// handed to someone else does not carry its old links to them (a vote
+	// through one would stand for its new holder, and the person it was
+	// sent to could vote again).
 	Person    string    `json:"person,omitempty"`
 	ExpiresAt time.Time `json:"expires_at"`
 	UsedAt    time.Time `json:"used_at,omitzero"`

@@ -94,7 +94,9 @@ func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 // keys are the subject keys that vote v stands for under dir, the
 // directory in force: every subject dir links to the voter as they were
 // when they voted. That is the person of the id they voted under (if dir
-// has an entry of that id), whoever the principal they voted as is now,
+// has an entry of that id, or an entry that lists it among its former ids:
+// a rename the directory records, identity.Directory.RecordedPerson),
+// whoever the principal they voted as is now,
 // and whoever each alias the vote kept (Vote.Keys) is now, a person or the
 // bare principal; a vote cast by a principal without an entry stands for
 // that principal too. With no directory (dir nil: none in force, or the
@@ -109,7 +111,8 @@ func (r *Run) VoteOf(dir *identity.Directory, key string) (Vote, bool) {
 // that voter on the suspension they voted on (an alias passed on, on an
 // on-call rota say, makes its new holder "already voted" there). A person
 // whose id and every kept alias changed at once is, to the directory,
-// someone new.
+// someone new, unless their entry lists the id they voted under among its
+// former ids.
 func (v Vote) keys(dir *identity.Directory) []string {
 	out := make([]string, 0, 3+len(v.Keys))
 	add := func(k string) {
@@ -117,8 +120,12 @@ func (v Vote) keys(dir *identity.Directory) []string {
 			out = append(out, k)
 		}
 	}
-	id, byPerson := strings.CutPrefix(v.Person, "person:")
-	if _, held := dir.Person(id); dir == nil || !byPerson || held && id != "" {
+	switch p, ok := dir.RecordedPerson(v.Person); {
+	case ok:
+		// The person of the id they voted under, or the person the
+		// directory says was renamed from it (former_ids).
+		add("person:" + p.ID)
+	case dir == nil || !strings.HasPrefix(v.Person, "person:"):
 		add(v.Person)
 	}
 	add(SubjectKey(dir, v.By))
@@ -156,6 +163,20 @@ func sameVoter(dir *identity.Directory, a, b Vote) bool {
 		}
 	}
 	return false
+}
+
+// RecordedKey returns the key under dir, the directory in force, of key,
+// a subject key recorded under the directory of the time (Vote.Person,
+// Run.InitiatorPerson, ApprovalToken.Person): for a directory person's
+// "person:<id>", the key of the person dir gives that id, or of the one
+// that lists it among its former ids (renamed since:
+// identity.Directory.RecordedPerson); any other key as recorded (so a
+// person id nobody has or lists now is nobody's key).
+func RecordedKey(dir *identity.Directory, key string) string {
+	if p, ok := dir.RecordedPerson(key); ok {
+		return "person:" + p.ID
+	}
+	return key
 }
 
 // initiatorVote is r's initiator as a vote keeps its voter, for four-eyes
