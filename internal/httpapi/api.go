@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
+	"github.com/agentgate/agentgate/internal/strictjson"
 )
 
 // API holds what the handlers need. Build it once, outside the handler.
@@ -316,41 +316,29 @@ func jsonMediaType(req events.APIGatewayProxyRequest) error {
 }
 
 // jsonProblem describes a decoding error for the caller, naming the member
-// by its JSON pointer, never quoting the decoder's own message.
+// by its JSON pointer, never quoting the decoder's own message; a syntax
+// error (not I-JSON included) in the words strictjson.Problem gives it,
+// which the loop's errors for a model's tool input use too.
 func jsonProblem(err error) string {
-	var se *jsontext.SyntacticError
 	var te *shapeError
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "JSON ends too early"
-	case errors.Is(err, errTrailingData):
+	if errors.Is(err, errTrailingData) {
 		return "the body has data after the JSON object"
-	case errors.As(err, &se):
-		switch {
-		case errors.Is(se.Err, jsontext.ErrDuplicateName):
-			return fmt.Sprintf("member %.80q appears twice in the same object", member(se.JSONPointer))
-		case strings.Contains(se.Err.Error(), "UTF-8"), strings.Contains(se.Err.Error(), "surrogate"):
-			return fmt.Sprintf("invalid UTF-8 or a lone surrogate escape in a string at byte %d", se.ByteOffset)
-		}
-		return fmt.Sprintf("malformed JSON at byte %d", se.ByteOffset)
-	case errors.As(err, &te):
+	}
+	if problem, ok := strictjson.Problem(err); ok {
+		return problem
+	}
+	if errors.As(err, &te) {
 		switch {
 		case te.Unknown:
-			return fmt.Sprintf("unknown field %.80q", member(te.Pointer))
+			return fmt.Sprintf("unknown field %.80q", strictjson.Path(te.Pointer))
 		case te.Pointer == "":
-			return fmt.Sprintf("the body must be a JSON object, not %s", kindName(te.Kind))
+			return fmt.Sprintf("the body must be a JSON object, not %s", strictjson.KindName(te.Kind))
 		case te.Kind == '0' && len(te.Value) <= 40:
-			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.Pointer), jsonTypeName(te.GoType), te.Value)
+			return fmt.Sprintf("field %.80q must be %s, not the number %s", strictjson.Path(te.Pointer), jsonTypeName(te.GoType), te.Value)
 		}
-		return fmt.Sprintf("field %.80q must be %s, not %s", member(te.Pointer), jsonTypeName(te.GoType), kindName(te.Kind))
+		return fmt.Sprintf("field %.80q must be %s, not %s", strictjson.Path(te.Pointer), jsonTypeName(te.GoType), strictjson.KindName(te.Kind))
 	}
 	return "malformed JSON"
-}
-
-// member spells a JSON pointer as a dotted path: /messages/0/role is
-// messages.0.role.
-func member(p jsontext.Pointer) string {
-	return strings.Join(slices.Collect(p.Tokens()), ".")
 }
 
 // jsonTypeName names the JSON a Go type decodes from, for an error message:
@@ -388,24 +376,6 @@ func jsonTypeName(t reflect.Type) string {
 		return "an object"
 	}
 	return "another kind of value"
-}
-
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case '0':
-		return "a number"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "this value"
 }
 
 func jsonResponse(status int, v any) events.APIGatewayProxyResponse {

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agentgate/agentgate/internal/strictjson"
 )
 
 // decodeStrict decodes the JSON body b into v (a pointer) as JSON v2's
@@ -81,7 +83,7 @@ func (e *shapeError) Error() string {
 	if e.Unknown {
 		return "unknown member " + string(e.Pointer)
 	}
-	return "cannot decode " + kindName(e.Kind) + " at " + string(e.Pointer) + " into " + e.GoType.String()
+	return "cannot decode " + strictjson.KindName(e.Kind) + " at " + string(e.Pointer) + " into " + e.GoType.String()
 }
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()

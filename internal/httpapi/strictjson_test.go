@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/service"
+	"github.com/agentgate/agentgate/internal/strictjson"
 )
 
 // v2Problem is what the handlers answered when they decoded with JSON v2's
@@ -27,7 +28,7 @@ func v2Problem(err error) string {
 	case errors.As(err, &se):
 		switch {
 		case errors.Is(se.Err, jsontext.ErrDuplicateName):
-			return fmt.Sprintf("member %.80q appears twice in the same object", member(se.JSONPointer))
+			return fmt.Sprintf("member %.80q appears twice in the same object", strictjson.Path(se.JSONPointer))
 		case strings.Contains(se.Err.Error(), "after top-level value"):
 			return "the body has data after the JSON object"
 		case strings.Contains(se.Err.Error(), "UTF-8"), strings.Contains(se.Err.Error(), "surrogate"):
@@ -37,15 +38,15 @@ func v2Problem(err error) string {
 	case errors.As(err, &te):
 		switch {
 		case errors.Is(te.Err, jsonv2.ErrUnknownName):
-			return fmt.Sprintf("unknown field %.80q", member(te.JSONPointer))
+			return fmt.Sprintf("unknown field %.80q", strictjson.Path(te.JSONPointer))
 		case te.JSONPointer == "":
-			return fmt.Sprintf("the body must be a JSON object, not %s", kindName(te.JSONKind))
+			return fmt.Sprintf("the body must be a JSON object, not %s", strictjson.KindName(te.JSONKind))
 		case te.GoType != nil && te.JSONKind == '0' && len(te.JSONValue) <= 40:
-			return fmt.Sprintf("field %.80q must be %s, not the number %s", member(te.JSONPointer), jsonTypeName(te.GoType), te.JSONValue)
+			return fmt.Sprintf("field %.80q must be %s, not the number %s", strictjson.Path(te.JSONPointer), jsonTypeName(te.GoType), te.JSONValue)
 		case te.GoType != nil:
-			return fmt.Sprintf("field %.80q must be %s, not %s", member(te.JSONPointer), jsonTypeName(te.GoType), kindName(te.JSONKind))
+			return fmt.Sprintf("field %.80q must be %s, not %s", strictjson.Path(te.JSONPointer), jsonTypeName(te.GoType), strictjson.KindName(te.JSONKind))
 		}
-		return fmt.Sprintf("field %.80q is not valid", member(te.JSONPointer))
+		return fmt.Sprintf("field %.80q is not valid", strictjson.Path(te.JSONPointer))
 	}
 	return "malformed JSON"
 }

@@ -352,7 +352,9 @@ func validateTurn(m Message) error {
 }
 
 // plan checks every call of a turn before any runs: unknown or disallowed
-// tools and invalid inputs are rejected, the rest are marked by whether they
+// tools and invalid inputs are rejected (an input that is no object or not
+// I-JSON, CheckInputForm, before the policy sees it: such a call is never
+// held), the rest are marked by whether they
 // need approval (the tool's own trigger, then the runner's Policy, which may
 // also refuse a call outright, then Unapprovable, which refuses a call whose
 // approval can never be given).
@@ -367,6 +369,15 @@ func (s *segment) plan(ctx context.Context, uses []Block) []PendingCall {
 		tool, ok := s.r.Tools.Lookup(u.Name)
 		if !ok || !s.allowed[u.Name] {
 			c.Rejected = s.r.Tools.Missing(u.Name)
+			calls = append(calls, c)
+			continue
+		}
+		if err := CheckInputForm(u.Name, in); err != nil {
+			// An input that is no object or can be read in more than one
+			// way: no policy judges it, no approver is shown it and no
+			// caller gets it; the model gets the error.
+			c.Rejected = err.Error()
+			c.Effect = tool.Definition().Effect
 			calls = append(calls, c)
 			continue
 		}
@@ -713,15 +724,23 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 			}
 			continue
 		}
-		input := c.Input
+		input, rejected := c.Input, c.Rejected
 		if act.Action == ActionEdit {
-			input = act.Input
-		} else if c.Rejected != "" {
+			input, rejected = act.Input, ""
+		} else if rejected == "" && len(input) > 0 {
+			// Defence in depth: plan rejects an input that is no object or
+			// not I-JSON, but a state or checkpoint written by an earlier
+			// build may hold one as runnable.
+			if err := CheckInputForm(c.Name, input); err != nil {
+				rejected = err.Error()
+			}
+		}
+		if rejected != "" {
 			s.progressed = true
-			t.handled(c.ID, ErrorResult("Error: %s", c.Rejected))
+			t.handled(c.ID, ErrorResult("Error: %s", rejected))
 			// The trail says the call did not run and why; an action only
 			// when a decision was made on the call (decidedAction).
-			st := notRunStep(c, rejectedDetail(c.Rejected))
+			st := notRunStep(c, rejectedDetail(rejected))
 			st.Action = decidedAction(c, t.actions, act)
 			if err := s.record(ctx, st); err != nil {
 				return err

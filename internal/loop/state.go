@@ -74,7 +74,9 @@ type PendingCall struct {
 	NeedsApproval bool   `json:"needs_approval"`
 	Effect        Effect `json:"effect,omitempty"`
 	// Rejected holds why the call cannot run at all (unknown tool, invalid
-	// input); such a call gets an error result whatever the decision.
+	// input); such a call gets an error result whatever the decision. One
+	// whose input is not one I-JSON object (CheckInputForm) is never held:
+	// no policy judged it, and its Input is as the model wrote it.
 	Rejected string `json:"rejected,omitempty"`
 	// Rule names the policy rule that decided the call (the runner's
 	// Policy; empty without one).
@@ -235,19 +237,27 @@ func (s *SuspendedState) ExpectedDigest() (string, error) {
 }
 
 // canonCalls is the canonical JSON array of the calls' ids, names and inputs.
+// An input that is not I-JSON (a call refused for it, CheckInputForm) has
+// no faithful canonical form: it is kept as written, byte for byte, under
+// raw_input, so that no two different inputs share a digest.
 func canonCalls(calls []PendingCall) ([]byte, error) {
 	type canonCall struct {
-		ID    string          `json:"id"`
-		Name  string          `json:"name"`
-		Input json.RawMessage `json:"input"`
+		ID       string          `json:"id"`
+		Name     string          `json:"name"`
+		Input    json.RawMessage `json:"input,omitempty"`
+		RawInput []byte          `json:"raw_input,omitempty"`
 	}
 	canon := make([]canonCall, 0, len(calls))
 	for _, c := range calls {
 		in, err := CanonicalJSON(c.Input)
-		if err != nil {
+		switch {
+		case errors.Is(err, errNotIJSON):
+			canon = append(canon, canonCall{ID: c.ID, Name: c.Name, RawInput: c.Input})
+			continue
+		case err != nil:
 			return nil, fmt.Errorf("call %s: input: %w", c.ID, err)
 		}
-		canon = append(canon, canonCall{c.ID, c.Name, in})
+		canon = append(canon, canonCall{ID: c.ID, Name: c.Name, Input: in})
 	}
 	return json.Marshal(canon)
 }

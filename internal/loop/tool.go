@@ -16,7 +16,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/agentgate/agentgate/internal/strictjson"
 )
 
 // Effect is what a tool declares it does to the world.
@@ -486,7 +489,9 @@ func (tb *Toolbox) Hash(name string) (string, bool) {
 	return hash, true
 }
 
-// ValidateInput checks a call's input against the named tool's schema.
+// ValidateInput checks a call's input: one JSON object that means one
+// thing (CheckInputForm) and matches the named tool's schema. An empty
+// input is {}.
 func (tb *Toolbox) ValidateInput(name string, input json.RawMessage) error {
 	e, ok := tb.view().entries[name]
 	if !ok {
@@ -499,12 +504,40 @@ func (tb *Toolbox) ValidateInput(name string, input json.RawMessage) error {
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
+	if err := CheckInputForm(name, input); err != nil {
+		return err
+	}
 	var v any
 	if err := json.Unmarshal(input, &v); err != nil {
 		return fmt.Errorf("input is not valid JSON: %w", err)
 	}
 	if err := s.Validate(v); err != nil {
 		return fmt.Errorf("input does not match the schema of %q: %s", name, inputProblem(err, s))
+	}
+	return nil
+}
+
+// CheckInputForm reports why the input of a call of the named tool cannot
+// be taken as written, whatever the tool's schema: it must be one JSON
+// object, and I-JSON (RFC 7493: no member name twice in one object at any
+// depth, valid UTF-8, no lone surrogate escape), checked with
+// strictjson.Value, as the API checks its request bodies. Of an input that
+// is not I-JSON, encoding/json (the schema validator's, the policy's, the
+// turn digest's reading) takes the last of two equal names and U+FFFD for
+// the rest, while a tool, a caller or an approver shown the text may read
+// it otherwise: {"qty":2000,"qty":2} would be judged as {"qty":2} and
+// handed over as written. The error reads "the input of tool "t" is not
+// valid: member "qty" appears twice in the same object".
+func CheckInputForm(name string, input json.RawMessage) error {
+	if err := strictjson.Value(input); err != nil {
+		problem, ok := strictjson.Problem(err)
+		if !ok {
+			problem = "malformed JSON"
+		}
+		return fmt.Errorf("the input of tool %q is not valid: %s", name, problem)
+	}
+	if k := jsontext.Value(input).Kind(); k != '{' {
+		return fmt.Errorf("the input of tool %q is not valid: it must be a JSON object, not %s", name, strictjson.KindName(k))
 	}
 	return nil
 }
@@ -613,11 +646,24 @@ func DefinitionHash(def Definition) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// errNotIJSON marks JSON CanonicalJSON refuses: malformed, or not I-JSON.
+var errNotIJSON = errors.New("not I-JSON (RFC 7493)")
+
 // CanonicalJSON re-encodes JSON with object keys sorted and no insignificant
-// white space, keeping numbers exactly as written.
+// white space, keeping numbers exactly as written. It refuses JSON that is
+// not I-JSON (strictjson.Value), whose canonical form would be one reading
+// of several: {"a":1,"a":2} would become {"a":2}, the canonical form of
+// another text.
 func CanonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return json.RawMessage(`{}`), nil
+	}
+	if err := strictjson.Value(raw); err != nil {
+		problem, ok := strictjson.Problem(err)
+		if !ok {
+			problem = "malformed JSON"
+		}
+		return nil, fmt.Errorf("%w: %s", errNotIJSON, problem)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

@@ -127,7 +127,8 @@ type CallSummary struct {
 	// Denied is the policy's denial: the call never runs and needs no decision.
 	Denied string `json:"denied,omitempty"`
 	// Rejected is why the call cannot run at all (an unknown tool, an input
-	// its schema refuses: loop.PendingCall.Rejected), cut to
+	// its schema refuses, an input that is not one I-JSON object:
+	// loop.PendingCall.Rejected), cut to
 	// SummaryRejectedBytes: whatever the decision it gets an error result
 	// (but for an edit that gives a held call a valid input).
 	Rejected string `json:"rejected,omitempty"`

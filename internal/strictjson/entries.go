@@ -1,6 +1,3 @@
-// Package strictjson decodes the lists of the operator's files (the
-// directory, the tool sources) entry by entry, so that an error names the
-// entry it is in.
 package strictjson
 
 import (
