@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentgate/agentgate/client"
 	"github.com/agentgate/agentgate/internal/apispec"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // Bearer tokens of the CLI tests' principals.
@@ -211,7 +213,19 @@ func TestCLIApproveBindsToTheShownTurn(t *testing.T) {
 	}
 	got := e.runJSON("bob", "runs", "get", r.ID)
 	if got.Decision == nil || got.Decision.Decision.TurnDigest != r.Pending.TurnDigest || got.Decision.By != "bob" {
-		t.Errorf("decision %+v, want bob's approval of %s", got.Decision, r.Pending.TurnDigest)
+		t.Fatalf("decision %+v, want bob's approval of %s", got.Decision, r.Pending.TurnDigest)
+	}
+	// Approving again (an answer lost, say) says whose decision was
+	// recorded, on the terminal and from the API's 409 alike.
+	decided := fmt.Sprintf("(its last turn was decided by bob via api at %s)", got.Decision.At.UTC().Format(runs.InstantLayout))
+	cliStdin = strings.NewReader("y\n")
+	code, out, serr = e.cli("bob", "approvals", "approve", r.ID)
+	if code != 1 || !strings.Contains(serr, "nothing waits for a decision "+decided) {
+		t.Errorf("approve again: exit %d\n%s\n%s", code, out, serr)
+	}
+	code, out, serr = e.cli("bob", "approvals", "approve", r.ID, "--digest", r.Pending.TurnDigest)
+	if code != 1 || !strings.Contains(serr, "HTTP 409") || !strings.Contains(serr, decided) {
+		t.Errorf("approve again with --digest: exit %d\n%s\n%s", code, out, serr)
 	}
 
 	// Not on a terminal: no colour.
