@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -72,14 +73,18 @@ func (g *globalFlags) register(fs *flag.FlagSet) {
 func (g *globalFlags) client() (*client.Client, error) {
 	// The environment is read here, not as flag defaults: --help would
 	// print a token default.
+	from := "--endpoint"
 	if g.endpoint == "" {
-		g.endpoint = os.Getenv(EnvEndpoint)
+		g.endpoint, from = os.Getenv(EnvEndpoint), EnvEndpoint
 	}
 	if g.token == "" {
 		g.token = os.Getenv(EnvToken)
 	}
 	if g.endpoint == "" {
 		return nil, fmt.Errorf("no endpoint: pass --endpoint or set %s", EnvEndpoint)
+	}
+	if err := checkEndpoint(g.endpoint, from); err != nil {
+		return nil, err
 	}
 	// A person waiting at a terminal wants a change shown at once: the
 	// local server holds each wait request until the run changes (10 s at
@@ -100,6 +105,22 @@ func (g *globalFlags) client() (*client.Client, error) {
 		return nil, fmt.Errorf("no --token (or %s) for a local server, so requests are signed with SigV4 for the deployed API, which needs --region (or AWS_REGION) and AWS credentials: %w", EnvToken, err)
 	}
 	return c, err
+}
+
+// checkEndpoint refuses, as a usage error (exit 2) before any request, an
+// endpoint that is not an http(s) URL with a host and without a query or
+// fragment (client.New's rule); from names where it came from.
+func checkEndpoint(endpoint, from string) error {
+	u, err := url.Parse(strings.TrimRight(endpoint, "/"))
+	switch {
+	case err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.RawQuery == "" && u.Fragment == "":
+		return nil
+	case err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "":
+		return usagef("%s %q: want the API's base URL, without a query or fragment", from, endpoint)
+	case !strings.Contains(endpoint, "://"):
+		return usagef("%s %q is not an http(s) URL: give the scheme, as in http://%s", from, endpoint, endpoint)
+	}
+	return usagef("%s %q is not an http(s) URL with a host, such as http://127.0.0.1:8080 or the deployed ApiUrl", from, endpoint)
 }
 
 // retryNotice returns the CLI's WithWaitNotify function: a wait that

@@ -13,6 +13,7 @@ import (
 	"github.com/agentgate/agentgate/client"
 	"github.com/agentgate/agentgate/internal/approval"
 	"github.com/agentgate/agentgate/internal/loop"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 func init() {
@@ -130,7 +131,17 @@ func waitingRun(ctx context.Context, c *client.Client, id string) (*client.Run, 
 		return nil, err
 	}
 	if r.Status != client.StatusWaiting || r.Pending == nil {
-		return nil, fmt.Errorf("run %s is %s: nothing waits for a decision", id, r.Status)
+		last := ""
+		if d := r.Decision; d != nil {
+			// As the API's 409 says it: a decider whose answer was lost
+			// learns whether theirs was recorded.
+			who := "by " + d.By
+			if len(d.Deciders) > 0 {
+				who = "by votes, the last cast by " + d.By
+			}
+			last = fmt.Sprintf(" (its last turn was decided %s via %s at %s)", who, d.Via, d.At.UTC().Format(runs.InstantLayout))
+		}
+		return nil, fmt.Errorf("run %s is %s: nothing waits for a decision%s", id, r.Status, last)
 	}
 	// The run shows long inputs and previews shortened: an approver sees
 	// every byte of them before deciding.

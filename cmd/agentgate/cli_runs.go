@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -280,7 +281,7 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.prompt, "prompt", "", "the request")
 	fs.StringVar(&s.promptFile, "prompt-file", "", "read the request from a file (- for standard input)")
 	fs.StringVar(&s.messagesFile, "messages-file", "", "an opening conversation: a JSON array of messages")
-	fs.StringVar(&s.body, "body", "", "the whole POST /runs body from a JSON file (- for standard input); other flags override its fields")
+	fs.StringVar(&s.body, "body", "", "the whole POST /runs body from a JSON file (- for standard input); other flags add the fields it leaves out (a flag for a field it gives is refused)")
 	fs.StringVar(&s.system, "system", "", "the system text")
 	fs.StringVar(&s.model, "model", "", "a model id the deployment allows")
 	fs.Var(&s.approvers, "approver", "who may decide: an e-mail address, an IAM ARN or a local name (repeatable)")
@@ -326,21 +327,83 @@ func readInput(name string) ([]byte, error) {
 	return os.ReadFile(name)
 }
 
-func (s *startFlags) request() (client.StartRunRequest, error) {
-	var req client.StartRunRequest
-	if s.body != "" {
-		b, err := readInput(s.body)
-		if err != nil {
-			return req, err
+// bodyFields are the flags of `runs start` that set a field of the
+// request, by the JSON names of the fields each sets (client.StartRunRequest;
+// a test holds the names to its tags). A flag is refused when the --body
+// file names one of its fields: a request is said in one place, never
+// half in the file and half on the command line with one silently winning.
+// The opening flags set either field of the opening (a prompt or
+// messages), so each stands for both.
+var bodyFields = []struct {
+	flag   string
+	fields []string
+}{
+	{"prompt", []string{"prompt", "messages"}},
+	{"prompt-file", []string{"prompt", "messages"}},
+	{"messages-file", []string{"prompt", "messages"}},
+	{"system", []string{"system"}},
+	{"model", []string{"model"}},
+	{"approver", []string{"approvers"}},
+	{"tool", []string{"allowed_tools"}},
+	{"meta", []string{"metadata"}},
+	{"ttl", []string{"approval_ttl_seconds"}},
+	{"max-iterations", []string{"max_iterations"}},
+	{"max-tokens", []string{"max_tokens"}},
+	{"max-output-tokens", []string{"max_output_tokens"}},
+	{"denial-ends-run", []string{"denial_ends_run"}},
+	{"four-eyes", []string{"four_eyes"}},
+	{"client-tools", []string{"client_tools"}},
+	{"tool-executor", []string{"tool_executors"}},
+	{"tool-results-ttl", []string{"tool_results_ttl_seconds"}},
+}
+
+// readBody reads the --body file into req: strictly (an unknown field is
+// refused, as the server would), and refusing every flag given for a field
+// the file names. A file that does not decode is a usage error (exit 2),
+// found before any request.
+func (s *startFlags) readBody(req *client.StartRunRequest) error {
+	b, err := readInput(s.body)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return usagef("--body: %v", err)
+	}
+	var named map[string]json.RawMessage
+	if err := json.Unmarshal(b, &named); err != nil {
+		return usagef("--body: %v", err)
+	}
+	for _, bf := range bodyFields {
+		if !s.given(bf.flag) {
+			continue
 		}
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return req, fmt.Errorf("--body: %w", err)
+		for _, field := range bf.fields {
+			if _, ok := named[field]; ok {
+				return usagef("--%s and --body: the body gives %s; give it in the body or as the flag, not both", bf.flag, field)
+			}
 		}
 	}
-	if s.promptFile != "" && s.prompt != "" {
-		return req, usagef("give --prompt or --prompt-file, not both")
+	return nil
+}
+
+func (s *startFlags) request() (client.StartRunRequest, error) {
+	var req client.StartRunRequest
+	opening := 0
+	for _, name := range []string{"prompt", "prompt-file", "messages-file"} {
+		if s.given(name) {
+			opening++
+		}
+	}
+	if opening > 1 {
+		// The server takes a prompt or messages, never both.
+		return req, usagef("give one of --prompt, --prompt-file or --messages-file: each is the run's opening")
+	}
+	if s.body != "" {
+		if err := s.readBody(&req); err != nil {
+			return req, err
+		}
 	}
 	if s.promptFile != "" {
 		b, err := readInput(s.promptFile)
@@ -358,7 +421,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 			return req, err
 		}
 		if err := json.Unmarshal(b, &req.Messages); err != nil {
-			return req, fmt.Errorf("--messages-file: %w", err)
+			return req, usagef("--messages-file: %v", err)
 		}
 	}
 	if s.system != "" {
@@ -409,7 +472,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req.ClientTools); err != nil {
-			return req, fmt.Errorf("--client-tools: %w", err)
+			return req, usagef("--client-tools: %v", err)
 		}
 	}
 	if len(s.executors) > 0 {
@@ -492,7 +555,7 @@ func (d *decideFlags) decision() (client.Decision, error) {
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&out); err != nil {
-			return out, fmt.Errorf("--decision-file: %w", err)
+			return out, usagef("--decision-file: %v", err)
 		}
 	}
 	if d.digest != "" {
@@ -561,7 +624,7 @@ func parseCallDecision(spec string) (client.CallDecision, error) {
 			return cd, err
 		}
 		if !json.Valid(b) {
-			return cd, fmt.Errorf("--call %q: %s is not JSON", spec, file)
+			return cd, usagef("--call %q: %s is not JSON", spec, file)
 		}
 		cd.Input = json.RawMessage(b)
 	default:

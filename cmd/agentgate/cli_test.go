@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentgate/agentgate/client"
 	"github.com/agentgate/agentgate/internal/apispec"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // Bearer tokens of the CLI tests' principals.
@@ -211,7 +213,19 @@ func TestCLIApproveBindsToTheShownTurn(t *testing.T) {
 	}
 	got := e.runJSON("bob", "runs", "get", r.ID)
 	if got.Decision == nil || got.Decision.Decision.TurnDigest != r.Pending.TurnDigest || got.Decision.By != "bob" {
-		t.Errorf("decision %+v, want bob's approval of %s", got.Decision, r.Pending.TurnDigest)
+		t.Fatalf("decision %+v, want bob's approval of %s", got.Decision, r.Pending.TurnDigest)
+	}
+	// Approving again (an answer lost, say) says whose decision was
+	// recorded, on the terminal and from the API's 409 alike.
+	decided := fmt.Sprintf("(its last turn was decided by bob via api at %s)", got.Decision.At.UTC().Format(runs.InstantLayout))
+	cliStdin = strings.NewReader("y\n")
+	code, out, serr = e.cli("bob", "approvals", "approve", r.ID)
+	if code != 1 || !strings.Contains(serr, "nothing waits for a decision "+decided) {
+		t.Errorf("approve again: exit %d\n%s\n%s", code, out, serr)
+	}
+	code, out, serr = e.cli("bob", "approvals", "approve", r.ID, "--digest", r.Pending.TurnDigest)
+	if code != 1 || !strings.Contains(serr, "HTTP 409") || !strings.Contains(serr, decided) {
+		t.Errorf("approve again with --digest: exit %d\n%s\n%s", code, out, serr)
 	}
 
 	// Not on a terminal: no colour.
@@ -373,15 +387,41 @@ func TestHelpExitsZero(t *testing.T) {
 // drop or misread end the command with a message instead, as a usage
 // error (exit 2), before any request.
 func TestConflictingOrInvalidFlagsAreRefused(t *testing.T) {
-	prompt := filepath.Join(t.TempDir(), "p.txt")
-	if err := os.WriteFile(prompt, []byte("from the file"), 0o600); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
+	prompt := write("p.txt", "from the file")
+	messages := write("m.json", `[{"role":"user","content":[{"type":"text","text":"hi"}]}]`)
+	bodyPrompt := write("body-prompt.json", `{"prompt":"from the body"}`)
+	bodyMessages := write("body-messages.json", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`)
+	bodyApprovers := write("body-approvers.json", `{"prompt":"p","approvers":["carol"],"metadata":{"k":"v"}}`)
+	bodyUnknown := write("body-unknown.json", `{"prompt":"p","approvers":["bob"],"colour":"red"}`)
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"runs", "start", "--prompt", "x", "--prompt-file", prompt, "--approver", "bob"}, "not both"},
+		{[]string{"runs", "start", "--prompt", "x", "--prompt-file", prompt, "--approver", "bob"}, "give one of --prompt, --prompt-file or --messages-file"},
+		{[]string{"runs", "start", "--prompt", "x", "--messages-file", messages, "--approver", "bob"}, "give one of --prompt, --prompt-file or --messages-file"},
+		{[]string{"runs", "start", "--prompt-file", prompt, "--messages-file", messages, "--approver", "bob"}, "give one of --prompt, --prompt-file or --messages-file"},
+		{[]string{"runs", "start", "--prompt", "", "--prompt-file", prompt, "--approver", "bob"}, "give one of --prompt, --prompt-file or --messages-file"},
+		{[]string{"runs", "start", "--messages-file", write("bad.json", `{"role":"user"}`), "--approver", "bob"}, "--messages-file: json: cannot unmarshal"},
+		{[]string{"runs", "start", "--body", bodyPrompt, "--prompt", "", "--approver", "bob"}, "--prompt and --body: the body gives prompt"},
+		{[]string{"runs", "start", "--body", bodyPrompt, "--prompt", "y", "--approver", "bob"}, "--prompt and --body: the body gives prompt"},
+		{[]string{"runs", "start", "--body", bodyPrompt, "--messages-file", messages, "--approver", "bob"}, "--messages-file and --body: the body gives prompt"},
+		{[]string{"runs", "start", "--body", bodyMessages, "--prompt-file", prompt, "--approver", "bob"}, "--prompt-file and --body: the body gives messages"},
+		{[]string{"runs", "start", "--body", bodyApprovers, "--approver", "bob"}, "--approver and --body: the body gives approvers"},
+		{[]string{"runs", "start", "--body", bodyApprovers, "--meta", "k=w"}, "--meta and --body: the body gives metadata"},
+		{[]string{"runs", "start", "--body", bodyUnknown}, `--body: json: unknown field "colour"`},
+		{[]string{"runs", "start", "--prompt", "x", "--approver", "bob", "--client-tools", write("ct.json", `[{"name":"t","colour":"red"}]`)}, `--client-tools: json: unknown field "colour"`},
+		{[]string{"runs", "decide", "r1", "--decision-file", write("d.json", `{"turn_digest":"d","colour":"red"}`)}, `--decision-file: json: unknown field "colour"`},
+		{[]string{"runs", "decide", "r1", "--digest", "d", "--call", "c1=edit:@" + write("e.txt", "not json")}, "is not JSON"},
+		{[]string{"runs", "tool-results", "r1", "--results", write("r.json", `[{"call_id":"c1","colour":"red"}]`)}, `--results: json: unknown field "colour"`},
 		{[]string{"runs", "wait", "r1", "--timeout", "-1s"}, "--timeout -1s"},
 		{[]string{"approvals", "list", "--limit", "-1"}, "--limit -1"},
 		{[]string{"runs", "events", "r1", "--limit", "-1"}, "--limit -1"},

@@ -37,7 +37,7 @@ func toolResultsVerb() subcommand {
 			}
 			sub, err := parseToolResults(b)
 			if err != nil {
-				return fmt.Errorf("--results: %w", err)
+				return usagef("--results: %v", err)
 			}
 			if id != "" {
 				sub.ToolResultsID = id

@@ -83,7 +83,7 @@ func TestCLIToolResults(t *testing.T) {
 		{"wait for it", "alice", []string{"runs", "wait", r.ID, "--status", "waiting_for_tool_results"}, 0, "WAITING_FOR_TOOL_RESULTS", ""},
 		{"no file", "alice", []string{"runs", "tool-results", r.ID}, 2, "", "--results"},
 		{"no id", "alice", []string{"runs", "tool-results", "--results", bare}, 2, "", "give the run id"},
-		{"unknown field in the file", "alice", []string{"runs", "tool-results", r.ID, "--results", unknown}, 1, "", "--results"},
+		{"unknown field in the file", "alice", []string{"runs", "tool-results", r.ID, "--results", unknown}, 2, "", `--results: json: unknown field "colour"`},
 		{"a result missing", "alice", []string{"runs", "tool-results", r.ID, "--results", missing}, 1, "", "HTTP 422 unprocessable"},
 		{"a stale id", "alice", []string{"runs", "tool-results", r.ID, "--results", stale}, 1, "", "HTTP 409 conflict"},
 		{"not a tool executor", "bob", []string{"runs", "tool-results", r.ID, "--results", bare}, 1, "", "HTTP 403 forbidden"},

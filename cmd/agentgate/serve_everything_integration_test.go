@@ -271,3 +271,82 @@ func (c *cleanupLast) run() {
 		c.fns[i]()
 	}
 }
+
+// The reference server answers a request on a session it does not know
+// (it restarted) with HTTP 400, not the spec's 404. A listing on such a
+// session drops it and lists again on a new one: a held call approved
+// after a restart runs, once, and a turn held after a restart has its
+// definitions confirmed.
+
+// restartableEverything starts the reference server on a port of its
+// own, and returns its URL and a function that restarts it there. The
+// server running when the test ends stops after serve (serve ends its
+// session with the server when it stops).
+func restartableEverything(t *testing.T) (string, func()) {
+	t.Helper()
+	bin := nodeserver.Bin(t, "mcp-server-everything")
+	server := &cleanupLast{TB: t}
+	t.Cleanup(server.run)
+	port := nodeserver.FreePort(t)
+	nodeserver.StartAt(server, port, bin, "", nil, "streamableHttp")
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port), func() {
+		t.Helper()
+		server.run()
+		server.fns = nil
+		nodeserver.StartAt(server, port, bin, "", nil, "streamableHttp")
+	}
+}
+
+// heldSum starts a run whose one call, get-sum, waits for approval (the
+// server's annotations are not trusted), and checks that the held call's
+// definition was confirmed.
+func heldSum(t *testing.T, alice *apiClient) runJSON {
+	t.Helper()
+	var run runJSON
+	alice.do(http.MethodPost, "/runs", map[string]any{"prompt": "add 2 and 3", "approvers": []string{"bob"}}, http.StatusAccepted, &run)
+	run = alice.waitStatus(run.ID, "WAITING_FOR_APPROVAL")
+	require.Len(t, run.Pending.Calls, 1)
+	assert.Equal(t, "everything__get-sum", run.Pending.Calls[0].Tool)
+	var raw struct {
+		Pending struct {
+			Calls []map[string]any `json:"calls"`
+		} `json:"pending"`
+	}
+	alice.do(http.MethodGet, "/runs/"+run.ID, nil, http.StatusOK, &raw)
+	require.Len(t, raw.Pending.Calls, 1)
+	assert.NotContains(t, raw.Pending.Calls[0], "definition_unverified", "the server listed its tools")
+	return run
+}
+
+// approveSum approves the held get-sum and checks that it ran, once.
+func approveSum(t *testing.T, alice, bob *apiClient, run runJSON) {
+	t.Helper()
+	bob.do(http.MethodPost, "/runs/"+run.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
+	done := alice.waitStatus(run.ID, "COMPLETED")
+	assert.Contains(t, string(done.Output), "Sum computed.")
+	evs := alice.events(run.ID)
+	assert.Equal(t, 1, toolExecutions(t, evs, "everything__get-sum"))
+	for _, e := range eventsOf(evs, "tool_executed") {
+		var d struct {
+			IsError bool `json:"is_error"`
+		}
+		require.NoError(t, json.Unmarshal(e.Data, &d))
+		assert.False(t, d.IsError, "the approved call ran: %s", e.Data)
+	}
+}
+
+func TestEverythingServerRestartedWhileARunWaits(t *testing.T) {
+	url, restart := restartableEverything(t)
+	_, alice, bob := startToolServerAt(t, sumScript, nil, mcptool.Server{Name: "everything", URL: url, TimeoutSeconds: 20})
+	run := heldSum(t, alice)
+	restart()
+	approveSum(t, alice, bob, run)
+}
+
+func TestEverythingServerRestartedBeforeATurnIsHeld(t *testing.T) {
+	url, restart := restartableEverything(t)
+	_, alice, bob := startToolServerAt(t, sumScript, nil, mcptool.Server{Name: "everything", URL: url, TimeoutSeconds: 20})
+	restart() // after serve listed it at start-up
+	run := heldSum(t, alice)
+	approveSum(t, alice, bob, run)
+}

@@ -118,6 +118,7 @@ func TestTrafficMatchesSpec(t *testing.T) {
 		{"start too large", "POST", "/runs", "alice", jsonCT, `{"prompt":"` + strings.Repeat("x", 300<<10) + `","approvers":["bob"]}`, 413},
 		{"start not json", "POST", "/runs", "alice", "text/plain", start, 415},
 		{"start invalid", "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":[]}`, 422},
+		{"start a tool allowed twice", "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"allowed_tools":["read_document","read_document"]}`, 422},
 		{"start invalid ttl", "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"approval_ttl_seconds":5}`, 422},
 		{"start ttl just below its range", "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"approval_ttl_seconds":59}`, 422},
 		{"start ttl at the top of its range", "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"approval_ttl_seconds":604800}`, 202},
@@ -288,5 +289,21 @@ func TestServerRoutesMatchSpec(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAToolAllowedTwiceIsRefused: allowed_tools with a name twice was
+// accepted (202) while approvers and webhook_events with an entry twice
+// are 422 (tester helper-112 P3); the message names the duplicate.
+func TestAToolAllowedTwiceIsRefused(t *testing.T) {
+	s := start(t, apitest.Options{})
+	c := s.Client(t)
+	status, out, _ := call(t, s, c, "POST", "/runs", "alice", jsonCT, `{"prompt":"x","approvers":["bob"],"allowed_tools":["read_document","write_document","read_document"]}`)
+	if status != http.StatusUnprocessableEntity {
+		t.Fatalf("a tool allowed twice: %d %v, want 422", status, out)
+	}
+	e, _ := out["error"].(map[string]any)
+	if want := `allowed_tools[2]: "read_document" is listed twice`; e["message"] != want {
+		t.Errorf("message %q, want %q", e["message"], want)
 	}
 }

@@ -97,7 +97,9 @@ func New(d Deps) (*App, error) {
 		return nil, fmt.Errorf("app: tools: %w", err)
 	}
 	if unused := d.Governance.Policy.UnusedRules(tools.Names()); len(unused) > 0 {
-		d.Logger.Warn("policy rules that match no tool of this process (a typo, or a tool source that is absent)", "rules", unused)
+		// Client tools exist only in the runs that declare them, so a rule
+		// written for one matches no tool here, and is not wrong for that.
+		d.Logger.Warn("policy rules that match no tool of this process: a typo, a tool source that is absent, or rules meant for client tools, which exist only in the runs that declare them", "rules", unused)
 	}
 	a := &App{Store: d.Store, Tools: tools}
 	a.Worker = &service.Worker{

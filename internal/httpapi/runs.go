@@ -402,7 +402,7 @@ func (a *API) decide(ctx context.Context, req events.APIGatewayProxyRequest, id 
 		// Nothing to decide, told to whoever may see the run (as GET
 		// /runs/{id} would); a run that never held a turn has no calls to
 		// authorize against, which is no reason for a 403.
-		return events.APIGatewayProxyResponse{}, err
+		return events.APIGatewayProxyResponse{}, withLastDecision(err, r)
 	}
 	if err := a.authorize(r, who); err != nil {
 		return events.APIGatewayProxyResponse{}, err
@@ -444,6 +444,23 @@ func notWaiting(r *runs.Run) error {
 		return errorf(runs.EConflict, "run %s is %s; nothing waits for a decision", r.ID, r.Status)
 	}
 	return errorf(runs.EConflict, "run %s is %s, not waiting for approval", r.ID, r.Status)
+}
+
+// withLastDecision adds to err, the conflict of deciding run r when it
+// does not wait for a decision, who decided r's last turn, when and how,
+// so that a decider whose 202 was lost and who sent the decision again
+// learns whether theirs is the one recorded. For callers who may read the
+// run only (GET /runs/{id} shows them the same).
+func withLastDecision(err error, r *runs.Run) error {
+	var e *runs.Error
+	if r.DecidedBy == "" || !errors.As(err, &e) || e.Code != runs.EConflict {
+		return err
+	}
+	who := "by " + r.DecidedBy
+	if r.Voting() {
+		who = "by votes, the last cast by " + r.DecidedBy
+	}
+	return errorf(e.Code, "%s (its last turn was decided %s via %s at %s)", e.Message, who, r.DecidedVia, r.DecidedAt.UTC().Format(runs.InstantLayout))
 }
 
 // applyDecision validates a decision against the run's held turn, records it

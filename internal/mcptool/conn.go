@@ -54,6 +54,16 @@ func (a *attempt) sessionExpired() bool {
 	return a.sentSession.Load() && a.status.Load() == http.StatusNotFound
 }
 
+// sessionRefused: the server answered 404 or 400 to a request that carried
+// a session id. 404 is the spec's answer for a session it no longer has;
+// 400 is what servers built on the TypeScript SDK's example answer for an
+// unknown session id (among them the MCP reference server, say after a
+// restart), and what a server answers for any request it cannot accept.
+func (a *attempt) sessionRefused() bool {
+	s := a.status.Load()
+	return a.sentSession.Load() && (s == http.StatusNotFound || s == http.StatusBadRequest)
+}
+
 // neverSent: no connection was ever obtained for the request.
 func (a *attempt) neverSent() bool { return !a.gotConn.Load() }
 
@@ -174,10 +184,35 @@ func (c *conn) Close() error {
 	return cs.Close()
 }
 
-// withSession runs f on the current session; when the server answers that
-// the session expired (404 on a session id) it re-initializes once and
-// runs f again. f gets a fresh attempt each time.
-func (c *conn) withSession(ctx context.Context, fresh bool, f func(ctx context.Context, cs *mcp.ClientSession) error) (*attempt, error) {
+// withSession runs f on the current session. When the server refuses the
+// session (a 400 or 404 answer to a request that carried its id) the
+// session is dropped, so that the next request initializes a new one, and
+// f runs once more on a new session when that is safe: always for a
+// request that may be repeated (write false: tools/list, a read's
+// tools/call), and for a write's tools/call only after a 404.
+//
+// Why a write is not sent again after a 400: the MCP transport gives 404
+// on a session id one meaning, "this session is gone", after which the
+// server must answer every request on it with 404, so the request was not
+// processed (the rule since the first version of this package). A 400
+// means only that the server could not accept the request: the TypeScript
+// SDK's example servers say so of an unknown session, but any server says
+// so of anything it finds wrong with a request, and nothing in the answer
+// tells the two apart but a free-text message. A server that keeps the
+// transport's rules did not run a call it answered 400, but "provably not
+// processed" would then rest on every server and proxy on the way keeping
+// them, which is the promise the write fence exists not to rely on. So a
+// write's 400 keeps its outcome (a JSON-RPC error in the body: the server
+// refused the call; otherwise unknown, and the fence decides), and is
+// never sent again. A held write is not exposed to this: before it runs,
+// the loop lists its server's tools (CurrentDefinition), and that listing
+// meets the stale session first, starts a new one, and the write goes out
+// on it.
+//
+// initialize itself never carries a session id (it starts one): a failed
+// connect is returned as is, the request never sent. f gets a fresh
+// attempt each time.
+func (c *conn) withSession(ctx context.Context, write bool, f func(ctx context.Context, cs *mcp.ClientSession) error) (*attempt, error) {
 	var a *attempt
 	for try := 0; ; try++ {
 		cs, err := c.current(ctx)
@@ -185,18 +220,20 @@ func (c *conn) withSession(ctx context.Context, fresh bool, f func(ctx context.C
 			// Connecting failed: the request itself was never sent.
 			return &attempt{}, err
 		}
-		a = &attempt{fresh: fresh}
+		a = &attempt{fresh: write}
 		err = f(context.WithValue(ctx, attemptKey{}, a), cs)
 		if err == nil {
 			return a, nil
 		}
-		if isProtocolError(err) && !a.sessionExpired() {
+		if isProtocolError(err) && !a.sessionRefused() {
 			return a, err
 		}
-		// Any other failure may have broken the session: start afresh next time.
+		// The session was refused, or some other failure may have broken
+		// it: start afresh next time.
 		c.drop(cs)
-		if a.sessionExpired() && try == 0 {
-			c.logger.InfoContext(ctx, "mcp session expired, re-initializing", "server", c.server.Name)
+		again := a.sessionExpired() || (!write && a.sessionRefused())
+		if again && try == 0 {
+			c.logger.InfoContext(ctx, "mcp session refused, re-initializing", "server", c.server.Name, "status", a.status.Load())
 			continue
 		}
 		return a, err
@@ -251,8 +288,9 @@ type callError struct {
 func (e *callError) Error() string { return e.err.Error() }
 func (e *callError) Unwrap() error { return e.err }
 
-// callTool sends one tools/call (one attempt, plus one re-initialization
-// when the session expired); a write goes on a fresh connection.
+// callTool sends one tools/call (one attempt, plus one on a new session
+// when the server refused the session: see withSession); a write goes on
+// a fresh connection.
 func (c *conn) callTool(ctx context.Context, name string, args json.RawMessage, key string, write bool) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
 	if key != "" {

@@ -44,5 +44,8 @@
 // errors; a write only when the request provably never left (no connection
 // could be made); when a write's outcome is unknown, Call returns a
 // loop.OutcomeUnknownError (its Cause says why, never the server's address)
-// and the write fence ends the run interrupted_write — never a second call. A 404 on a session id re-initializes the session once.
+// and the write fence ends the run interrupted_write — never a second call.
+// A 404 or 400 answer to a request on a session drops the session; a
+// listing or a read then runs once more on a new session, a write only
+// after a 404 (conn.withSession says why).
 package mcptool

@@ -14,6 +14,11 @@
 // produced it ("default" when none matched) so it can be recorded on the
 // pending call and shown to approvers.
 //
+// run.metadata is what the initiator wrote when starting the run: an allow
+// rule keyed on it lets the initiator authorise their own calls, so rules
+// that decide who may do what read the initiator's person and groups (from
+// the directory) or the call's arguments.
+//
 // Conditions are compiled and type-checked once (Compile; a broken rule is
 // an error naming it, and the caller refuses to start) and run under a cost
 // limit. A condition that cannot be evaluated never loosens anything: it

@@ -151,6 +151,12 @@ func (r *StartRequest) Validate(tools *loop.Toolbox) error {
 		if _, ok := tools.Lookup(name); !ok {
 			return runs.Errorf(runs.EInvalid, "allowed_tools[%d]: %s (have %s)", i, tools.Missing(name), strings.Join(tools.Names(), ", "))
 		}
+		// Refused, as an approver or an event type listed twice is, rather
+		// than stored twice: a caller who repeats a name most likely meant
+		// another.
+		if slices.Contains(r.AllowedTools[:i], name) {
+			return runs.Errorf(runs.EInvalid, "allowed_tools[%d]: %q is listed twice", i, name)
+		}
 	}
 	if err := r.checkRequireApproval(tools); err != nil {
 		return err

@@ -467,6 +467,20 @@ func TestEmptyListsAreRefused(t *testing.T) {
 	}
 }
 
+// A tool listed twice in allowed_tools was accepted (202) while an
+// approver or an event type listed twice is 422 (tester helper-112 P3).
+func TestAllowedToolsListedTwiceIsRefused(t *testing.T) {
+	tools, err := loop.NewToolbox(&loop.FuncTool{Def: loop.Definition{Name: "t", Effect: loop.EffectRead}},
+		&loop.FuncTool{Def: loop.Definition{Name: "u", Effect: loop.EffectRead}})
+	require.NoError(t, err)
+	req := service.StartRequest{Prompt: "x", Approvers: []string{"a@example.com"}, AllowedTools: []string{"t", "u", "t"}}
+	err = req.Validate(tools)
+	assert.ErrorContains(t, err, `allowed_tools[2]: "t" is listed twice`)
+	assert.Equal(t, runs.EInvalid, runs.ErrorCode(err))
+	req.AllowedTools = []string{"t", "u"}
+	assert.NoError(t, req.Validate(tools))
+}
+
 // An empty webhook_events meant every event (a caller who asked for none
 // got all), an event type listed twice was stored once, and a webhook_url
 // with a space or a non-ASCII character was stored as given; all are 422

@@ -37,10 +37,17 @@ type Server struct {
 	dropLeft  int
 	lists     int
 	expired   int
-	conns     int
-	headers   http.Header
-	http      *httptest.Server
-	handler   http.Handler
+	// seen are the session ids requests carried; forgotten those
+	// ForgetSessions forgot, answered with forgetAnswer.
+	seen         map[string]bool
+	forgotten    map[string]bool
+	forgetStatus int
+	forgetEchoID bool
+	refused      int
+	conns        int
+	headers      http.Header
+	http         *httptest.Server
+	handler      http.Handler
 	// extra are listed after the SDK's own tools (ListAlso).
 	extra []*mcp.Tool
 }
@@ -157,13 +164,28 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var msg struct {
-			Method string `json:"method"`
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
 			Params struct {
 				Name string `json:"name"`
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
 		s.mu.Lock()
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid != "" && s.forgotten[sid] {
+			s.refused++
+			status, echo := s.forgetStatus, s.forgetEchoID
+			s.mu.Unlock()
+			refuseSession(w, status, echo, msg.ID)
+			return
+		}
+		if sid != "" {
+			if s.seen == nil {
+				s.seen = map[string]bool{}
+			}
+			s.seen[sid] = true
+		}
 		expire := s.expireOne && r.Header.Get("Mcp-Session-Id") != ""
 		if expire {
 			s.expireOne = false
@@ -280,6 +302,45 @@ func (s *Server) ExpireSession() {
 	s.mu.Lock()
 	s.expireOne = true
 	s.mu.Unlock()
+}
+
+// ForgetSessions makes the server forget every session it gave out so
+// far, as a server that restarted does: every later request that carries
+// one of their ids is answered status (and not processed), with the body
+// of the TypeScript SDK's example server (which the MCP reference server
+// copies), a JSON-RPC error {"code":-32000,"message":"Bad Request: No
+// valid session ID provided"}. That server answers 400 where the spec says
+// 404, and echoes the request's id only when its HTTP framework parsed the
+// body (the reference server's does not: echoID false).
+func (s *Server) ForgetSessions(status int, echoID bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forgotten == nil {
+		s.forgotten = map[string]bool{}
+	}
+	for id := range s.seen {
+		s.forgotten[id] = true
+	}
+	s.seen = nil
+	s.forgetStatus, s.forgetEchoID = status, echoID
+}
+
+// Refused returns how many requests were answered for a forgotten session.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// refuseSession answers a request on a forgotten session.
+func refuseSession(w http.ResponseWriter, status int, echoID bool, id json.RawMessage) {
+	answer := map[string]any{"jsonrpc": "2.0", "error": map[string]any{"code": -32000, "message": "Bad Request: No valid session ID provided"}}
+	if echoID && len(id) > 0 {
+		answer["id"] = id
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 // DropCallsOf makes the next n tools/call requests of tool arrive (and be
