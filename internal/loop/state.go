@@ -236,6 +236,16 @@ func (s *SuspendedState) ExpectedDigest() (string, error) {
 	return TurnDigest(s.RunID, s.SuspensionID, s.PendingCalls)
 }
 
+// compactRaw is raw without insignificant white space, as MarshalJSON
+// writes it; raw as it is when it is not JSON.
+func compactRaw(raw []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
 // canonCalls is the canonical JSON array of the calls' ids, names and inputs.
 // An input that is not I-JSON (a call refused for it, CheckInputForm) has
 // no faithful canonical form: it is kept as written, byte for byte, under
@@ -252,7 +262,10 @@ func canonCalls(calls []PendingCall) ([]byte, error) {
 		in, err := CanonicalJSON(c.Input)
 		switch {
 		case errors.Is(err, errNotIJSON):
-			canon = append(canon, canonCall{ID: c.ID, Name: c.Name, RawInput: c.Input})
+			// Compacted (which merges no member and keeps every byte of
+			// every string), as the state's encoding stores it, so the
+			// digest survives a round trip of the state.
+			canon = append(canon, canonCall{ID: c.ID, Name: c.Name, RawInput: compactRaw(c.Input)})
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("call %s: input: %w", c.ID, err)
