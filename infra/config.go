@@ -44,7 +44,8 @@ import (
 //	logRetentionDays           1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180 or 365 (default 30)
 //	approvalTtl, retention     AGENTGATE_APPROVAL_TTL, AGENTGATE_RETENTION (Go durations)
 //	dueShards                  AGENTGATE_DUE_SHARDS (default 8)
-//	stateBlobDays              runs/ lifecycle backstop (default 90)
+//	stateBlobDays              runs/ lifecycle backstop (default 90); must exceed retention plus 7 days,
+//	                           the longest approval or tool-results window a run may ask for
 //	noncurrentDays             noncurrent object versions kept (default 7)
 //	throttleRate, throttleBurst  stage throttling (default 50 rps, burst 100)
 //	skipApiGatewayAccountRole  leave the account's API Gateway CloudWatch role alone (default false)

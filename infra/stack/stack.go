@@ -137,7 +137,8 @@ type AgentgateStackProps struct {
 
 	// StateBlobDays expires objects under runs/ this many days after they
 	// were written: a backstop for blobs that purge missed, so it must
-	// exceed Retention plus the longest approval window. Default
+	// exceed Retention plus the longest wait a run may ask for
+	// (LongestWait: 7 days, whatever ApprovalTTL is). Default
 	// DefaultStateBlobDays.
 	StateBlobDays int
 
@@ -265,22 +266,31 @@ func (p AgentgateStackProps) withDefaults() AgentgateStackProps {
 	return p
 }
 
+// LongestWait is the longest a suspended run may wait on its state blob: the
+// largest approval window (approval_ttl_seconds) and client-tool results
+// window (tool_results_ttl_seconds) a start request may ask for, whatever
+// the deployment's default approval TTL. A suspension writes the blob, and
+// the decision or the results read it back up to this long after.
+var LongestWait = max(service.MaxApprovalTTL, service.MaxToolResultsTTL)
+
 // Validate reports settings that cannot be deployed: durations that do not
 // parse and a state-blob backstop that would delete blobs of runs still
-// waiting or retained.
+// waiting (up to LongestWait, not only the deployment's default approval
+// TTL) or retained.
 func (p AgentgateStackProps) Validate() error {
 	p = p.withDefaults()
 	var errs []error
 	ttl, err := time.ParseDuration(p.ApprovalTTL)
-	if err != nil || ttl < time.Minute || ttl > 7*24*time.Hour {
-		errs = append(errs, fmt.Errorf("approval TTL %q: want a Go duration from 1m to 168h", p.ApprovalTTL))
+	if err != nil || ttl < service.MinApprovalTTL || ttl > service.MaxApprovalTTL {
+		errs = append(errs, fmt.Errorf("approval TTL %q: want a Go duration from %s to %s", p.ApprovalTTL, service.MinApprovalTTL, service.MaxApprovalTTL))
 	}
 	retention, err := time.ParseDuration(p.Retention)
 	if err != nil || retention < time.Hour {
 		errs = append(errs, fmt.Errorf("retention %q: want a Go duration of at least 1h", p.Retention))
 	}
-	if backstop := time.Duration(p.StateBlobDays) * 24 * time.Hour; backstop <= ttl+retention {
-		errs = append(errs, fmt.Errorf("state blob backstop of %d days must exceed approval TTL (%s) plus retention (%s)", p.StateBlobDays, p.ApprovalTTL, p.Retention))
+	if backstop := time.Duration(p.StateBlobDays) * 24 * time.Hour; backstop <= LongestWait+retention {
+		errs = append(errs, fmt.Errorf("state blob backstop of %d days must exceed the longest wait a run may ask for (%s: approval_ttl_seconds, tool_results_ttl_seconds) plus retention (%s)",
+			p.StateBlobDays, LongestWait, p.Retention))
 	}
 	if p.DueShards > 64 {
 		errs = append(errs, fmt.Errorf("due shards %d: at most 64", p.DueShards))

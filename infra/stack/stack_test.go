@@ -446,6 +446,12 @@ func TestValidate(t *testing.T) {
 		{"bad ttl", AgentgateStackProps{ApprovalTTL: "a day"}, "approval TTL"},
 		{"bad retention", AgentgateStackProps{Retention: "-1h"}, "retention"},
 		{"backstop too short", AgentgateStackProps{Retention: "3000h"}, "backstop"},
+		// A run may ask for a 7-day approval (or tool-results) window
+		// whatever the deployment's default: 2 days would expire its state
+		// blob before it is decided (outside tester helper-113).
+		{"backstop under the longest window a run may ask for", AgentgateStackProps{ApprovalTTL: "1h", Retention: "24h", StateBlobDays: 2}, "backstop"},
+		{"backstop of exactly 7 days plus retention", AgentgateStackProps{ApprovalTTL: "1h", Retention: "24h", StateBlobDays: 8}, "backstop"},
+		{"backstop past 7 days plus retention", AgentgateStackProps{ApprovalTTL: "1h", Retention: "24h", StateBlobDays: 9}, ""},
 		{"bad stage", AgentgateStackProps{StageName: "v 1"}, "stage name"},
 		{"ttl over a week", AgentgateStackProps{ApprovalTTL: "169h"}, "approval TTL"},
 		{"too many shards", AgentgateStackProps{DueShards: 65}, "due shards"},
