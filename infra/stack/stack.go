@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,8 +83,13 @@ type AgentgateStackProps struct {
 	// and may read only that secret; the key never sits in the environment.
 	APIKeySecretArn string
 
-	// PublicBaseURL is AGENTGATE_PUBLIC_BASE_URL, the base of approval links.
-	// Empty: the stage URL of the REST API, https://<api>.execute-api.<region>.<suffix>/<stage>.
+	// PublicBaseURL is AGENTGATE_PUBLIC_BASE_URL, the base of approval links:
+	// an absolute http(s) URL without query or fragment, in which
+	// PublicBaseURLAPIID stands for the REST API's id (known only once the
+	// stack is deployed) and PublicBaseURLStage for StageName, e.g.
+	// http://{apiId}.execute-api.localhost.localstack.cloud:4566/{stage} on
+	// LocalStack (scripts/infra-local.sh sets that). Empty: the stage URL of
+	// the REST API, https://<api>.execute-api.<region>.<suffix>/<stage>.
 	PublicBaseURL string
 
 	// StageName is the REST API stage. Default DefaultStageName.
@@ -212,6 +218,12 @@ type AgentgateStackProps struct {
 	// access logging needs that role to exist.
 	SkipAPIGatewayAccountRole bool
 }
+
+// Placeholders of PublicBaseURL.
+const (
+	PublicBaseURLAPIID = "{apiId}"
+	PublicBaseURLStage = "{stage}"
+)
 
 // withDefaults returns a copy of p with every unset optional field filled in.
 func (p AgentgateStackProps) withDefaults() AgentgateStackProps {
@@ -346,6 +358,9 @@ func (p AgentgateStackProps) Validate() error {
 	if err := validateWebhooks(p); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validatePublicBaseURL(p.PublicBaseURL); err != nil {
+		errs = append(errs, err)
+	}
 	if !stageNamePattern.MatchString(p.StageName) {
 		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))
 	}
@@ -361,6 +376,24 @@ func apiKeySecretEnv(model string) string {
 		return "AGENTGATE_ANTHROPIC_API_KEY_SECRET"
 	}
 	return ""
+}
+
+// validatePublicBaseURL refuses a public base URL the functions would
+// refuse at start-up (internal/config: an absolute http(s) URL without
+// user, query or fragment) and one with a placeholder other than
+// PublicBaseURLAPIID and PublicBaseURLStage.
+func validatePublicBaseURL(base string) error {
+	if base == "" {
+		return nil
+	}
+	filled := strings.NewReplacer(PublicBaseURLAPIID, "a1b2c3d4e5", PublicBaseURLStage, "v1").Replace(base)
+	u, err := url.Parse(filled)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(filled, "{}") {
+		return fmt.Errorf("public base URL %q: want an absolute http(s) URL without user, query or fragment; %s and %s are the only placeholders",
+			base, PublicBaseURLAPIID, PublicBaseURLStage)
+	}
+	return nil
 }
 
 var stageNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
