@@ -127,3 +127,22 @@ func TestArchitectureFollowsTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueRetentionFromTheTemplate: the stack shortens the failed-events
+// queue's retention to a deployment retention under 14 days; the checker
+// wants what the deployed template sets, and 14 days without one.
+func TestQueueRetentionFromTheTemplate(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"Resources":{"Q":{"Type":"AWS::SQS::Queue","Properties":{"MessageRetentionPeriod":86400}}}}`:   "86400",
+		`{"Resources":{"Q":{"Type":"AWS::SQS::Queue","Properties":{"MessageRetentionPeriod":1209600}}}}`: "1209600",
+		`{"Resources":{}}`: "1209600",
+	} {
+		tpl, err := parseTemplate(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (&checker{template: tpl}).wantQueueRetention(); got != want {
+			t.Errorf("template %s: want retention %s, got %s", body, want, got)
+		}
+	}
+}
