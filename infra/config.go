@@ -20,7 +20,8 @@ import (
 //
 //	stackName                  stack name, prefix of the function names (default Agentgate)
 //	deletionProtection         table deletion protection, retain data on stack delete (default true)
-//	architecture               arm64 (default) or x86_64 (an emulator executing the functions on x86)
+//	architecture               arm64 (default) or x86_64 (an emulator executing the functions on x86;
+//	                           scripts/infra-local.sh picks the Docker host's on LocalStack)
 //	assetDir                   folder with startrun.zip, resume.zip, purge.zip
 //	                           (default ../dist/lambda/arm64, or ../dist/lambda/amd64 for x86_64)
 //	model                      AGENTGATE_MODEL (default bedrock:<defaultModelID>)
@@ -32,7 +33,9 @@ import (
 //	                           against the directory, shipped in a layer to startrun and resume (AGENTGATE_POLICY)
 //	modelArns                  comma-separated ARNs for bedrock:InvokeModel; default: the
 //	                           foundation model of a bedrock: model in the stack's region
-//	publicBaseUrl              AGENTGATE_PUBLIC_BASE_URL (default: the API stage URL)
+//	publicBaseUrl              AGENTGATE_PUBLIC_BASE_URL (default: the API stage URL); {apiId} in it
+//	                           stands for the REST API's id, {stage} for the stage name
+//	                           (scripts/infra-local.sh sets LocalStack's form of the stage URL)
 //	stageName                  API stage (default v1)
 //	purgeRateMinutes           purge schedule (default 1)
 //	tracing                    X-Ray on functions and stage (default true)
@@ -44,7 +47,8 @@ import (
 //	logRetentionDays           1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180 or 365 (default 30)
 //	approvalTtl, retention     AGENTGATE_APPROVAL_TTL, AGENTGATE_RETENTION (Go durations)
 //	dueShards                  AGENTGATE_DUE_SHARDS (default 8)
-//	stateBlobDays              runs/ lifecycle backstop (default 90)
+//	stateBlobDays              runs/ lifecycle backstop (default 90); must exceed retention plus 7 days,
+//	                           the longest approval or tool-results window a run may ask for
 //	noncurrentDays             noncurrent object versions kept (default 7)
 //	throttleRate, throttleBurst  stage throttling (default 50 rps, burst 100)
 //	skipApiGatewayAccountRole  leave the account's API Gateway CloudWatch role alone (default false)

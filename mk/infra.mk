@@ -4,7 +4,8 @@
 # Settings (environment or make variables): INFRA_STACK (default Agentgate),
 # MAIL_FROM and SES_IDENTITY (the SES sender; required by `deploy`),
 # INFRA_CONTEXT_JSON (CDK context for synth and deploy-local, see
-# infra/config.go), INFRA_CDK_ARGS (extra `cdk deploy` arguments for `deploy`,
+# infra/config.go), INFRA_ARCH (the functions' architecture on LocalStack,
+# default the Docker host's), INFRA_CDK_ARGS (extra `cdk deploy` arguments for `deploy`,
 # e.g. "-c model=bedrock:... -c modelArns=arn:...").
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 export CDK_DISABLE_CLI_TELEMETRY ?= true
@@ -27,7 +28,7 @@ localstack-up:
 localstack-down:
 	scripts/infra-local.sh down
 
-## deploy-local: build, synth, cdklocal bootstrap + deploy onto $(AWS_ENDPOINT_URL), then check every resource
+## deploy-local: build, synth, cdklocal bootstrap + deploy onto $(AWS_ENDPOINT_URL), then check every resource (LocalStack: the Docker host's architecture, links to its API URL)
 deploy-local: build
 	scripts/infra-local.sh deploy
 

@@ -81,12 +81,27 @@ func stageURL(p AgentgateStackProps, restAPIID *string) *string {
 	})
 }
 
-// publicBaseURL is the base of approval links: the prop, else the stage URL.
+// publicBaseURL is the base of approval links: the prop, with
+// PublicBaseURLAPIID replaced by the REST API's id and PublicBaseURLStage
+// by the stage name, else the stage URL.
 func publicBaseURL(p AgentgateStackProps, restAPIID *string) *string {
-	if p.PublicBaseURL != "" {
-		return jsii.String(p.PublicBaseURL)
+	if p.PublicBaseURL == "" {
+		return stageURL(p, restAPIID)
 	}
-	return stageURL(p, restAPIID)
+	parts := strings.Split(strings.ReplaceAll(p.PublicBaseURL, PublicBaseURLStage, p.StageName), PublicBaseURLAPIID)
+	if len(parts) == 1 {
+		return jsii.String(parts[0])
+	}
+	var joined []*string
+	for i, part := range parts {
+		if i > 0 {
+			joined = append(joined, restAPIID)
+		}
+		if part != "" {
+			joined = append(joined, jsii.String(part))
+		}
+	}
+	return awscdk.Fn_Join(jsii.String(""), &joined)
 }
 
 // functionSpec is what differs between the three functions.

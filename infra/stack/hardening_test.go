@@ -174,6 +174,16 @@ func TestAsyncFailureHandling(t *testing.T) {
 	if qp["SqsManagedSseEnabled"] != true || qp["MessageRetentionPeriod"] != 14*24*3600.0 {
 		t.Errorf("failed-events queue %s, want SQS-managed encryption and 14 days", render(qp))
 	}
+	// A worker's on-failure record holds the run's row (prompt, held
+	// calls) and the retention purge does not reach the queue: under a
+	// retention shorter than 14 days the queue keeps records no longer
+	// (outside tester helper-113: 14 days whatever the retention).
+	for retention, want := range map[string]float64{"24h": 86400, "90m": 5400, "335h": 335 * 3600, "337h": 14 * 24 * 3600} {
+		_, q := synth(t, AgentgateStackProps{Retention: retention}).resource(t, "AWS::SQS::Queue", func(map[string]any) bool { return true })
+		if got := q["Properties"].(map[string]any)["MessageRetentionPeriod"]; got != want {
+			t.Errorf("retention %s: failed-events queue keeps records %v s, want %v", retention, got, want)
+		}
+	}
 	want := map[string][2]float64{
 		"startrun": {WorkerRetryAttempts, 3600},
 		"resume":   {WorkerRetryAttempts, 3600},

@@ -174,7 +174,7 @@ func acceptedFindings(st awscdk.Stack, p AgentgateStackProps, b built) []suppres
 
 		// The failed-events queue is itself the dead end.
 		{rule: "AwsSolutions-SQS3", on: []constructs.IConstruct{b.ops.failures},
-			reason: "this queue is the on-failure destination and dead-letter queue of the stack's asynchronous invocations; a DLQ of it would only move the same records, which stay 14 days and raise the FailedEvents alarm"},
+			reason: "this queue is the on-failure destination and dead-letter queue of the stack's asynchronous invocations; a DLQ of it would only move the same records, which stay 14 days (or the deployment's retention when shorter) and raise the FailedEvents alarm"},
 		{rule: "Serverless-SQSRedrivePolicy", on: []constructs.IConstruct{b.ops.failures},
 			reason: "this queue is the on-failure destination and dead-letter queue of the stack's asynchronous invocations; nothing consumes it, so there is nothing to redrive from; its records raise the FailedEvents alarm"},
 	}

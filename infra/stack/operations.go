@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"time"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
@@ -46,9 +48,25 @@ var (
 	// PurgeMaxEventAge is how long a purge tick may wait to run (the
 	// shortest age Lambda accepts).
 	PurgeMaxEventAge = awscdk.Duration_Minutes(jsii.Number(1))
-	// failedEventsRetention keeps failed-event records for inspection.
-	failedEventsRetention = awscdk.Duration_Days(jsii.Number(14))
 )
+
+// MaxFailedEventsRetention is how long the failed-events queue keeps a
+// record at most (SQS's longest retention period).
+const MaxFailedEventsRetention = 14 * 24 * time.Hour
+
+// failedEventsRetention is how long the failed-events queue keeps a record
+// for inspection: MaxFailedEventsRetention, or the deployment's retention
+// when that is shorter. A worker's on-failure record carries its job, and
+// with it the run's row (the prompt, the held calls' inputs): the
+// retention purge does not reach the queue, so the queue's own expiry keeps
+// a record no longer than the purge keeps the run it came from.
+func failedEventsRetention(p AgentgateStackProps) awscdk.Duration {
+	r, err := time.ParseDuration(p.Retention)
+	if err != nil || r >= MaxFailedEventsRetention {
+		r = MaxFailedEventsRetention // Validate refuses a retention that does not parse
+	}
+	return awscdk.Duration_Seconds(jsii.Number(float64(r / time.Second)))
+}
 
 // operations are the resources that tell operators something went wrong.
 type operations struct {
@@ -66,7 +84,7 @@ func newOperations(st awscdk.Stack, p AgentgateStackProps) operations {
 	failures := awssqs.NewQueue(st, jsii.String("FailedEvents"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: failedEventsRetention,
+		RetentionPeriod: failedEventsRetention(p),
 		RemovalPolicy:   p.removalPolicy(),
 	})
 

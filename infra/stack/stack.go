@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,8 +83,13 @@ type AgentgateStackProps struct {
 	// and may read only that secret; the key never sits in the environment.
 	APIKeySecretArn string
 
-	// PublicBaseURL is AGENTGATE_PUBLIC_BASE_URL, the base of approval links.
-	// Empty: the stage URL of the REST API, https://<api>.execute-api.<region>.<suffix>/<stage>.
+	// PublicBaseURL is AGENTGATE_PUBLIC_BASE_URL, the base of approval links:
+	// an absolute http(s) URL without query or fragment, in which
+	// PublicBaseURLAPIID stands for the REST API's id (known only once the
+	// stack is deployed) and PublicBaseURLStage for StageName, e.g.
+	// http://{apiId}.execute-api.localhost.localstack.cloud:4566/{stage} on
+	// LocalStack (scripts/infra-local.sh sets that). Empty: the stage URL of
+	// the REST API, https://<api>.execute-api.<region>.<suffix>/<stage>.
 	PublicBaseURL string
 
 	// StageName is the REST API stage. Default DefaultStageName.
@@ -137,7 +143,8 @@ type AgentgateStackProps struct {
 
 	// StateBlobDays expires objects under runs/ this many days after they
 	// were written: a backstop for blobs that purge missed, so it must
-	// exceed Retention plus the longest approval window. Default
+	// exceed Retention plus the longest wait a run may ask for
+	// (LongestWait: 7 days, whatever ApprovalTTL is). Default
 	// DefaultStateBlobDays.
 	StateBlobDays int
 
@@ -212,6 +219,12 @@ type AgentgateStackProps struct {
 	SkipAPIGatewayAccountRole bool
 }
 
+// Placeholders of PublicBaseURL.
+const (
+	PublicBaseURLAPIID = "{apiId}"
+	PublicBaseURLStage = "{stage}"
+)
+
 // withDefaults returns a copy of p with every unset optional field filled in.
 func (p AgentgateStackProps) withDefaults() AgentgateStackProps {
 	if p.Architecture == "" {
@@ -265,22 +278,31 @@ func (p AgentgateStackProps) withDefaults() AgentgateStackProps {
 	return p
 }
 
+// LongestWait is the longest a suspended run may wait on its state blob: the
+// largest approval window (approval_ttl_seconds) and client-tool results
+// window (tool_results_ttl_seconds) a start request may ask for, whatever
+// the deployment's default approval TTL. A suspension writes the blob, and
+// the decision or the results read it back up to this long after.
+var LongestWait = max(service.MaxApprovalTTL, service.MaxToolResultsTTL)
+
 // Validate reports settings that cannot be deployed: durations that do not
 // parse and a state-blob backstop that would delete blobs of runs still
-// waiting or retained.
+// waiting (up to LongestWait, not only the deployment's default approval
+// TTL) or retained.
 func (p AgentgateStackProps) Validate() error {
 	p = p.withDefaults()
 	var errs []error
 	ttl, err := time.ParseDuration(p.ApprovalTTL)
-	if err != nil || ttl < time.Minute || ttl > 7*24*time.Hour {
-		errs = append(errs, fmt.Errorf("approval TTL %q: want a Go duration from 1m to 168h", p.ApprovalTTL))
+	if err != nil || ttl < service.MinApprovalTTL || ttl > service.MaxApprovalTTL {
+		errs = append(errs, fmt.Errorf("approval TTL %q: want a Go duration from %s to %s", p.ApprovalTTL, service.MinApprovalTTL, service.MaxApprovalTTL))
 	}
 	retention, err := time.ParseDuration(p.Retention)
 	if err != nil || retention < time.Hour {
 		errs = append(errs, fmt.Errorf("retention %q: want a Go duration of at least 1h", p.Retention))
 	}
-	if backstop := time.Duration(p.StateBlobDays) * 24 * time.Hour; backstop <= ttl+retention {
-		errs = append(errs, fmt.Errorf("state blob backstop of %d days must exceed approval TTL (%s) plus retention (%s)", p.StateBlobDays, p.ApprovalTTL, p.Retention))
+	if backstop := time.Duration(p.StateBlobDays) * 24 * time.Hour; backstop <= LongestWait+retention {
+		errs = append(errs, fmt.Errorf("state blob backstop of %d days must exceed the longest wait a run may ask for (%s: approval_ttl_seconds, tool_results_ttl_seconds) plus retention (%s)",
+			p.StateBlobDays, LongestWait, p.Retention))
 	}
 	if p.DueShards > 64 {
 		errs = append(errs, fmt.Errorf("due shards %d: at most 64", p.DueShards))
@@ -336,6 +358,9 @@ func (p AgentgateStackProps) Validate() error {
 	if err := validateWebhooks(p); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validatePublicBaseURL(p.PublicBaseURL); err != nil {
+		errs = append(errs, err)
+	}
 	if !stageNamePattern.MatchString(p.StageName) {
 		errs = append(errs, fmt.Errorf("stage name %q: want letters, digits, - or _", p.StageName))
 	}
@@ -351,6 +376,24 @@ func apiKeySecretEnv(model string) string {
 		return "AGENTGATE_ANTHROPIC_API_KEY_SECRET"
 	}
 	return ""
+}
+
+// validatePublicBaseURL refuses a public base URL the functions would
+// refuse at start-up (internal/config: an absolute http(s) URL without
+// user, query or fragment) and one with a placeholder other than
+// PublicBaseURLAPIID and PublicBaseURLStage.
+func validatePublicBaseURL(base string) error {
+	if base == "" {
+		return nil
+	}
+	filled := strings.NewReplacer(PublicBaseURLAPIID, "a1b2c3d4e5", PublicBaseURLStage, "v1").Replace(base)
+	u, err := url.Parse(filled)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(filled, "{}") {
+		return fmt.Errorf("public base URL %q: want an absolute http(s) URL without user, query or fragment; %s and %s are the only placeholders",
+			base, PublicBaseURLAPIID, PublicBaseURLStage)
+	}
+	return nil
 }
 
 var stageNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)

@@ -264,6 +264,41 @@ func TestPublicBaseURLOverride(t *testing.T) {
 	}
 }
 
+// TestPublicBaseURLPlaceholders: {apiId} and {stage} in the public base
+// URL become the REST API's id and the stage name, so one deploy onto
+// LocalStack mails links that reach its API (scripts/infra-local.sh); the
+// default (the AWS stage URL) could not be reached there, and the id is
+// known only once the stack is deployed (outside tester helper-113).
+func TestPublicBaseURLPlaceholders(t *testing.T) {
+	for base, want := range map[string]string{
+		"http://{apiId}.execute-api.localhost.localstack.cloud:4566/{stage}": "http://${API}.execute-api.localhost.localstack.cloud:4566/v2",
+		"http://localhost:4566/restapis/{apiId}/{stage}/_user_request_":      "http://localhost:4566/restapis/${API}/v2/_user_request_",
+		"https://approvals.example.com/{stage}":                              "https://approvals.example.com/v2",
+	} {
+		s := synth(t, AgentgateStackProps{PublicBaseURL: base, StageName: "v2"})
+		apiID, _ := s.resource(t, "AWS::ApiGateway::RestApi", func(map[string]any) bool { return true })
+		want = strings.ReplaceAll(want, "API", apiID)
+		for _, name := range FunctionNames {
+			_, p := s.functionByName(t, "Agentgate-"+name)
+			env := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+			if got := render(env["AGENTGATE_PUBLIC_BASE_URL"]); got != want {
+				t.Errorf("%s with publicBaseUrl %s: AGENTGATE_PUBLIC_BASE_URL = %s, want %s", name, base, got, want)
+			}
+		}
+	}
+	for _, bad := range []string{
+		"http://{apiID}.execute-api.localhost.localstack.cloud:4566/v1", // not a placeholder
+		"localhost:4566/v1",
+		"ftp://approvals.example.com",
+		"https://approvals.example.com/?x=1",
+		"https://user:pw@approvals.example.com",
+	} {
+		if err := (AgentgateStackProps{PublicBaseURL: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "public base URL") {
+			t.Errorf("Validate(publicBaseUrl %s) = %v, want an error about the public base URL", bad, err)
+		}
+	}
+}
+
 // apiPaths maps each ApiGateway::Resource logical id to its full path.
 func apiPaths(s synthesized) map[string]string {
 	res := s.resources("AWS::ApiGateway::Resource")
@@ -446,6 +481,12 @@ func TestValidate(t *testing.T) {
 		{"bad ttl", AgentgateStackProps{ApprovalTTL: "a day"}, "approval TTL"},
 		{"bad retention", AgentgateStackProps{Retention: "-1h"}, "retention"},
 		{"backstop too short", AgentgateStackProps{Retention: "3000h"}, "backstop"},
+		// A run may ask for a 7-day approval (or tool-results) window
+		// whatever the deployment's default: 2 days would expire its state
+		// blob before it is decided (outside tester helper-113).
+		{"backstop under the longest window a run may ask for", AgentgateStackProps{ApprovalTTL: "1h", Retention: "24h", StateBlobDays: 2}, "backstop"},
+		{"backstop of exactly 7 days plus retention", AgentgateStackProps{ApprovalTTL: "1h", Retention: "24h", StateBlobDays: 8}, "backstop"},
+		{"backstop past 7 days plus retention", AgentgateStackProps{ApprovalTTL: "1h", Retention: "24h", StateBlobDays: 9}, ""},
 		{"bad stage", AgentgateStackProps{StageName: "v 1"}, "stage name"},
 		{"ttl over a week", AgentgateStackProps{ApprovalTTL: "169h"}, "approval TTL"},
 		{"too many shards", AgentgateStackProps{DueShards: 65}, "due shards"},

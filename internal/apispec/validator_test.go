@@ -48,6 +48,8 @@ func TestValidatorCatches(t *testing.T) {
 	}{
 		{"described start", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/runs/r1"), runJSON), ""},
 		{"missing Location", exchange(t, "POST", "/runs", start, 202, apiHeaders(), runJSON), "Location"},
+		{"Location under the stage", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/v1/runs/r1"), runJSON), ""},
+		{"Location to another host", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "//evil.example/runs/r1"), runJSON), "Location"},
 		{"undeclared status", exchange(t, "POST", "/runs", start, 409, apiHeaders(), errBody("conflict")), "status is not supported"},
 		{"undescribed field", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/runs/r1"),
 			strings.Replace(runJSON, `"version":1`, `"version":1,"colour":"red"`, 1)), "does not describe this response"},

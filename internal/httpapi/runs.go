@@ -270,8 +270,55 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
 	resp := jsonResponse(http.StatusAccepted, viewOf(r, a.Directory))
-	resp.Headers["Location"] = "/runs/" + r.ID
+	resp.Headers["Location"] = runLocation(req, r.ID)
 	return resp, nil
+}
+
+// runLocation is the Location of a new run: the path the client posted to
+// with the run's id appended, so that it resolves against the request URL
+// (RFC 9110, section 10.2.2) to the run whatever stage comes before /runs.
+// The path is the event's requestContext.path, which API Gateway gives as
+// the client sent it: /v1/runs on the stage URL, where the event's path,
+// /runs, has no stage. The local server has no stage: /runs/{id}. The
+// bodies' links stay relative to the API's base URL. A prefix that is not
+// plain path segments (a double slash would make the header a
+// network-path reference to another host) is left out.
+func runLocation(req events.APIGatewayProxyRequest, id string) string {
+	p := req.RequestContext.Path
+	if p == "" {
+		p = req.Path
+	}
+	prefix, ok := strings.CutSuffix(p, "/runs")
+	if !ok || !plainPathPrefix(prefix) {
+		prefix = ""
+	}
+	return prefix + "/runs/" + id
+}
+
+// maxLocationPrefix bounds the path prefix runLocation copies.
+const maxLocationPrefix = 512
+
+// plainPathPrefix reports whether p is empty or one or more "/segment"s of
+// unreserved characters (RFC 3986: letters, digits, - . _ ~), none of them
+// "." or "..".
+func plainPathPrefix(p string) bool {
+	if p == "" {
+		return true
+	}
+	if len(p) > maxLocationPrefix || p[0] != '/' {
+		return false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for _, c := range []byte(seg) {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkRunPolicy checks a start request against the directory and the

@@ -97,3 +97,52 @@ func TestWantEnvTakesTheOptionalVariablesTheTemplateSets(t *testing.T) {
 		t.Errorf("startrun: %v %v, want the contract's variables and AGENTGATE_QUORUM_CHECK=on", keys, values)
 	}
 }
+
+// TestArchitectureFollowsTheFlag: a stack deployed with x86_64 functions
+// (scripts/infra-local.sh on LocalStack on an x86 Docker host, which runs
+// them there) passes with -architecture x86_64 and fails the default
+// arm64; the checker failed every such deploy, as it wanted arm64 only.
+func TestArchitectureFollowsTheFlag(t *testing.T) {
+	tpl, err := parseTemplate(`{"Resources":{"Fn":{"Type":"AWS::Lambda::Function","Properties":{"Architectures":["x86_64"]}}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		emulator, flag, live string
+		pass                 bool
+	}{
+		{"localstack", "x86_64", "x86_64", true},
+		{"localstack", "", "x86_64", false},
+		{"localstack", "x86_64", "arm64", false},
+		{"moto", "x86_64", "x86_64", true},
+		// moto reports x86_64 whatever was deployed: the template decides.
+		{"moto", "arm64", "x86_64", false},
+	}
+	for _, tt := range tests {
+		c := &checker{emulator: tt.emulator, expectArch: tt.flag, template: tpl,
+			physical: map[string][]resource{"AWS::Lambda::Function": {{logical: "Fn", physical: "Agentgate-startrun"}}}}
+		c.checkArchitecture("function", "Agentgate-startrun", tt.live)
+		if got := c.passed == 1 && c.failed == 0; got != tt.pass {
+			t.Errorf("%s, -architecture %q, live %s: pass = %t, want %t (%s)", tt.emulator, tt.flag, tt.live, got, tt.pass, strings.Join(c.lines, "; "))
+		}
+	}
+}
+
+// TestQueueRetentionFromTheTemplate: the stack shortens the failed-events
+// queue's retention to a deployment retention under 14 days; the checker
+// wants what the deployed template sets, and 14 days without one.
+func TestQueueRetentionFromTheTemplate(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"Resources":{"Q":{"Type":"AWS::SQS::Queue","Properties":{"MessageRetentionPeriod":86400}}}}`:   "86400",
+		`{"Resources":{"Q":{"Type":"AWS::SQS::Queue","Properties":{"MessageRetentionPeriod":1209600}}}}`: "1209600",
+		`{"Resources":{}}`: "1209600",
+	} {
+		tpl, err := parseTemplate(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (&checker{template: tpl}).wantQueueRetention(); got != want {
+			t.Errorf("template %s: want retention %s, got %s", body, want, got)
+		}
+	}
+}

@@ -26,6 +26,7 @@ func main() {
 	stackName := flag.String("stack", "Agentgate", "name of the deployed stack")
 	purgeRate := flag.String("purge-schedule", "rate(1 minute)", "expected schedule expression of the purge rule")
 	stage := flag.String("stage", "v1", "expected API stage name")
+	arch := flag.String("architecture", "arm64", "expected architecture of the functions (arm64, or x86_64 for an x86 emulator)")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -35,7 +36,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "checkdeploy:", err)
 		os.Exit(1)
 	}
-	c.expectStage, c.expectPurgeRate = *stage, *purgeRate
+	c.expectStage, c.expectPurgeRate, c.expectArch = *stage, *purgeRate, *arch
 	fmt.Printf("checkdeploy: stack %s on %s (%s)\n", *stackName, c.endpointLabel(), c.emulator)
 	c.checkNotHeld()
 	c.checkTable(ctx)
@@ -79,6 +80,10 @@ type checker struct {
 	stackName string
 
 	expectStage, expectPurgeRate string
+	// expectArch is the functions' architecture (-architecture): arm64,
+	// what the stack ships, or x86_64, which scripts/infra-local.sh deploys
+	// onto LocalStack on an x86 Docker host.
+	expectArch string
 }
 
 type resource struct{ logical, physical string }
