@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -34,4 +35,31 @@ func TestREADMEDeliveryBounds(t *testing.T) {
 			t.Errorf("README does not say %q", want)
 		}
 	}
+}
+
+// TestREADMEMailTimes: the README gives the grace after which the sweep
+// sends a first approval mail its worker never recorded, and the windows
+// whose reminder comes before it, as the code has them.
+func TestREADMEMailTimes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := strings.Join(strings.Fields(string(b)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("the run is due %s minutes after the suspension (`runs.FirstNoticeGrace`", spelled(int(runs.FirstNoticeGrace.Minutes()))),
+		fmt.Sprintf("(windows under %d s), the reminder is the first mail", int((runs.FirstNoticeGrace * 10 / 8).Seconds())),
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README does not say %q", want)
+		}
+	}
+}
+
+// spelled spells the small numbers the README writes out.
+func spelled(n int) string {
+	if words := []string{"zero", "one", "two", "three", "four", "five"}; n < len(words) {
+		return words[n]
+	}
+	return fmt.Sprint(n)
 }

@@ -972,8 +972,15 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	// and retried by purge when it fails. A decision may come before the
 	// outcome is recorded: the notified event still goes on record, under
 	// the number the suspension kept for it (runs.Suspension.Notify).
+	// Should this worker die before that record, the sweep sends the mail
+	// runs.FirstNoticeGrace after the suspension (runs.Run.FirstNoticeDue):
+	// no mail of this worker starts after that, nor is waited for, so that
+	// none starts after the sweep has recorded and sent its own.
 	state := runs.NotificationSent
-	failed := s.w.mailLinks(ctx, s.log, s.cur, links, false)
+	failed, late := s.w.mailLinksUntil(ctx, s.log, s.cur, links, false, s.cur.SuspendedAt.Add(runs.FirstNoticeGrace))
+	if len(late) > 0 {
+		s.log.WarnContext(ctx, "approval mail not sent within the grace after the suspension: recorded as failed, and sent again by the sweep", "not_sent", len(late), "grace", runs.FirstNoticeGrace.String())
+	}
 	if len(failed) > 0 {
 		state = runs.NotificationFailed
 	}
