@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
@@ -38,8 +39,11 @@ func TestREADMEDeliveryBounds(t *testing.T) {
 }
 
 // TestREADMEMailTimes: the README gives the grace after which the sweep
-// sends a first approval mail its worker never recorded, and the windows
-// whose reminder comes before it, as the code has them.
+// sends a first approval mail its worker never recorded, the windows whose
+// reminder comes before it, and the windows whose failed first mail is
+// retried at the 80% point in the reminder's place (its 80% point no later
+// than MailRetryDelay: tester helper-113 P3, the README said the reminder
+// still followed), as the code has them.
 func TestREADMEMailTimes(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
@@ -49,10 +53,14 @@ func TestREADMEMailTimes(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("the run is due %s minutes after the suspension (`runs.FirstNoticeGrace`", spelled(int(runs.FirstNoticeGrace.Minutes()))),
 		fmt.Sprintf("(windows under %d s), the reminder is the first mail", int((runs.FirstNoticeGrace * 10 / 8).Seconds())),
+		fmt.Sprintf("except in a window of %d s or less, whose 80%% point comes no later than that minute", int((service.MailRetryDelay * 10 / 8).Seconds())),
 	} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README does not say %q", want)
 		}
+	}
+	if service.MailRetryDelay != time.Minute {
+		t.Errorf("the README says the failed mail is sent again a minute later; MailRetryDelay is %s", service.MailRetryDelay)
 	}
 }
 
