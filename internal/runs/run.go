@@ -590,9 +590,14 @@ func (r *Run) Clone() *Run {
 // number for the notified event, NoticeSeq) and has recorded no outcome
 // yet. Zero when nothing of the kind is owed: the run does not wait for
 // approval, its first notification is on record (sent or failed, by its
-// worker or by the sweep), or nobody was to be mailed.
+// worker or by the sweep: the number is taken), the reminder went out (it
+// mailed everyone not yet voted, and took the notification as sent), or
+// nobody was to be mailed. What is owed is the suspension's own mail, not
+// a state: a quorum check that mailed those it asked takes the
+// notification as sent (Store.ReviseDeciders), and those the hold listed
+// are still owed theirs.
 func (r *Run) FirstNoticeDue() time.Time {
-	if r.Status != StatusWaiting || r.Notification != NotificationPending || r.NoticeSeq == 0 || r.SuspendedAt.IsZero() {
+	if r.Status != StatusWaiting || r.NoticeSeq == 0 || r.ReminderSent || r.SuspendedAt.IsZero() {
 		return time.Time{}
 	}
 	return r.SuspendedAt.Add(FirstNoticeGrace)

@@ -247,4 +247,48 @@ func testFirstMailRecovered(t *testing.T, newStore func(t *testing.T) (runs.RowS
 		assert.Zero(t, sum.MailRecovered, "not due: %+v", sum)
 		assert.Empty(t, e.mails)
 	})
+
+	t.Run("a quorum check asked someone first", func(t *testing.T) {
+		// dave joins ops while the run waits; a quorum check (every 30 s)
+		// asks him before the grace is over, and his mail takes the
+		// notification as sent. Before, the sweep then never mailed bob
+		// and carol: the first mail was owed only while the notification
+		// was pending. Now what is owed is the suspension's own first
+		// mail (the number it kept): the sweep sends it to all who may
+		// still vote and have not, dave among them.
+		rows, states := newStore(t)
+		armed := true
+		e := newNotifyEnv(t, dieAfterSuspending{rows, &armed}, states)
+		e.worker.ApprovalTTL = 24 * time.Hour
+		e.worker.Directory = opsWithDave(t, `"bob","carol"`)
+		e.worker.QuorumChecks, e.worker.QuorumCheckEvery = true, 30*time.Second
+		e.sweeper.Directory, e.sweeper.QuorumCheckEvery, e.sweeper.Revise = e.worker.Directory, 30*time.Second, e.worker.ReviseDeciders
+		r := e.crashedHold(t, "group:ops")
+		require.Empty(t, e.mails)
+
+		dir := opsWithDave(t, `"bob","carol","dave"`)
+		e.worker.Directory, e.sweeper.Directory = dir, dir
+		e.clock.Advance(30 * time.Second)
+		sum, err := e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, sum.DecidersRevised, "%+v", sum)
+		require.Equal(t, []string{"dave@example.com"}, e.mailedFrom(0))
+
+		e.clock.Advance(r.SuspendedAt.Add(runs.FirstNoticeGrace).Sub(e.clock.Now()))
+		sum, err = e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, sum.MailRecovered, "%+v", sum)
+		assert.ElementsMatch(t, []string{"bob@example.com", "carol@example.com", "dave@example.com"}, e.mailedFrom(1))
+		evs, _, suspendedSeq := e.notices(t, r.ID, runs.EventNotified)
+		require.Len(t, evs, 1)
+		assert.Equal(t, suspendedSeq+1, evs[0].Seq, "under the number the suspension kept")
+		got, err := e.store.Get(ctx, r.ID)
+		require.NoError(t, err)
+		assert.Zero(t, got.NoticeSeq)
+		mailed := len(e.mails)
+		sum, err = e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, sum.MailRecovered, "once: %+v", sum)
+		assert.Len(t, e.mails, mailed)
+	})
 }

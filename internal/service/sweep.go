@@ -425,10 +425,11 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 	case r.Status == runs.StatusWaiting:
 		if first := r.FirstNoticeDue(); s.FirstMail != nil && !first.IsZero() && !now.Before(first) && !s.reminderDue(r, now) {
 			// The worker that held the turn recorded no first mail: nobody
-			// may have been told. Before the quorum check, which may take
-			// the notification as sent when it asks someone. A reminder
-			// due already is sent instead (below): it goes to the same
-			// approvers, and takes the notification as sent.
+			// it listed may have been told (a quorum check that asked
+			// someone since does not change that). The quorum check, if
+			// due, waits for the next sweep. A reminder due already is
+			// sent instead (below): it goes to the same approvers, and
+			// owes no first mail after it (Run.FirstNoticeDue).
 			if err := s.FirstMail(ctx, r); err != nil {
 				return skipConflict(err, sum)
 			}
