@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -35,6 +36,22 @@ func (d dieAfterSuspending) Write(ctx context.Context, w runs.Write) error {
 		}
 	}
 	return err
+}
+
+// beforeWrite runs *hook, once, before the next write it passes on: a
+// store call of another process that lands between a caller's read and
+// its write.
+type beforeWrite struct {
+	runs.RowStore
+	hook *func()
+}
+
+func (b beforeWrite) Write(ctx context.Context, w runs.Write) error {
+	if f := *b.hook; f != nil {
+		*b.hook = nil
+		f()
+	}
+	return b.RowStore.Write(ctx, w)
 }
 
 // crashedHold starts a run whose worker dies right after its suspension
@@ -248,6 +265,49 @@ func testFirstMailRecovered(t *testing.T, newStore func(t *testing.T) (runs.RowS
 		assert.Empty(t, e.mails)
 	})
 
+	t.Run("two sweeps at once", func(t *testing.T) {
+		// Two sweeps (purge invocations that overlap, a sweep longer than
+		// its period)
+		// read the run while it is due; the second's record lands between
+		// the first's read and its write. The first's write, conditional on
+		// the row, is refused and it mails nobody: one mail per approver,
+		// one notified event, no link of the loser's stored.
+		rows, states := newStore(t)
+		armed := true
+		var hook func()
+		e := newNotifyEnv(t, beforeWrite{dieAfterSuspending{rows, &armed}, &hook}, states)
+		e.worker.ApprovalTTL = 24 * time.Hour
+		r := e.crashedHold(t, boxes...)
+		other := &service.Sweeper{Store: e.store, Now: e.clock.Now, Remind: e.worker.Remind, FirstMail: e.worker.RecoverFirstMail,
+			Logger: e.sweeper.Logger, Dispatch: e.sweeper.Dispatch}
+		e.clock.Advance(runs.FirstNoticeGrace)
+		tokens := e.tokens
+		var second service.SweepSummary
+		hook = func() {
+			var err error
+			second, err = other.Sweep(ctx)
+			require.NoError(t, err)
+		}
+		first, err := e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, second.MailRecovered, "the sweep whose record landed: %+v", second)
+		assert.Zero(t, first.MailRecovered, "the sweep whose record was refused: %+v", first)
+		assert.Zero(t, first.Errors, "%+v", first)
+		assert.Equal(t, boxes, e.mailedFrom(0), "one mail per approver")
+		evs, _, suspendedSeq := e.notices(t, r.ID, runs.EventNotified)
+		require.Len(t, evs, 1)
+		assert.Equal(t, suspendedSeq+1, evs[0].Seq)
+		require.Equal(t, tokens+4, e.tokens, "each sweep made two links")
+		for i := 1; i <= 4; i++ {
+			_, err = e.store.LookupToken(ctx, fmt.Sprintf("%064x", tokens+i))
+			if i <= 2 {
+				assert.Equal(t, runs.ENotFound, runs.ErrorCode(err), "link %d, the refused sweep's, is not stored", i)
+			} else {
+				assert.NoError(t, err, "link %d, mailed, is stored", i)
+			}
+		}
+	})
+
 	t.Run("a quorum check asked someone first", func(t *testing.T) {
 		// dave joins ops while the run waits; a quorum check (every 30 s)
 		// asks him before the grace is over, and his mail takes the
@@ -290,5 +350,68 @@ func testFirstMailRecovered(t *testing.T, newStore func(t *testing.T) (runs.RowS
 		require.NoError(t, err)
 		assert.Zero(t, sum.MailRecovered, "once: %+v", sum)
 		assert.Len(t, e.mails, mailed)
+	})
+
+	t.Run("the sweep's mail fails", func(t *testing.T) {
+		// The sweep's first mail is recorded as a worker's is: it failed
+		// for carol, so the notification failed and the sweep sends it
+		// again a minute later, to all who may still vote, as the retry
+		// of the first mail; the reminder still follows.
+		rows, states := newStore(t)
+		armed := true
+		e := newNotifyEnv(t, dieAfterSuspending{rows, &armed}, states)
+		e.worker.ApprovalTTL = 24 * time.Hour
+		r := e.crashedHold(t, boxes...)
+		failCarol := true
+		e.worker.Notifier = service.NotifierFunc(func(_ context.Context, n service.Notification) error {
+			e.mails = append(e.mails, n)
+			if failCarol && n.Approver == "carol@example.com" {
+				return errors.New("mailbox unavailable")
+			}
+			return nil
+		})
+		e.clock.Advance(runs.FirstNoticeGrace)
+		sum, err := e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, sum.MailRecovered, "%+v", sum)
+		got, err := e.store.Get(ctx, r.ID)
+		require.NoError(t, err)
+		assert.Equal(t, runs.NotificationFailed, got.Notification)
+		assert.Equal(t, e.clock.Now().Add(service.MailRetryDelay), got.RemindAt, "the retry takes the reminder's time")
+		assert.Equal(t, got.RemindAt, got.DueAt)
+
+		failCarol = false
+		e.clock.Advance(service.MailRetryDelay)
+		sum, err = e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, sum.MailRetried, "%+v", sum)
+		assert.Zero(t, sum.MailRecovered+sum.Reminded, "%+v", sum)
+		assert.Equal(t, boxes, e.mailedFrom(2), "everyone not yet voted")
+		got, err = e.store.Get(ctx, r.ID)
+		require.NoError(t, err)
+		assert.False(t, got.ReminderSent, "the reminder still follows")
+		assert.Equal(t, r.RemindAt, got.RemindAt)
+	})
+
+	t.Run("decided before the grace", func(t *testing.T) {
+		// bob decides through the API before the two minutes are over:
+		// the run no longer waits, and nobody is mailed; the number the
+		// suspension kept stays unused.
+		rows, states := newStore(t)
+		armed := true
+		e := newNotifyEnv(t, dieAfterSuspending{rows, &armed}, states)
+		e.worker.ApprovalTTL = 24 * time.Hour
+		r := e.crashedHold(t, "bob", "carol@example.com")
+		e.clock.Advance(time.Minute)
+		_, err := e.store.Decide(ctx, r, runs.NewDecision{SuspensionID: r.SuspensionID, Decider: "bob", Via: runs.ViaAPI,
+			Decision: loop.Decision{TurnDigest: r.TurnDigest, Action: loop.ActionApprove}})
+		require.NoError(t, err)
+		e.clock.Advance(runs.FirstNoticeGrace)
+		sum, err := e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, sum.MailRecovered+sum.Errors, "%+v", sum)
+		assert.Empty(t, e.mails)
+		evs, _, _ := e.notices(t, r.ID, runs.EventNotified)
+		assert.Empty(t, evs)
 	})
 }
