@@ -44,3 +44,9 @@ func TestSplitDecisionOnDynamoDB(t *testing.T) {
 func TestSwitchToVotesWhileWaitingOnDynamoDB(t *testing.T) {
 	runSwitchToVotesWhileWaiting(t, onAWS(t))
 }
+
+// TestAFirstMailItsWorkerNeverSentIsSentByTheSweepOnDynamoDB is
+// TestAFirstMailItsWorkerNeverSentIsSentByTheSweep on DynamoDB + S3.
+func TestAFirstMailItsWorkerNeverSentIsSentByTheSweepOnDynamoDB(t *testing.T) {
+	runFirstMailRecovered(t, onAWS(t))
+}

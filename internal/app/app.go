@@ -125,7 +125,7 @@ func New(d Deps) (*App, error) {
 		AllowedModels: d.AllowedModels, Logger: d.Logger, Now: d.Now,
 		Directory: d.Governance.Directory, Policy: d.Governance.Policy, MaxWait: d.MaxWait,
 	}
-	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, RetryMail: a.Worker.RetryMail, Revise: a.Worker.ReviseDeciders,
+	a.Sweeper = &service.Sweeper{Store: d.Store, Dispatch: d.Dispatch, Remind: a.Worker.Remind, FirstMail: a.Worker.RecoverFirstMail, RetryMail: a.Worker.RetryMail, Revise: a.Worker.ReviseDeciders,
 		Directory: d.Governance.Directory, QuorumCheckEvery: d.QuorumCheckEvery, Logger: d.Logger, Now: d.Now, Owner: d.Owner}
 	if err := a.wireWebhooks(d.Webhooks); err != nil {
 		return nil, err

@@ -521,6 +521,14 @@ type Notice struct {
 	// failed mail was the reminder: their retry is mailed as the reminder
 	// (Run.MailRetryReminders).
 	RetryReminder bool
+	// Recovered, given to Renotify, makes the notice the suspension's first
+	// notification, sent by the sweep because the worker that held the
+	// turn recorded none within FirstNoticeGrace (Run.FirstNoticeDue): it
+	// takes the number the suspension kept for that notified event and
+	// the run's notification state, and is refused (EConflict) once a
+	// first notification is on record, so that of the worker's record and
+	// the sweep's the first written is the only one.
+	Recovered bool
 }
 
 // RecordNotification stores the notification state of a waiting run with a
@@ -657,6 +665,9 @@ func (n Notice) validate() error {
 	}
 	if len(n.Retry) > 0 && n.Reminder {
 		return Errorf(EInvalid, "a notice about some mailboxes' mail is no reminder")
+	}
+	if n.Recovered && (n.Reminder || len(n.Retry) > 0) {
+		return Errorf(EInvalid, "a recovered first notification is neither a reminder nor a retry of some mailboxes' mail")
 	}
 	if n.RetryReminder && len(n.Retry) == 0 {
 		return Errorf(EInvalid, "a notice of a failed reminder to retry names the mailboxes")

@@ -81,7 +81,6 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 			return nil, nil, Errorf(EInvalid, "event %d of run %s takes a kept number: it must be its write's only event", ev.Seq, cur.ID)
 		}
 	}
-	next.DueAt = s.dueAt(next)
 	for i := range w.Events {
 		w.Events[i].RunID = cur.ID
 		w.Events[i].At = now
@@ -95,6 +94,7 @@ func (s *Store) writeHolding(ctx context.Context, cur, next *Run, w Write, hold 
 		next.LastSeq++
 		next.NoticeSeq = next.LastSeq
 	}
+	next.DueAt = s.dueAt(next) // after NoticeSeq: a first mail not yet recorded is due (Run.FirstNoticeDue)
 	SealWriteID(next)
 	w.Run = next
 	w.ExpectVersion = cur.Version

@@ -508,9 +508,11 @@ func (s *Store) dueAt(r *Run) time.Time {
 }
 
 // LifecycleDue is when r has time-based work of its own (approval expiry,
-// reminder, retry of a failed mail or quorum check, tool-results expiry, lease expiry, dispatch grace, retention,
-// which waits for a pending delivery), leaving its outbox aside: the run's
-// DueAt is the earlier of the two.
+// reminder, retry of a failed mail, a first approval mail whose worker
+// recorded none (Run.FirstNoticeDue) or quorum check, tool-results
+// expiry, lease expiry, dispatch grace, retention, which waits for a
+// pending delivery), leaving its outbox aside: the run's DueAt is the
+// earlier of the two.
 func (s *Store) LifecycleDue(r *Run) time.Time {
 	switch r.Status {
 	case StatusQueued, StatusResuming:
@@ -527,6 +529,9 @@ func (s *Store) LifecycleDue(r *Run) time.Time {
 		}
 		if len(r.MailRetry) > 0 && !r.MailRetryAt.IsZero() && r.MailRetryAt.Before(due) {
 			due = r.MailRetryAt
+		}
+		if first := r.FirstNoticeDue(); !first.IsZero() && first.Before(due) {
+			due = first
 		}
 		return due
 	case StatusWaitingForToolResults:

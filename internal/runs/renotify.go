@@ -9,11 +9,13 @@ import (
 // Renotify records that the approvers of the current suspension were told
 // again — a reminder, or a retry of a failed first notification, or, with
 // n.Retry, a retry of the failed mail of those mailboxes (Run.MailRetry) —
-// with the fresh approval tokens the new mails carry, in one write: the
-// tokens, the notified (or reminded) event and the row. The earlier tokens stay valid
+// or, with n.Recovered, for the first time by the sweep, with the fresh
+// approval tokens the new mails carry, in one write: the tokens, the
+// notified (or reminded) event and the row. The earlier tokens stay valid
 // until the deadline. Like RecordNotification it retries when only the
 // version moved. Codes: EInvalid, ENotFound, EConflict (no longer waiting
-// on that suspension), EGone (the window closed).
+// on that suspension; with n.Recovered, its first notification is on
+// record), EGone (the window closed).
 func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []TokenGrant) (*Run, error) {
 	if err := n.validate(); err != nil {
 		return nil, err
@@ -32,6 +34,20 @@ func (s *Store) Renotify(ctx context.Context, cur *Run, n Notice, tokens []Token
 		w := Write{}
 		for _, g := range tokens {
 			w.NewTokens = append(w.NewTokens, ApprovalToken{Hash: g.Hash, RunID: cur.ID, SuspensionID: cur.SuspensionID, Approver: g.Approver, Person: g.Person, ExpiresAt: cur.ApprovalDeadline})
+		}
+		if n.Recovered {
+			// The first notification its worker did not record: on the
+			// row as the worker's would be, under the number the
+			// suspension kept for it. The write is conditional on the
+			// row read here (its version): a worker's record that lands
+			// first takes the number and the state, and this is refused
+			// on the fresh row, before any mail is sent.
+			if cur.FirstNoticeDue().IsZero() {
+				return nil, Write{}, Errorf(EConflict, "the first notification of run %s's suspension %s is on record", cur.ID, cur.SuspensionID)
+			}
+			next.Notification, next.NoticeSeq = n.State, 0
+			w.Events = []Event{{Seq: cur.NoticeSeq, Type: EventNotified, Actor: "purge", Data: cloneRaw(n.Data)}}
+			return next, w, nil
 		}
 		if len(n.Retry) > 0 {
 			// A retry of some mailboxes' mail (Run.MailRetry): they leave

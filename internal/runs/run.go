@@ -84,6 +84,21 @@ const (
 	NotificationFailed  NotificationState = "failed"  // telling them failed; the API still works
 )
 
+// FirstNoticeGrace is how long after a suspension the worker that held
+// the turn has to record its first notification (the approval mail it
+// sends right after the suspension's write) before the sweep sends that
+// mail itself (Run.FirstNoticeDue, Notice.Recovered): its worker died in
+// between, or its record was lost. Two minutes is longer than a live
+// worker takes to mail the at most MaxApprovers approvers a suspension
+// lists, one send after another (well under a second each; seconds when
+// the mail service throttles and a send is retried), which it may start
+// only within this time by its own clock (so no worker starts a first mail
+// after the sweep took it over); the sweep, every minute on AWS, then
+// mails within about three minutes of a hold whose worker died, where the
+// 80% reminder was the first mail before (19.2 hours into the default
+// 24-hour window).
+const FirstNoticeGrace = 2 * time.Minute
+
 // CallSummary is the run row's copy of one loop.PendingCall of the held
 // turn, with its preview: enough for the API, the approval page and the
 // approval mail to show the call, and to validate a per-call decision,
@@ -569,6 +584,25 @@ func (r *Run) Clone() *Run {
 	return &c
 }
 
+// FirstNoticeDue is when the sweep sends the first approval mail of
+// waiting run r's suspension itself (FirstNoticeGrace after the
+// suspension): its worker was to mail the approvers (the suspension kept a
+// number for the notified event, NoticeSeq) and has recorded no outcome
+// yet. Zero when nothing of the kind is owed: the run does not wait for
+// approval, its first notification is on record (sent or failed, by its
+// worker or by the sweep: the number is taken), the reminder went out (it
+// mailed everyone not yet voted, and took the notification as sent), or
+// nobody was to be mailed. What is owed is the suspension's own mail, not
+// a state: a quorum check that mailed those it asked takes the
+// notification as sent (Store.ReviseDeciders), and those the hold listed
+// are still owed theirs.
+func (r *Run) FirstNoticeDue() time.Time {
+	if r.Status != StatusWaiting || r.NoticeSeq == 0 || r.ReminderSent || r.SuspendedAt.IsZero() {
+		return time.Time{}
+	}
+	return r.SuspendedAt.Add(FirstNoticeGrace)
+}
+
 // LeaseExpired reports whether the run's lease has run out at now.
 func (r *Run) LeaseExpired(now time.Time) bool {
 	return !now.Before(r.LeaseUntil)
@@ -695,8 +729,10 @@ type DecisionEventData struct {
 // a suspension's first notification takes the number its suspension kept
 // for it (Run.NoticeSeq), right after the suspension's own events, when it
 // is written, which may be after later events (a decision that came before
-// the mail's outcome was recorded). A number stays unused when the worker
-// that suspended ended before it recorded that outcome.
+// the mail's outcome was recorded). When the worker that suspended ended
+// before it recorded that outcome, the sweep sends the mail and its event
+// takes the number (Notice.Recovered) while the run still waits on the
+// suspension FirstNoticeGrace later; otherwise the number stays unused.
 type Event struct {
 	RunID string          `json:"run_id"`
 	Seq   int64           `json:"seq"`

@@ -160,3 +160,38 @@ func TestNewRunIDIsTimeOrdered(t *testing.T) {
 	}
 	assert.Len(t, tails, 1000, "the random part repeated")
 }
+
+// TestFirstNoticeDue: a suspension's first approval mail is owed, and the
+// sweep sends it FirstNoticeGrace after the hold, while the number the
+// suspension kept for its notified event is not taken and no reminder went
+// out, whatever the notification state says: a quorum check that mailed
+// those it asked takes it as sent, and those the hold listed were still
+// owed theirs (before, nothing was owed once the state left pending).
+func TestFirstNoticeDue(t *testing.T) {
+	at := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	owed := func() *runs.Run {
+		return &runs.Run{Status: runs.StatusWaiting, Notification: runs.NotificationPending, NoticeSeq: 4, SuspendedAt: at}
+	}
+	tests := []struct {
+		name string
+		edit func(r *runs.Run)
+		want time.Time
+	}{
+		{"held, nothing recorded", func(*runs.Run) {}, at.Add(runs.FirstNoticeGrace)},
+		{"a quorum check mailed those it asked", func(r *runs.Run) { r.Notification = runs.NotificationSent }, at.Add(runs.FirstNoticeGrace)},
+		{"recorded (the number taken)", func(r *runs.Run) { r.Notification, r.NoticeSeq = runs.NotificationSent, 0 }, time.Time{}},
+		{"recorded as failed", func(r *runs.Run) { r.Notification, r.NoticeSeq = runs.NotificationFailed, 0 }, time.Time{}},
+		{"the reminder was the first mail", func(r *runs.Run) { r.Notification, r.ReminderSent = runs.NotificationSent, true }, time.Time{}},
+		{"nobody to mail (no number kept)", func(r *runs.Run) { r.NoticeSeq = 0 }, time.Time{}},
+		{"no longer waiting", func(r *runs.Run) { r.Status = runs.StatusResuming }, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := owed()
+			tt.edit(r)
+			if got := r.FirstNoticeDue(); !got.Equal(tt.want) {
+				t.Errorf("FirstNoticeDue() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -52,13 +53,38 @@ func (w *Worker) issueLinks(eligible []identity.Eligible) ([]approvalLink, []run
 // mail of the suspension) and returns the approvers whose mail failed.
 // Telling approvers is best effort: the caller records the outcome.
 func (w *Worker) mailLinks(ctx context.Context, log *slog.Logger, r *runs.Run, links []approvalLink, reminder bool) []string {
-	var failed []string
-	for _, l := range links {
+	failed, _ := w.mailLinksUntil(ctx, log, r, links, reminder, time.Time{})
+	return failed
+}
+
+// mailLinksUntil is mailLinks that, with a non-zero until, starts no mail
+// at or after until by the worker's clock and stops waiting for one then
+// (its context ends), and returns as well the approvers not mailed for
+// that reason (among failed: a mail stopped may or may not have gone out).
+func (w *Worker) mailLinksUntil(ctx context.Context, log *slog.Logger, r *runs.Run, links []approvalLink, reminder bool, until time.Time) (failed, late []string) {
+	for i, l := range links {
+		mctx, cancel := ctx, context.CancelFunc(func() {})
+		if !until.IsZero() {
+			left := until.Sub(w.now())
+			if left <= 0 {
+				for _, rest := range links[i:] {
+					late = append(late, rest.approver)
+				}
+				return append(failed, late...), late
+			}
+			mctx, cancel = context.WithTimeout(ctx, left)
+		}
 		n := Notification{Run: r, Approver: l.approver, RawToken: l.raw, Purpose: r.Purpose, Reminder: reminder}
-		if err := w.Notifier.Notify(ctx, n); err != nil {
+		err := w.Notifier.Notify(mctx, n)
+		stopped := mctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err != nil {
 			log.WarnContext(ctx, "approval mail failed", "err", err)
 			failed = append(failed, l.approver)
+			if stopped {
+				late = append(late, l.approver)
+			}
 		}
 	}
-	return failed
+	return failed, late
 }

@@ -154,3 +154,48 @@ func TestAFailedMailOfOneAQuorumCheckAsksAfterTheReminderIsRetried(t *testing.T)
 	require.NoError(t, err)
 	assert.Len(t, page, 1, "and in his inbox")
 }
+
+// TestAShortWindowRetriesAFailedFirstMailInTheRemindersPlace (outside
+// tester helper-113 P3): in a window of 60 s the 80% point (48 s) comes
+// before the retry's minute. What the README says happens: the failed
+// first mail is sent again at the 80% point, as the retry (a notified
+// event with "retry": true, counted under mail_retried), in the
+// reminder's place; no reminder follows, and nothing else is mailed
+// before the run expires. (The README used to say the reminder still
+// followed: TestREADMEMailTimes checks the words.)
+func TestAShortWindowRetriesAFailedFirstMailInTheRemindersPlace(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.worker.ApprovalTTL = service.MinApprovalTTL
+	e.sweeper.Remind, e.sweeper.FirstMail = e.worker.Remind, e.worker.RecoverFirstMail
+	e.mailErr = errors.New("mail service answered 500")
+	r := e.start(t)
+	require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
+	got := e.get(t, r.ID)
+	require.Equal(t, runs.NotificationFailed, got.Notification)
+	remindAt := got.SuspendedAt.Add(service.MinApprovalTTL * 8 / 10)
+	assert.Equal(t, remindAt, got.RemindAt, "the retry's minute is not before the 80%% point: the reminder's time stays")
+	assert.Equal(t, remindAt, got.DueAt)
+
+	e.mailErr = nil
+	e.clock.Advance(remindAt.Sub(e.clock.Now()))
+	sum, err := e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.MailRetried, "%+v", sum)
+	assert.Zero(t, sum.Reminded, "%+v", sum)
+	require.Len(t, e.notes, 2)
+	assert.False(t, e.notes[1].Reminder, "sent as the retry of the first mail")
+	got = e.get(t, r.ID)
+	assert.True(t, got.ReminderSent, "in the reminder's place")
+	assert.Equal(t, got.ApprovalDeadline, got.DueAt, "next due at its deadline")
+
+	e.clock.Advance(got.ApprovalDeadline.Sub(e.clock.Now()) - time.Second)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, sum.Reminded+sum.MailRetried+sum.MailRecovered, "%+v", sum)
+	e.clock.Advance(time.Second)
+	sum, err = e.sweeper.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Expired, "%+v", sum)
+	assert.Len(t, e.notes, 2, "one retry, no reminder")
+}

@@ -10,3 +10,10 @@ import "testing"
 func TestANotificationAfterAQuickDecisionIsOnRecordDynamoDB(t *testing.T) {
 	testNotificationAfterAQuickDecision(t, awsStore)
 }
+
+// The first approval mail its worker never sent, sent by the sweep, on
+// DynamoDB+S3: its notified event takes the number the suspension kept,
+// with the fresh tokens, in one transaction conditional on the row.
+func TestAFirstMailItsWorkerNeverSentIsSentByTheSweepDynamoDB(t *testing.T) {
+	testFirstMailRecovered(t, awsStore)
+}

@@ -31,6 +31,7 @@ type notifyEnv struct {
 	mails      []service.Notification
 	mailErr    error
 	writes     int
+	tokens     int
 	duringMail func(n service.Notification)
 }
 
@@ -49,13 +50,12 @@ func newNotifyEnv(t *testing.T, rows runs.RowStore, states runs.StateStore) *not
 	}
 	tools, err := loop.NewToolbox(note)
 	require.NoError(t, err)
-	tokens := 0
 	e.worker = &service.Worker{
 		Store: e.store,
 		Runner: func(h loop.Hooks) *loop.Runner {
 			return &loop.Runner{Model: model, Tools: tools, Hooks: h, Now: e.clock.Now}
 		},
-		NewToken: func() (string, string, error) { tokens++; return "raw", fmt.Sprintf("%064x", tokens), nil },
+		NewToken: func() (string, string, error) { e.tokens++; return "raw", fmt.Sprintf("%064x", e.tokens), nil },
 		Notifier: service.NotifierFunc(func(_ context.Context, n service.Notification) error {
 			e.mails = append(e.mails, n)
 			if f := e.duringMail; f != nil {
@@ -69,7 +69,7 @@ func newNotifyEnv(t *testing.T, rows runs.RowStore, states runs.StateStore) *not
 		Logger:      quiet,
 		Now:         e.clock.Now,
 	}
-	e.sweeper = &service.Sweeper{Store: e.store, Now: e.clock.Now, Remind: e.worker.Remind, Logger: quiet,
+	e.sweeper = &service.Sweeper{Store: e.store, Now: e.clock.Now, Remind: e.worker.Remind, FirstMail: e.worker.RecoverFirstMail, Logger: quiet,
 		Dispatch: service.DispatchFunc(func(context.Context, service.Job) error { return nil })}
 	return e
 }
@@ -86,8 +86,13 @@ func embeddedStore(t *testing.T) (runs.RowStore, runs.StateStore) {
 // ops@example.com; it returns the run as stored after the worker's job.
 func (e *notifyEnv) suspended(t *testing.T) *runs.Run {
 	t.Helper()
+	return e.suspendedFor(t, "bob", "ops@example.com")
+}
+
+// suspendedFor is suspended with the approvers given.
+func (e *notifyEnv) suspendedFor(t *testing.T, approvers ...string) *runs.Run {
+	t.Helper()
 	ctx := context.Background()
-	approvers := []string{"bob", "ops@example.com"}
 	req, err := json.Marshal(service.StartRequest{Prompt: "note", Approvers: approvers})
 	require.NoError(t, err)
 	r, err := e.store.Create(ctx, runs.NewRun{Initiator: "alice", Approvers: approvers, Request: req})

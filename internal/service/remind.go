@@ -19,16 +19,7 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		return nil
 	}
 	reminder := !retriesFirstMail(r)
-	voted := runs.VotedKeys(w.Directory, r)
-	var unvoted []identity.Eligible
-	// Those who may still vote: under a quorum, on a call not yet approved
-	// or denied.
-	for _, e := range listed(runs.OpenDeciders(w.Directory, r)) {
-		if !voted[e.Subject.Key()] {
-			unvoted = append(unvoted, e) // reminders go only to those who have not voted
-		}
-	}
-	links, grants, err := w.issueLinks(unvoted)
+	links, grants, err := w.issueLinks(w.unvoted(r)) // reminders go only to those who have not voted
 	if err != nil {
 		return err
 	}
@@ -75,6 +66,81 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		// the reminder's links are on record (Renotify wrote them before
 		// any was mailed), and there is nothing left to retry.
 		w.log().WarnContext(ctx, "failed reminder mail not recorded: the run no longer waits on the suspension", "run_id", r.ID, "suspension_id", r.SuspensionID, "failed", len(failed))
+		return nil
+	}
+	return err
+}
+
+// unvoted returns those of waiting run r's listed deciders who may still
+// vote (under a quorum, on a call not yet approved or denied) and have not.
+func (w *Worker) unvoted(r *runs.Run) []identity.Eligible {
+	voted := runs.VotedKeys(w.Directory, r)
+	var out []identity.Eligible
+	for _, e := range listed(runs.OpenDeciders(w.Directory, r)) {
+		if !voted[e.Subject.Key()] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// RecoverFirstMail sends the first approval mail of waiting run r's
+// suspension, which its worker was to send right after the suspension's
+// write and of which it recorded nothing within runs.FirstNoticeGrace
+// (runs.Run.FirstNoticeDue: it died in between, or its record was lost),
+// to every approver who may still vote and has not, each with a fresh
+// link. The sweep calls it when the run is due for it. The mail is
+// recorded as the suspension's first notification (a notified event by
+// purge with "recovered": true, under the number the suspension kept for
+// it, with the tokens) before any link is mailed, in a write conditional
+// on the row: a worker's record that lands first wins, and then nothing is
+// mailed (EConflict). A mail that fails is recorded as the worker records
+// one (the notification failed; the sweep sends it again MailRetryDelay
+// later, RetryAt). A worker whose mail went out and whose record did not
+// land (its reply lost, or it died right after the send) leaves its
+// approvers a second mail: a duplicate rather than none. Without a
+// notifier or a token source the notification is recorded all the same,
+// with no link, so that the sweep does not come back for it.
+func (w *Worker) RecoverFirstMail(ctx context.Context, r *runs.Run) error {
+	var links []approvalLink
+	var grants []runs.TokenGrant
+	if w.Notifier != nil {
+		var err error
+		if links, grants, err = w.issueLinks(w.unvoted(r)); err != nil {
+			return err
+		}
+	}
+	var none string
+	if len(links) == 0 {
+		none = "no approver who has not voted has a mailbox, or this process sends no mail"
+	}
+	data, _ := json.Marshal(struct {
+		SuspensionID string `json:"suspension_id"`
+		Channel      string `json:"channel"`
+		// Recovered marks the first mail sent by the sweep, its
+		// worker's record missing.
+		Recovered bool   `json:"recovered"`
+		Links     int    `json:"links"`
+		NotSent   string `json:"not_sent,omitempty"`
+	}{r.SuspensionID, "email", true, len(links), none})
+	cur, err := w.Store.Renotify(ctx, r, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationSent, Recovered: true, Data: data}, grants)
+	if err != nil {
+		return err
+	}
+	log := w.log().With("run_id", r.ID)
+	log.WarnContext(ctx, "first approval mail sent by the sweep: the worker that held the turn recorded none", "suspension_id", r.SuspensionID, "links", len(links), "suspended_at", r.SuspendedAt)
+	failed := w.mailLinks(ctx, log, cur, links, false)
+	if len(failed) == 0 {
+		return nil
+	}
+	fdata, _ := json.Marshal(struct {
+		SuspensionID string   `json:"suspension_id"`
+		Channel      string   `json:"channel"`
+		Failed       []string `json:"failed"`
+	}{r.SuspensionID, "email", failed})
+	_, err = w.Store.RecordNotification(ctx, cur, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: fdata, RetryAt: w.now().Add(MailRetryDelay)})
+	if runs.ErrorCode(err) == runs.EConflict {
+		log.WarnContext(ctx, "failed approval mail not recorded: the run no longer waits on the suspension", "suspension_id", r.SuspensionID, "failed", len(failed))
 		return nil
 	}
 	return err

@@ -37,6 +37,10 @@ type SweepSummary struct {
 	// for a suspension's first mail, to all who may still vote
 	// (Sweeper.Remind in the reminder's place).
 	MailRetried int `json:"mail_retried"`
+	// MailRecovered counts waiting runs whose first approval mail the
+	// sweep sent because the worker that held the turn recorded none
+	// within runs.FirstNoticeGrace (Sweeper.FirstMail).
+	MailRecovered int `json:"mail_recovered"`
 	// QuorumChecked counts waiting runs whose held calls were found, at
 	// their quorum check, to be able to get their approvals still;
 	// Unmeetable, those ended approval_unmeetable because one cannot.
@@ -74,13 +78,15 @@ type SweepSummary struct {
 
 // Sweeper is the scheduled purge: one pass over the due index that expires
 // approvals past their deadline, ends waiting runs whose approval can no
-// longer be given (checkQuorum), reaps runs whose worker lease expired,
+// longer be given (checkQuorum), sends the reminders, the retries of failed
+// approval mail and the first approval mail of a hold whose worker recorded
+// none (FirstMail), reaps runs whose worker lease expired,
 // re-dispatches QUEUED/RESUMING runs whose dispatch was lost, deletes
 // settled runs past retention, and makes the runs' due webhook attempts.
 // Work per sweep is bounded by MaxRuns; what is left is due on the next
 // tick.
 //
-// The lifecycle steps (expiry, quorum check, reminder, re-dispatch,
+// The lifecycle steps (expiry, first mail, quorum check, reminder, re-dispatch,
 // takeover, purge) are taken one after another on the sweep's goroutine.
 // The webhook deliveries of up to DeliveryConcurrency runs are made at the
 // same time, each run's on its own goroutine, in order; a run with
@@ -105,6 +111,11 @@ type Sweeper struct {
 	// Remind, when set, sends the reminder for a waiting run (80% of the
 	// window), or the retry of its first approval mail when that failed.
 	Remind func(ctx context.Context, r *runs.Run) error
+	// FirstMail, when set, sends the first approval mail of a waiting run
+	// whose worker recorded none within runs.FirstNoticeGrace of the
+	// suspension (runs.Run.FirstNoticeDue: Worker.RecoverFirstMail). Nil:
+	// such a run waits on, due, for a sweep that has it.
+	FirstMail func(ctx context.Context, r *runs.Run) error
 	// RetryMail, when set, mails once more those approvers of a waiting
 	// run whose approval mail failed with no other retry to follow
 	// (runs.Run.MailRetry, due at MailRetryAt: Worker.RetryMail), and
@@ -285,7 +296,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	sum.secretErr = round.secretError()
 	warnWaitingForSecret(ctx, log, sum)
 	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
-		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded, "mail_retried", sum.MailRetried,
+		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded, "mail_retried", sum.MailRetried, "mail_recovered", sum.MailRecovered,
 		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "votes_resumed", sum.VotesResumed, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhook_runs_queued", sum.Queued, "webhooks_waiting_for_secret", sum.WaitingForSecret,
 		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
 	return sum, nil
@@ -385,6 +396,7 @@ func (sum *SweepSummary) add(o SweepSummary) {
 	sum.Purged += o.Purged
 	sum.Reminded += o.Reminded
 	sum.MailRetried += o.MailRetried
+	sum.MailRecovered += o.MailRecovered
 	sum.QuorumChecked += o.QuorumChecked
 	sum.Unmeetable += o.Unmeetable
 	sum.VotesResumed += o.VotesResumed
@@ -411,6 +423,19 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		}
 		sum.Expired++
 	case r.Status == runs.StatusWaiting:
+		if first := r.FirstNoticeDue(); s.FirstMail != nil && !first.IsZero() && !now.Before(first) && !s.reminderDue(r, now) {
+			// The worker that held the turn recorded no first mail: nobody
+			// it listed may have been told (a quorum check that asked
+			// someone since does not change that). The quorum check, if
+			// due, waits for the next sweep. A reminder due already is
+			// sent instead (below): it goes to the same approvers, and
+			// owes no first mail after it (Run.FirstNoticeDue).
+			if err := s.FirstMail(ctx, r); err != nil {
+				return skipConflict(err, sum)
+			}
+			sum.MailRecovered++
+			return nil
+		}
 		checked := false
 		if !r.QuorumCheckAt.IsZero() && !now.Before(r.QuorumCheckAt) {
 			next, err := s.checkQuorum(ctx, r, now, sum)
@@ -422,7 +447,7 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 			}
 			r, checked = next, true
 		}
-		if s.Remind == nil || r.ReminderSent || r.RemindAt.IsZero() || now.Before(r.RemindAt) {
+		if !s.reminderDue(r, now) {
 			// The reminder, when due, mails those whose mail is to be
 			// retried as well (and clears the list).
 			if s.RetryMail != nil && len(r.MailRetry) > 0 && !r.MailRetryAt.IsZero() && !now.Before(r.MailRetryAt) {
@@ -505,6 +530,13 @@ func (s *Sweeper) one(ctx context.Context, r *runs.Run, now time.Time, sum *Swee
 		sum.Skipped++
 	}
 	return nil
+}
+
+// reminderDue reports whether waiting run r's reminder (or the retry of
+// its failed first mail, which takes the reminder's time) is due at now
+// and this sweep sends it.
+func (s *Sweeper) reminderDue(r *runs.Run, now time.Time) bool {
+	return s.Remind != nil && !r.ReminderSent && !r.RemindAt.IsZero() && !now.Before(r.RemindAt)
 }
 
 // checkQuorum checks again, against the directory in force, that every

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,6 +139,65 @@ func TestAWriteWhoseOutcomeIsUnknownIsNamedByTheSettle(t *testing.T) {
 			for id := range executed {
 				assert.True(t, named[id], "no event names the executed write %s: %v", id, trail)
 			}
+		})
+	}
+}
+
+// TestAWriteThatOutlivesTheWorkersTimeSaysSo (outside tester helper-113
+// P3): an approved write, the first call of its resume segment, that does
+// not return before the worker's time runs out (the Lambda's deadline,
+// less the reserve) ends the run interrupted_write, as before (a write is
+// never made twice by a segment that cannot tell whether it took effect,
+// and a call that had a whole segment's time is not handed to the next);
+// the detail said "(internal error)" though the cause was the worker's
+// deadline. Now it says so, for an idempotent write and a plain one.
+func TestAWriteThatOutlivesTheWorkersTimeSaysSo(t *testing.T) {
+	for _, idempotent := range []bool{true, false} {
+		t.Run(fmt.Sprintf("idempotent=%v", idempotent), func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			calls := 0
+			appendTool := &loop.FuncTool{
+				Def: loop.Definition{Name: "t__append", Effect: loop.EffectWrite, Idempotent: idempotent, InputSchema: json.RawMessage(`{"type":"object"}`)},
+				CallFunc: func(ctx context.Context, _ json.RawMessage) (loop.Result, error) {
+					calls++
+					<-ctx.Done() // the server never answers in time
+					return loop.Result{}, fmt.Errorf("post: %w", ctx.Err())
+				},
+			}
+			tools, err := loop.NewToolbox(appendTool)
+			require.NoError(t, err)
+			model, err := scripted.Parse([]byte(`{"turns":[
+ {"content":[{"type":"tool_use","id":"a1","name":"t__append","input":{"line":"x"}}]},
+ {"content":[{"type":"text","text":"done"}]}]}`))
+			require.NoError(t, err)
+			e.worker.Runner = func(h loop.Hooks) *loop.Runner {
+				return &loop.Runner{Model: model, Tools: tools, Hooks: h, Now: e.clock.Now}
+			}
+			e.worker.DeadlineReserve = 2 * time.Second
+
+			r := e.start(t)
+			require.NoError(t, e.worker.Handle(ctx, service.Job{Kind: service.JobRun, RunID: r.ID}))
+			w := e.get(t, r.ID)
+			require.Equal(t, runs.StatusWaiting, w.Status)
+			_, err = e.store.Decide(ctx, w, runs.NewDecision{SuspensionID: w.SuspensionID, Decider: "bob", Via: runs.ViaAPI,
+				Decision: loop.Decision{TurnDigest: w.TurnDigest, Action: loop.ActionApprove}})
+			require.NoError(t, err)
+			// The resume worker's time: its loop's calls end a second in.
+			jobCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			require.NoError(t, e.worker.Handle(jobCtx, service.Job{Kind: service.JobResume, RunID: r.ID}))
+
+			got := e.get(t, r.ID)
+			require.Equal(t, runs.StatusFailed, got.Status)
+			assert.Equal(t, loop.ReasonInterruptedWrite, got.Reason, "the at-most-once rule is as it was")
+			assert.Equal(t, 1, calls)
+			var out struct {
+				Detail string `json:"detail"`
+			}
+			require.NoError(t, json.Unmarshal(got.Output, &out))
+			assert.Equal(t, "write t__append (call a1) may or may not have taken effect: the call did not return before the worker's time ran out (the function's deadline, less the reserve kept to record the run)", out.Detail)
+			assert.NotContains(t, out.Detail, "internal error")
 		})
 	}
 }

@@ -231,6 +231,9 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 		out, err = runner.Run(loopCtx, req.LoopRequest(cur.ID))
 	}
 	stopHeartbeat()
+	// The loop's time (the job's deadline less the reserve) ran out while
+	// it was under way: a call under way then did not return in time.
+	seg.timeUp = errors.Is(loopCtx.Err(), context.DeadlineExceeded)
 	if err != nil {
 		return seg.fail(ctx, err, out)
 	}
@@ -320,6 +323,10 @@ type segmentRun struct {
 	cause string
 	// settled is set when resume already ended the run (refused state).
 	settled bool
+	// timeUp is set when the loop's context's deadline (the worker's
+	// time, less DeadlineReserve) had passed when the loop returned: a
+	// write it left fenced did not return in time.
+	timeUp bool
 	// durable holds the idempotency keys of the calls not done yet that
 	// the run's stored position (its checkpoint, or its suspended state)
 	// reaches: a new worker makes them again under the same keys. Keys, not
@@ -779,6 +786,12 @@ func (s *segmentRun) unknownWriteDetail(err error) string {
 		}
 	case mine && s.effect != nil && s.effect.callID == id:
 		why = "the call returned, but the run failed before its result was recorded (internal error)"
+	case mine && s.timeUp:
+		// The worker's deadline, not a fault: a write that did not
+		// return in time is not made again (nor handed to the next
+		// segment when it was its segment's first call: it had all of a
+		// worker's time).
+		why = "the call did not return before the worker's time ran out (the function's deadline, less the reserve kept to record the run)"
 	case mine:
 		why = "the call failed with an error that does not say whether it took effect (internal error)"
 	default:
@@ -821,9 +834,11 @@ func (s *segmentRun) finish(ctx context.Context, out loop.Outcome) error {
 		return s.checkpoint(ctx, out)
 	}
 	if s.cur.PendingEffect != "" {
-		// An earlier worker's fence whose call this segment never reached:
-		// that write's outcome stays unknown.
-		s.log.ErrorContext(ctx, "segment ended with a fence it did not clear", "pending_effect", s.cur.PendingEffect)
+		// An earlier worker's fence whose call this segment never reached,
+		// or this segment's own write that had not returned when the loop
+		// stopped (its time ran out, or it was cancelled): that write's
+		// outcome stays unknown.
+		s.log.ErrorContext(ctx, "segment ended with a fence it did not clear", "pending_effect", s.cur.PendingEffect, "time_up", s.timeUp)
 		return s.settle(ctx, runs.StatusFailed, loop.ReasonInterruptedWrite, s.unknownWriteDetail(nil), &out.Counters)
 	}
 	if out.Kind == loop.OutcomeSuspended {
@@ -972,8 +987,15 @@ func (s *segmentRun) suspend(ctx context.Context, out loop.Outcome) error {
 	// and retried by purge when it fails. A decision may come before the
 	// outcome is recorded: the notified event still goes on record, under
 	// the number the suspension kept for it (runs.Suspension.Notify).
+	// Should this worker die before that record, the sweep sends the mail
+	// runs.FirstNoticeGrace after the suspension (runs.Run.FirstNoticeDue):
+	// no mail of this worker starts after that, nor is waited for, so that
+	// none starts after the sweep has recorded and sent its own.
 	state := runs.NotificationSent
-	failed := s.w.mailLinks(ctx, s.log, s.cur, links, false)
+	failed, late := s.w.mailLinksUntil(ctx, s.log, s.cur, links, false, s.cur.SuspendedAt.Add(runs.FirstNoticeGrace))
+	if len(late) > 0 {
+		s.log.WarnContext(ctx, "approval mail not sent within the grace after the suspension: recorded as failed, and sent again by the sweep", "not_sent", len(late), "grace", runs.FirstNoticeGrace.String())
+	}
 	if len(failed) > 0 {
 		state = runs.NotificationFailed
 	}
