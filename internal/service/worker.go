@@ -205,6 +205,12 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	runner := w.Runner(seg.hooks())
 	runner.Policy = runPolicy(w.Policy, w.Directory, cur, &req, log)
 	runner.Unapprovable = unapprovable(w.Directory, cur)
+	// A claim that took the run over from a vanished worker is written at
+	// once (runs.Store.Claim); a QUEUED or RESUMING run's claim waits for
+	// the segment's first write. A resume taken over may be one that
+	// worker began: its idempotent writes are made again as they were,
+	// not judged again by the policy (loop.Runner.TakenOver).
+	runner.TakenOver = cur.Reclaims > 0 && !cur.UnwrittenClaim()
 	if runner.Tools, err = req.Toolbox(runner.Tools); err != nil {
 		// The deployment now has a tool of a client tool's name: the run's
 		// tools are no longer what it was started (and approved) with.
@@ -433,8 +439,38 @@ func (s *segmentRun) hooks() loop.Hooks {
 				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID, false)
 			})
 		},
-		Yield: s.yield,
+		ResumeDenied: func(_ context.Context, cp *loop.Checkpoint) error { return s.saveDenials(s.outer, cp) },
+		Yield:        s.yield,
 	}
+}
+
+// saveDenials stores cp, a resumed turn with the calls the policy denied
+// at the resume and none done, as the run's checkpoint, before any call of
+// the turn runs: a worker that takes the run over continues from it and
+// does not run those calls (its own policy, or a release before this one,
+// judging the held turn again, might). The steps held so far go with it.
+// A fence left by a vanished worker (an idempotent write of the turn: any
+// other fence ends the run instead of a take-over) stays, stamped again
+// with the checkpoint, which reaches its call.
+func (s *segmentRun) saveDenials(ctx context.Context, cp *loop.Checkpoint) error {
+	blob, err := cp.Encode()
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	err = s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+		switch {
+		case cur.PendingEffect == "":
+			return s.w.Store.SaveProgress(ctx, cur, s.owner, blob)
+		case cur.PendingIdempotent:
+			return s.w.Store.StampFence(ctx, cur, s.owner, runs.Fence{CallID: cur.PendingEffect, Idempotent: true, Checkpoint: blob})
+		}
+		return nil, fmt.Errorf("call %s's write may have taken effect, and its fence is not idempotent", cur.PendingEffect)
+	})
+	if err != nil {
+		return err
+	}
+	s.setDurable(cp.RemainingKeys())
+	return nil
 }
 
 // stampFence stamps the fence before a write call. An idempotent call the
