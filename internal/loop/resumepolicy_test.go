@@ -198,26 +198,36 @@ func TestADenialAtResumeTravelsInTheCheckpoint(t *testing.T) {
 }
 
 // TestATakenOverResumeMakesItsIdempotentWritesAgain: a worker that took a
-// resume over from one that vanished makes the held turn's idempotent
-// writes again under their keys without judging them again (the vanished
-// worker may have made them: a denial would say that a write did not run
-// which may have); its other calls are judged by the policy in force.
+// resume over from one that vanished with a write's fence stamped
+// (Runner.TakenOverAt) makes the held turn's idempotent writes up to that
+// call, in turn order, again under their keys without judging them again
+// (the vanished worker may have made them: a denial would say that a write
+// did not run which may have); the calls after it, which that worker never
+// began, and its writes that are not idempotent (one it made would have
+// ended the run instead) are judged by the policy in force. A fence on no
+// call of the turn leaves every idempotent write unjudged.
 func TestATakenOverResumeMakesItsIdempotentWritesAgain(t *testing.T) {
-	turn := asst(use("d1", "delete_doc", `{"path":"old"}`), use("w1", "write_doc", `{"path":"notes","text":"x"}`))
-	for _, takenOver := range []bool{false, true} {
-		r, st, log := holdTurn(t, turn)
-		r.Policy = freezeWrites
-		r.TakenOver = takenOver
-		out, err := r.Resume(t.Context(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
-		require.NoError(t, err)
-		assert.Equal(t, loop.ReasonCompleted, out.Reason)
-		want := []string(nil)
-		if takenOver {
-			want = []string{`delete_doc({"path":"old"})`}
-		}
-		assert.Equal(t, want, nilIfEmpty(log.list()), "taken over: %v", takenOver)
-		res, _ := resultFor(out.Transcript, "w1")
-		assert.Contains(t, res.Content, `denied by policy rule "freeze"`, "a write that is not idempotent never ran before: judged")
+	turn := asst(use("d1", "delete_doc", `{"path":"old"}`), use("w1", "write_doc", `{"path":"notes","text":"x"}`), use("d2", "delete_doc", `{"path":"older"}`))
+	for _, tt := range []struct {
+		name, fence string
+		want        []string
+	}{
+		{"not taken over", "", nil},
+		{"fenced at the first call", "d1", []string{`delete_doc({"path":"old"})`}},
+		{"fenced at the last call", "d2", []string{`delete_doc({"path":"old"})`, `delete_doc({"path":"older"})`}},
+		{"fenced at no call of the turn", "x9", []string{`delete_doc({"path":"old"})`, `delete_doc({"path":"older"})`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, st, log := holdTurn(t, turn)
+			r.Policy = freezeWrites
+			r.TakenOverAt = tt.fence
+			out, err := r.Resume(t.Context(), st, loop.Decision{TurnDigest: st.TurnDigest, Action: loop.ActionApprove})
+			require.NoError(t, err)
+			assert.Equal(t, loop.ReasonCompleted, out.Reason)
+			assert.Equal(t, tt.want, nilIfEmpty(log.list()))
+			res, _ := resultFor(out.Transcript, "w1")
+			assert.Contains(t, res.Content, `denied by policy rule "freeze"`, "a write that is not idempotent never ran before: judged")
+		})
 	}
 }
 

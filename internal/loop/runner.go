@@ -59,14 +59,19 @@ type Runner struct {
 	// only for the calls left needing approval. Ids of other calls are
 	// ignored. Nil: every held call waits for a decision.
 	Unapprovable func(ctx context.Context, calls []PendingCall) map[string]string
-	// TakenOver, set by a worker that took the run over from one that
-	// vanished, says that a Resume may be one that worker began: the held
-	// turn's idempotent writes may have been made already (a write that is
-	// not idempotent would have ended the run instead), and they are made
-	// again under their keys without the Policy judging them again (see
-	// Resume): a denial would tell the model and the trail that a write
-	// did not run which may have.
-	TakenOver bool
+	// TakenOverAt, set by a worker that took the run over from one that
+	// vanished with a write's fence stamped, is the id of that write's
+	// call: a Resume may be one that worker began and got as far as that
+	// call, so the held turn's idempotent writes up to it, in turn order,
+	// may have been made already (a write that is not idempotent would
+	// have ended the run instead). They are made again under their keys
+	// without the Policy judging them again (see Resume): a denial would
+	// tell the model and the trail that a write did not run which may
+	// have. The calls after it were never begun (every write is fenced
+	// before it runs): they are judged as in any resume. A call id that is
+	// not of the held turn counts every idempotent write as made. Empty: no
+	// write of the turn was begun.
+	TakenOverAt string
 	// Hooks observe and fence the loop.
 	Hooks Hooks
 	// Now returns the current time (nil: time.Now).
@@ -245,8 +250,8 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 // denied says whether any call was. A
 // call that cannot run anyway (refused by policy when held, denied by the
 // decision, an input that fails, a tool that is absent or could not be
-// confirmed) is left as it is, and so is an idempotent write when the run
-// was taken over (Runner.TakenOver: it may have been made). No other
+// confirmed) is left as it is, and so is an idempotent write that a
+// vanished worker may have made (Runner.TakenOverAt). No other
 // verdict changes anything: an allow rule does not lift a denial, and a
 // require_approval rule does not hold again a call a decision approved.
 // calls itself is not changed.
@@ -256,6 +261,7 @@ func (s *segment) judgeAtResume(ctx context.Context, calls []PendingCall, action
 		return calls, false
 	}
 	out := slices.Clone(calls)
+	begun := s.r.begunByVanished(calls)
 	for i, c := range calls {
 		act := actions[c.ID]
 		if c.Denied != "" || act.Action == ActionDeny {
@@ -269,7 +275,7 @@ func (s *segment) judgeAtResume(ctx context.Context, calls []PendingCall, action
 			continue
 		}
 		def := tool.Definition()
-		if s.r.TakenOver && def.Effect == EffectWrite && def.Idempotent {
+		if i < begun && def.Effect == EffectWrite && def.Idempotent {
 			continue
 		}
 		input := c.Input
@@ -289,6 +295,22 @@ func (s *segment) judgeAtResume(ctx context.Context, calls []PendingCall, action
 		denied = true
 	}
 	return out, denied
+}
+
+// begunByVanished returns how many of a held turn's calls, in turn order,
+// a vanished worker may have begun (Runner.TakenOverAt): up to and
+// including its fenced call, every call when that is not one of them, none
+// without a take-over.
+func (r *Runner) begunByVanished(calls []PendingCall) int {
+	if r.TakenOverAt == "" {
+		return 0
+	}
+	for i, c := range calls {
+		if c.ID == r.TakenOverAt {
+			return i + 1
+		}
+	}
+	return len(calls)
 }
 
 // ValidateDecision checks a decision against a held turn without running

@@ -281,3 +281,38 @@ func TestATakenOverResumeStoresItsDenialsBesideTheFence(t *testing.T) {
 	assert.Equal(t, 2, e.writes)
 	assert.Equal(t, []string{"d1"}, deniedAtResume(t, e, r.ID))
 }
+
+// TestATakeOverWithNoFenceJudgesTheIdempotentWrites: a worker that takes
+// over a resume from one that vanished before it stamped any write's fence
+// (it wrote its claim, then died in a long read, say) judges every call of
+// the held turn, its idempotent writes too: the vanished worker made none
+// of them (every write is fenced first, and the fence is a write of its
+// own), so a freeze deployed since stops them. Before, any take-over made
+// the turn's idempotent writes unjudged, and the frozen write ran though
+// no worker had ever made it.
+func TestATakeOverWithNoFenceJudgesTheIdempotentWrites(t *testing.T) {
+	freeze, err := policy.DecodeFile([]byte(`{"version":1,"rules":[{"id":"freeze","tools":["write_*"],"outcome":"deny","message":"writes are frozen"}]}`))
+	require.NoError(t, err)
+	frozen, err := policy.Compile(freeze, policy.Options{})
+	require.NoError(t, err)
+
+	e := newFreezeEnv(t)
+	ctx := context.Background()
+	r := e.holdAndApprove(t)
+	// A worker claims the resume (its claim written) and vanishes before
+	// any write of the turn.
+	_, err = e.store.Claim(ctx, r.ID, "ghost")
+	require.NoError(t, err)
+	e.clock.Advance(time.Hour)
+
+	e.worker.Policy = frozen
+	require.False(t, e.handle(t, service.Job{Kind: service.JobResume, RunID: r.ID}))
+	done := e.get(t, r.ID)
+	assert.Equal(t, runs.StatusCompleted, done.Status, "%s", done.Reason)
+	assert.Zero(t, e.writes, "no worker made the idempotent write: the freeze stops it")
+	assert.Equal(t, 1, e.deletes, "delete_note is not frozen")
+	assert.Equal(t, []string{"w1"}, deniedAtResume(t, e, r.ID))
+	evs, err := e.store.Events(ctx, r.ID, 0, 100)
+	require.NoError(t, err)
+	assert.Contains(t, eventTypes(evs), runs.EventReclaimed)
+}

@@ -205,12 +205,17 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	runner := w.Runner(seg.hooks())
 	runner.Policy = runPolicy(w.Policy, w.Directory, cur, &req, log)
 	runner.Unapprovable = unapprovable(w.Directory, cur)
-	// A claim that took the run over from a vanished worker is written at
-	// once (runs.Store.Claim); a QUEUED or RESUMING run's claim waits for
-	// the segment's first write. A resume taken over may be one that
-	// worker began: its idempotent writes are made again as they were,
-	// not judged again by the policy (loop.Runner.TakenOver).
-	runner.TakenOver = cur.Reclaims > 0 && !cur.UnwrittenClaim()
+	// A fence on the row when the segment starts is one a vanished worker
+	// left (this one stamps its own later): a resume taken over may be one
+	// that worker began and got as far as the fenced call, so the turn's
+	// idempotent writes up to it are made again as they were, not judged
+	// again by the policy (loop.Runner.TakenOverAt). One that vanished
+	// with no fence stamped began no write of the turn (each is fenced
+	// first, in a write of its own): the policy judges every call. (Unless
+	// a fence was lifted with no checkpoint stored: a later write that
+	// changed nothing, or a heartbeat that could not store its checkpoint;
+	// a write made before it is then judged as if not made, see README.)
+	runner.TakenOverAt = cur.PendingEffect
 	if runner.Tools, err = req.Toolbox(runner.Tools); err != nil {
 		// The deployment now has a tool of a client tool's name: the run's
 		// tools are no longer what it was started (and approved) with.
