@@ -316,3 +316,26 @@ func TestATakeOverWithNoFenceJudgesTheIdempotentWrites(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, eventTypes(evs), runs.EventReclaimed)
 }
+
+// TestAnUnevaluableConditionDeniesAtResumeAsAtPlanning: a require_approval
+// rule deployed since whose condition cannot be evaluated, and that names
+// other approvers than the rules after it, reads as a denial (neither set
+// of approvers may stand in for the other), at resume as at planning: the
+// approved write does not run, and the tool_denied event names that rule.
+// README says so beside "a require_approval rule deployed since holds
+// nothing again".
+func TestAnUnevaluableConditionDeniesAtResumeAsAtPlanning(t *testing.T) {
+	f, err := policy.DecodeFile([]byte(`{"version":1,"rules":[{"id":"finance","tools":["write_*"],"when":"args.text > 3","outcome":"require_approval","approvers":["carol"]}]}`))
+	require.NoError(t, err)
+	broken, err := policy.Compile(f, policy.Options{})
+	require.NoError(t, err)
+
+	e := newFreezeEnv(t)
+	r := e.holdAndApprove(t)
+	e.worker.Policy = broken
+	require.False(t, e.handle(t, service.Job{Kind: service.JobResume, RunID: r.ID}))
+	done := e.get(t, r.ID)
+	assert.Equal(t, runs.StatusCompleted, done.Status, "%s", done.Reason)
+	assert.Zero(t, e.writes)
+	assert.Equal(t, []string{"w1"}, deniedAtResume(t, e, r.ID))
+}
