@@ -59,6 +59,19 @@ type Runner struct {
 	// only for the calls left needing approval. Ids of other calls are
 	// ignored. Nil: every held call waits for a decision.
 	Unapprovable func(ctx context.Context, calls []PendingCall) map[string]string
+	// TakenOverAt, set by a worker that took the run over from one that
+	// vanished with a write's fence stamped, is the id of that write's
+	// call: a Resume may be one that worker began and got as far as that
+	// call, so the held turn's idempotent writes up to it, in turn order,
+	// may have been made already (a write that is not idempotent would
+	// have ended the run instead). They are made again under their keys
+	// without the Policy judging them again (see Resume): a denial would
+	// tell the model and the trail that a write did not run which may
+	// have. The calls after it were never begun (every write is fenced
+	// before it runs): they are judged as in any resume. A call id that is
+	// not of the held turn counts every idempotent write as made. Empty: no
+	// write of the turn was begun.
+	TakenOverAt string
 	// Hooks observe and fence the loop.
 	Hooks Hooks
 	// Now returns the current time (nil: time.Now).
@@ -116,6 +129,20 @@ func (r *Runner) Run(ctx context.Context, req Request) (Outcome, error) {
 // of the held turn gets exactly one result: approved and edited calls run
 // (read-only siblings too), denied calls get a denial naming the reason; then
 // the loop continues, and may suspend again.
+//
+// Before any call runs, each call the decision lets run (approved, edited:
+// with the edited input, or a sibling that needed no approval) is judged
+// again by the runner's Policy, the policy in force now: one that a deny
+// rule refuses now does not run, as if the rule had denied it when the
+// turn was planned (the model gets the rule's message, a tool_denied step
+// names the rule, with DeniedAtResume), and the turn goes on without it.
+// Only a denial counts: a call the policy would now allow, or hold under
+// other terms, runs as decided (the decision is bound to the turn that
+// was reviewed, and a resume never asks for a decision again). Calls the
+// decision denied stay denied. When it denies a call, Hooks.ResumeDenied
+// is given the turn with its denials to store before any call runs, so
+// the judgement is made once: a process continuing the turn from a
+// checkpoint keeps it.
 func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) (Outcome, error) {
 	if err := r.check(); err != nil {
 		return Outcome{}, err
@@ -138,8 +165,9 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	}
 	r = r.revived(ctx, state.Options, state.PendingCalls)
 	// Edits were judged by the policy when the decision was made
-	// (ValidateDecision); a policy deployed since, or a worker that takes
-	// over a resume half done, does not judge an accepted decision again.
+	// (ValidateDecision): the decision stands as it was accepted (a policy
+	// deployed since does not make it invalid); a deny rule deployed since
+	// stops the calls it would run (judgeAtResume).
 	actions, err := resolveDecision(ctx, r.Tools, nil, state.PendingCalls, state.TurnDigest, d, false)
 	if err != nil {
 		return Outcome{}, err
@@ -181,10 +209,22 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 	}
 	s := r.newSegment(state.RunID, state.SuspensionID, cloneTranscript(state.Transcript), state.Counters, opts)
 	s.unconfirmed = unconfirmed
+	calls, deniedNow := s.judgeAtResume(ctx, state.PendingCalls, actions)
 	if err := s.record(ctx, Step{Kind: StepResumed, SuspensionID: state.SuspensionID, TurnDigest: state.TurnDigest}); err != nil {
 		return s.outcome(), err
 	}
-	tr, err := s.execute(ctx, state.PendingCalls, actions)
+	if deniedNow && s.r.Hooks.ResumeDenied != nil {
+		// The denials go on record before any call runs: a process that
+		// takes the run over continues from them and does not judge the
+		// held turn again (its policy may not deny what this one did).
+		s.turn = newTurnState(calls, actions)
+		err := s.r.Hooks.ResumeDenied(ctx, s.checkpoint())
+		s.turn = nil
+		if err != nil {
+			return s.outcome(), fmt.Errorf("record the calls denied at resume: %w", err)
+		}
+	}
+	tr, err := s.execute(ctx, calls, actions)
 	if err != nil {
 		return s.outcome(), err
 	}
@@ -198,9 +238,79 @@ func (r *Runner) Resume(ctx context.Context, state *SuspendedState, d Decision) 
 		return s.finish(ctx, ReasonApprovalDenied, "a call was denied and the run's policy ends it on denial")
 	}
 	if len(tr.handOver) > 0 {
-		return s.handOver(ctx, state.PendingCalls, tr)
+		return s.handOver(ctx, calls, tr)
 	}
 	return s.loop(ctx)
+}
+
+// judgeAtResume returns the calls of a held turn about to be executed with
+// actions, each call the decision lets run judged again by the runner's
+// Policy (nil: calls as they are): one a deny rule refuses now is marked
+// denied (Denied, Rule, DeniedAtResume, HeldRule), and runs no more;
+// denied says whether any call was. A
+// call that cannot run anyway (refused by policy when held, denied by the
+// decision, an input that fails, a tool that is absent or could not be
+// confirmed) is left as it is, and so is an idempotent write that a
+// vanished worker may have made (Runner.TakenOverAt). No other
+// verdict changes anything: an allow rule does not lift a denial, and a
+// require_approval rule does not hold again a call a decision approved.
+// calls itself is not changed.
+func (s *segment) judgeAtResume(ctx context.Context, calls []PendingCall, actions map[string]CallDecision) (judged []PendingCall, denied bool) {
+	pol := s.r.Policy
+	if pol == nil {
+		return calls, false
+	}
+	out := slices.Clone(calls)
+	begun := s.r.begunByVanished(calls)
+	for i, c := range calls {
+		act := actions[c.ID]
+		if c.Denied != "" || act.Action == ActionDeny {
+			continue
+		}
+		if _, ok := s.unconfirmed[c.ID]; ok {
+			continue
+		}
+		tool, ok := s.r.Tools.Lookup(c.Name)
+		if !ok || !s.allowed[c.Name] {
+			continue
+		}
+		def := tool.Definition()
+		if i < begun && def.Effect == EffectWrite && def.Idempotent {
+			continue
+		}
+		input := c.Input
+		if act.Action == ActionEdit {
+			input = act.Input
+		} else if c.Rejected != "" || CheckInputForm(c.Name, input) != nil {
+			continue // it fails as it is, and tells the model why
+		}
+		now := PendingCall{ID: c.ID, Name: c.Name, Input: input}
+		judge(ctx, pol, tool, &now, "")
+		if now.Denied == "" {
+			continue
+		}
+		out[i].HeldRule = c.Rule
+		out[i].Rule, out[i].Denied, out[i].RuleDescription = now.Rule, now.Denied, now.RuleDescription
+		out[i].DeniedAtResume = true
+		denied = true
+	}
+	return out, denied
+}
+
+// begunByVanished returns how many of a held turn's calls, in turn order,
+// a vanished worker may have begun (Runner.TakenOverAt): up to and
+// including its fenced call, every call when that is not one of them, none
+// without a take-over.
+func (r *Runner) begunByVanished(calls []PendingCall) int {
+	if r.TakenOverAt == "" {
+		return 0
+	}
+	for i, c := range calls {
+		if c.ID == r.TakenOverAt {
+			return i + 1
+		}
+	}
+	return len(calls)
 }
 
 // ValidateDecision checks a decision against a held turn without running

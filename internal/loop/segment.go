@@ -48,6 +48,12 @@ type turnState struct {
 	tr      turnResults
 }
 
+// newTurnState returns the turn of calls, decided with actions (nil: a
+// turn that needed no approval), with none of its calls handled.
+func newTurnState(calls []PendingCall, actions map[string]CallDecision) *turnState {
+	return &turnState{calls: calls, actions: actions, tr: turnResults{results: make(map[string]Result, len(calls))}}
+}
+
 // handled records the result of the next call of the turn.
 func (t *turnState) handled(id string, res Result) {
 	t.tr.results[id] = res
@@ -437,6 +443,20 @@ func rememberedBy(c PendingCall) string {
 	return "remembered, by " + c.ApprovedBy
 }
 
+// deniedAtResumeDetail is the trail's note on a call of a resumed turn
+// that a deny rule of the policy in force at the resume refused: the
+// decision let it run, and the rule that judged it when the turn was held
+// did not deny it. It does not say why the verdict changed: a rule
+// deployed since, most often, but a directory change (a rule's condition
+// on the initiator's groups) turns a verdict too.
+func deniedAtResumeDetail(c PendingCall) string {
+	held := "no policy rule judged it"
+	if c.HeldRule != "" {
+		held = fmt.Sprintf("rule %q judged it", c.HeldRule)
+	}
+	return fmt.Sprintf("denied at resume by policy rule %q of the policy in force then (when the turn was held, %s; the decision let it run): %s", c.Rule, held, c.Denied)
+}
+
 // rejectedDetail is the trail's note on a call that could not run at all,
 // its reason cut to 500 bytes.
 func rejectedDetail(why string) string {
@@ -634,7 +654,7 @@ type turnResults struct {
 // middle of the turn (s.yielded), nothing is appended: the checkpoint
 // holds the turn's progress.
 func (s *segment) execute(ctx context.Context, calls []PendingCall, actions map[string]CallDecision) (turnResults, error) {
-	t := &turnState{calls: calls, actions: actions, tr: turnResults{results: make(map[string]Result, len(calls))}}
+	t := newTurnState(calls, actions)
 	s.turn = t
 	err := s.runTurn(ctx)
 	return t.tr, err
@@ -701,7 +721,12 @@ func (s *segment) runTurn(ctx context.Context) (err error) {
 			// The policy refused the call: it never runs, whatever the decision.
 			s.progressed = true
 			t.handled(c.ID, ErrorResult("Error: tool %q was denied by policy rule %q: %s", c.Name, c.Rule, c.Denied))
-			if err := s.record(ctx, Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true, Rule: c.Rule, Detail: "denied by policy: " + c.Denied}); err != nil {
+			st := Step{Kind: StepToolDenied, CallID: c.ID, Tool: c.Name, Effect: c.Effect, Action: ActionDeny, IsError: true, Rule: c.Rule, Detail: "denied by policy: " + c.Denied}
+			if c.DeniedAtResume {
+				st.DeniedAtResume, st.HeldRule = true, c.HeldRule
+				st.Detail = deniedAtResumeDetail(c)
+			}
+			if err := s.record(ctx, st); err != nil {
 				return err
 			}
 			continue

@@ -108,6 +108,17 @@ type PendingCall struct {
 	// resume, ErrToolChanged). Approvers are shown it; the turn digest does
 	// not cover it.
 	DefinitionUnverified *UnverifiedDefinition `json:"definition_unverified,omitempty"`
+	// DeniedAtResume, set when a held turn resumes, says that Denied is
+	// the denial of a deny rule of the policy in force at the resume (Rule
+	// names it), which did not deny the call when its turn was held: the
+	// decision let the call run, and it does not (Runner.Resume). HeldRule
+	// is the rule that judged the call when the turn was held ("" for
+	// none). They are set on the calls of the turn being executed (a
+	// checkpoint's, a hand-over's), never on a held turn's, and the turn
+	// digest does not cover them. A build that does not know them still
+	// reads Denied, and never runs the call.
+	DeniedAtResume bool   `json:"denied_at_resume,omitempty"`
+	HeldRule       string `json:"held_rule,omitempty"`
 }
 
 // UnverifiedDefinition is why a held call's tool definition could not be

@@ -51,6 +51,12 @@ type Step struct {
 	// for the rest of the run ("remembered, by <person>").
 	Rule           string `json:"rule,omitempty"`
 	ApprovedByRule string `json:"approved_by_rule,omitempty"`
+	// DeniedAtResume marks a tool_denied step of a held call that its
+	// decision let run but that a deny rule of the policy in force at the
+	// resume refused (Rule); HeldRule names the rule that judged the call
+	// when its turn was held.
+	DeniedAtResume bool   `json:"denied_at_resume,omitempty"`
+	HeldRule       string `json:"held_rule,omitempty"`
 	// OriginalInput and EditedInput are both kept when an approver edited a
 	// call; an original over MaxAuditInputBytes is kept as its SHA-256 (hex,
 	// of the input's bytes) and size instead.
@@ -89,6 +95,17 @@ type Hooks struct {
 	// tool failed with ErrNoEffect (it changed nothing): lift the fence
 	// without recording a write.
 	NoEffect func(ctx context.Context, call PendingCall) error
+	// ResumeDenied, when set, is called by Resume before any call of the
+	// held turn runs when the policy in force denied calls the decision
+	// let run (PendingCall.DeniedAtResume): cp is the run at that moment,
+	// the turn about to be executed with those denials and none of its
+	// calls done. Store it (as the run's checkpoint), so that a process
+	// that takes the run over continues from it, with those denials,
+	// instead of judging the held turn again by its own policy (or, a
+	// build before this one, by none). If it fails, nothing of the turn
+	// runs. cp shares memory with the running loop: encode it during the
+	// hook, do not keep it.
+	ResumeDenied func(ctx context.Context, cp *Checkpoint) error
 	// Yield, when set, is asked before each model call and each tool call
 	// once the segment has done something: returning true ends the segment
 	// with an OutcomeCheckpoint (the worker's time is up; the run goes on

@@ -428,11 +428,14 @@ func TestOnlyHeldCallsAreDeniedOrEditedOneByOne(t *testing.T) {
 	checkTranscript(t, out.Transcript)
 }
 
-// TestAnAcceptedEditIsNotJudgedAgain: an edit judged when its decision was
-// made runs at resume even if the policy has turned stricter since (a new
-// deployment, or a worker taking over a resume half done): the decision
-// was accepted under the policy in force then.
-func TestAnAcceptedEditIsNotJudgedAgain(t *testing.T) {
+// TestAnAcceptedEditIsNotRefusedAtResume: an edit judged when its
+// decision was made stands at resume when the policy has changed since:
+// the decision was accepted under the policy in force then, and a rule
+// that would now hold the edited call under other terms does not make it
+// invalid (the run does not fail): it runs. Only a deny rule in force at
+// the resume stops it (TestADenyRuleDeployedSinceTheHoldStopsAnApprovedCall),
+// and then the run goes on without it.
+func TestAnAcceptedEditIsNotRefusedAtResume(t *testing.T) {
 	log := &execLog{}
 	r := newRunner(t, scriptModel(asst(use("w1", "write_doc", `{"path":"notes","text":"x"}`)), asst(say("done"))), log)
 	r.Policy = byPath
@@ -442,12 +445,22 @@ func TestAnAcceptedEditIsNotJudgedAgain(t *testing.T) {
 	d := loop.Decision{TurnDigest: st.TurnDigest, Calls: []loop.CallDecision{{CallID: "w1", Action: loop.ActionEdit, Input: json.RawMessage(`{"path":"other","text":"y"}`)}}}
 	require.NoError(t, loop.ValidateDecision(t.Context(), r.Tools, r.Policy, st.PendingCalls, st.TurnDigest, d))
 	r.Policy = func(context.Context, loop.PolicyQuery) loop.Verdict {
-		return loop.Verdict{Action: loop.VerdictDeny, Rule: "lockdown"}
+		return loop.Verdict{Action: loop.VerdictRequireApproval, Rule: "lockdown", Approval: &loop.ApprovalRule{RequiredApprovals: 3}}
 	}
 	out, err = r.Resume(t.Context(), st, d)
 	require.NoError(t, err)
 	assert.Equal(t, loop.ReasonCompleted, out.Reason)
 	assert.Equal(t, []string{`write_doc({"path":"other","text":"y"})`}, log.list())
+
+	log = &execLog{}
+	r = newRunner(t, scriptModel(asst(use("w1", "write_doc", `{"path":"notes","text":"x"}`)), asst(say("done"))), log)
+	r.Policy = func(context.Context, loop.PolicyQuery) loop.Verdict {
+		return loop.Verdict{Action: loop.VerdictDeny, Rule: "lockdown"}
+	}
+	out, err = r.Resume(t.Context(), st, d)
+	require.NoError(t, err)
+	assert.Equal(t, loop.ReasonCompleted, out.Reason, "a deny rule since: the run goes on")
+	assert.Empty(t, log.list(), "a deny rule since: the edit does not run")
 }
 
 // TestAReusedCallIDGetsItsOwnKey: a model that reuses a tool_use id in a

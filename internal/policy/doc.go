@@ -14,6 +14,12 @@
 // produced it ("default" when none matched) so it can be recorded on the
 // pending call and shown to approvers.
 //
+// The worker asks when the model makes a turn, and asks again, when a
+// decided turn resumes, about each call the decision lets run: only a deny
+// then counts (the call does not run; see loop.Runner.Resume), so a freeze
+// deployed while calls wait for approval stops those approved after it,
+// and nothing else a policy deployed since says changes what was decided.
+//
 // run.metadata is what the initiator wrote when starting the run: an allow
 // rule keyed on it lets the initiator authorise their own calls, so rules
 // that decide who may do what read the initiator's person and groups (from

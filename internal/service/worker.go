@@ -205,6 +205,17 @@ func (w *Worker) Handle(ctx context.Context, job Job) error {
 	runner := w.Runner(seg.hooks())
 	runner.Policy = runPolicy(w.Policy, w.Directory, cur, &req, log)
 	runner.Unapprovable = unapprovable(w.Directory, cur)
+	// A fence on the row when the segment starts is one a vanished worker
+	// left (this one stamps its own later): a resume taken over may be one
+	// that worker began and got as far as the fenced call, so the turn's
+	// idempotent writes up to it are made again as they were, not judged
+	// again by the policy (loop.Runner.TakenOverAt). One that vanished
+	// with no fence stamped began no write of the turn (each is fenced
+	// first, in a write of its own): the policy judges every call. (Unless
+	// a fence was lifted with no checkpoint stored: a later write that
+	// changed nothing, or a heartbeat that could not store its checkpoint;
+	// a write made before it is then judged as if not made, see README.)
+	runner.TakenOverAt = cur.PendingEffect
 	if runner.Tools, err = req.Toolbox(runner.Tools); err != nil {
 		// The deployment now has a tool of a client tool's name: the run's
 		// tools are no longer what it was started (and approved) with.
@@ -440,8 +451,38 @@ func (s *segmentRun) hooks() loop.Hooks {
 				return s.w.Store.ClearPendingEffect(ctx, cur, s.owner, c.ID, false)
 			})
 		},
-		Yield: s.yield,
+		ResumeDenied: func(_ context.Context, cp *loop.Checkpoint) error { return s.saveDenials(s.outer, cp) },
+		Yield:        s.yield,
 	}
+}
+
+// saveDenials stores cp, a resumed turn with the calls the policy denied
+// at the resume and none done, as the run's checkpoint, before any call of
+// the turn runs: a worker that takes the run over continues from it and
+// does not run those calls (its own policy, or a release before this one,
+// judging the held turn again, might). The steps held so far go with it.
+// A fence left by a vanished worker (an idempotent write of the turn: any
+// other fence ends the run instead of a take-over) stays, stamped again
+// with the checkpoint, which reaches its call.
+func (s *segmentRun) saveDenials(ctx context.Context, cp *loop.Checkpoint) error {
+	blob, err := cp.Encode()
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	err = s.write(ctx, func(cur *runs.Run) (*runs.Run, error) {
+		switch {
+		case cur.PendingEffect == "":
+			return s.w.Store.SaveProgress(ctx, cur, s.owner, blob)
+		case cur.PendingIdempotent:
+			return s.w.Store.StampFence(ctx, cur, s.owner, runs.Fence{CallID: cur.PendingEffect, Idempotent: true, Checkpoint: blob})
+		}
+		return nil, fmt.Errorf("call %s's write may have taken effect, and its fence is not idempotent", cur.PendingEffect)
+	})
+	if err != nil {
+		return err
+	}
+	s.setDurable(cp.RemainingKeys())
+	return nil
 }
 
 // stampFence stamps the fence before a write call. An idempotent call the
