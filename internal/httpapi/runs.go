@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -181,8 +183,21 @@ func viewOf(r *runs.Run, dir *identity.Directory) RunView {
 	return v
 }
 
+// IdempotencyKeyHeader is the request header of POST /runs that names a
+// start, so that the same request sent again (after a lost answer) gets
+// the run the first one created instead of a second run.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader is set to "true" on the answer to a start that an earlier
+// request under the same idempotency key answered: no run was created.
+const ReplayedHeader = "Idempotent-Replayed"
+
 func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	who, err := requireIdentity(req)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	key, err := idempotencyKey(req)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
@@ -190,6 +205,22 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	given, err := decodeJSONGiven(req, routes.MaxStartBody, &sr)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
+	}
+	var digest string
+	if key != "" {
+		// A request sent again gets the run the first one created before
+		// it is judged again: the policy, the directory or a webhook
+		// target's address may have changed since, and the run stands.
+		if digest, err = requestDigest(req); err != nil {
+			return events.APIGatewayProxyResponse{}, err
+		}
+		r, err := a.Store.KeyedRun(ctx, who, key, digest)
+		switch {
+		case err == nil:
+			return a.startedResponse(r, true), nil
+		case runs.ErrorCode(err) != runs.ENotFound:
+			return events.APIGatewayProxyResponse{}, err
+		}
 	}
 	if sr.RequiredApprovals == 0 && given["/required_approvals"] {
 		// 0 is how the request type spells "not given" (the policy's
@@ -255,23 +286,89 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
-	r, err := a.Store.Create(ctx, runs.NewRun{
+	r, replayed, err := a.Store.Start(ctx, runs.NewRun{
 		Initiator: who, InitiatorPerson: runs.SubjectKey(a.Directory, who), InitiatorKeys: runs.PersonKeys(a.Directory, who),
 		Approvers: sr.Approvers, Request: raw, Webhook: sub,
 		FourEyes: fourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata, ToolExecutors: executors,
+		IdempotencyKey: key, RequestSHA256: digest,
 	})
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
+	if replayed {
+		// A concurrent request under the key created the run and
+		// dispatched its worker (or left it to the sweep, as below).
+		return a.startedResponse(r, true), nil
+	}
 	log := a.log().With("run_id", r.ID)
-	log.InfoContext(ctx, "run created", "approvers", len(r.Approvers))
+	log.InfoContext(ctx, "run created", "approvers", len(r.Approvers), "idempotency_key", key != "")
 	if err := a.Dispatch.Dispatch(ctx, service.NewJob(service.JobRun, r)); err != nil {
 		// The run is durable; purge re-dispatches a run left QUEUED.
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
+	return a.startedResponse(r, false), nil
+}
+
+// startedResponse is the answer to POST /runs: 202 with the run, whether
+// this request created it or an earlier one under the same idempotency
+// key did (replayed: Idempotent-Replayed: true, and the run as it is now).
+func (a *API) startedResponse(r *runs.Run, replayed bool) events.APIGatewayProxyResponse {
 	resp := jsonResponse(http.StatusAccepted, viewOf(r, a.Directory))
 	resp.Headers["Location"] = "/runs/" + r.ID
-	return resp, nil
+	if replayed {
+		resp.Headers[ReplayedHeader] = "true"
+	}
+	return resp
+}
+
+// idempotencyKey returns the request's Idempotency-Key ("" when it has
+// none). A key that is not 1 to runs.MaxIdempotencyKeyBytes visible ASCII
+// characters, or more than one value of the header, is malformed (400).
+func idempotencyKey(req events.APIGatewayProxyRequest) (string, error) {
+	n := 0
+	for k, vs := range req.MultiValueHeaders {
+		if strings.EqualFold(k, IdempotencyKeyHeader) {
+			n += len(vs)
+		}
+	}
+	if n > 1 {
+		return "", errorf(runs.EBadRequest, "%s is given %d times; send it once", IdempotencyKeyHeader, n)
+	}
+	key, spellings := "", 0
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, IdempotencyKeyHeader) {
+			key, spellings = v, spellings+1
+		}
+	}
+	switch {
+	case spellings == 0:
+		return "", nil
+	case spellings > 1:
+		return "", errorf(runs.EBadRequest, "%s is given %d times; send it once", IdempotencyKeyHeader, spellings)
+	}
+	if !runs.ValidIdempotencyKey(key) {
+		return "", errorf(runs.EBadRequest, "%s must be 1 to %d visible ASCII characters ('!' to '~': no spaces), such as a UUID", IdempotencyKeyHeader, runs.MaxIdempotencyKeyBytes)
+	}
+	return key, nil
+}
+
+// requestDigest is the SHA-256 (hex) of the request body's canonical JSON
+// (loop.CanonicalJSON: object members sorted by name at every depth, no
+// insignificant white space, strings re-escaped alike, numbers as
+// written): the request an idempotency key is bound to. Two bodies that
+// differ only in member order or white space are one request.
+func requestDigest(req events.APIGatewayProxyRequest) (string, error) {
+	b, err := body(req, routes.MaxStartBody)
+	if err != nil {
+		return "", err
+	}
+	canon, err := loop.CanonicalJSON(b)
+	if err != nil {
+		// The body decoded strictly as I-JSON; this is not expected.
+		return "", fmt.Errorf("canonical start request: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // checkRunPolicy checks a start request against the directory and the
