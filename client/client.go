@@ -299,6 +299,11 @@ func (c *Client) resolve(path string) *url.URL {
 // do sends one request and decodes a JSON answer into out; any status
 // outside 2xx is an *Error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.doWith(ctx, method, path, nil, in, out)
+}
+
+// doWith is do with header's values sent besides the client's own.
+func (c *Client) doWith(ctx context.Context, method, path string, header http.Header, in, out any) error {
 	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -315,6 +320,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		req.Header.Set("Content-Type", "application/json")
 	} else {
 		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
