@@ -62,8 +62,8 @@ func NewIdempotencyKey() string {
 // a random one), so StartRun retries what may have reached the server
 // without risking a second run: an unreachable server or a lost answer,
 // throttling (429), a server error (5xx) and a conflict with a concurrent
-// start under the same key (409), up to 4 attempts with the back-off of
-// Wait, while ctx lasts. An answer to a retry may be the run as the first
+// start under the same key (409), up to 4 attempts, the pause doubling
+// from the poll interval (WithPollInterval), while ctx lasts. An answer to a retry may be the run as the first
 // attempt created it and the worker has moved it on since.
 func (c *Client) StartRun(ctx context.Context, req StartRunRequest, opts ...StartOption) (*Run, error) {
 	var set startSettings
