@@ -1,12 +1,17 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/httpapi"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // TestIdempotencyKeyGivenTwiceIsRefused: API Gateway hands the function
@@ -72,4 +77,105 @@ func TestReplayIsNotJudgedAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, due, 1)
 	require.Equal(t, "/runs/"+due[0].ID, resp.Headers["Location"])
+}
+
+// rowTrace records, in order, the row store calls a request makes.
+type rowTrace struct {
+	runs.RowStore
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *rowTrace) record(call string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, call)
+}
+
+func (r *rowTrace) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.calls
+	r.calls = nil
+	return out
+}
+
+func (r *rowTrace) GetRun(ctx context.Context, id string) (*runs.Run, error) {
+	r.record("GetRun")
+	return r.RowStore.GetRun(ctx, id)
+}
+
+func (r *rowTrace) Write(ctx context.Context, w runs.Write) error {
+	err := r.RowStore.Write(ctx, w)
+	if err != nil {
+		r.record("Write:" + string(runs.ErrorCode(err)))
+	} else {
+		r.record("Write")
+	}
+	return err
+}
+
+func (r *rowTrace) IdempotencyKey(ctx context.Context, hash string) (*runs.IdempotencyKey, error) {
+	r.record("IdempotencyKey")
+	return r.RowStore.IdempotencyKey(ctx, hash)
+}
+
+// TestKeyedStartWritesFirst: every start the Go client sends carries a
+// key, so the key must cost the common path (the first request under it)
+// no request more than the write that creates the run, which holds the
+// key on the condition that it is new (issue #15 counts the cycle's SDK
+// calls). The key is read only when that write is refused for it, or when
+// the request is refused as it is judged now (a request sent again gets
+// its run even if the policy would refuse it today).
+func TestKeyedStartWritesFirst(t *testing.T) {
+	var rows *rowTrace
+	f := buildFixture(t, t.TempDir(), script, func(db runs.RowStore) runs.RowStore {
+		rows = &rowTrace{RowStore: db}
+		return rows
+	})
+	f.t = t
+	f.api.AllowedModels = []string{"m-1"}
+	const body = `{"prompt":"update pricing","model":"m-1","approvers":["` + bob + `"]}`
+	keyed := func(key, body string) events.APIGatewayProxyRequest {
+		r := req("POST", "/runs", alice, body)
+		r.Headers["Idempotency-Key"] = key
+		return r
+	}
+
+	first := f.handle(keyed("k-1", body))
+	require.Equal(t, 202, first.StatusCode, first.Body)
+	require.Equal(t, []string{"Write"}, rows.take(), "the first start under a key: its write alone, no read before it")
+
+	again := f.handle(keyed("k-1", body))
+	require.Equal(t, 202, again.StatusCode, again.Body)
+	require.Equal(t, "true", again.Headers[httpapi.ReplayedHeader])
+	require.Equal(t, first.Headers["Location"], again.Headers["Location"])
+	require.Equal(t, []string{"Write:conflict", "IdempotencyKey", "GetRun"}, rows.take(), "a replay: the refused write, then the key and its run")
+
+	// Judged now, the request would be refused: the key is read, and the
+	// run it started is the answer.
+	f.api.AllowedModels = nil
+	judged := f.handle(keyed("k-1", body))
+	require.Equal(t, 202, judged.StatusCode, judged.Body)
+	require.Equal(t, "true", judged.Headers[httpapi.ReplayedHeader])
+	require.Equal(t, first.Headers["Location"], judged.Headers["Location"])
+	require.Equal(t, []string{"IdempotencyKey", "GetRun"}, rows.take())
+
+	// Refused now, under a key that started nothing: the refusal.
+	status, out := f.call(keyed("k-2", body))
+	require.Equal(t, 422, status, "%v", out)
+	require.Contains(t, fmt.Sprint(out), `model "m-1" is not allowed`)
+	require.Equal(t, []string{"IdempotencyKey"}, rows.take())
+
+	// Another request under k-1, refused now or not: 422 naming the run.
+	f.api.AllowedModels = []string{"m-1"}
+	for _, other := range []string{
+		`{"prompt":"update pricing now","model":"m-1","approvers":["` + bob + `"]}`,
+		`{"prompt":"update pricing now","model":"m-2","approvers":["` + bob + `"]}`,
+	} {
+		status, out = f.call(keyed("k-1", other))
+		require.Equal(t, 422, status, "%v", out)
+		require.Contains(t, fmt.Sprint(out), "different request")
+		require.Contains(t, fmt.Sprint(out), strings.TrimPrefix(first.Headers["Location"], "/runs/"))
+	}
 }

@@ -208,96 +208,33 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	}
 	var digest string
 	if key != "" {
-		// A request sent again gets the run the first one created before
-		// it is judged again: the policy, the directory or a webhook
-		// target's address may have changed since, and the run stands.
 		if digest, err = requestDigest(req); err != nil {
 			return events.APIGatewayProxyResponse{}, err
 		}
-		r, err := a.Store.KeyedRun(ctx, who, key, digest)
-		switch {
-		case err == nil:
-			return a.startedResponse(r, true), nil
-		case runs.ErrorCode(err) != runs.ENotFound:
+	}
+	in, err := a.judgeStart(ctx, who, &sr, given)
+	if err != nil {
+		if key == "" {
 			return events.APIGatewayProxyResponse{}, err
 		}
+		// A request sent again gets the run the first one created even if
+		// it would be refused now (the policy, the directory or a webhook
+		// target's address may have changed since, and the run stands):
+		// the key is read here, where a request is refused, and not before
+		// every start (the Go client sends every start under a key).
+		return a.replayRefused(ctx, who, key, digest, err)
 	}
-	if sr.RequiredApprovals == 0 && given["/required_approvals"] {
-		// 0 is how the request type spells "not given" (the policy's
-		// number); written out, it is below the spec's minimum of 1.
-		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)
-	}
-	if sr.WebhookURL == "" && given["/webhook_url"] {
-		// "" is how the request type spells "no webhook"; written out, it
-		// is no URI (format: uri) and most likely a value the caller
-		// forgot to fill in.
-		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url is empty: give an absolute https URL, or leave it out for no webhooks")
-	}
-	for i, m := range sr.Messages {
-		if m.Content == nil {
-			// The contract's Message requires content (an array; null
-			// and a missing member decode alike). Found by FuzzStartRun.
-			return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "body is not valid: messages[%d].content is required (an array of blocks)", i)
-		}
-		if len(m.Content) == 0 {
-			// Every provider refuses a message without content: the run
-			// would only fail at its first model call.
-			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "messages[%d].content is empty; a message holds at least one block", i)
-		}
-	}
-	// A tool the run names that this process lacks (its MCP server was
-	// down when the process started, or listed it only later) is looked
-	// for again before the run is refused for it.
-	if err := sr.Validate(a.Tools.Revive(ctx, sr.AllowedTools, false)); err != nil {
-		return events.APIGatewayProxyResponse{}, err
-	}
-	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
-	}
-	initiator, err := identity.Parse(who)
-	if err != nil {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "the caller %q is not a principal agentgate can compare (e-mail, IAM ARN or local name), so nobody could decide its runs", who)
-	}
-	fourEyes, err := a.checkRunPolicy(initiator, &sr)
-	if err != nil {
-		return events.APIGatewayProxyResponse{}, err
-	}
-	sub := sr.Subscription()
-	if sub != nil {
-		if a.Webhooks == nil {
-			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: this deployment does not deliver webhooks (no signing secret configured)")
-		}
-		if _, err := a.Webhooks.Policy.CheckTarget(ctx, a.Webhooks.Resolver, sub.URL); err != nil {
-			// Only a refusal's own message (written for the caller, naming
-			// no resolved address) reaches the caller; anything else is an
-			// internal error.
-			var refused *webhook.TargetError
-			if !errors.As(err, &refused) {
-				return events.APIGatewayProxyResponse{}, fmt.Errorf("check webhook_url: %w", err)
-			}
-			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: %s", refused.Message)
-		}
-	}
-	// The subscription and the tool executors live on the run row, not in
-	// the stored request.
-	executors := sr.ToolExecutors
-	sr.WebhookURL, sr.WebhookEvents, sr.ToolExecutors = "", nil, nil
-	raw, err := json.Marshal(sr)
-	if err != nil {
-		return events.APIGatewayProxyResponse{}, err
-	}
-	r, replayed, err := a.Store.Start(ctx, runs.NewRun{
-		Initiator: who, InitiatorPerson: runs.SubjectKey(a.Directory, who), InitiatorKeys: runs.PersonKeys(a.Directory, who),
-		Approvers: sr.Approvers, Request: raw, Webhook: sub,
-		FourEyes: fourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata, ToolExecutors: executors,
-		IdempotencyKey: key, RequestSHA256: digest,
-	})
+	in.IdempotencyKey, in.RequestSHA256 = key, digest
+	// Under a key the write comes first: it stores the key on the
+	// condition that it is new, and reads the key only when that condition
+	// refuses it (the request was sent again, or concurrently).
+	r, replayed, err := a.Store.Start(ctx, in)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
 	if replayed {
-		// A concurrent request under the key created the run and
-		// dispatched its worker (or left it to the sweep, as below).
+		// An earlier or concurrent request under the key created the run
+		// and dispatched its worker (or left it to the sweep, as below).
 		return a.startedResponse(r, true), nil
 	}
 	log := a.log().With("run_id", r.ID)
@@ -307,6 +244,101 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
 	}
 	return a.startedResponse(r, false), nil
+}
+
+// replayRefused answers a start under an idempotency key that was refused
+// as judged now (refused): with the run the key started if the request is
+// the one that started it, the refusal of a key reused for another request
+// (422 naming the run) if it is not, and refused when the key started no
+// run. A caller that is no principal gets refused without a look-up: it
+// started nothing.
+func (a *API) replayRefused(ctx context.Context, who, key, digest string, refused error) (events.APIGatewayProxyResponse, error) {
+	if _, err := identity.Parse(who); err != nil {
+		return events.APIGatewayProxyResponse{}, refused
+	}
+	r, err := a.Store.KeyedRun(ctx, who, key, digest)
+	switch {
+	case err == nil:
+		return a.startedResponse(r, true), nil
+	case runs.ErrorCode(err) == runs.ENotFound:
+		return events.APIGatewayProxyResponse{}, refused
+	}
+	return events.APIGatewayProxyResponse{}, err
+}
+
+// judgeStart checks a start request sr of caller who (given: the members
+// the body wrote out) against the contract, the deployment's models and
+// tools, the directory and the policy, and returns the run it starts.
+func (a *API) judgeStart(ctx context.Context, who string, sr *service.StartRequest, given map[string]bool) (runs.NewRun, error) {
+	if sr.RequiredApprovals == 0 && given["/required_approvals"] {
+		// 0 is how the request type spells "not given" (the policy's
+		// number); written out, it is below the spec's minimum of 1.
+		return runs.NewRun{}, errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)
+	}
+	if sr.WebhookURL == "" && given["/webhook_url"] {
+		// "" is how the request type spells "no webhook"; written out, it
+		// is no URI (format: uri) and most likely a value the caller
+		// forgot to fill in.
+		return runs.NewRun{}, errorf(runs.EInvalid, "webhook_url is empty: give an absolute https URL, or leave it out for no webhooks")
+	}
+	for i, m := range sr.Messages {
+		if m.Content == nil {
+			// The contract's Message requires content (an array; null
+			// and a missing member decode alike). Found by FuzzStartRun.
+			return runs.NewRun{}, errorf(runs.EBadRequest, "body is not valid: messages[%d].content is required (an array of blocks)", i)
+		}
+		if len(m.Content) == 0 {
+			// Every provider refuses a message without content: the run
+			// would only fail at its first model call.
+			return runs.NewRun{}, errorf(runs.EInvalid, "messages[%d].content is empty; a message holds at least one block", i)
+		}
+	}
+	// A tool the run names that this process lacks (its MCP server was
+	// down when the process started, or listed it only later) is looked
+	// for again before the run is refused for it.
+	if err := sr.Validate(a.Tools.Revive(ctx, sr.AllowedTools, false)); err != nil {
+		return runs.NewRun{}, err
+	}
+	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {
+		return runs.NewRun{}, errorf(runs.EInvalid, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
+	}
+	initiator, err := identity.Parse(who)
+	if err != nil {
+		return runs.NewRun{}, errorf(runs.EForbidden, "the caller %q is not a principal agentgate can compare (e-mail, IAM ARN or local name), so nobody could decide its runs", who)
+	}
+	fourEyes, err := a.checkRunPolicy(initiator, sr)
+	if err != nil {
+		return runs.NewRun{}, err
+	}
+	sub := sr.Subscription()
+	if sub != nil {
+		if a.Webhooks == nil {
+			return runs.NewRun{}, errorf(runs.EInvalid, "webhook_url: this deployment does not deliver webhooks (no signing secret configured)")
+		}
+		if _, err := a.Webhooks.Policy.CheckTarget(ctx, a.Webhooks.Resolver, sub.URL); err != nil {
+			// Only a refusal's own message (written for the caller, naming
+			// no resolved address) reaches the caller; anything else is an
+			// internal error.
+			var refused *webhook.TargetError
+			if !errors.As(err, &refused) {
+				return runs.NewRun{}, fmt.Errorf("check webhook_url: %w", err)
+			}
+			return runs.NewRun{}, errorf(runs.EInvalid, "webhook_url: %s", refused.Message)
+		}
+	}
+	// The subscription and the tool executors live on the run row, not in
+	// the stored request.
+	executors := sr.ToolExecutors
+	sr.WebhookURL, sr.WebhookEvents, sr.ToolExecutors = "", nil, nil
+	raw, err := json.Marshal(sr)
+	if err != nil {
+		return runs.NewRun{}, err
+	}
+	return runs.NewRun{
+		Initiator: who, InitiatorPerson: runs.SubjectKey(a.Directory, who), InitiatorKeys: runs.PersonKeys(a.Directory, who),
+		Approvers: sr.Approvers, Request: raw, Webhook: sub,
+		FourEyes: fourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata, ToolExecutors: executors,
+	}, nil
 }
 
 // startedResponse is the answer to POST /runs: 202 with the run, whether

@@ -98,11 +98,12 @@ func keyReused(key, runID string) error {
 // reads the key).
 const keyAttempts = 5
 
-// startKeyed retries w, the creation of r under an idempotency key, after
-// a conflict: it returns the run the key names when another request
-// stored the key first, r when its own write landed (the answer was lost),
-// and writes again when the key is not (yet) stored or names a run that is
-// no longer stored (the key is taken over). Codes as Start.
+// startKeyed writes w, the creation of r under an idempotency key, first,
+// and reads the key only when the write is refused: it returns the run
+// the key names when another request stored the key first, r when its own
+// write landed (the answer was lost), and writes again when the key is not
+// (yet) stored or names a run that is no longer stored (the key is taken
+// over). Codes as Start.
 func (s *Store) startKeyed(ctx context.Context, in NewRun, r *Run, w Write) (*Run, bool, error) {
 	for attempt := 1; ; attempt++ {
 		err := s.rows.Write(ctx, w)
@@ -113,14 +114,16 @@ func (s *Store) startKeyed(ctx context.Context, in NewRun, r *Run, w Write) (*Ru
 		if ErrorCode(err) != EConflict {
 			return nil, false, fmt.Errorf("create run %s: %w", r.ID, err)
 		}
-		if fresh, gerr := s.rows.GetRun(ctx, r.ID); gerr == nil {
-			if fresh.WriteID == r.WriteID {
-				return r.Clone(), false, nil // our write landed; its response was lost
-			}
-			return nil, false, Errorf(EConflict, "run %s already exists", r.ID)
-		}
 		k, kerr := s.rows.IdempotencyKey(ctx, w.IdempotencyKey.Hash)
 		switch {
+		case kerr == nil && k.RunID == r.ID:
+			// Our write landed; its response was lost. The row as stored
+			// (its write id is the one that landed) is the answer.
+			fresh, gerr := s.rows.GetRun(ctx, r.ID)
+			if gerr != nil {
+				return nil, false, fmt.Errorf("create run %s: read it back: %w", r.ID, gerr)
+			}
+			return fresh, false, nil
 		case kerr == nil:
 			held, gerr := s.rows.GetRun(ctx, k.RunID)
 			switch {
@@ -136,7 +139,10 @@ func (s *Store) startKeyed(ctx context.Context, in NewRun, r *Run, w Write) (*Ru
 			w.ReplaceKeyOf = k.RunID
 		case ErrorCode(kerr) == ENotFound:
 			// The write that stores the key has not committed yet, or
-			// failed: write again.
+			// failed; or the run's id is taken (a caller-chosen id).
+			if _, gerr := s.rows.GetRun(ctx, r.ID); gerr == nil {
+				return nil, false, Errorf(EConflict, "run %s already exists", r.ID)
+			}
 			w.ReplaceKeyOf = ""
 		default:
 			return nil, false, fmt.Errorf("create run %s: read its idempotency key: %w", r.ID, kerr)

@@ -61,6 +61,19 @@ func TestIdempotencyKeyItem(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"DynamoDB.GetItem": 1, "DynamoDB.Query": 1}, trips, "a replay's look-up: the key, then its run")
 
+	// The same start sent again: the write comes first (a start makes no
+	// read before it), its condition on the key refuses it, and then the
+	// key and its run are read; nothing else.
+	var again *runs.Run
+	var replayed bool
+	trips = env.Counter.Measure(func() {
+		again, replayed, err = e.Store.Start(ctx, runs.NewRun{Initiator: "alice", Approvers: []string{"bob"}, Request: req, IdempotencyKey: "k-1", RequestSHA256: digest})
+	})
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, r.ID, again.ID)
+	assert.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1, "DynamoDB.GetItem": 1, "DynamoDB.Query": 1}, trips, "a replay through Start: the refused write, the key, its run")
+
 	_, err = e.Store.Cancel(ctx, r, "alice")
 	require.NoError(t, err)
 	require.NoError(t, e.Store.Purge(ctx, r.ID))
