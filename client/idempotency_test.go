@@ -211,3 +211,90 @@ func TestStartRunRetries(t *testing.T) {
 		t.Fatalf("a start whose ctx ends while it waits to retry: %v after %d attempts; want the 503 after 1", err, attempts)
 	}
 }
+
+// TestStartRunHonoursRetryAfter: a 429 or 503 that says when to come back
+// (Retry-After, in seconds or as an HTTP date) is not sent again before
+// then; one that asks for longer than the caller's ctx has left, or for
+// longer than StartRun waits (a minute), is returned at once, its
+// RetryAfter set, rather than retried early or waited for in vain.
+func TestStartRunHonoursRetryAfter(t *testing.T) {
+	var (
+		mu         sync.Mutex
+		attempts   int
+		retryAfter []string // per attempt; "" once the list ends: 202
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		attempts++
+		n := attempts
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if n <= len(retryAfter) {
+			w.Header().Set("Retry-After", retryAfter[n-1])
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, `{"message":"Too Many Requests"}`)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"id":"r1","status":"QUEUED"}`)
+	}))
+	t.Cleanup(srv.Close)
+	req := client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}}
+	tests := []struct {
+		name       string
+		retryAfter []string
+		timeout    time.Duration // of ctx; 0: none
+		attempts   int
+		minPause   time.Duration // of the first pause; 0: no pause
+		maxPause   time.Duration
+		status     int // of the error; 0: none
+		errAfter   time.Duration
+	}{
+		{"seconds", []string{"2"}, 0, 2, 2 * time.Second, 2 * time.Second, 0, 0},
+		{"an HTTP date", []string{time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)}, 0, 2, time.Second, 3 * time.Second, 0, 0},
+		{"past ctx's deadline", []string{"30"}, 10 * time.Second, 1, 0, 0, 429, 30 * time.Second},
+		{"longer than StartRun waits", []string{"3600"}, 0, 1, 0, 0, 429, time.Hour},
+		{"shorter than the backoff", []string{"0"}, 0, 2, time.Millisecond / 2, time.Millisecond, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, 2*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pauses []time.Duration
+			client.RecordStartPauses(c, &pauses)
+			mu.Lock()
+			attempts, retryAfter = 0, tt.retryAfter
+			mu.Unlock()
+			cx := t.Context()
+			if tt.timeout > 0 {
+				var cancel context.CancelFunc
+				cx, cancel = context.WithTimeout(cx, tt.timeout)
+				defer cancel()
+			}
+			r, err := c.StartRun(cx, req)
+			var e *client.Error
+			switch {
+			case tt.status == 0 && (err != nil || r.ID != "r1"):
+				t.Fatalf("got %+v, %v; want run r1", r, err)
+			case tt.status != 0 && (!errors.As(err, &e) || e.StatusCode != tt.status || e.RetryAfter != tt.errAfter):
+				t.Fatalf("got %v (%+v), want the %d with RetryAfter %v", err, e, tt.status, tt.errAfter)
+			case tt.status != 0 && cx.Err() != nil:
+				t.Fatalf("StartRun returned when ctx had ended (%v), want at once", cx.Err())
+			}
+			mu.Lock()
+			n := attempts
+			mu.Unlock()
+			if n != tt.attempts {
+				t.Errorf("%d attempts, want %d", n, tt.attempts)
+			}
+			switch {
+			case tt.minPause == 0 && len(pauses) != 0:
+				t.Errorf("paused %v, want no pause", pauses)
+			case tt.minPause != 0 && (len(pauses) != 1 || pauses[0] < tt.minPause || pauses[0] > tt.maxPause):
+				t.Errorf("paused %v, want one pause of %v to %v", pauses, tt.minPause, tt.maxPause)
+			}
+		})
+	}
+}

@@ -23,6 +23,10 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // startAttempts is how often StartRun sends its request at most.
 const startAttempts = 4
 
+// maxStartRetryAfter is the longest Retry-After StartRun waits out before
+// it sends a start again; an answer that asks for longer is returned.
+const maxStartRetryAfter = time.Minute
+
 // StartOption configures one StartRun call.
 type StartOption func(*startSettings)
 
@@ -63,8 +67,12 @@ func NewIdempotencyKey() string {
 // without risking a second run: an unreachable server or a lost answer,
 // throttling (429), a server error (5xx) and a conflict with a concurrent
 // start under the same key (409), up to 4 attempts, the pause doubling
-// from the poll interval (WithPollInterval), while ctx lasts. An answer to a retry may be the run as the first
-// attempt created it and the worker has moved it on since.
+// from the poll interval (WithPollInterval), while ctx lasts. An answer
+// that says when to come back (Retry-After) is not sent again before then;
+// one that asks for more than a minute, or for longer than ctx has left,
+// is returned at once (Error.RetryAfter). An answer to a retry may be the
+// run as the first attempt created it and the worker has moved it on
+// since.
 func (c *Client) StartRun(ctx context.Context, req StartRunRequest, opts ...StartOption) (*Run, error) {
 	var set startSettings
 	for _, o := range opts {
@@ -110,14 +118,38 @@ func (c *Client) StartRun(ctx context.Context, req StartRunRequest, opts ...Star
 		if attempt == startAttempts || ctx.Err() != nil || !startRetryable(err) {
 			return nil, err
 		}
-		t := time.NewTimer(delay/2 + rand.N(delay/2+1)) //nolint:gosec // jitter of a retry delay, not a secret
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		pause := delay/2 + rand.N(delay/2+1) //nolint:gosec // jitter of a retry delay, not a secret
+		if e := (*Error)(nil); errors.As(err, &e) && e.RetryAfter > 0 {
+			// The server said when to come back: not before then, and
+			// not at all when that is past ctx's end or StartRun's
+			// patience (the caller reads Error.RetryAfter).
+			if e.RetryAfter > maxStartRetryAfter {
+				return nil, err
+			}
+			if end, ok := ctx.Deadline(); ok && time.Until(end) < e.RetryAfter {
+				return nil, err
+			}
+			pause = max(pause, e.RetryAfter)
+		}
+		if c.wait(ctx, pause) != nil {
 			return nil, err
-		case <-t.C:
 		}
 		delay = min(delay*2, c.pollMax)
+	}
+}
+
+// wait pauses d, or until ctx ends (its error).
+func (c *Client) wait(ctx context.Context, d time.Duration) error {
+	if c.pause != nil {
+		return c.pause(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
