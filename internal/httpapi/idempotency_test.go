@@ -108,7 +108,7 @@ func (r *rowTrace) GetRun(ctx context.Context, id string) (*runs.Run, error) {
 func (r *rowTrace) Write(ctx context.Context, w runs.Write) error {
 	err := r.RowStore.Write(ctx, w)
 	if err != nil {
-		r.record("Write:" + string(runs.ErrorCode(err)))
+		r.record("Write:" + runs.ErrorCode(err))
 	} else {
 		r.record("Write")
 	}
