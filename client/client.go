@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,9 @@ type Client struct {
 	pageSize   int
 	// waitNotify, when set, hears of each answer and retried error of Wait.
 	waitNotify func(error)
+	// pause waits d between two attempts of StartRun, or until ctx ends
+	// (its error); nil: a timer (tests record the pauses instead).
+	pause func(ctx context.Context, d time.Duration) error
 }
 
 // settings collect the options of New.
@@ -244,6 +249,10 @@ type Error struct {
 	Message    string
 	// RequestID is API Gateway's request id, when the answer has one.
 	RequestID string
+	// RetryAfter is how long the server asked the caller to wait before
+	// it sends the request again (the answer's Retry-After, in seconds or
+	// as an HTTP date); 0 when it did not say.
+	RetryAfter time.Duration
 }
 
 // Error implements error.
@@ -299,6 +308,11 @@ func (c *Client) resolve(path string) *url.URL {
 // do sends one request and decodes a JSON answer into out; any status
 // outside 2xx is an *Error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.doWith(ctx, method, path, nil, in, out)
+}
+
+// doWith is do with header's values sent besides the client's own.
+func (c *Client) doWith(ctx context.Context, method, path string, header http.Header, in, out any) error {
 	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -315,6 +329,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		req.Header.Set("Content-Type", "application/json")
 	} else {
 		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
@@ -345,7 +364,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // errorOf reads an error answer: agentgate's {"error":{code,message}},
 // API Gateway's {"message"} or {"Message"}, or anything else.
 func errorOf(resp *http.Response, b []byte) *Error {
-	e := &Error{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Amzn-Requestid")}
+	e := &Error{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Amzn-Requestid"), RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	var ours struct {
 		Error *struct {
 			Code    string `json:"code"`
@@ -368,4 +387,23 @@ func errorOf(resp *http.Response, b []byte) *Error {
 		e.Message = http.StatusText(resp.StatusCode)
 	}
 	return e
+}
+
+// retryAfter reads a Retry-After header at now: a number of seconds or an
+// HTTP date; 0 for none, a time past or anything else.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(math.MaxInt64/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }

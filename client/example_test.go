@@ -45,6 +45,22 @@ func ExampleClient_StartRun() {
 	fmt.Println(run.ID, run.Status) // QUEUED: the worker runs asynchronously
 }
 
+// A job that may be run again after a crash keeps its key with its work,
+// so the second run of the job gets the first one's run instead of
+// starting a second agent.
+func ExampleWithIdempotencyKey() {
+	c, _ := client.New("http://127.0.0.1:8080", client.WithBearerToken(os.Getenv("AGENTGATE_TOKEN")))
+	key := "pricing-update-OPS-12" // or client.NewIdempotencyKey(), saved with the job
+	run, err := c.StartRun(context.Background(), client.StartRunRequest{
+		Prompt:    "Update the Team price on the pricing page to 12 EUR.",
+		Approvers: []string{"ops@example.com"},
+	}, client.WithIdempotencyKey(key))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(run.ID, run.Status)
+}
+
 // Wait for the run to ask for approval, show what it wants to do, and
 // approve exactly the turn that was shown.
 func ExampleClient_Wait() {

@@ -2,20 +2,85 @@ package client
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"time"
 )
 
+// IdempotencyKeyHeader is the header of POST /runs that names a start, so
+// that the same request sent again gets the run the first one created.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// startAttempts is how often StartRun sends its request at most.
+const startAttempts = 4
+
+// maxStartRetryAfter is the longest Retry-After StartRun waits out before
+// it sends a start again; an answer that asks for longer is returned.
+const maxStartRetryAfter = time.Minute
+
+// StartOption configures one StartRun call.
+type StartOption func(*startSettings)
+
+type startSettings struct {
+	key string
+}
+
+// WithIdempotencyKey starts the run under key (the Idempotency-Key header:
+// 1 to 255 visible ASCII characters, such as a UUID; see the README's
+// "Starting a run at most once"). StartRun called again with the same key
+// and the same request, by this process or another with the same
+// credentials, gets the run the first call created, as it is now, for as
+// long as the server keeps that run; with another request it is refused
+// (422). Use a new key for each new run. Without it StartRun makes a
+// random key for its own retries, which protects them but not a caller
+// that calls StartRun again.
+func WithIdempotencyKey(key string) StartOption {
+	return func(s *startSettings) { s.key = key }
+}
+
+// NewIdempotencyKey returns a random key for WithIdempotencyKey (a
+// version 4 UUID). Keep it with the work the run is for, so that a retry
+// after a crash sends the same key.
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
 // StartRun starts a run (POST /runs). The answer comes at once, with the
 // run QUEUED; use Wait to follow it.
-func (c *Client) StartRun(ctx context.Context, req StartRunRequest) (*Run, error) {
+//
+// Every start is sent under an idempotency key (WithIdempotencyKey's, else
+// a random one), so StartRun retries what may have reached the server
+// without risking a second run: an unreachable server or a lost answer,
+// throttling (429), a server error (5xx) and a conflict with a concurrent
+// start under the same key (409), up to 4 attempts, the pause doubling
+// from the poll interval (WithPollInterval), while ctx lasts. An answer
+// that says when to come back (Retry-After) is not sent again before then;
+// one that asks for more than a minute, or for longer than ctx has left,
+// is returned at once (Error.RetryAfter). An answer to a retry may be the
+// run as the first attempt created it and the worker has moved it on
+// since.
+func (c *Client) StartRun(ctx context.Context, req StartRunRequest, opts ...StartOption) (*Run, error) {
+	var set startSettings
+	for _, o := range opts {
+		o(&set)
+	}
+	if set.key == "" {
+		set.key = NewIdempotencyKey()
+	}
 	// Go's nil slice encodes as null, which the API refuses as a wrong
 	// type; sent empty, a missing approver or block gets the API's own
 	// answer ("at least one approver").
@@ -37,11 +102,70 @@ func (c *Client) StartRun(ctx context.Context, req StartRunRequest) (*Run, error
 	if req.WebhookEvents != nil {
 		body.WebhookEvents = &req.WebhookEvents
 	}
-	var r Run
-	if err := c.do(ctx, "POST", "/runs", body, &r); err != nil {
-		return nil, err
+	// Encoded once: every attempt sends the same bytes.
+	encoded, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	return &r, nil
+	header := http.Header{IdempotencyKeyHeader: {set.key}}
+	delay := c.pollMin
+	for attempt := 1; ; attempt++ {
+		var r Run
+		err := c.doWith(ctx, "POST", "/runs", header, json.RawMessage(encoded), &r)
+		if err == nil {
+			return &r, nil
+		}
+		if attempt == startAttempts || ctx.Err() != nil || !startRetryable(err) {
+			return nil, err
+		}
+		pause := delay/2 + rand.N(delay/2+1) //nolint:gosec // jitter of a retry delay, not a secret
+		if e := (*Error)(nil); errors.As(err, &e) && e.RetryAfter > 0 {
+			// The server said when to come back: not before then, and
+			// not at all when that is past ctx's end or StartRun's
+			// patience (the caller reads Error.RetryAfter).
+			if e.RetryAfter > maxStartRetryAfter {
+				return nil, err
+			}
+			if end, ok := ctx.Deadline(); ok && time.Until(end) < e.RetryAfter {
+				return nil, err
+			}
+			pause = max(pause, e.RetryAfter)
+		}
+		if c.wait(ctx, pause) != nil {
+			return nil, err
+		}
+		delay = min(delay*2, c.pollMax)
+	}
+}
+
+// wait pauses d, or until ctx ends (its error).
+func (c *Client) wait(ctx context.Context, d time.Duration) error {
+	if c.pause != nil {
+		return c.pause(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// startRetryable reports whether a start that failed with err, while its
+// ctx lives, may be sent again under its idempotency key: throttling, a
+// server error, a conflict with another request under the key that was
+// still being written, and every failure to get an answer (an unreachable
+// server, a dropped connection, the HTTP client's own timeout, which
+// wraps context.DeadlineExceeded though ctx has not ended: the very case
+// of a start whose run may exist).
+func startRetryable(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.StatusCode == http.StatusConflict || e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+	}
+	return true
 }
 
 // startRunBody is the body StartRun sends: req, with the lists whose

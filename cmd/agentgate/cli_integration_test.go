@@ -25,7 +25,7 @@ import (
 
 // TestCLIStoryOnMoto runs the CLI story on DynamoDB+S3 (moto): start, the
 // approver's inbox, show with the diff, approve the digest shown (the inbox
-// empties), wait, events; every exchange
+// empties), wait, events, a start rerun under its idempotency key; every exchange
 // validated against openapi.yaml, so the AWS adapters' answers are held to
 // the same contract as the embedded store's.
 func TestCLIStoryOnMoto(t *testing.T) {
@@ -72,6 +72,12 @@ func TestCLIStoryOnMoto(t *testing.T) {
 	}
 	if code, _, serr := e.cli("alice", "runs", "cancel", r.ID); code != 1 || !strings.Contains(serr, "HTTP 409") {
 		t.Fatalf("cancel a completed run: exit %d %s", code, serr)
+	}
+	// A start rerun under its key (its answer lost) prints the run the
+	// first started: the key item is read back from the table.
+	keyed := []string{"runs", "start", "--prompt", "update the Team price", "--approver", "bob", "--idempotency-key", "cli-story-1"}
+	if first, again := e.runJSON("alice", keyed...), e.runJSON("alice", keyed...); again.ID != first.ID {
+		t.Fatalf("runs start rerun under its key: run %s, then %s; want one run", first.ID, again.ID)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/client"
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
 )
 
@@ -47,6 +48,13 @@ func runsVerbs() map[string]subcommand {
 				if err := checkTimeout(start.timeout); err != nil {
 					return err // before the run is started
 				}
+				var opts []client.StartOption
+				if start.given("idempotency-key") {
+					if !runs.ValidIdempotencyKey(start.idempotencyKey) {
+						return usagef("--idempotency-key %q: give 1 to %d visible ASCII characters ('!' to '~', no spaces), such as a UUID", start.idempotencyKey, runs.MaxIdempotencyKeyBytes)
+					}
+					opts = append(opts, client.WithIdempotencyKey(start.idempotencyKey))
+				}
 				req, err := start.request()
 				if err != nil {
 					return err
@@ -55,7 +63,7 @@ func runsVerbs() map[string]subcommand {
 				if err != nil {
 					return err
 				}
-				r, err := c.StartRun(ctx, req)
+				r, err := c.StartRun(ctx, req, opts...)
 				if err != nil {
 					return err
 				}
@@ -273,6 +281,7 @@ type startFlags struct {
 	maxTokens                              int64
 	denialEndsRun, fourEyes, wait          bool
 	timeout                                time.Duration
+	idempotencyKey                         string
 	fs                                     *flag.FlagSet // to tell a flag given as 0 from one not given
 }
 
@@ -296,6 +305,7 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.clientTools, "client-tools", "", "tools you execute yourself: a JSON array of {name, description, input_schema, effect, requires_approval} (- for standard input)")
 	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you: a principal, or group:<name> for the members of a directory group (repeatable)")
 	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results ("+toolResultsTTLRange+"; default "+shortDuration(service.DefaultToolResultsTTL)+")")
+	fs.StringVar(&s.idempotencyKey, "idempotency-key", "", "start the run at most once under this key (such as a UUID): run again with the same key and request, the command prints the run the first created (see \"Starting a run at most once\")")
 	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or tool results, or ends; exit 1 if it ends other than COMPLETED")
 	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (0: wait without a limit)")
 }

@@ -423,6 +423,8 @@ func TestConflictingOrInvalidFlagsAreRefused(t *testing.T) {
 		{[]string{"runs", "decide", "r1", "--digest", "d", "--call", "c1=edit:@" + write("e.txt", "not json")}, "is not JSON"},
 		{[]string{"runs", "tool-results", "r1", "--results", write("r.json", `[{"call_id":"c1","colour":"red"}]`)}, `--results: json: unknown field "colour"`},
 		{[]string{"runs", "wait", "r1", "--timeout", "-1s"}, "--timeout -1s"},
+		{[]string{"runs", "start", "--prompt", "x", "--approver", "bob", "--idempotency-key", "two words"}, `--idempotency-key "two words": give 1 to 255 visible ASCII characters`},
+		{[]string{"runs", "start", "--prompt", "x", "--approver", "bob", "--idempotency-key", ""}, `--idempotency-key "": give 1 to 255`},
 		{[]string{"approvals", "list", "--limit", "-1"}, "--limit -1"},
 		{[]string{"runs", "events", "r1", "--limit", "-1"}, "--limit -1"},
 		{[]string{"runs", "events", "r1", "--after", "-3"}, "--after -3"},

@@ -88,8 +88,8 @@ func TestWebACLProtectsTheStage(t *testing.T) {
 	if got := render(lp["LogDestinationConfigs"]); got != "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:aws-waf-logs-Agentgate" {
 		t.Errorf("WAF log destination %s", got)
 	}
-	if got, want := render(lp["RedactedFields"]), "{UriPath={}} | {SingleHeader={Name=authorization}} | {SingleHeader={Name=x-amz-security-token}}"; got != want {
-		t.Errorf("WAF logs redact %s, want %s (approval tokens are in the path)", got, want)
+	if got, want := render(lp["RedactedFields"]), "{UriPath={}} | {SingleHeader={Name=authorization}} | {SingleHeader={Name=x-amz-security-token}} | {SingleHeader={Name=idempotency-key}}"; got != want {
+		t.Errorf("WAF logs redact %s, want %s (approval tokens are in the path, a start's Idempotency-Key in its header)", got, want)
 	}
 	if got := render(lp["LoggingFilter"]); !strings.Contains(got, "DefaultBehavior=DROP") || !strings.Contains(got, "Action=BLOCK") {
 		t.Errorf("WAF logging filter %s, want blocked requests only", got)

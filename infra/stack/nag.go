@@ -131,7 +131,7 @@ func acceptedFindings(st awscdk.Stack, p AgentgateStackProps, b built) []suppres
 		runIDs   = "run ids (and the SHA-256 names of state blobs) are created at run time, so one prefix of the one bucket is as narrow as a role can be written; which run a call touches is decided by the run row the function holds a lease on"
 		noVPC    = "the functions reach only AWS service endpoints (DynamoDB, S3, KMS, SES, Lambda, Bedrock, Secrets Manager) and, for an openai:/anthropic: model, the provider over the internet; a VPC would add NAT gateways or seven interface endpoints and cold-start time and protect no private resource"
 		noDLQ    = "failed asynchronous invocations go to the on-failure destination of the function's event-invoke config (the FailedEvents queue, alarmed), which AWS recommends over a dead-letter queue: its records carry the error and the request context, a DLQ's only the event; both would record every failure twice"
-		noCMKLog = "CloudWatch Logs encrypts these groups at rest with AWS-owned keys; they hold no prompts, tool arguments or tokens (functions log run ids and outcomes, access logs the route template, execution logs run at ERROR, WAF logs redact the path and credentials), so a customer managed key would add a key and a key policy without protecting secret data"
+		noCMKLog = "CloudWatch Logs encrypts these groups at rest with AWS-owned keys; they hold no prompts, tool arguments or tokens (functions log run ids and outcomes, access logs the route template, execution logs run at ERROR, WAF logs redact the path, credentials and idempotency keys), so a customer managed key would add a key and a key policy without protecting secret data"
 	)
 	out := []suppression{
 		// IAM: the policies are written statement by statement in iam.go.

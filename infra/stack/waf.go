@@ -39,8 +39,11 @@ var countedCommonRules = []string{
 const approvalPathMarker = "/approvals/"
 
 // wafLogRedactedHeaders are request headers WAF logs must not hold: the
-// SigV4 signature and a caller's session token.
-var wafLogRedactedHeaders = []string{"authorization", "x-amz-security-token"}
+// SigV4 signature, a caller's session token, and the Idempotency-Key of
+// POST /runs (a caller's name for a start, which agentgate itself stores
+// only hashed and never logs: a key may be an order number or another
+// value the caller keeps private).
+var wafLogRedactedHeaders = []string{"authorization", "x-amz-security-token", "idempotency-key"}
 
 // webACL is the web ACL, its association with the stage and its logging.
 type webACL struct {
@@ -119,8 +122,8 @@ func newWebACL(st awscdk.Stack, p AgentgateStackProps, api restAPI) webACL {
 	})
 	assoc.Node().AddDependency(stage)
 
-	// WAF logs blocked requests only, with the URI path (approval tokens)
-	// and the request's AWS credentials redacted. WAF requires the
+	// WAF logs blocked requests only, with the URI path (approval tokens),
+	// the request's AWS credentials and its idempotency key redacted. WAF requires the
 	// aws-waf-logs- prefix and the ARN without the trailing ":*".
 	name := "aws-waf-logs-" + *st.StackName()
 	logs := awslogs.NewLogGroup(st, jsii.String("WafLogs"), &awslogs.LogGroupProps{

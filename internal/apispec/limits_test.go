@@ -56,6 +56,7 @@ var limitConstants = map[string]int{
 	"runs.MaxToolResultSize":           runs.MaxToolResultSize,
 	"runs.MaxToolResultsSize":          runs.MaxToolResultsSize,
 	"runs.MaxHandOverCallsSize":        runs.MaxHandOverCallsSize,
+	"runs.MaxIdempotencyKeyBytes":      runs.MaxIdempotencyKeyBytes,
 }
 
 // limitRow matches a row of the README's limits table: what, the number,
@@ -151,5 +152,34 @@ func TestSpecWindowsAreTheServersRanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSpecIdempotencyKeyIsTheServersRule: the spec's Idempotency-Key
+// accepts exactly the keys the server does (runs.ValidIdempotencyKey), its
+// longest being the server's constant.
+func TestSpecIdempotencyKeyIsTheServersRule(t *testing.T) {
+	doc, err := apispec.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := doc.Components.Parameters["IdempotencyKey"]
+	if p == nil || p.Value == nil || p.Value.In != "header" || p.Value.Name != httpapi.IdempotencyKeyHeader || p.Value.Required {
+		t.Fatalf("components/parameters/IdempotencyKey: want the optional header %s, got %+v", httpapi.IdempotencyKeyHeader, p)
+	}
+	s := p.Value.Schema.Value
+	if s.MaxLength == nil || *s.MaxLength != runs.MaxIdempotencyKeyBytes {
+		t.Errorf("maxLength %v, want runs.MaxIdempotencyKeyBytes = %d", s.MaxLength, runs.MaxIdempotencyKeyBytes)
+	}
+	keys := []string{"", "a", "!", "~", "k 1", "k\t", "k\x7f", "caf\u00e9", `"quoted"`, "8e03978e-40d5-43e8-bc93-6894a57f9324",
+		strings.Repeat("k", runs.MaxIdempotencyKeyBytes), strings.Repeat("k", runs.MaxIdempotencyKeyBytes+1)}
+	for c := byte(0); c < 128; c++ {
+		keys = append(keys, "k"+string(rune(c)))
+	}
+	for _, k := range keys {
+		specOK := s.VisitJSON(k) == nil
+		if want := runs.ValidIdempotencyKey(k); specOK != want {
+			t.Errorf("key %q: the spec accepts it %v, the server %v", k, specOK, want)
+		}
 	}
 }

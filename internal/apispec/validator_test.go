@@ -50,7 +50,7 @@ func TestValidatorCatches(t *testing.T) {
 		{"missing Location", exchange(t, "POST", "/runs", start, 202, apiHeaders(), runJSON), "Location"},
 		{"Location under the stage", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/v1/runs/r1"), runJSON), ""},
 		{"Location to another host", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "//evil.example/runs/r1"), runJSON), "Location"},
-		{"undeclared status", exchange(t, "POST", "/runs", start, 409, apiHeaders(), errBody("conflict")), "status is not supported"},
+		{"undeclared status", exchange(t, "POST", "/runs", start, 410, apiHeaders(), errBody("gone")), "status is not supported"},
 		{"undescribed field", exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/runs/r1"),
 			strings.Replace(runJSON, `"version":1`, `"version":1,"colour":"red"`, 1)), "does not describe this response"},
 		{"wrong content type", exchange(t, "GET", "/runs/r1", "", 200, http.Header{"Content-Type": {"text/plain"},

@@ -29,6 +29,9 @@ type Caller struct {
 	Token string
 	// HTTP sends the requests; nil: http.DefaultClient.
 	HTTP *http.Client
+	// Header holds headers sent with every request besides those Send
+	// sets (an Idempotency-Key, say); nil: none.
+	Header http.Header
 }
 
 // Response is one answer of the API.
@@ -72,6 +75,11 @@ func (c *Caller) Send(ctx context.Context, method, path, ctype, body string) (Re
 	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, rd)
 	if err != nil {
 		return Response{}, err
+	}
+	for k, vs := range c.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -181,8 +183,21 @@ func viewOf(r *runs.Run, dir *identity.Directory) RunView {
 	return v
 }
 
+// IdempotencyKeyHeader is the request header of POST /runs that names a
+// start, so that the same request sent again (after a lost answer) gets
+// the run the first one created instead of a second run.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader is set to "true" on the answer to a start that an earlier
+// request under the same idempotency key answered: no run was created.
+const ReplayedHeader = "Idempotent-Replayed"
+
 func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	who, err := requireIdentity(req)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	key, err := idempotencyKey(req)
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
@@ -191,50 +206,114 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
+	var digest string
+	if key != "" {
+		if digest, err = requestDigest(req); err != nil {
+			return events.APIGatewayProxyResponse{}, err
+		}
+	}
+	in, err := a.judgeStart(ctx, who, &sr, given)
+	if err != nil {
+		if key == "" {
+			return events.APIGatewayProxyResponse{}, err
+		}
+		// A request sent again gets the run the first one created even if
+		// it would be refused now (the policy, the directory or a webhook
+		// target's address may have changed since, and the run stands):
+		// the key is read here, where a request is refused, and not before
+		// every start (the Go client sends every start under a key).
+		return a.replayRefused(ctx, req, who, key, digest, err)
+	}
+	in.IdempotencyKey, in.RequestSHA256 = key, digest
+	// Under a key the write comes first: it stores the key on the
+	// condition that it is new, and reads the key only when that condition
+	// refuses it (the request was sent again, or concurrently).
+	r, replayed, err := a.Store.Start(ctx, in)
+	if err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	if replayed {
+		// An earlier or concurrent request under the key created the run
+		// and dispatched its worker (or left it to the sweep, as below).
+		return a.startedResponse(req, r, true), nil
+	}
+	log := a.log().With("run_id", r.ID)
+	log.InfoContext(ctx, "run created", "approvers", len(r.Approvers), "idempotency_key", key != "")
+	if err := a.Dispatch.Dispatch(ctx, service.NewJob(service.JobRun, r)); err != nil {
+		// The run is durable; purge re-dispatches a run left QUEUED.
+		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
+	}
+	return a.startedResponse(req, r, false), nil
+}
+
+// replayRefused answers a start under an idempotency key that was refused
+// as judged now (refused): with the run the key started if the request is
+// the one that started it, the refusal of a key reused for another request
+// (422 naming the run) if it is not, and refused when the key started no
+// run. A caller that is no principal gets refused without a look-up: it
+// started nothing.
+func (a *API) replayRefused(ctx context.Context, req events.APIGatewayProxyRequest, who, key, digest string, refused error) (events.APIGatewayProxyResponse, error) {
+	if _, err := identity.Parse(who); err != nil {
+		return events.APIGatewayProxyResponse{}, refused
+	}
+	r, err := a.Store.KeyedRun(ctx, who, key, digest)
+	switch {
+	case err == nil:
+		return a.startedResponse(req, r, true), nil
+	case runs.ErrorCode(err) == runs.ENotFound:
+		return events.APIGatewayProxyResponse{}, refused
+	}
+	return events.APIGatewayProxyResponse{}, err
+}
+
+// judgeStart checks a start request sr of caller who (given: the members
+// the body wrote out) against the contract, the deployment's models and
+// tools, the directory and the policy, and returns the run it starts.
+func (a *API) judgeStart(ctx context.Context, who string, sr *service.StartRequest, given map[string]bool) (runs.NewRun, error) {
 	if sr.RequiredApprovals == 0 && given["/required_approvals"] {
 		// 0 is how the request type spells "not given" (the policy's
 		// number); written out, it is below the spec's minimum of 1.
-		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)
+		return runs.NewRun{}, errorf(runs.EInvalid, "required_approvals must be between 1 and %d", policy.MaxRequiredApprovals)
 	}
 	if sr.WebhookURL == "" && given["/webhook_url"] {
 		// "" is how the request type spells "no webhook"; written out, it
 		// is no URI (format: uri) and most likely a value the caller
 		// forgot to fill in.
-		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url is empty: give an absolute https URL, or leave it out for no webhooks")
+		return runs.NewRun{}, errorf(runs.EInvalid, "webhook_url is empty: give an absolute https URL, or leave it out for no webhooks")
 	}
 	for i, m := range sr.Messages {
 		if m.Content == nil {
 			// The contract's Message requires content (an array; null
 			// and a missing member decode alike). Found by FuzzStartRun.
-			return events.APIGatewayProxyResponse{}, errorf(runs.EBadRequest, "body is not valid: messages[%d].content is required (an array of blocks)", i)
+			return runs.NewRun{}, errorf(runs.EBadRequest, "body is not valid: messages[%d].content is required (an array of blocks)", i)
 		}
 		if len(m.Content) == 0 {
 			// Every provider refuses a message without content: the run
 			// would only fail at its first model call.
-			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "messages[%d].content is empty; a message holds at least one block", i)
+			return runs.NewRun{}, errorf(runs.EInvalid, "messages[%d].content is empty; a message holds at least one block", i)
 		}
 	}
 	// A tool the run names that this process lacks (its MCP server was
 	// down when the process started, or listed it only later) is looked
 	// for again before the run is refused for it.
 	if err := sr.Validate(a.Tools.Revive(ctx, sr.AllowedTools, false)); err != nil {
-		return events.APIGatewayProxyResponse{}, err
+		return runs.NewRun{}, err
 	}
 	if sr.Model != "" && !slices.Contains(a.AllowedModels, sr.Model) {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
+		return runs.NewRun{}, errorf(runs.EInvalid, "model %q is not allowed here; allowed: %v", sr.Model, a.AllowedModels)
 	}
 	initiator, err := identity.Parse(who)
 	if err != nil {
-		return events.APIGatewayProxyResponse{}, errorf(runs.EForbidden, "the caller %q is not a principal agentgate can compare (e-mail, IAM ARN or local name), so nobody could decide its runs", who)
+		return runs.NewRun{}, errorf(runs.EForbidden, "the caller %q is not a principal agentgate can compare (e-mail, IAM ARN or local name), so nobody could decide its runs", who)
 	}
-	fourEyes, err := a.checkRunPolicy(initiator, &sr)
+	fourEyes, err := a.checkRunPolicy(initiator, sr)
 	if err != nil {
-		return events.APIGatewayProxyResponse{}, err
+		return runs.NewRun{}, err
 	}
 	sub := sr.Subscription()
 	if sub != nil {
 		if a.Webhooks == nil {
-			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: this deployment does not deliver webhooks (no signing secret configured)")
+			return runs.NewRun{}, errorf(runs.EInvalid, "webhook_url: this deployment does not deliver webhooks (no signing secret configured)")
 		}
 		if _, err := a.Webhooks.Policy.CheckTarget(ctx, a.Webhooks.Resolver, sub.URL); err != nil {
 			// Only a refusal's own message (written for the caller, naming
@@ -242,9 +321,9 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 			// internal error.
 			var refused *webhook.TargetError
 			if !errors.As(err, &refused) {
-				return events.APIGatewayProxyResponse{}, fmt.Errorf("check webhook_url: %w", err)
+				return runs.NewRun{}, fmt.Errorf("check webhook_url: %w", err)
 			}
-			return events.APIGatewayProxyResponse{}, errorf(runs.EInvalid, "webhook_url: %s", refused.Message)
+			return runs.NewRun{}, errorf(runs.EInvalid, "webhook_url: %s", refused.Message)
 		}
 	}
 	// The subscription and the tool executors live on the run row, not in
@@ -253,25 +332,75 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	sr.WebhookURL, sr.WebhookEvents, sr.ToolExecutors = "", nil, nil
 	raw, err := json.Marshal(sr)
 	if err != nil {
-		return events.APIGatewayProxyResponse{}, err
+		return runs.NewRun{}, err
 	}
-	r, err := a.Store.Create(ctx, runs.NewRun{
+	return runs.NewRun{
 		Initiator: who, InitiatorPerson: runs.SubjectKey(a.Directory, who), InitiatorKeys: runs.PersonKeys(a.Directory, who),
 		Approvers: sr.Approvers, Request: raw, Webhook: sub,
 		FourEyes: fourEyes, Purpose: sr.Purpose(), Metadata: sr.Metadata, ToolExecutors: executors,
-	})
-	if err != nil {
-		return events.APIGatewayProxyResponse{}, err
-	}
-	log := a.log().With("run_id", r.ID)
-	log.InfoContext(ctx, "run created", "approvers", len(r.Approvers))
-	if err := a.Dispatch.Dispatch(ctx, service.NewJob(service.JobRun, r)); err != nil {
-		// The run is durable; purge re-dispatches a run left QUEUED.
-		log.WarnContext(ctx, "dispatch failed; purge will retry", "err", err)
-	}
+	}, nil
+}
+
+// startedResponse is the answer to POST /runs: 202 with the run, whether
+// this request created it or an earlier one under the same idempotency
+// key did (replayed: Idempotent-Replayed: true, and the run as it is now).
+func (a *API) startedResponse(req events.APIGatewayProxyRequest, r *runs.Run, replayed bool) events.APIGatewayProxyResponse {
 	resp := jsonResponse(http.StatusAccepted, viewOf(r, a.Directory))
 	resp.Headers["Location"] = runLocation(req, r.ID)
-	return resp, nil
+	if replayed {
+		resp.Headers[ReplayedHeader] = "true"
+	}
+	return resp
+}
+
+// idempotencyKey returns the request's Idempotency-Key ("" when it has
+// none). A key that is not 1 to runs.MaxIdempotencyKeyBytes visible ASCII
+// characters, or more than one value of the header, is malformed (400).
+func idempotencyKey(req events.APIGatewayProxyRequest) (string, error) {
+	n := 0
+	for k, vs := range req.MultiValueHeaders {
+		if strings.EqualFold(k, IdempotencyKeyHeader) {
+			n += len(vs)
+		}
+	}
+	if n > 1 {
+		return "", errorf(runs.EBadRequest, "%s is given %d times; send it once", IdempotencyKeyHeader, n)
+	}
+	key, spellings := "", 0
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, IdempotencyKeyHeader) {
+			key, spellings = v, spellings+1
+		}
+	}
+	switch {
+	case spellings == 0:
+		return "", nil
+	case spellings > 1:
+		return "", errorf(runs.EBadRequest, "%s is given %d times; send it once", IdempotencyKeyHeader, spellings)
+	}
+	if !runs.ValidIdempotencyKey(key) {
+		return "", errorf(runs.EBadRequest, "%s must be 1 to %d visible ASCII characters ('!' to '~': no spaces), such as a UUID", IdempotencyKeyHeader, runs.MaxIdempotencyKeyBytes)
+	}
+	return key, nil
+}
+
+// requestDigest is the SHA-256 (hex) of the request body's canonical JSON
+// (loop.CanonicalJSON: object members sorted by name at every depth, no
+// insignificant white space, strings re-escaped alike, numbers as
+// written): the request an idempotency key is bound to. Two bodies that
+// differ only in member order or white space are one request.
+func requestDigest(req events.APIGatewayProxyRequest) (string, error) {
+	b, err := body(req, routes.MaxStartBody)
+	if err != nil {
+		return "", err
+	}
+	canon, err := loop.CanonicalJSON(b)
+	if err != nil {
+		// The body decoded strictly as I-JSON; this is not expected.
+		return "", fmt.Errorf("canonical start request: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // runLocation is the Location of a new run: the path the client posted to

@@ -36,9 +36,14 @@ type RowStore interface {
 	Due(ctx context.Context, now time.Time, limit int, cursor string) ([]*Run, string, error)
 	// DeleteRun deletes the run row, all its events, every approval token
 	// a Write issued to the run (found through the run, not through a list
-	// on its row) and the given tokens (Run.TokenHashes of rows written
-	// before). Deleting what does not exist is not an error.
+	// on its row), the given tokens (Run.TokenHashes of rows written
+	// before) and the idempotency key the run was created under, unless
+	// that key names another run by now (Write.ReplaceKeyOf). Deleting
+	// what does not exist is not an error.
 	DeleteRun(ctx context.Context, runID string, tokenHashes []string) error
+	// IdempotencyKey returns the idempotency key with the given hash
+	// (IdempotencyKeyHash), read strongly consistently. Codes: ENotFound.
+	IdempotencyKey(ctx context.Context, hash string) (*IdempotencyKey, error)
 	// Inbox returns up to limit entries indexed under the approver key, in
 	// InboxKey order (newest suspension first, then run id), and a cursor
 	// for the next page ("" when there is none). Its cost grows with that
@@ -97,6 +102,14 @@ type Write struct {
 	// one item of a transaction; the embedded store refuses it too, so the
 	// unit tests find it).
 	DropInbox []InboxKey
+	// IdempotencyKey, only with Create (and its run_started event), is
+	// stored naming the new run (its RunID is Run.ID); no key with its
+	// hash may be stored yet, unless ReplaceKeyOf is set and the stored
+	// key names that run (one no longer stored: the key outlived it). The
+	// adapter records it under the run, so that DeleteRun finds it. A
+	// write without it stores nothing more.
+	IdempotencyKey *IdempotencyKey
+	ReplaceKeyOf   string
 
 	// keepNotice, set by Suspend, has the write keep the number after its
 	// events for the suspension's notified event (Run.NoticeSeq). The

@@ -25,6 +25,14 @@ const (
 	// tokenListPrefix starts the sort key of a token list item: the hashes
 	// of tokens issued by a write without events, in the run's partition.
 	tokenListPrefix = "TOKENS#"
+	// idemKeyPrefix and idemKeySK key an idempotency key:
+	// pk=IDEMKEY#<hash>, sk=IDEMKEY.
+	idemKeyPrefix = "IDEMKEY#"
+	idemKeySK     = "IDEMKEY"
+	// idemKeyAttr names, on the first event item of the write that
+	// created a run under an idempotency key, that key's hash, for
+	// DeleteRun (never part of an event as read).
+	idemKeyAttr = "idempotency_key"
 	// tokenHashesAttr lists, on an item of the run's partition (the first
 	// event of the write that issued them, or a token list item), the
 	// hashes of approval tokens issued to the run, for DeleteRun. Rows
@@ -40,10 +48,11 @@ const (
 	ttlGrace = 7 * 24 * time.Hour
 )
 
-func runPK(id string) string     { return runPrefix + id }
-func eventSK(seq int64) string   { return fmt.Sprintf("%s%020d", eventPrefix, seq) }
-func tokenPK(hash string) string { return tokenPrefix + hash }
-func duePK(shard int) string     { return fmt.Sprintf("%s%d", duePrefix, shard) }
+func runPK(id string) string       { return runPrefix + id }
+func eventSK(seq int64) string     { return fmt.Sprintf("%s%020d", eventPrefix, seq) }
+func tokenPK(hash string) string   { return tokenPrefix + hash }
+func idemKeyPK(hash string) string { return idemKeyPrefix + hash }
+func duePK(shard int) string       { return fmt.Sprintf("%s%d", duePrefix, shard) }
 
 // inboxPK is the partition of an approver's inbox entries.
 func inboxPK(approver string) string { return inboxPrefix + approver }
@@ -258,6 +267,29 @@ type eventItem struct {
 	Actor       string   `dynamodbav:"actor,omitempty"`
 	Data        string   `dynamodbav:"data,omitempty"`
 	TokenHashes []string `dynamodbav:"token_hashes,omitempty"`
+	// IdempotencyKey, on the first item of the write that created the run
+	// under an idempotency key, is that key's hash.
+	IdempotencyKey string `dynamodbav:"idempotency_key,omitempty"`
+}
+
+// idemKeyItem is the stored form of an idempotency key. It has no TTL:
+// DeleteRun deletes it with its run (a key that outlives its run, its row
+// deleted by the TTL backstop, is taken over by the next start under it).
+type idemKeyItem struct {
+	key
+	RunID         string `dynamodbav:"run_id"`
+	RequestSHA256 string `dynamodbav:"request_sha256"`
+	CreatedAt     int64  `dynamodbav:"created_at"`
+}
+
+func newIdemKeyItem(k runs.IdempotencyKey) idemKeyItem {
+	return idemKeyItem{key: key{PK: idemKeyPK(k.Hash), SK: idemKeySK}, RunID: k.RunID, RequestSHA256: k.RequestSHA256, CreatedAt: toMS(k.CreatedAt)}
+}
+
+func (it idemKeyItem) idempotencyKey() *runs.IdempotencyKey {
+	return &runs.IdempotencyKey{
+		Hash: it.PK[len(idemKeyPrefix):], RunID: it.RunID, RequestSHA256: it.RequestSHA256, CreatedAt: fromMS(it.CreatedAt),
+	}
 }
 
 // batchEvent is one event inside an event item's Events.

@@ -170,6 +170,9 @@ func (t *Table) PrimeRow(r *runs.Run) {
 // changes, else one TransactWriteItems (row, the row's parts that changed,
 // events, new tokens, token use, inbox entries).
 func (t *Table) Write(ctx context.Context, w runs.Write) error {
+	if k := w.IdempotencyKey; k != nil && (!w.Create || k.RunID != w.Run.ID || len(w.Events) == 0) {
+		return fmt.Errorf("an idempotency key is stored only by the write that creates its run, with its event (run %s)", w.Run.ID)
+	}
 	row, apart, parts, err := t.rowPut(w)
 	if err != nil {
 		return err
@@ -207,6 +210,9 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 		if i == 0 && len(hashes) > 0 {
 			it.TokenHashes = hashes
 		}
+		if i == 0 && w.IdempotencyKey != nil {
+			it.IdempotencyKey = w.IdempotencyKey.Hash
+		}
 		put, err := newPut(t.name, it)
 		if err != nil {
 			return err
@@ -222,6 +228,13 @@ func (t *Table) Write(ctx context.Context, w runs.Write) error {
 	}
 	for _, tok := range w.NewTokens {
 		put, err := newPut(t.name, newTokenItem(tok))
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Put: put})
+	}
+	if w.IdempotencyKey != nil {
+		put, err := t.idemKeyPut(w)
 		if err != nil {
 			return err
 		}
@@ -356,6 +369,45 @@ var notExists = sync.OnceValues(func() (notExistsExpr, error) {
 type notExistsExpr struct {
 	cond  string
 	names map[string]string
+}
+
+// idemKeyPut is the Put of w's idempotency key: on the condition that no
+// key with its hash exists or, when w takes the key over from a run no
+// longer stored (ReplaceKeyOf), that the stored key names that run.
+func (t *Table) idemKeyPut(w runs.Write) (*types.Put, error) {
+	if w.ReplaceKeyOf == "" {
+		return newPut(t.name, newIdemKeyItem(*w.IdempotencyKey))
+	}
+	item, err := attributevalue.MarshalMap(newIdemKeyItem(*w.IdempotencyKey))
+	if err != nil {
+		return nil, err
+	}
+	cond := expression.Name("pk").AttributeNotExists().Or(expression.Name("run_id").Equal(expression.Value(w.ReplaceKeyOf)))
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return nil, err
+	}
+	return &types.Put{
+		TableName:                 &t.name,
+		Item:                      item,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}, nil
+}
+
+// IdempotencyKey implements runs.RowStore with a strongly consistent
+// GetItem.
+func (t *Table) IdempotencyKey(ctx context.Context, hash string) (*runs.IdempotencyKey, error) {
+	var it idemKeyItem
+	found, err := t.getItem(ctx, idemKeyPK(hash), idemKeySK, "idempotency key", &it)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, runs.Errorf(runs.ENotFound, "idempotency key not found")
+	}
+	return it.idempotencyKey(), nil
 }
 
 // tokenUse marks a token used if it is bound to the run and suspension,
@@ -785,16 +837,19 @@ func validInboxSK(sk string) bool {
 	return true
 }
 
-// DeleteRun implements runs.RowStore: it queries the run's partition (keys
-// and the token hashes its items list: the first event of each write that
-// issued tokens, and the row of a run written before) and deletes the
-// tokens, then the partition's items, the row last, in BatchWriteItem
-// calls; a failure part-way leaves the row, so the next sweep finds the
-// run and deletes the rest.
+// DeleteRun implements runs.RowStore: it queries the run's partition (keys,
+// the token hashes its items list: the first event of each write that
+// issued tokens, and the row of a run written before; and the hash of the
+// idempotency key the run was created under, on its first event item),
+// deletes the idempotency key if it still names the run (a conditional
+// DeleteItem: a key taken over by a later run stays), then the tokens, the
+// partition's items and the row last, in BatchWriteItem calls; a failure
+// part-way leaves the row, so the next sweep finds the run and deletes the
+// rest.
 func (t *Table) DeleteRun(ctx context.Context, runID string, tokenHashes []string) error {
 	expr, err := expression.NewBuilder().
 		WithKeyCondition(expression.Key("pk").Equal(expression.Value(runPK(runID)))).
-		WithProjection(expression.NamesList(expression.Name("pk"), expression.Name("sk"), expression.Name(tokenHashesAttr))).
+		WithProjection(expression.NamesList(expression.Name("pk"), expression.Name("sk"), expression.Name(tokenHashesAttr), expression.Name(idemKeyAttr))).
 		Build()
 	if err != nil {
 		return err
@@ -808,6 +863,7 @@ func (t *Table) DeleteRun(ctx context.Context, runID string, tokenHashes []strin
 		ConsistentRead:            aws.Bool(true),
 	})
 	hashes := slices.Clone(tokenHashes)
+	var idemKeys []string
 	var items, row []map[string]types.AttributeValue
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -817,12 +873,16 @@ func (t *Table) DeleteRun(ctx context.Context, runID string, tokenHashes []strin
 		for _, m := range page.Items {
 			var it struct {
 				key
-				TokenHashes []string `dynamodbav:"token_hashes"`
+				TokenHashes    []string `dynamodbav:"token_hashes"`
+				IdempotencyKey string   `dynamodbav:"idempotency_key"`
 			}
 			if err := attributevalue.UnmarshalMap(m, &it); err != nil {
 				return fmt.Errorf("decode item of run %s: %w", runID, err)
 			}
 			hashes = append(hashes, it.TokenHashes...)
+			if it.IdempotencyKey != "" {
+				idemKeys = append(idemKeys, it.IdempotencyKey)
+			}
 			k, err := keyOf(it.PK, it.SK)
 			if err != nil {
 				return err
@@ -832,6 +892,11 @@ func (t *Table) DeleteRun(ctx context.Context, runID string, tokenHashes []strin
 			} else {
 				items = append(items, k)
 			}
+		}
+	}
+	for _, h := range idemKeys {
+		if err := t.deleteIdemKey(ctx, h, runID); err != nil {
+			return err
 		}
 	}
 	slices.Sort(hashes)
@@ -852,6 +917,30 @@ func (t *Table) DeleteRun(ctx context.Context, runID string, tokenHashes []strin
 		keys = keys[n:]
 	}
 	return nil
+}
+
+// deleteIdemKey deletes the idempotency key with the given hash if it
+// names run runID.
+func (t *Table) deleteIdemKey(ctx context.Context, hash, runID string) error {
+	k, err := keyOf(idemKeyPK(hash), idemKeySK)
+	if err != nil {
+		return err
+	}
+	expr, err := expression.NewBuilder().WithCondition(expression.Name("run_id").Equal(expression.Value(runID))).Build()
+	if err != nil {
+		return err
+	}
+	_, err = t.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 &t.name,
+		Key:                       k,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if err = translate(err); runs.ErrorCode(err) == runs.EConflict {
+		return nil // gone, or another run's by now
+	}
+	return err
 }
 
 // deleteBatch deletes up to 25 keys, resubmitting unprocessed ones with

@@ -28,6 +28,11 @@ var (
 	// bucketRunTokens lists the tokens issued to each run, for DeleteRun:
 	// run id -> nested bucket: token hash -> empty.
 	bucketRunTokens = []byte("runtokens")
+	// bucketKeys holds the idempotency keys runs were started under: key
+	// hash -> IdempotencyKey JSON; bucketRunKeys names each such run's key,
+	// for DeleteRun: run id -> key hash.
+	bucketKeys    = []byte("idemkeys")
+	bucketRunKeys = []byte("runidemkeys")
 )
 
 // DB is a bbolt file holding every run, event, token and state blob, and
@@ -76,7 +81,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs, bucketInbox, bucketRunTokens, bucketDocMarkers} {
+		for _, name := range [][]byte{bucketRuns, bucketEvents, bucketTokens, bucketDue, bucketBlobs, bucketInbox, bucketRunTokens, bucketDocMarkers, bucketKeys, bucketRunKeys} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -208,6 +213,7 @@ type encodedWrite struct {
 	events [][]byte
 	tokens [][]byte
 	inbox  [][]byte
+	key    []byte
 }
 
 func encodeWrite(w runs.Write) (*encodedWrite, error) {
@@ -245,7 +251,81 @@ func encodeWrite(w runs.Write) (*encodedWrite, error) {
 		}
 		e.inbox = append(e.inbox, buf)
 	}
+	if k := w.IdempotencyKey; k != nil {
+		if !w.Create || k.RunID != w.Run.ID {
+			return nil, fmt.Errorf("an idempotency key is stored only by the write that creates its run (run %s)", w.Run.ID)
+		}
+		if e.key, err = json.Marshal(k); err != nil {
+			return nil, fmt.Errorf("encode idempotency key of run %s: %w", w.Run.ID, err)
+		}
+	}
 	return &e, nil
+}
+
+func getKey(tx *bolt.Tx, hash string) (*runs.IdempotencyKey, error) {
+	v := tx.Bucket(bucketKeys).Get([]byte(hash))
+	if v == nil {
+		return nil, nil
+	}
+	var k runs.IdempotencyKey
+	if err := json.Unmarshal(v, &k); err != nil {
+		return nil, fmt.Errorf("decode idempotency key: %w", err)
+	}
+	return &k, nil
+}
+
+// putKey stores the idempotency key of a write that creates its run, if
+// no key with its hash is stored (or the stored one names the run the
+// write takes it over from), and records it under the run.
+func putKey(tx *bolt.Tx, w runs.Write, enc []byte) error {
+	k := w.IdempotencyKey
+	old, err := getKey(tx, k.Hash)
+	if err != nil {
+		return err
+	}
+	if old != nil && (w.ReplaceKeyOf == "" || old.RunID != w.ReplaceKeyOf) {
+		return runs.Errorf(runs.EConflict, "idempotency key of run %s exists", old.RunID)
+	}
+	if err := tx.Bucket(bucketKeys).Put([]byte(k.Hash), enc); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketRunKeys).Put([]byte(w.Run.ID), []byte(k.Hash))
+}
+
+// deleteKey deletes the idempotency key run runID was created under,
+// unless it names another run by now.
+func deleteKey(tx *bolt.Tx, runID string) error {
+	hash := tx.Bucket(bucketRunKeys).Get([]byte(runID))
+	if hash == nil {
+		return nil
+	}
+	k, err := getKey(tx, string(hash))
+	if err != nil {
+		return err
+	}
+	if k != nil && k.RunID == runID {
+		if err := tx.Bucket(bucketKeys).Delete(hash); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketRunKeys).Delete([]byte(runID))
+}
+
+// IdempotencyKey implements runs.RowStore.
+func (db *DB) IdempotencyKey(_ context.Context, hash string) (*runs.IdempotencyKey, error) {
+	var k *runs.IdempotencyKey
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		k, err = getKey(tx, hash)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if k == nil {
+		return nil, runs.Errorf(runs.ENotFound, "idempotency key not found")
+	}
+	return k, nil
 }
 
 // Write implements runs.RowStore in one bbolt transaction (shared with the
@@ -313,6 +393,11 @@ func (db *DB) Write(_ context.Context, w runs.Write) error {
 			}
 			t.UsedAt = u.At
 			if err := put(tokens, []byte(u.Hash), t); err != nil {
+				return err
+			}
+		}
+		if w.IdempotencyKey != nil {
+			if err := putKey(tx, w, enc.key); err != nil {
 				return err
 			}
 		}
@@ -471,6 +556,9 @@ func (db *DB) DeleteRun(_ context.Context, runID string, tokenHashes []string) e
 			if err := dropInbox(tx, keys); err != nil {
 				return err
 			}
+		}
+		if err := deleteKey(tx, runID); err != nil {
+			return err
 		}
 		if err := tx.Bucket(bucketRuns).Delete([]byte(runID)); err != nil {
 			return err

@@ -39,6 +39,9 @@ func newHarness(t *testing.T) runstest.Harness {
 			}))
 			return keys
 		},
+		DropRow: func(t *testing.T, runID string) {
+			require.NoError(t, db.bolt.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRuns).Delete([]byte(runID)) }))
+		},
 		RowSize: func(t *testing.T, runID string) int {
 			n := -1
 			require.NoError(t, db.bolt.View(func(tx *bolt.Tx) error {

@@ -187,6 +187,13 @@ func (e *Env) Harness() runstest.Harness {
 			require.NoError(t, err)
 		},
 		BlobKeys: func(t *testing.T, prefix string) []string { return e.Keys(t, prefix) },
+		DropRow: func(t *testing.T, runID string) {
+			_, err := e.DynamoDB.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{
+				TableName: aws.String(e.Table.Name()),
+				Key:       map[string]dbtypes.AttributeValue{"pk": &dbtypes.AttributeValueMemberS{Value: "RUN#" + runID}, "sk": &dbtypes.AttributeValueMemberS{Value: "RUN"}},
+			})
+			require.NoError(t, err)
+		},
 		RowSize: func(t *testing.T, runID string) int {
 			out, err := e.DynamoDB.GetItem(t.Context(), &dynamodb.GetItemInput{
 				TableName: aws.String(e.Table.Name()), ConsistentRead: aws.Bool(true),
