@@ -65,10 +65,16 @@ fi
 # machine that ran the tests before) reuses the build cache instead of
 # compiling every package again under -race (145 s for the unit phase in a
 # clean clone, 112 s with the cache). No test reads its source file's path.
+# -timeout 30m: go test's default of 10 minutes per package binary is
+# within reach of runs/dynamo's integration tests on a loaded machine
+# (106 s quiet; 446 s in one .ci/run, over 600 s in another that shared
+# the 2 cores with two other builds); the phase times printed at the end
+# show how far a package is from it.
+go_timeout=30m
 unit_rc=0
 if [ "${1:-}" != "integration" ]; then
   echo "== unit tests"
-  phase unit go test -race -trimpath -count=1 $unit_pkgs || unit_rc=$?
+  phase unit go test -race -trimpath -count=1 -timeout $go_timeout $unit_pkgs || unit_rc=$?
 fi
 
 if [ -n "$npm_pid" ]; then
@@ -177,7 +183,7 @@ lane1_pkgs="$(echo "$integration_pkgs" | grep -E "$lane1_re" || true)"
 lane2_pkgs="$(echo "$integration_pkgs" | grep -E "$lane2_re" || true)"
 lane3_pkgs="$(echo "$integration_pkgs" | grep -v -E "$lane1_re|$lane2_re" || true)"
 short() { echo $* | sed 's|github.com/agentgate/agentgate/|./|g'; }
-itest() { go test -race -trimpath -count=1 -p 1 -tags integration -run "$integration_run" "$@"; }
+itest() { go test -race -trimpath -count=1 -timeout $go_timeout -p 1 -tags integration -run "$integration_run" "$@"; }
 if [ ${#lane_endpoints[@]} -eq 0 ]; then
   echo "== integration packages: $mail_pkgs, then $(short $lane3_pkgs $lane2_pkgs $lane1_pkgs)"
   phase "integration (mail suites)" itest $mail_pkgs
