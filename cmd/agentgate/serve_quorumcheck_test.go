@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -99,40 +98,8 @@ func TestServeDrivesAQuorumCheckWithAShortInterval(t *testing.T) {
 
 	serve := func(extra ...string) (url string, stop func()) {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		out := &syncBuffer{}
-		served := make(chan error, 1)
-		args := append([]string{"--addr", "127.0.0.1:0", "--dir", dir, "--model", model, "--policy", policy,
-			"--token", "alice=" + linkAliceToken, "--sweep-every", "1s"}, extra...)
-		go func() { served <- runServe(ctx, args, out) }()
-		banner := regexp.MustCompile(`agentgate serving on (\S+) `)
-		deadline := time.Now().Add(linkWait)
-		for banner.FindStringSubmatch(out.String()) == nil {
-			select {
-			case err := <-served:
-				cancel()
-				t.Fatalf("serve %v ended: %v\n%s", args, err, out.String())
-			case <-time.After(10 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				cancel()
-				t.Fatalf("serve %v did not start within %s\n%s", args, linkWait, out.String())
-			}
-		}
-		stopped := false
-		stop = func() {
-			if stopped {
-				return
-			}
-			stopped = true
-			cancel()
-			assert.NoError(t, <-served)
-			if t.Failed() {
-				t.Logf("serve %v said:\n%s", args, out.String())
-			}
-		}
-		t.Cleanup(stop)
-		return banner.FindStringSubmatch(out.String())[1], stop
+		return startServe(t, append([]string{"--addr", "127.0.0.1:0", "--dir", dir, "--model", model, "--policy", policy,
+			"--token", "alice=" + linkAliceToken, "--sweep-every", "1s"}, extra...))
 	}
 
 	t.Setenv(config.EnvQuorumCheckEvery, "")

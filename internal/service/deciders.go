@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -37,14 +36,10 @@ func (w *Worker) ReviseDeciders(ctx context.Context, r *runs.Run, at time.Time, 
 	if len(failed) == 0 {
 		return next, nil
 	}
-	data, _ := json.Marshal(struct {
-		SuspensionID string   `json:"suspension_id"`
-		Channel      string   `json:"channel"`
-		Failed       []string `json:"failed"`
-	}{next.SuspensionID, "email", failed})
 	// Those whose mail failed, and only they, are mailed again by the
 	// sweep (RetryMail), before or after the run's reminder.
-	recorded, err := w.Store.RecordNotification(ctx, next, runs.Notice{SuspensionID: next.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: data,
+	recorded, err := w.Store.RecordNotification(ctx, next, runs.Notice{SuspensionID: next.SuspensionID, State: runs.NotificationFailed, Actor: "purge",
+		Data:  failedMailData(next.SuspensionID, failed),
 		Retry: failed, RetryAt: w.now().Add(MailRetryDelay)})
 	if err != nil {
 		// The revision is durable; only the retry is lost (the reminder at

@@ -397,6 +397,35 @@ func testFirstMailRecovered(t *testing.T, newStore func(t *testing.T) (runs.RowS
 		assert.Equal(t, r.RemindAt, got.RemindAt)
 	})
 
+	t.Run("a process that sends no mail", func(t *testing.T) {
+		// Without a notifier the first notification is recorded all the
+		// same, with no link and the reason, so the sweep does not come
+		// back for it.
+		rows, states := newStore(t)
+		armed := true
+		e := newNotifyEnv(t, dieAfterSuspending{rows, &armed}, states)
+		e.worker.ApprovalTTL = 24 * time.Hour
+		r := e.crashedHold(t, boxes...)
+		e.worker.Notifier = nil
+		e.clock.Advance(runs.FirstNoticeGrace)
+		tokens := e.tokens
+		sum, err := e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, sum.MailRecovered, "%+v", sum)
+		evs, _, suspendedSeq := e.notices(t, r.ID, runs.EventNotified)
+		require.Len(t, evs, 1)
+		assert.Equal(t, suspendedSeq+1, evs[0].Seq)
+		assert.JSONEq(t, `{"suspension_id":"`+r.SuspensionID+`","channel":"email","recovered":true,"links":0,`+
+			`"not_sent":"no approver who has not voted has a mailbox, or this process sends no mail"}`, string(evs[0].Data))
+		assert.Equal(t, tokens, e.tokens, "no link")
+		got, err := e.store.Get(ctx, r.ID)
+		require.NoError(t, err)
+		assert.Equal(t, runs.NotificationSent, got.Notification)
+		sum, err = e.sweeper.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, sum.MailRecovered, "once: %+v", sum)
+	})
+
 	t.Run("decided before the grace", func(t *testing.T) {
 		// bob decides through the API before the two minutes are over:
 		// the run no longer waits, and nobody is mailed; the number the

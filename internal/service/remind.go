@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 
 	"github.com/agentgate/agentgate/internal/identity"
@@ -19,40 +20,21 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		return nil
 	}
 	reminder := !retriesFirstMail(r)
-	links, grants, err := w.issueLinks(w.unvoted(r)) // reminders go only to those who have not voted
+	links, grants, err := w.issueLinksToUnvoted(r, nil) // reminders go only to those who have not voted
 	if err != nil {
 		return err
 	}
-	var none string
-	if len(links) == 0 {
-		// Recorded all the same, so the sweep does not come back for it.
-		none = "no approver who has not voted has a mailbox"
-	}
-	data, _ := json.Marshal(struct {
-		SuspensionID string `json:"suspension_id"`
-		Channel      string `json:"channel"`
-		Reminder     bool   `json:"reminder"`
-		// Retry marks the retry of a failed first mail, as RetryMail's
-		// notified event is marked.
-		Retry   bool   `json:"retry,omitempty"`
-		Links   int    `json:"links"`
-		NotSent string `json:"not_sent,omitempty"`
-	}{r.SuspensionID, "email", reminder, !reminder, len(links), none})
-	// Tokens first, so every link mailed works the moment it arrives.
-	cur, err := w.Store.Renotify(ctx, r, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationSent, Reminder: reminder, Data: data}, grants)
+	cur, err := w.recordMailToSend(ctx, r, runs.Notice{Reminder: reminder}, sweepMailData{Reminder: &reminder, Retry: !reminder},
+		links, grants, "no approver who has not voted has a mailbox")
 	if err != nil {
 		return err
 	}
-	failed := w.mailLinks(ctx, w.log().With("run_id", r.ID), cur, links, reminder)
+	log := w.log().With("run_id", r.ID)
+	failed := w.mailLinks(ctx, log, cur, links, reminder)
 	if len(failed) == 0 {
 		return nil
 	}
-	fdata, _ := json.Marshal(struct {
-		SuspensionID string   `json:"suspension_id"`
-		Channel      string   `json:"channel"`
-		Failed       []string `json:"failed"`
-	}{r.SuspensionID, "email", failed})
-	notice := runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: fdata}
+	var notice runs.Notice
 	if reminder {
 		// Nothing mails everyone again after the reminder: those whose
 		// reminder failed are mailed once more, alone, by the sweep
@@ -60,14 +42,11 @@ func (w *Worker) Remind(ctx context.Context, r *runs.Run) error {
 		// followed by the reminder instead.
 		notice.Retry, notice.RetryAt, notice.RetryReminder = failed, w.now().Add(MailRetryDelay), true
 	}
-	_, err = w.Store.RecordNotification(ctx, cur, notice)
-	if runs.ErrorCode(err) == runs.EConflict {
-		// The run moved on while the mail went out (a decision, a cancel):
-		// the reminder's links are on record (Renotify wrote them before
-		// any was mailed), and there is nothing left to retry.
-		w.log().WarnContext(ctx, "failed reminder mail not recorded: the run no longer waits on the suspension", "run_id", r.ID, "suspension_id", r.SuspensionID, "failed", len(failed))
-		return nil
-	}
+	// Not recorded when the run moved on while the mail went out (a
+	// decision, a cancel): the reminder's links are on record
+	// (recordMailToSend wrote them before any was mailed), and there is
+	// nothing left to retry.
+	_, err = w.recordFailedMail(ctx, log, cur, failed, notice, "failed reminder mail not recorded: the run no longer waits on the suspension")
 	return err
 }
 
@@ -82,6 +61,93 @@ func (w *Worker) unvoted(r *runs.Run) []identity.Eligible {
 		}
 	}
 	return out
+}
+
+// issueLinksToUnvoted issues a fresh link to each of waiting run r's
+// listed deciders who may still vote and has not (unvoted) and has a
+// mailbox, and, with owed non-nil, only to those whose mailbox owed
+// accepts. It returns the links with the grants to store (issueLinks);
+// none where this process sends no mail (no Notifier or no token source).
+func (w *Worker) issueLinksToUnvoted(r *runs.Run, owed func(mailbox string) bool) ([]approvalLink, []runs.TokenGrant, error) {
+	if w.Notifier == nil {
+		return nil, nil, nil
+	}
+	to := w.unvoted(r)
+	if owed != nil {
+		to = slices.DeleteFunc(to, func(e identity.Eligible) bool { return !owed(e.Mailbox) })
+	}
+	return w.issueLinks(to)
+}
+
+// sweepMailData is the data of the notified event that records approval
+// mail the sweep sends for a waiting run's suspension (recordMailToSend).
+type sweepMailData struct {
+	SuspensionID string `json:"suspension_id"`
+	Channel      string `json:"channel"`
+	// Reminder is set by Remind alone: true for the reminder, false for
+	// the retry of a failed first mail (then Retry is true).
+	Reminder *bool `json:"reminder,omitempty"`
+	// Recovered marks the first mail sent by the sweep, its worker's
+	// record missing (RecoverFirstMail).
+	Recovered bool `json:"recovered,omitempty"`
+	// Retry marks the retry of failed mail: of the first mail (Remind),
+	// or of some approvers' mail (RetryMail).
+	Retry   bool   `json:"retry,omitempty"`
+	Links   int    `json:"links"`
+	NotSent string `json:"not_sent,omitempty"`
+}
+
+// recordMailToSend records the approval mail the sweep is about to send
+// with links for waiting run r's suspension: notice (which mail it is:
+// Reminder, Recovered or Retry), as sent, with data (its flags; the
+// suspension, the channel and the number of links are filled in here) as
+// its notified event and the links' grants, in one write conditional on
+// r's row (runs.Store.Renotify). The tokens are written before any link is
+// mailed, so every link works the moment it arrives. With no link the
+// mail is recorded all the same, with notSent saying why none goes out, so
+// that the sweep does not come back for it. It returns the run as written.
+func (w *Worker) recordMailToSend(ctx context.Context, r *runs.Run, notice runs.Notice, data sweepMailData,
+	links []approvalLink, grants []runs.TokenGrant, notSent string) (*runs.Run, error) {
+	data.SuspensionID, data.Channel, data.Links = r.SuspensionID, "email", len(links)
+	if len(links) == 0 {
+		data.NotSent = notSent
+	}
+	notice.SuspensionID, notice.State = r.SuspensionID, runs.NotificationSent
+	notice.Data, _ = json.Marshal(data)
+	return w.Store.Renotify(ctx, r, notice, grants)
+}
+
+// failedMailData is the data of the notified event that records the
+// approvers of the given suspension whose approval mail failed.
+func failedMailData(suspensionID string, failed []string) json.RawMessage {
+	data, _ := json.Marshal(struct {
+		SuspensionID string   `json:"suspension_id"`
+		Channel      string   `json:"channel"`
+		Failed       []string `json:"failed"`
+	}{suspensionID, "email", failed})
+	return data
+}
+
+// recordFailedMail records that the sweep's approval mail to the approvers
+// failed (not empty) did not go out, on waiting run cur as the mail's
+// record left it (recordMailToSend): notice, whose Retry, RetryAt and
+// RetryReminder say what the sweep does about them (the rest is filled in
+// here), with a notified event by purge naming them. The write is
+// conditional on the row: when the run no longer waits on the suspension
+// (EConflict) nothing is recorded, which is logged as notRecorded and is no
+// error, and cur is returned; otherwise the run as written.
+func (w *Worker) recordFailedMail(ctx context.Context, log *slog.Logger, cur *runs.Run, failed []string, notice runs.Notice, notRecorded string) (*runs.Run, error) {
+	notice.SuspensionID, notice.State, notice.Actor = cur.SuspensionID, runs.NotificationFailed, "purge"
+	notice.Data = failedMailData(cur.SuspensionID, failed)
+	recorded, err := w.Store.RecordNotification(ctx, cur, notice)
+	if runs.ErrorCode(err) == runs.EConflict {
+		log.WarnContext(ctx, notRecorded, "suspension_id", cur.SuspensionID, "failed", len(failed))
+		return cur, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return recorded, nil
 }
 
 // RecoverFirstMail sends the first approval mail of waiting run r's
@@ -102,28 +168,12 @@ func (w *Worker) unvoted(r *runs.Run) []identity.Eligible {
 // notifier or a token source the notification is recorded all the same,
 // with no link, so that the sweep does not come back for it.
 func (w *Worker) RecoverFirstMail(ctx context.Context, r *runs.Run) error {
-	var links []approvalLink
-	var grants []runs.TokenGrant
-	if w.Notifier != nil {
-		var err error
-		if links, grants, err = w.issueLinks(w.unvoted(r)); err != nil {
-			return err
-		}
+	links, grants, err := w.issueLinksToUnvoted(r, nil)
+	if err != nil {
+		return err
 	}
-	var none string
-	if len(links) == 0 {
-		none = "no approver who has not voted has a mailbox, or this process sends no mail"
-	}
-	data, _ := json.Marshal(struct {
-		SuspensionID string `json:"suspension_id"`
-		Channel      string `json:"channel"`
-		// Recovered marks the first mail sent by the sweep, its
-		// worker's record missing.
-		Recovered bool   `json:"recovered"`
-		Links     int    `json:"links"`
-		NotSent   string `json:"not_sent,omitempty"`
-	}{r.SuspensionID, "email", true, len(links), none})
-	cur, err := w.Store.Renotify(ctx, r, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationSent, Recovered: true, Data: data}, grants)
+	cur, err := w.recordMailToSend(ctx, r, runs.Notice{Recovered: true}, sweepMailData{Recovered: true},
+		links, grants, "no approver who has not voted has a mailbox, or this process sends no mail")
 	if err != nil {
 		return err
 	}
@@ -133,16 +183,8 @@ func (w *Worker) RecoverFirstMail(ctx context.Context, r *runs.Run) error {
 	if len(failed) == 0 {
 		return nil
 	}
-	fdata, _ := json.Marshal(struct {
-		SuspensionID string   `json:"suspension_id"`
-		Channel      string   `json:"channel"`
-		Failed       []string `json:"failed"`
-	}{r.SuspensionID, "email", failed})
-	_, err = w.Store.RecordNotification(ctx, cur, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: fdata, RetryAt: w.now().Add(MailRetryDelay)})
-	if runs.ErrorCode(err) == runs.EConflict {
-		log.WarnContext(ctx, "failed approval mail not recorded: the run no longer waits on the suspension", "suspension_id", r.SuspensionID, "failed", len(failed))
-		return nil
-	}
+	_, err = w.recordFailedMail(ctx, log, cur, failed, runs.Notice{RetryAt: w.now().Add(MailRetryDelay)},
+		"failed approval mail not recorded: the run no longer waits on the suspension")
 	return err
 }
 
@@ -166,35 +208,13 @@ func retriesFirstMail(r *runs.Run) bool {
 // MailRetryAt comes; it returns the run as last written.
 func (w *Worker) RetryMail(ctx context.Context, r *runs.Run) (*runs.Run, error) {
 	retry := slices.Clone(r.MailRetry)
-	var links []approvalLink
-	var grants []runs.TokenGrant
-	if w.Notifier != nil && w.NewToken != nil {
-		voted := runs.VotedKeys(w.Directory, r)
-		var owed []identity.Eligible
-		for _, e := range listed(runs.OpenDeciders(w.Directory, r)) {
-			if !voted[e.Subject.Key()] && e.Mailbox != "" && slices.Contains(retry, e.Mailbox) {
-				owed = append(owed, e)
-			}
-		}
-		var err error
-		if links, grants, err = w.issueLinks(owed); err != nil {
-			return nil, err
-		}
+	links, grants, err := w.issueLinksToUnvoted(r, func(mailbox string) bool { return slices.Contains(retry, mailbox) })
+	if err != nil {
+		return nil, err
 	}
-	var none string
-	if len(links) == 0 {
-		// Taken off the list all the same, so the sweep does not come
-		// back for it.
-		none = "none of them may still vote, or this process sends no mail"
-	}
-	data, _ := json.Marshal(struct {
-		SuspensionID string `json:"suspension_id"`
-		Channel      string `json:"channel"`
-		Retry        bool   `json:"retry"`
-		Links        int    `json:"links"`
-		NotSent      string `json:"not_sent,omitempty"`
-	}{r.SuspensionID, "email", true, len(links), none})
-	cur, err := w.Store.Renotify(ctx, r, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationSent, Retry: retry, Data: data}, grants)
+	// With no link, taken off the list all the same.
+	cur, err := w.recordMailToSend(ctx, r, runs.Notice{Retry: retry}, sweepMailData{Retry: true},
+		links, grants, "none of them may still vote, or this process sends no mail")
 	if err != nil {
 		return nil, err
 	}
@@ -212,19 +232,7 @@ func (w *Worker) RetryMail(ctx context.Context, r *runs.Run) (*runs.Run, error) 
 	if len(failed) == 0 {
 		return cur, nil
 	}
-	fdata, _ := json.Marshal(struct {
-		SuspensionID string   `json:"suspension_id"`
-		Channel      string   `json:"channel"`
-		Failed       []string `json:"failed"`
-	}{r.SuspensionID, "email", failed})
 	// Retry without RetryAt: recorded, not retried again.
-	recorded, err := w.Store.RecordNotification(ctx, cur, runs.Notice{SuspensionID: r.SuspensionID, State: runs.NotificationFailed, Actor: "purge", Data: fdata, Retry: failed})
-	if runs.ErrorCode(err) == runs.EConflict {
-		log.WarnContext(ctx, "failed retry of approval mail not recorded: the run no longer waits on the suspension", "suspension_id", r.SuspensionID, "failed", len(failed))
-		return cur, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return recorded, nil
+	return w.recordFailedMail(ctx, log, cur, failed, runs.Notice{Retry: failed},
+		"failed retry of approval mail not recorded: the run no longer waits on the suspension")
 }

@@ -246,30 +246,19 @@ func TestLargePartsAreWrittenWhenTheyChange(t *testing.T) {
 	env := awstest.New(t)
 	e := runstest.NewEnv(t, env.Harness())
 	ctx := t.Context()
-	long := strings.Repeat("Check the figures of every region before the pricing page changes. ", 30)
-	r, err := e.Store.Create(ctx, runs.NewRun{Initiator: "alice", Approvers: []string{"bob"}, Request: json.RawMessage(`{"prompt":` + strconv.Quote(long) + `}`)})
-	require.NoError(t, err)
-	r, err = e.Store.Claim(ctx, r.ID, "w1")
-	require.NoError(t, err)
-	sp, _ := e.Suspension(r, "s1")
-	sp.State.Previews["call-1"] = long
-	r, err = e.Store.Suspend(ctx, r, "w1", sp)
-	require.NoError(t, err)
+	r := suspendedWithLargeParts(t, e)
 
 	table := aws.String(env.Table.Name())
-	partKey := func(name string) map[string]types.AttributeValue {
-		return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + r.ID}, "sk": &types.AttributeValueMemberS{Value: "RUN#" + name}}
-	}
 	mark := func(name string) {
 		t.Helper()
-		_, err := env.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: partKey(name),
+		_, err := env.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: partKey(r.ID, name),
 			UpdateExpression:          aws.String("SET marker = :m"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":m": &types.AttributeValueMemberS{Value: "x"}}})
 		require.NoError(t, err)
 	}
 	marked := func(name string) bool {
 		t.Helper()
-		out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: partKey(name), ConsistentRead: aws.Bool(true)})
+		out, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: partKey(r.ID, name), ConsistentRead: aws.Bool(true)})
 		require.NoError(t, err)
 		require.NotNil(t, out.Item, "the %s is an item of its own", name)
 		_, ok := out.Item["marker"]
@@ -307,4 +296,28 @@ func TestLargePartsAreWrittenWhenTheyChange(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, due, 1)
 	assert.Equal(t, done.Request, due[0].Request, "the sweep reads the parts too")
+}
+
+// suspendedWithLargeParts creates, claims and suspends a run of e whose
+// start request and held-call summary are long enough to be items of their
+// own beside the row (its parts), and returns it as suspended.
+func suspendedWithLargeParts(t *testing.T, e *runstest.Env) *runs.Run {
+	t.Helper()
+	ctx := t.Context()
+	long := strings.Repeat("Check the figures of every region before the pricing page changes. ", 30)
+	r, err := e.Store.Create(ctx, runs.NewRun{Initiator: "alice", Approvers: []string{"bob"}, Request: json.RawMessage(`{"prompt":` + strconv.Quote(long) + `}`)})
+	require.NoError(t, err)
+	r, err = e.Store.Claim(ctx, r.ID, "w1")
+	require.NoError(t, err)
+	sp, _ := e.Suspension(r, "s1")
+	sp.State.Previews["call-1"] = long
+	r, err = e.Store.Suspend(ctx, r, "w1", sp)
+	require.NoError(t, err)
+	return r
+}
+
+// partKey is the key of the item that keeps run runID's part name apart
+// from its row ("request", "pending_calls").
+func partKey(runID, name string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + runID}, "sk": &types.AttributeValueMemberS{Value: "RUN#" + name}}
 }

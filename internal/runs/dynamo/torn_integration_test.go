@@ -4,8 +4,6 @@ package dynamo_test
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
@@ -36,19 +33,10 @@ func TestATornReadOfARowAndItsPartsIsReadAgain(t *testing.T) {
 	env := awstest.New(t)
 	e := runstest.NewEnv(t, env.Harness())
 	ctx := t.Context()
-	long := strings.Repeat("Check the figures of every region before the pricing page changes. ", 30)
-	r, err := e.Store.Create(ctx, runs.NewRun{Initiator: "alice", Approvers: []string{"bob"}, Request: json.RawMessage(`{"prompt":` + strconv.Quote(long) + `}`)})
-	require.NoError(t, err)
-	r, err = e.Store.Claim(ctx, r.ID, "w1")
-	require.NoError(t, err)
-	sp, _ := e.Suspension(r, "s1")
-	sp.State.Previews["call-1"] = long
-	r, err = e.Store.Suspend(ctx, r, "w1", sp)
-	require.NoError(t, err)
+	r := suspendedWithLargeParts(t, e)
 
 	table := aws.String(env.Table.Name())
-	partKey := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + r.ID}, "sk": &types.AttributeValueMemberS{Value: "RUN#pending_calls"}}
-	stored, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: partKey, ConsistentRead: aws.Bool(true)})
+	stored, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: partKey(r.ID, "pending_calls"), ConsistentRead: aws.Bool(true)})
 	require.NoError(t, err)
 	require.NotNil(t, stored.Item, "the held calls are an item of their own")
 	put := func(item map[string]types.AttributeValue) {
