@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/agentgate/agentgate/internal/awswire"
 	"github.com/agentgate/agentgate/internal/dispatch"
 	"github.com/agentgate/agentgate/internal/gateway"
+	"github.com/agentgate/agentgate/internal/identity"
 	"github.com/agentgate/agentgate/internal/routes"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/embedded"
@@ -494,6 +496,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		secretFiles = append(secretFiles, *whFile)
 	}
 	warnReadableSecretFiles(logger, secretFiles)
+	warnOneCallerTwoSpellings(logger, tokens)
 	s, err := startLocal(ctx, serveOptions{addr: *addr, publicURL: *public, dir: *dir, model: *model, tokens: tokens, sweepEvery: *sweep, mailOut: stdout, logger: logger, remote: remote, store: *store, tools: *tools, webhooks: hooks, directory: *directory, policy: *policyFile, segmentBudget: *segment, retention: *retention, quorumCheckEvery: quorumEvery})
 	if err != nil {
 		return err
@@ -577,6 +580,32 @@ func (t *tokenFlag) readFile(path string) error {
 		}
 	}
 	return nil
+}
+
+// warnOneCallerTwoSpellings logs a warning for each caller whose tokens
+// name it in more than one spelling (alice=T1 and ALICE=T2, or two
+// spellings of one e-mail address): principals compare canonically, so
+// those tokens are one caller, who sees the same runs and shares the same
+// idempotency keys. Tokens for one spelling (a rotation) are not warned
+// about; a principal that does not parse is left to the requests.
+func warnOneCallerTwoSpellings(logger *slog.Logger, tokens tokenFlag) {
+	spellings := map[string][]string{}
+	for _, principal := range tokens {
+		p, err := identity.Parse(principal)
+		if err != nil {
+			continue
+		}
+		if !slices.Contains(spellings[p.Key()], principal) {
+			spellings[p.Key()] = append(spellings[p.Key()], principal)
+		}
+	}
+	for _, names := range spellings {
+		if len(names) > 1 {
+			slices.Sort(names)
+			logger.Warn("tokens name one caller in more than one spelling: principals compare canonically (local names and e-mail addresses ignore case, an e-mail address its +tag), so these tokens are one caller, with the same runs and idempotency keys",
+				"principals", names)
+		}
+	}
 }
 
 // warnReadableSecretFiles logs a warning for each file of tokens or

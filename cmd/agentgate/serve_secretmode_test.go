@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,4 +49,32 @@ func TestServeWarnsOfSecretFilesOthersCanRead(t *testing.T) {
 	assert.Contains(t, out, `"file":"`+whsec+`","mode":"0640"`)
 	assert.NotContains(t, out, "aaaaaaaaaaaaaaaa1111", "never the token")
 	assert.NotContains(t, out, secret, "never the secret")
+}
+
+// TestServeWarnsOfOneCallerInTwoSpellings: tokens for alice and ALICE (or
+// two spellings of one e-mail address) are one caller, as principals
+// compare canonically; serve says so at start, naming the spellings and
+// never the tokens. Two tokens for one spelling (a rotation) are not
+// warned about.
+func TestServeWarnsOfOneCallerInTwoSpellings(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	serve := func(lines string) string {
+		t.Helper()
+		tokens := filepath.Join(dir, "tokens")
+		require.NoError(t, os.WriteFile(tokens, []byte(lines), 0o600))
+		out := &syncBuffer{}
+		require.NoError(t, runServe(ctx, []string{"--addr", "127.0.0.1:0", "--dir", filepath.Join(dir, "store"), "--token-file", tokens}, out))
+		return out.String()
+	}
+	const warning = "tokens name one caller in more than one spelling"
+	out := serve("alice=aaaaaaaaaaaaaaaa1111\nalice=aaaaaaaaaaaaaaaa2222\nbob=bbbbbbbbbbbbbbbb1111\n")
+	assert.NotContains(t, out, warning, "one spelling per caller")
+
+	out = serve("alice=aaaaaaaaaaaaaaaa1111\nALICE=aaaaaaaaaaaaaaaa2222\nann@example.com=cccccccccccccccc1111\nAnn+x@Example.com=cccccccccccccccc2222\nbob=bbbbbbbbbbbbbbbb1111\n")
+	assert.Contains(t, out, `"principals":["ALICE","alice"]`)
+	assert.Contains(t, out, `"principals":["Ann+x@Example.com","ann@example.com"]`)
+	assert.Equal(t, 2, strings.Count(out, warning))
+	assert.NotContains(t, out, "aaaaaaaaaaaaaaaa2222", "never the token")
 }
