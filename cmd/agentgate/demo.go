@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -31,6 +33,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
 	}
+	reset := false
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "agentgate-demo-")
 		if err != nil {
@@ -38,6 +41,11 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer os.RemoveAll(d)
 		*dir = d
+	} else {
+		var err error
+		if reset, err = resetDemoPage(*dir); err != nil {
+			return err
+		}
 	}
 	logOut := io.Discard
 	if *verbose {
@@ -56,6 +64,9 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	step := func(format string, a ...any) { fmt.Fprintf(stdout, "\n==> "+format+"\n", a...) }
 
 	step("agentgate is serving on %s (embedded store in %s, scripted model)", s.URL, *dir)
+	if reset {
+		fmt.Fprintf(stdout, "    pricing.md was set back to its demo text: a demo run in this folder before had changed it\n")
+	}
 	step("alice starts a run: update the Team price on the pricing page; approvers: bob and ops@example.com")
 	var run runView
 	if err := c.do("POST", "/runs", alice, map[string]any{
@@ -287,4 +298,24 @@ func firstLine(s, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// resetDemoPage sets the pricing page of a demo folder used before (dir
+// given, its store kept) back to its demo text, so that the demo's story
+// (the page still says 10 EUR until bob approves) holds on every run: the
+// store seeds the demo pages only into a new folder. It reports whether it
+// changed the page; a folder without the page is left as it is.
+func resetDemoPage(dir string) (bool, error) {
+	const page = "pages/pricing.md"
+	path := filepath.Join(dir, "content", filepath.FromSlash(page))
+	b, err := os.ReadFile(path) //nolint:gosec // the demo's own folder
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case string(b) == demoDocuments[page]:
+		return false, nil
+	}
+	return true, os.WriteFile(path, []byte(demoDocuments[page]), 0o600)
 }
