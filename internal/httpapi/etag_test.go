@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -238,4 +239,48 @@ func TestGetRunNotModifiedFromAPIGatewayEvent(t *testing.T) {
 	resp := f.handle(other)
 	require.Equal(t, 200, resp.StatusCode, resp.Body)
 	require.Equal(t, tag, resp.Headers["ETag"])
+}
+
+// BenchmarkGetRunConditional measures GET /runs/{id} of a run waiting for
+// approval through the handler: answered with the run (200) and answered
+// 304 to If-None-Match. The handler builds, encodes and hashes the body
+// either way; the 304 saves its bytes on the wire (body-bytes) and the
+// caller's decoding.
+func BenchmarkGetRunConditional(b *testing.B) {
+	f := buildFixture(b, b.TempDir(), script, nil)
+	ctx := b.Context()
+	resp, err := f.api.Handle(ctx, req("POST", "/runs", alice, `{"prompt":"update pricing","approvers":["`+bob+`","ops@example.com"]}`))
+	require.NoError(b, err)
+	require.Equal(b, 202, resp.StatusCode, resp.Body)
+	for len(f.jobs) > 0 {
+		j := f.jobs[0]
+		f.jobs = f.jobs[1:]
+		require.NoError(b, f.worker.Handle(ctx, j))
+	}
+	var started struct{ ID string }
+	require.NoError(b, json.Unmarshal([]byte(resp.Body), &started))
+	first, err := f.api.Handle(ctx, getRun(started.ID, alice))
+	require.NoError(b, err)
+	require.Equal(b, 200, first.StatusCode, first.Body)
+	for _, bc := range []struct {
+		name string
+		req  events.APIGatewayProxyRequest
+		want int
+	}{
+		{"200", getRun(started.ID, alice), 200},
+		{"304", getRun(started.ID, alice, first.Headers["ETag"]), 304},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var sent int
+			for b.Loop() {
+				resp, err := f.api.Handle(ctx, bc.req)
+				if err != nil || resp.StatusCode != bc.want {
+					b.Fatalf("%d %v: %s", resp.StatusCode, err, resp.Body)
+				}
+				sent = len(resp.Body)
+			}
+			b.ReportMetric(float64(sent), "body-bytes")
+		})
+	}
 }
