@@ -313,17 +313,25 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 
 // doWith is do with header's values sent besides the client's own.
 func (c *Client) doWith(ctx context.Context, method, path string, header http.Header, in, out any) error {
+	_, _, err := c.exchange(ctx, method, path, header, in, out)
+	return err
+}
+
+// exchange is doWith returning the answer's status and header too. A 304
+// Not Modified to a request that sent If-None-Match is no error: out is
+// left as it is, for the caller to keep what it has.
+func (c *Client) exchange(ctx context.Context, method, path string, header http.Header, in, out any) (int, http.Header, error) {
 	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
+			return 0, nil, fmt.Errorf("encode request: %w", err)
 		}
 		body = b
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.resolve(path).String(), bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -338,27 +346,30 @@ func (c *Client) doWith(ctx context.Context, method, path string, header http.He
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
 	if err := c.auth(ctx, req, body); err != nil {
-		return err
+		return 0, nil, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		return 0, nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode == http.StatusNotModified && req.Header.Get("If-None-Match") != "" {
+		return resp.StatusCode, resp.Header, nil
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return errorOf(resp, b)
+		return 0, nil, errorOf(resp, b)
 	}
 	if out == nil {
-		return nil
+		return resp.StatusCode, resp.Header, nil
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		return 0, nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
-	return nil
+	return resp.StatusCode, resp.Header, nil
 }
 
 // errorOf reads an error answer: agentgate's {"error":{code,message}},

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// RecordStartPauses has c's StartRun record each pause between its
-// attempts in *pauses instead of waiting it out (a test never waits on the
+// RecordPauses has c's StartRun and Wait record each pause between their
+// requests in *pauses instead of waiting it out (a test never waits on the
 // clock); a pause ends early only when ctx does.
-func RecordStartPauses(c *Client, pauses *[]time.Duration) {
+func RecordPauses(c *Client, pauses *[]time.Duration) {
 	c.pause = func(ctx context.Context, d time.Duration) error {
 		*pauses = append(*pauses, d)
 		return ctx.Err()

@@ -263,7 +263,7 @@ func TestStartRunHonoursRetryAfter(t *testing.T) {
 				t.Fatal(err)
 			}
 			var pauses []time.Duration
-			client.RecordStartPauses(c, &pauses)
+			client.RecordPauses(c, &pauses)
 			mu.Lock()
 			attempts, retryAfter = 0, tt.retryAfter
 			mu.Unlock()

@@ -23,9 +23,29 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // startAttempts is how often StartRun sends its request at most.
 const startAttempts = 4
 
-// maxStartRetryAfter is the longest Retry-After StartRun waits out before
-// it sends a start again; an answer that asks for longer is returned.
-const maxStartRetryAfter = time.Minute
+// maxRetryAfter is the longest Retry-After StartRun and Wait wait out
+// before they send a request again; an answer that asks for longer is
+// returned.
+const maxRetryAfter = time.Minute
+
+// retryAfterPause is the pause before a request that failed with err is
+// sent again, the back-off's pause being backoff: no shorter than the
+// answer's Retry-After, if it has one. ok is false when the answer asks
+// for more than maxRetryAfter or for longer than ctx has left: then err
+// is the caller's to read (Error.RetryAfter), not to be retried in vain.
+func retryAfterPause(ctx context.Context, err error, backoff time.Duration) (time.Duration, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.RetryAfter <= 0 {
+		return backoff, true
+	}
+	if e.RetryAfter > maxRetryAfter {
+		return 0, false
+	}
+	if end, ok := ctx.Deadline(); ok && time.Until(end) < e.RetryAfter {
+		return 0, false
+	}
+	return max(backoff, e.RetryAfter), true
+}
 
 // StartOption configures one StartRun call.
 type StartOption func(*startSettings)
@@ -118,18 +138,12 @@ func (c *Client) StartRun(ctx context.Context, req StartRunRequest, opts ...Star
 		if attempt == startAttempts || ctx.Err() != nil || !startRetryable(err) {
 			return nil, err
 		}
-		pause := delay/2 + rand.N(delay/2+1) //nolint:gosec // jitter of a retry delay, not a secret
-		if e := (*Error)(nil); errors.As(err, &e) && e.RetryAfter > 0 {
-			// The server said when to come back: not before then, and
-			// not at all when that is past ctx's end or StartRun's
-			// patience (the caller reads Error.RetryAfter).
-			if e.RetryAfter > maxStartRetryAfter {
-				return nil, err
-			}
-			if end, ok := ctx.Deadline(); ok && time.Until(end) < e.RetryAfter {
-				return nil, err
-			}
-			pause = max(pause, e.RetryAfter)
+		// The server may have said when to come back: not before then,
+		// and not at all when that is past ctx's end or StartRun's
+		// patience (the caller reads Error.RetryAfter).
+		pause, ok := retryAfterPause(ctx, err, delay/2+rand.N(delay/2+1)) //nolint:gosec // jitter of a retry delay, not a secret
+		if !ok {
+			return nil, err
 		}
 		if c.wait(ctx, pause) != nil {
 			return nil, err
@@ -186,6 +200,33 @@ func (c *Client) Run(ctx context.Context, id string) (*Run, error) {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// IfNoneMatchHeader is the request header of GET /runs/{id} naming the
+// run the caller has (its ETag): the answer is 304 Not Modified, without
+// the run, while the run is unchanged.
+const IfNoneMatchHeader = "If-None-Match"
+
+// runIfChanged reads a run at path (GET /runs/{id}, with or without
+// after_version and wait) and returns it with its entity tag (the
+// answer's ETag; "" from a server that sends none). With have, the run
+// read before, and its tag, it asks conditionally (If-None-Match): a 304
+// Not Modified answer returns have as it is, neither downloaded nor
+// decoded again.
+func (c *Client) runIfChanged(ctx context.Context, path string, have *Run, tag string) (*Run, string, error) {
+	var header http.Header
+	if have != nil && tag != "" {
+		header = http.Header{IfNoneMatchHeader: {tag}}
+	}
+	var r Run
+	status, h, err := c.exchange(ctx, "GET", path, header, nil, &r)
+	if err != nil {
+		return nil, "", err
+	}
+	if status == http.StatusNotModified {
+		return have, tag, nil
+	}
+	return &r, h.Get("ETag"), nil
 }
 
 // EventsPage returns one page of a run's events with Seq > after (limit
@@ -348,7 +389,10 @@ var ErrRunEnded = errors.New("the run ended")
 // Wait waits for a run's status to be one of statuses (any terminal
 // status when none is given) and returns the run. It polls, backing off
 // from the client's minimum to its maximum interval (WithPollInterval),
-// with jitter. With WithServerWait it asks the server instead to answer
+// with jitter. Each request after the first names the run it has
+// (If-None-Match with the last answer's ETag), so an unchanged run is
+// answered 304 Not Modified and not downloaded or decoded again. With
+// WithServerWait it asks the server instead to answer
 // only when the run has changed (GET /runs/{id}?after_version=N&wait=S),
 // so a change is seen at once, and asks again at once after a change or a
 // wait held to its end; an answer that brings no change and came before
@@ -358,21 +402,25 @@ var ErrRunEnded = errors.New("the run ended")
 // tight loop. A run that
 // ends in another status returns the run and an error wrapping
 // ErrRunEnded; throttling (429), server errors (5xx) and network errors are
-// retried until ctx ends (WithWaitNotify hears of each); other API errors
-// end the wait.
+// retried until ctx ends (WithWaitNotify hears of each), never sooner than
+// an answer's Retry-After asks (one that asks for more than a minute, or
+// for longer than ctx has left, ends the wait at once with that error,
+// its Error.RetryAfter set); other API errors end the wait.
 func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run, error) {
 	delay := c.pollMin
-	var last *Run
+	var (
+		last *Run
+		tag  string // last's ETag
+	)
+	path := "/runs/" + url.PathEscape(id)
 	for {
-		var r *Run
-		var err error
 		asked := c.serverWait > 0 && last != nil // the server is asked to hold
-		start := time.Now()
+		at := path
 		if asked {
-			r, err = c.runAfter(ctx, id, last.Version, c.serverWait)
-		} else {
-			r, err = c.Run(ctx, id)
+			at += "?" + afterQuery(last.Version, c.serverWait)
 		}
+		start := time.Now()
+		r, rTag, err := c.runIfChanged(ctx, at, last, tag)
 		if c.waitNotify != nil && (err == nil || ctx.Err() == nil && retryable(err)) {
 			c.waitNotify(err)
 		}
@@ -380,7 +428,7 @@ func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run,
 		switch {
 		case err == nil:
 			changed := last == nil || r.Version > last.Version
-			last = r
+			last, tag = r, rTag
 			if slices.Contains(statuses, r.Status) || len(statuses) == 0 && r.Status.Terminal() {
 				return r, nil
 			}
@@ -400,29 +448,35 @@ func (c *Client) Wait(ctx context.Context, id string, statuses ...Status) (*Run,
 		if again {
 			continue
 		}
-		// Jitter over the upper half keeps concurrent waiters apart.
-		t := time.NewTimer(delay/2 + rand.N(delay/2+1)) //nolint:gosec // jitter of a poll delay, not a secret
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		// Jitter over the upper half keeps concurrent waiters apart; an
+		// answer's Retry-After comes first.
+		pause, ok := retryAfterPause(ctx, err, delay/2+rand.N(delay/2+1)) //nolint:gosec // jitter of a poll delay, not a secret
+		if !ok {
+			return last, fmt.Errorf("wait for run %s: the server asks to be asked again in %s, longer than Wait waits for it or than its context has left: %w", id, retryAfterOf(err), err)
+		}
+		if c.wait(ctx, pause) != nil {
 			return last, waitEnded(ctx, id, last, err)
-		case <-t.C:
 		}
 		delay = min(delay*3/2, c.pollMax)
 	}
 }
 
-// runAfter reads run id once its version is above after (or it has ended),
-// the server waiting at most wait for that.
-func (c *Client) runAfter(ctx context.Context, id string, after int64, wait time.Duration) (*Run, error) {
+// retryAfterOf is the Retry-After of err's answer (0: none).
+func retryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
+// afterQuery is the query of a GET /runs/{id} that the server holds until
+// the run's version is above after (or it has ended), at most wait.
+func afterQuery(after int64, wait time.Duration) string {
 	q := url.Values{}
 	q.Set("after_version", strconv.FormatInt(after, 10))
 	q.Set("wait", strconv.FormatInt(int64(wait/time.Second), 10))
-	var r Run
-	if err := c.do(ctx, "GET", "/runs/"+url.PathEscape(id)+"?"+q.Encode(), nil, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return q.Encode()
 }
 
 // waitEnded is Wait's error when ctx ends: it wraps ctx.Err() and says

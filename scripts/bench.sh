@@ -3,7 +3,8 @@
 # local server's whole approval cycles per second at 1 and 16 concurrent
 # clients (cmd/agentgate BenchmarkRunDecisionCycleClients, embedded store)
 # and their ratio (issue #15 goal: >= 4x from the store's group commit),
-# for clients that poll every millisecond and for clients that wait on the
+# for clients that poll every millisecond (conditionally: If-None-Match,
+# 304 while the run is unchanged) and for clients that wait on the
 # server (GET /runs/{id}?after_version=N&wait=S).
 # Figures depend on the machine's load; compare runs on the same machine.
 #   scripts/bench.sh [go test -bench regexp]   # default: every benchmark

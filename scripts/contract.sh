@@ -88,6 +88,13 @@ prism() {
     "$ag" approvals approve "$id" --token "$bob" --digest "$digest"
     "$ag" runs wait "$id" --token "$alice" --status COMPLETED
     "$ag" runs events "$id" --token "$alice"
+    step "a conditional GET of the unchanged run: 304 with its ETag"
+    local etag
+    etag=$(curl -s -D - -o /dev/null -H "Authorization: Bearer $alice" "$proxy/runs/$id" | tr -d '\r' | awk -F': ' 'tolower($1) == "etag" { print $2 }')
+    # (set -e does not hold inside this block: each check says fail=1 itself)
+    if [ -z "$etag" ]; then echo "GET /runs/$id has no ETag"; fail=1; fi
+    local cond; cond=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $alice" -H "If-None-Match: $etag" "$proxy/runs/$id")
+    if [ "$cond" != 304 ]; then echo "a GET with If-None-Match: $etag answered $cond, want 304"; fail=1; fi
     step "errors: unknown run, a caller who is not a party, a bad token"
     if "$ag" runs get nope --token "$alice"; then fail=1; fi
     if "$ag" runs get "$id" --token not-a-token-of-this-server; then fail=1; fi

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,8 +54,10 @@ func BenchmarkRunDecisionCycleParallel(b *testing.B) {
 // concurrent clients (1 and 16) on one local server, whatever GOMAXPROCS is:
 // cycles/s at 16 over cycles/s at 1 is what the embedded store's group commit
 // buys (issue #15: goal >= 4x). `make bench` prints the two and their ratio,
-// for clients that poll GET /runs/{id} every millisecond (waiting=poll) and
-// for clients that wait on it (?after_version=N&wait=20, waiting=server).
+// for clients that poll GET /runs/{id} every millisecond, conditionally as
+// the Go client's Wait does (If-None-Match: 304 while the run is unchanged;
+// waiting=poll), and for clients that wait on it (?after_version=N&wait=20,
+// waiting=server).
 func BenchmarkRunDecisionCycleClients(b *testing.B) {
 	for _, waiting := range []struct {
 		name string
@@ -128,6 +131,8 @@ type cycleLatency struct {
 	starts, startNanos   atomic.Int64
 	decides, decideNanos atomic.Int64
 	polls                atomic.Int64
+	// notModified counts the polls answered 304 (the run unchanged).
+	notModified atomic.Int64
 }
 
 func (l *cycleLatency) report(b *testing.B) {
@@ -135,6 +140,9 @@ func (l *cycleLatency) report(b *testing.B) {
 	if n := l.starts.Load(); n > 0 {
 		b.ReportMetric(float64(l.startNanos.Load())/float64(n), "start-ns")
 		b.ReportMetric(float64(l.polls.Load())/float64(n), "polls/op")
+		if nm := l.notModified.Load(); nm > 0 {
+			b.ReportMetric(float64(nm)/float64(n), "304s/op")
+		}
 	}
 	if n := l.decides.Load(); n > 0 {
 		b.ReportMetric(float64(l.decideNanos.Load())/float64(n), "decide-ns")
@@ -176,14 +184,40 @@ func (c *cycleBench) cycle(lat *cycleLatency) error {
 	return err
 }
 
+// waitFor reads run id until it has status. Polling (pollInterval > 0),
+// it asks as the Go client's Wait does: each poll after the first names
+// the run it has (If-None-Match, the last answer's ETag), and a 304 keeps
+// that run, neither downloaded nor decoded again. Waiting on the server,
+// each request waits for the next version.
 func (c *cycleBench) waitFor(id, status string, lat *cycleLatency) (runView, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	path := "/runs/" + id
+	var (
+		r   runView
+		tag string // r's ETag
+	)
 	for {
-		var r runView
 		lat.polls.Add(1)
-		if err := c.alice.DoJSON(context.Background(), "GET", path, nil, http.StatusOK, &r); err != nil {
+		caller := c.alice
+		if c.pollInterval > 0 && tag != "" {
+			conditional := *c.alice
+			conditional.Header = http.Header{"If-None-Match": {tag}}
+			caller = &conditional
+		}
+		resp, err := caller.Send(context.Background(), "GET", path, "", "")
+		switch {
+		case err != nil:
 			return r, err
+		case resp.Status == http.StatusNotModified && caller != c.alice:
+			lat.notModified.Add(1) // r is the run as it is
+		case resp.Status == http.StatusOK:
+			r = runView{}
+			if err := json.Unmarshal(resp.Body, &r); err != nil {
+				return r, fmt.Errorf("GET %s: %w: %s", path, err, resp.Body)
+			}
+			tag = resp.Header.Get("ETag")
+		default:
+			return r, fmt.Errorf("GET %s: got %d: %s", path, resp.Status, resp.Body)
 		}
 		switch r.Status {
 		case status:

@@ -254,6 +254,7 @@ func TestLambdasUnderRIE(t *testing.T) {
 	a.do("POST", "/runs", map[string]any{"prompt": "Raise the Team price to 12 EUR.", "approvers": []string{"bob"}}, http.StatusAccepted, &started)
 	id := started.ID
 	run := a.waitStatus(id, "WAITING_FOR_APPROVAL")
+	requireNotModifiedThroughTheFunction(t, a, id)
 	require.Len(t, run.Pending.Calls, 1)
 	require.Equal(t, "write_document", run.Pending.Calls[0].Tool)
 	doc, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("content/pages/pricing.md")})
@@ -324,4 +325,31 @@ func TestLambdasUnderRIE(t *testing.T) {
 	require.NoError(t, err)
 	a.do("GET", "/runs/"+expID, nil, http.StatusNotFound, nil)
 	a.do("GET", "/runs/"+id, nil, http.StatusNotFound, nil)
+}
+
+// requireNotModifiedThroughTheFunction: GET /runs/{id} answered by the
+// resume function (its answer crossing the emulator as JSON, then the
+// gateway) tags the run, and If-None-Match with the tag gets 304 without a
+// body, as from the in-process handler. The run may still change once
+// (the worker records the approval mail): the tag is read again then.
+func requireNotModifiedThroughTheFunction(t *testing.T, a *apiClient, id string) {
+	t.Helper()
+	for range 5 {
+		first := a.caller().Call(t, http.MethodGet, "/runs/"+id, "", "")
+		tag := first.Header.Get("ETag")
+		require.Equal(t, http.StatusOK, first.Status, string(first.Body))
+		require.NotEmpty(t, tag, "a 200 of GET /runs/{id} without an ETag")
+		conditional := a.caller()
+		conditional.Header = http.Header{"If-None-Match": {tag}}
+		r := conditional.Call(t, http.MethodGet, "/runs/"+id, "", "")
+		if r.Status == http.StatusOK {
+			continue // the run changed meanwhile
+		}
+		require.Equal(t, http.StatusNotModified, r.Status, string(r.Body))
+		require.Equal(t, tag, r.Header.Get("ETag"))
+		require.Equal(t, "no-store", r.Header.Get("Cache-Control"))
+		require.Empty(t, r.Body)
+		return
+	}
+	t.Fatalf("run %s: no 304 in five conditional GETs", id)
 }

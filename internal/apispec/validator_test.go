@@ -23,6 +23,23 @@ func apiHeaders(extra ...string) http.Header {
 	return h
 }
 
+// etag is an entity tag of the form GET /runs/{id} answers.
+const etag = `"0123456789abcdef0123456789abcdef"`
+
+// runHeaders are the headers of a 200 to GET /runs/{id}.
+func runHeaders() http.Header { return apiHeaders("ETag", etag) }
+
+// notModified are the headers of a 304 (an empty value: none).
+func notModified(tag, cacheControl string) http.Header {
+	h := http.Header{}
+	for k, v := range map[string]string{"ETag": tag, "Cache-Control": cacheControl} {
+		if v != "" {
+			h.Set(k, v)
+		}
+	}
+	return h
+}
+
 func exchange(t *testing.T, method, path, reqBody string, status int, h http.Header, body string) apispec.Exchange {
 	t.Helper()
 	req, err := http.NewRequest(method, "http://127.0.0.1:1"+path, nil)
@@ -62,16 +79,30 @@ func TestValidatorCatches(t *testing.T) {
 		{"valid request called malformed", exchange(t, "POST", "/runs", start, 400, apiHeaders(), errBody("bad_request")), "refused it as malformed"},
 		{"unknown field accepted", exchange(t, "POST", "/runs", `{"prompt":"x","approvers":["bob"],"colour":"red"}`, 202,
 			apiHeaders("Location", "/runs/r1"), runJSON), "refuses this request but the server accepted it"},
-		{"undescribed response field", exchange(t, "GET", "/runs/r1", "", 200, apiHeaders(),
+		{"undescribed response field", exchange(t, "GET", "/runs/r1", "", 200, runHeaders(),
 			strings.Replace(runJSON, `"version":1`, `"version":1,"votes_missing":1`, 1)), "does not describe this response"},
-		{"votes of a quorum", exchange(t, "GET", "/runs/r1", "", 200, apiHeaders(),
+		{"votes of a quorum", exchange(t, "GET", "/runs/r1", "", 200, runHeaders(),
 			strings.Replace(runJSON, `"version":1`, `"version":1,"votes_needed":1,"votes":[{"by":"ann@example.com","action":"approve","at":"2030-01-01T00:00:00Z","via":"link"}]`, 1)), ""},
 		{"tool results accepted", exchange(t, "POST", "/runs/r1/tool-results", `{"tool_results_id":"x","results":[{"call_id":"c","content":"ok"}]}`, 202, apiHeaders(),
 			strings.Replace(runJSON, "QUEUED", "RESUMING", 1)), ""},
 		{"tool results answered with nothing", exchange(t, "POST", "/runs/r1/tool-results", `{"tool_results_id":"x","results":[{"call_id":"c","content":"ok"}]}`, 202, apiHeaders(), `{}`), "does not describe this response"},
-		{"waiting for tool results", exchange(t, "GET", "/runs/r1", "", 200, apiHeaders(),
+		{"waiting for tool results", exchange(t, "GET", "/runs/r1", "", 200, runHeaders(),
 			strings.Replace(strings.Replace(runJSON, "QUEUED", "WAITING_FOR_TOOL_RESULTS", 1), `"version":1`,
 				`"version":1,"tool_results":{"tool_results_id":"tr","deadline":"2030-01-01T00:00:00Z","calls":[{"id":"c1","name":"lookup","input":{"sku":"A"}}]}`, 1)), ""},
+		{"run", exchange(t, "GET", "/runs/r1", "", 200, runHeaders(), runJSON), ""},
+		{"run without ETag", exchange(t, "GET", "/runs/r1", "", 200, apiHeaders(), runJSON), `"ETag" missing`},
+		{"run with a weak ETag", exchange(t, "GET", "/runs/r1", "", 200, apiHeaders("ETag", "W/"+etag), runJSON), "ETag"},
+		{"not modified", exchange(t, "GET", "/runs/r1", "", 304, notModified(etag, "no-store"), ""), ""},
+		{"not modified without ETag", exchange(t, "GET", "/runs/r1", "", 304, notModified("", "no-store"), ""), `"ETag" missing`},
+		{"not modified with a body", exchange(t, "GET", "/runs/r1", "", 304, notModified(etag, "no-store"), runJSON), "304 response has a body"},
+		{"not modified elsewhere", exchange(t, "GET", "/runs/r1/events", "", 304, notModified(etag, "no-store"), ""), "status is not supported"},
+		{"not modified with a weak ETag", exchange(t, "GET", "/runs/r1", "", 304, notModified("W/"+etag, "no-store"), ""), "doesn't match schema"},
+		{"not modified, cacheable", exchange(t, "GET", "/runs/r1", "", 304, notModified(etag, "max-age=60"), ""), "Cache-Control"},
+		{"a malformed If-None-Match answered with the run", func() apispec.Exchange {
+			x := exchange(t, "GET", "/runs/r1", "", 200, runHeaders(), runJSON)
+			x.Request.Header.Set("If-None-Match", "not a tag")
+			return x
+		}(), ""},
 		{"inbox page", exchange(t, "GET", "/approvals?limit=2", "", 200, apiHeaders(), `{"approvals":[{"run_id":"r1","suspension_id":"s1","turn_digest":"`+strings.Repeat("a", 64)+`","initiator":"alice","purpose":"p","tools":["write_document"],"deadline":"2030-01-01T00:00:00Z","suspended_at":"2029-12-31T00:00:00Z","votes_needed":1,"votes_missing":1}],"next_cursor":"x"}`), ""},
 		{"inbox entry without deadline", exchange(t, "GET", "/approvals", "", 200, apiHeaders(), `{"approvals":[{"run_id":"r1","suspension_id":"s1","initiator":"alice","purpose":"p","tools":[],"suspended_at":"2029-12-31T00:00:00Z","votes_needed":1,"votes_missing":1}]}`), "deadline"},
 		{"405 without Allow", exchange(t, "GET", "/runs", "", 405, apiHeaders(), errBody("method_not_allowed")), "Allow"},

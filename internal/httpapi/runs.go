@@ -498,7 +498,10 @@ func (a *API) readable(ctx context.Context, req events.APIGatewayProxyRequest, i
 // getRun answers GET /runs/{id}; with ?after_version=N&wait=S it answers
 // once the run's version is above N or the run has ended, waiting at most S
 // seconds (1 to 20; at most MaxWait, which is 0 on the deployed functions)
-// for that, so a caller waiting on a run need not poll.
+// for that, so a caller waiting on a run need not poll. The answer carries
+// the body's entity tag (ETag); a request whose If-None-Match lists it gets
+// 304 Not Modified without the body, so a caller that polls downloads and
+// decodes the run only when it changed.
 func (a *API) getRun(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
 	wait, err := queryInt(req, "wait", 0, 0, int64(runs.MaxWait/time.Second))
 	if err != nil {
@@ -521,7 +524,10 @@ func (a *API) getRun(ctx context.Context, req events.APIGatewayProxyRequest, id 
 			return events.APIGatewayProxyResponse{}, err
 		}
 	}
-	return jsonResponse(http.StatusOK, viewOf(r, a.Directory)), nil
+	// The condition is evaluated last: after the access check (a caller
+	// who may not read the run gets its refusal, never a 304) and after
+	// the wait, against the run as it would be sent now.
+	return conditional(req, jsonResponse(http.StatusOK, viewOf(r, a.Directory))), nil
 }
 
 func (a *API) listEvents(ctx context.Context, req events.APIGatewayProxyRequest, id string) (events.APIGatewayProxyResponse, error) {
