@@ -74,7 +74,12 @@ prism() {
   export AGENTGATE_ENDPOINT="$proxy"
   step() { echo "-- $*"; }
   json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-  {
+  # The story runs in a subshell under set -e, called where set -e holds
+  # (not as the left side of || or inside if, which would switch it off
+  # for every command of the story): any command that fails ends it.
+  set +e
+  (
+    set -e
     step "start a run and wait until it needs a decision"
     local run; run=$("$ag" runs start --token "$alice" --prompt "Update the Team price to 12 EUR." --approver bob --approver ops@example.com \
       --meta ticket=OPS-12 --wait --json)
@@ -83,7 +88,7 @@ prism() {
     step "the approver reviews the held turn"
     "$ag" approvals show "$id" --token "$bob"
     step "an out-of-date digest is refused (409)"
-    if "$ag" approvals approve "$id" --token "$bob" --digest "$(printf '0%.0s' $(seq 64))"; then echo "a stale digest was accepted"; fail=1; fi
+    if "$ag" approvals approve "$id" --token "$bob" --digest "$(printf '0%.0s' $(seq 64))"; then echo "a stale digest was accepted"; exit 1; fi
     step "approve exactly the turn shown"
     "$ag" approvals approve "$id" --token "$bob" --digest "$digest"
     "$ag" runs wait "$id" --token "$alice" --status COMPLETED
@@ -91,13 +96,12 @@ prism() {
     step "a conditional GET of the unchanged run: 304 with its ETag"
     local etag
     etag=$(curl -s -D - -o /dev/null -H "Authorization: Bearer $alice" "$proxy/runs/$id" | tr -d '\r' | awk -F': ' 'tolower($1) == "etag" { print $2 }')
-    # (set -e does not hold inside this block: each check says fail=1 itself)
-    if [ -z "$etag" ]; then echo "GET /runs/$id has no ETag"; fail=1; fi
+    if [ -z "$etag" ]; then echo "GET /runs/$id has no ETag"; exit 1; fi
     local cond; cond=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $alice" -H "If-None-Match: $etag" "$proxy/runs/$id")
-    if [ "$cond" != 304 ]; then echo "a GET with If-None-Match: $etag answered $cond, want 304"; fail=1; fi
+    if [ "$cond" != 304 ]; then echo "a GET with If-None-Match: $etag answered $cond, want 304"; exit 1; fi
     step "errors: unknown run, a caller who is not a party, a bad token"
-    if "$ag" runs get nope --token "$alice"; then fail=1; fi
-    if "$ag" runs get "$id" --token not-a-token-of-this-server; then fail=1; fi
+    if "$ag" runs get nope --token "$alice"; then echo "an unknown run was answered"; exit 1; fi
+    if "$ag" runs get "$id" --token not-a-token-of-this-server; then echo "a bad token was answered"; exit 1; fi
     step "the same through the approval link: page, HEAD, form"
     local second link
     second=$("$ag" runs start --token "$alice" --prompt "And the Starter plan." --approver ops@example.com --wait --json)
@@ -117,7 +121,10 @@ prism() {
     step "Prism refuses a request the spec refuses (so it is validating)"
     test "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $alice" -H 'Content-Type: application/json' \
       --data '{"prompt":"x","approvers":["bob"],"colour":"red"}' "$proxy/runs")" = 422
-  } || fail=1
+  )
+  local story_rc=$?
+  set -e
+  [ "$story_rc" = 0 ] || { echo "contract: a step of the story failed (exit $story_rc)"; fail=1; }
   # Every exchange but the deliberate one must have passed Prism's checks.
   local violations
   violations=$(grep -iE 'violation|✖' "$work/prism.log" | grep -vc 'post /runs ✖  error     Request terminated with error: https://stoplight.io/prism/errors#UNPROCESSABLE_ENTITY' || true)
