@@ -298,3 +298,52 @@ func TestStartRunHonoursRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestStartRunRefusesAKeyTheAPIWouldRefuse: a caller's key that is empty
+// (one that came back empty from the caller's store), too long, or has a
+// space, a control or a non-ASCII character fails StartRun before any
+// request; the empty key no longer becomes a random one (which lost
+// at-most-once silently) and a newline is no longer retried 4 times as a
+// transport failure. The error does not repeat the key.
+func TestStartRunRefusesAKeyTheAPIWouldRefuse(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"id":"r1","status":"QUEUED"}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, 2*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := client.StartRunRequest{Prompt: "x", Approvers: []string{"bob"}}
+	long := make([]byte, 256)
+	for i := range long {
+		long[i] = 'k'
+	}
+	for _, key := range []string{"", string(long), "a b", "a\nb", "a\x7fb", "caf\u00e9"} {
+		_, err := c.StartRun(t.Context(), req, client.WithIdempotencyKey(key))
+		if err == nil {
+			t.Fatalf("key %q: StartRun did not fail", key)
+		}
+		var apiErr *client.Error
+		if errors.As(err, &apiErr) {
+			t.Errorf("key %q: an API error %v, want a local one", key, err)
+		}
+		if key != "" && regexp.MustCompile(regexp.QuoteMeta(key)).MatchString(err.Error()) {
+			t.Errorf("key %q: the error repeats the key: %v", key, err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests sent, want none", n)
+	}
+	// A valid key of 255 characters goes out.
+	if _, err := c.StartRun(t.Context(), req, client.WithIdempotencyKey(string(long[:255]))); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("%d requests sent, want 1", n)
+	}
+}

@@ -51,7 +51,26 @@ func retryAfterPause(ctx context.Context, err error, backoff time.Duration) (tim
 type StartOption func(*startSettings)
 
 type startSettings struct {
-	key string
+	key      string
+	keyGiven bool
+}
+
+// maxIdempotencyKeyBytes is the longest Idempotency-Key the API takes.
+const maxIdempotencyKeyBytes = 255
+
+// checkIdempotencyKey refuses a key the API would refuse (400), before any
+// request: 1 to 255 visible ASCII characters, '!' to '~'. The error does
+// not repeat the key.
+func checkIdempotencyKey(key string) error {
+	if key == "" || len(key) > maxIdempotencyKeyBytes {
+		return fmt.Errorf("agentgate client: the idempotency key has %d bytes: want 1 to %d visible ASCII characters, such as a UUID", len(key), maxIdempotencyKeyBytes)
+	}
+	for i := range len(key) {
+		if key[i] < '!' || key[i] > '~' {
+			return fmt.Errorf("agentgate client: the idempotency key has byte 0x%02x at %d: want 1 to %d visible ASCII characters ('!' to '~', no spaces), such as a UUID", key[i], i, maxIdempotencyKeyBytes)
+		}
+	}
+	return nil
 }
 
 // WithIdempotencyKey starts the run under key (the Idempotency-Key header:
@@ -62,9 +81,11 @@ type startSettings struct {
 // long as the server keeps that run; with another request it is refused
 // (422). Use a new key for each new run. Without it StartRun makes a
 // random key for its own retries, which protects them but not a caller
-// that calls StartRun again.
+// that calls StartRun again. A key the API would refuse (empty, too long,
+// a space, a control or non-ASCII character) makes StartRun fail before
+// any request, never fall back to a random key.
 func WithIdempotencyKey(key string) StartOption {
-	return func(s *startSettings) { s.key = key }
+	return func(s *startSettings) { s.key, s.keyGiven = key, true }
 }
 
 // NewIdempotencyKey returns a random key for WithIdempotencyKey (a
@@ -98,7 +119,14 @@ func (c *Client) StartRun(ctx context.Context, req StartRunRequest, opts ...Star
 	for _, o := range opts {
 		o(&set)
 	}
-	if set.key == "" {
+	switch {
+	case set.keyGiven:
+		// A caller's key that came back empty from its store must not
+		// become a random one: that would lose at-most-once silently.
+		if err := checkIdempotencyKey(set.key); err != nil {
+			return nil, err
+		}
+	default:
 		set.key = NewIdempotencyKey()
 	}
 	// Go's nil slice encodes as null, which the API refuses as a wrong
