@@ -273,8 +273,12 @@ func refuse(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, code, msg)
 }
 
+// writeJSON writes the API's error shape with the headers every API answer
+// carries (httpapi's): no-store, so no cache keeps a refusal, and nosniff.
 func writeJSON(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": msg}})
 	_, _ = w.Write(b)

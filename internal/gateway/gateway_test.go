@@ -94,6 +94,9 @@ func TestAuthenticatesBeforeReadingTheBody(t *testing.T) {
 			if tt.want == 401 && body.n.Load() != 0 {
 				t.Errorf("read %d bytes of an unauthenticated body, want 0", body.n.Load())
 			}
+			if tt.want == 401 && (w.Header().Get("Cache-Control") != "no-store" || w.Header().Get("X-Content-Type-Options") != "nosniff") {
+				t.Errorf("a 401 with headers %v, want Cache-Control: no-store and X-Content-Type-Options: nosniff as every API answer", w.Header())
+			}
 		})
 	}
 	if calls.Load() != 4 {
