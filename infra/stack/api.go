@@ -88,13 +88,33 @@ func newRestAPI(st awscdk.Stack, p AgentgateStackProps) restAPI {
 	// the status and code the handler would answer it with (see
 	// apispec.Draft4Shape).
 	api.AddGatewayResponse(jsii.String("BadRequestBody"), &awsapigateway.GatewayResponseOptions{
-		Type:       awsapigateway.ResponseType_BAD_REQUEST_BODY(),
-		StatusCode: jsii.String("400"),
+		Type:            awsapigateway.ResponseType_BAD_REQUEST_BODY(),
+		StatusCode:      jsii.String("400"),
+		ResponseHeaders: gatewayResponseHeaders(),
 		Templates: &map[string]*string{
 			"application/json": jsii.String(badRequestBodyTemplate),
 		},
 	})
+	// API Gateway's own answers (a request AWS_IAM refuses, an unknown
+	// route, throttling, an integration failure) carry the headers of the
+	// functions' answers too, so no cache keeps a refusal.
+	api.AddGatewayResponse(jsii.String("Default4xx"), &awsapigateway.GatewayResponseOptions{
+		Type: awsapigateway.ResponseType_DEFAULT_4XX(), ResponseHeaders: gatewayResponseHeaders(),
+	})
+	api.AddGatewayResponse(jsii.String("Default5xx"), &awsapigateway.GatewayResponseOptions{
+		Type: awsapigateway.ResponseType_DEFAULT_5XX(), ResponseHeaders: gatewayResponseHeaders(),
+	})
 	return restAPI{RestApi: api, executionLogs: executionLogs, accessLogs: accessLogs}
+}
+
+// gatewayResponseHeaders are the headers every answer of the API carries
+// (httpapi's: no-store and nosniff), as gateway response header values:
+// static values in single quotes.
+func gatewayResponseHeaders() *map[string]*string {
+	return &map[string]*string{
+		"Cache-Control":          jsii.String("'no-store'"),
+		"X-Content-Type-Options": jsii.String("'nosniff'"),
+	}
 }
 
 // badRequestBodyTemplate is the body of API Gateway's answer to a request

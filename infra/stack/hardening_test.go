@@ -389,4 +389,12 @@ func TestRequestValidation(t *testing.T) {
 	if err := json.Unmarshal([]byte(tmpl), &body); err != nil || body.Error.Code != runs.EBadRequest || rp["StatusCode"] != "400" {
 		t.Errorf("BAD_REQUEST_BODY %v %s (%v): want 400 and the handler's error shape with code %q", rp["StatusCode"], tmpl, err, runs.EBadRequest)
 	}
+	// API Gateway's own answers carry the headers of every API answer.
+	for _, typ := range []string{"BAD_REQUEST_BODY", "DEFAULT_4XX", "DEFAULT_5XX"} {
+		_, resp := s.resource(t, "AWS::ApiGateway::GatewayResponse", func(p map[string]any) bool { return p["ResponseType"] == typ })
+		headers, _ := resp["Properties"].(map[string]any)["ResponseParameters"].(map[string]any)
+		if headers["gatewayresponse.header.Cache-Control"] != "'no-store'" || headers["gatewayresponse.header.X-Content-Type-Options"] != "'nosniff'" {
+			t.Errorf("%s response parameters %v: want Cache-Control no-store and X-Content-Type-Options nosniff", typ, headers)
+		}
+	}
 }
