@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (`make test`, called by .ci/run):
 #   1. unit tests (no services), under the race detector, while npm ci
-#      installs the node servers of step 2 (tools/npm);
+#      installs the node servers of step 2 (tools/npm); then the megabyte
+#      tests (marked //agentgate:megabytes, see below) without it;
 #   2. the integration suite (//go:build integration; only the packages that
 #      have such tests) against AWS_ENDPOINT_URL, under the race detector,
 #      starting a moto server on its port when nothing answers there, and
@@ -44,6 +45,11 @@ summary() { [ ${#phases[@]} -eq 0 ] || echo "test phases: ${phases[*]}; total $(
 # waits on the network. The unit tests' packages are listed before npm ci starts: go test
 # ./... walks the tree, and a walk that met a folder npm ci was replacing in
 # tools/npm/node_modules would fail the pattern.
+# The test files of each tier (listed here for the same reason):
+# go list's test files without the integration tag, and those the tag adds.
+file_list='{{$d := .Dir}}{{range .TestGoFiles}}{{$d}}/{{.}} {{end}}{{range .XTestGoFiles}}{{$d}}/{{.}} {{end}}'
+unit_files="$(go list -f "$file_list" ./... | tr ' ' '\n' | sed '/^$/d' | sort)"
+integration_files="$(comm -13 <(echo "$unit_files") <(go list -tags integration -f "$file_list" ./... | tr ' ' '\n' | sed '/^$/d' | sort))"
 npm_pid="" npm_name="npm ci" unit_pkgs=""
 if [ "${1:-}" != "integration" ]; then
   unit_pkgs="$(go list ./...)"
@@ -71,10 +77,44 @@ fi
 # the 2 cores with two other builds); the phase times printed at the end
 # show how far a package is from it.
 go_timeout=30m
+
+# Megabyte tests: a test marked //agentgate:megabytes (the line right above
+# its func) moves megabytes of state through the store or the API, at the
+# limits and past them. Under the race detector every byte copied is
+# checked, which makes such a test 15 to 25 times slower (the embedded
+# store's megabyte conformance cases: 70 s instead of 3.5 s; apitest's four:
+# 100 s instead of 4.3 s), and those bytes are copied by one goroutine: the
+# same code with small states runs under -race in the other tests. So the
+# -race passes skip them (go test -skip) and they run in a pass of their own
+# without -race, in each tier.
+megabyte_tests() { # megabyte_tests FILE...: the marked tests' names, one per line
+  [ $# -gt 0 ] || return 0
+  awk 'FNR == 1 { m = 0 }
+    /^\/\/agentgate:megabytes$/ { m = 1; next }
+    m && /^func Test/ { n = $2; sub(/\(.*/, "", n); print n; m = 0; next }
+    m { printf "test.sh: %s:%d: //agentgate:megabytes must be right above a func Test\n", FILENAME, FNR > "/dev/stderr"; bad = 1; exit 1 }
+    END { exit bad }' "$@" | sort -u
+}
+megabyte_dirs() { # megabyte_dirs FILE...: the folders of the files that hold marked tests
+  [ $# -gt 0 ] || return 0
+  grep -l '^//agentgate:megabytes$' "$@" | xargs -r -n1 dirname | sort -u
+}
+alternation() { paste -sd'|' -; }
+# shellcheck disable=SC2086 # the file lists are split on purpose (no spaces in the tree's paths)
+unit_megabytes="$(megabyte_tests $unit_files | alternation)"
+# shellcheck disable=SC2086
+unit_megabyte_dirs="$(megabyte_dirs $unit_files)"
+
 unit_rc=0
 if [ "${1:-}" != "integration" ]; then
-  echo "== unit tests"
-  phase unit go test -race -trimpath -count=1 -timeout $go_timeout $unit_pkgs || unit_rc=$?
+  skip=()
+  [ -z "$unit_megabytes" ] || skip=(-skip "^($unit_megabytes)\$")
+  echo "== unit tests (but the megabyte tests)"
+  phase unit go test -race -trimpath -count=1 -timeout $go_timeout "${skip[@]}" $unit_pkgs || unit_rc=$?
+  if [ "$unit_rc" -eq 0 ] && [ -n "$unit_megabytes" ]; then
+    echo "== unit megabyte tests, without -race: ${unit_megabytes//|/ }"
+    phase "unit megabyte tests" go test -trimpath -count=1 -timeout $go_timeout -run "^($unit_megabytes)\$" $unit_megabyte_dirs || unit_rc=$?
+  fi
 fi
 
 if [ -n "$npm_pid" ]; then
@@ -164,10 +204,21 @@ integration_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -
 # no init or package variables that could change an untagged test (the one
 # TestMain, cmd/agentgate's, only removes the bootstraps its tests built), so
 # a test's outcome does not depend on the tag.
-integration_files=$(grep -rl --include='*_test.go' '^//go:build integration$' . || true)
 integration_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' $integration_files | sort -u | paste -sd'|' -)
 [ -n "$integration_tests" ] || { echo "test.sh: found no tests in integration-tagged files" >&2; exit 1; }
 if [ "${1:-}" = "integration" ] && [ "${2:-}" = "all" ]; then integration_run='.'; else integration_run="^($integration_tests)\$"; fi
+# The integration tier's megabyte tests (see the unit tests above) run in a
+# pass of their own, without -race, after lane 2's packages (the shortest
+# lane), on lane 2's emulator. `scripts/test.sh integration all` runs every
+# test under -race as before.
+integration_megabytes="" integration_megabyte_dirs="" iskip=()
+if [ "$integration_run" != '.' ]; then
+  # shellcheck disable=SC2086
+  integration_megabytes="$(megabyte_tests $integration_files | alternation)"
+  # shellcheck disable=SC2086
+  integration_megabyte_dirs="$(megabyte_dirs $integration_files)"
+  [ -z "$integration_megabytes" ] || iskip=(-skip "^($integration_megabytes)\$")
+fi
 # Lane 1: runs/dynamo (the longest package by far) and docstore; lane 2: the
 # mail suites (cmd/agentgate waits out a 60-second approval window under the
 # RIE, whatever the load, idle most of its 95 s), then s3state; lane 3:
@@ -183,28 +234,36 @@ lane1_pkgs="$(echo "$integration_pkgs" | grep -E "$lane1_re" || true)"
 lane2_pkgs="$(echo "$integration_pkgs" | grep -E "$lane2_re" || true)"
 lane3_pkgs="$(echo "$integration_pkgs" | grep -v -E "$lane1_re|$lane2_re" || true)"
 short() { echo $* | sed 's|github.com/agentgate/agentgate/|./|g'; }
-itest() { go test -race -trimpath -count=1 -timeout $go_timeout -p 1 -tags integration -run "$integration_run" "$@"; }
+itest() { go test -race -trimpath -count=1 -timeout $go_timeout -p 1 -tags integration -run "$integration_run" "${iskip[@]}" "$@"; }
+itest_megabytes() { # the integration megabyte tests, without -race
+  [ -n "$integration_megabytes" ] || return 0
+  echo "== integration megabyte tests, without -race: ${integration_megabytes//|/ }"
+  # shellcheck disable=SC2086
+  go test -trimpath -count=1 -timeout $go_timeout -p 1 -tags integration -run "^($integration_megabytes)\$" $integration_megabyte_dirs
+}
 if [ ${#lane_endpoints[@]} -eq 0 ]; then
   echo "== integration packages: $mail_pkgs, then $(short $lane3_pkgs $lane2_pkgs $lane1_pkgs)"
   phase "integration (mail suites)" itest $mail_pkgs
   phase "integration (the rest)" itest $lane3_pkgs $lane2_pkgs $lane1_pkgs
+  [ -z "$integration_megabytes" ] || phase "integration megabyte tests" itest_megabytes
 else
-  echo "== integration packages: lane 1: $(short $lane1_pkgs); lane 2 (on ${lane_endpoints[0]}): $mail_pkgs, then $(short $lane2_pkgs); lane 3 (on ${lane_endpoints[1]}): $(short $lane3_pkgs)"
+  echo "== integration packages: lane 1: $(short $lane1_pkgs); lane 2 (on ${lane_endpoints[0]}): $mail_pkgs, then $(short $lane2_pkgs)${integration_megabytes:+, then the megabyte tests}; lane 3 (on ${lane_endpoints[1]}): $(short $lane3_pkgs)"
   # Lanes 2 and 3 write to files, printed when they end, so the lanes'
   # lines do not interleave; each one's time is printed with it.
-  lane() { # lane LOG ENDPOINT FIRST THEN: run the packages of FIRST, then those of THEN, against ENDPOINT in the background
-    local log="$1" endpoint="$2" first="$3" then="$4"
+  lane() { # lane LOG ENDPOINT FIRST THEN [megabytes]: run the packages of FIRST, then those of THEN (then the megabyte tests), against ENDPOINT in the background
+    local log="$1" endpoint="$2" first="$3" then="$4" megabytes="${5:-}"
     (
       t0=$(date +%s.%N); rc=0
       export AWS_ENDPOINT_URL="$endpoint"
       { [ -z "$first" ] || itest $first; } >"$log" 2>&1 || rc=$?
       [ "$rc" -ne 0 ] || [ -z "$then" ] || itest $then >>"$log" 2>&1 || rc=$?
+      [ "$rc" -ne 0 ] || [ -z "$megabytes" ] || itest_megabytes >>"$log" 2>&1 || rc=$?
       awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' >"$log.time"
       exit $rc
     ) &
   }
   lane2_log="$(mktemp)" lane3_log="$(mktemp)"
-  lane "$lane2_log" "${lane_endpoints[0]}" "$mail_pkgs" "$lane2_pkgs"; lane2_pid=$!
+  lane "$lane2_log" "${lane_endpoints[0]}" "$mail_pkgs" "$lane2_pkgs" megabytes; lane2_pid=$!
   lane "$lane3_log" "${lane_endpoints[1]}" "$lane3_pkgs" ""; lane3_pid=$!
   lane1_rc=0
   [ -z "$lane1_pkgs" ] || phase "integration (lane 1)" itest $lane1_pkgs || lane1_rc=$?

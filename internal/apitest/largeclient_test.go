@@ -130,6 +130,7 @@ func runLargeClientCall(t *testing.T, size int, opts ...func(*apitest.Options)) 
 	assert.Equal(t, http.StatusConflict, st, "a settled run holds no calls")
 }
 
+//agentgate:megabytes
 func TestClientCallOf1MiBIsHandedOverShownWholeAndCompletes(t *testing.T) {
 	runLargeClientCall(t, 1<<20)
 }
@@ -143,6 +144,8 @@ func TestClientCallOf100KiBIsHandedOverShownWholeAndCompletes(t *testing.T) {
 // FAILED/state_too_large, naming the call and the limit (before:
 // FAILED/internal_error, or a worker error over and over); nothing is
 // handed over.
+//
+//agentgate:megabytes
 func TestClientCallOverTheStateLimitEndsStateTooLarge(t *testing.T) {
 	s := start(t, apitest.Options{Script: uploadScript(t, incompressible(3<<20))})
 	c := s.Client(t)

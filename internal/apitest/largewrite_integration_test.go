@@ -12,6 +12,8 @@ import (
 // LocalStack): the bounded summary on the DynamoDB row, the whole inputs
 // and previews in the S3 state blob.
 func TestWrite60KBOnAWS(t *testing.T) { runLargeWrite(t, 60<<10, onAWS(t)) }
+
+//agentgate:megabytes
 func TestWriteOfTheLargestDocumentOnAWS(t *testing.T) {
 	runLargeWrite(t, docstore.MaxDocumentBytes, onAWS(t))
 }

@@ -167,6 +167,7 @@ func runLargeWrite(t *testing.T, size int, opts ...func(*apitest.Options)) {
 
 func TestWrite60KBSuspendsShowsEveryByteAndCompletes(t *testing.T) { runLargeWrite(t, 60<<10) }
 
+//agentgate:megabytes
 func TestWriteOfTheLargestDocumentSuspendsShowsEveryByteAndCompletes(t *testing.T) {
 	runLargeWrite(t, docstore.MaxDocumentBytes)
 }
@@ -205,6 +206,7 @@ func runStateTooLarge(t *testing.T, opts ...func(*apitest.Options)) {
 	assert.True(t, os.IsNotExist(err), "nothing was written")
 }
 
+//agentgate:megabytes
 func TestStateOverTheLimitEndsStateTooLarge(t *testing.T) { runStateTooLarge(t) }
 
 // The sub-resource's refusals, and the approval page's.

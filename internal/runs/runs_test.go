@@ -69,6 +69,7 @@ func TestErrorCode(t *testing.T) {
 	}
 }
 
+//agentgate:megabytes
 func TestStateCodec(t *testing.T) {
 	state := []byte(`{"schema_version":1,"transcript":[` + strings.Repeat(`{"role":"user","text":"hello"},`, 1000) + `{}]}`)
 	ref, blob, err := runs.EncodeBlob("r1", state)

@@ -46,6 +46,7 @@ func TestShortenInput(t *testing.T) {
 	}
 }
 
+//agentgate:megabytes
 func TestSummarizeCallsFitsTheRow(t *testing.T) {
 	// A call has approval terms (held) or its rule's description (let run,
 	// or denied), never both: the worst case of each.

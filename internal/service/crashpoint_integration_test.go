@@ -48,6 +48,7 @@ func TestPoisonStepEndsWorkerLostDynamoDB(t *testing.T) {
 	runPoisonStep(t, env.Table, env.Bucket, clocktest.New(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)))
 }
 
+//agentgate:megabytes
 func TestOversizedCheckpointEndsStateTooLargeDynamoDB(t *testing.T) {
 	testOversizedCheckpoint(t, awsStore)
 }

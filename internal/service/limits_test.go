@@ -19,6 +19,8 @@ import (
 // A held turn whose state is over runs.MaxStateSize ends the run
 // FAILED/state_too_large with a detail naming the largest call, its sizes
 // and the limit; nothing of the turn runs and nobody is asked.
+//
+//agentgate:megabytes
 func TestWorkerEndsAnOversizedSuspensionStateTooLarge(t *testing.T) {
 	e := newEnv(t)
 	var uses []loop.Block

@@ -330,6 +330,7 @@ func testOversizedCheckpoint(t *testing.T, newStore crashPointStore) {
 	assert.Equal(t, l.reads, got.Counters.ToolCalls, "the counters of the last segment are kept")
 }
 
+//agentgate:megabytes
 func TestOversizedCheckpointEndsStateTooLargeEmbedded(t *testing.T) {
 	testOversizedCheckpoint(t, func(t *testing.T) (runs.RowStore, runs.StateStore) {
 		db, err := embedded.Open(filepath.Join(t.TempDir(), "big.db"))

@@ -31,6 +31,13 @@ func TestConformance(t *testing.T) {
 	runstest.Run(t, func(t *testing.T) runstest.Harness { return awstest.New(t).Harness() })
 }
 
+// TestConformanceMegabytes runs the suite's megabyte cases on the pair.
+//
+//agentgate:megabytes
+func TestConformanceMegabytes(t *testing.T) {
+	runstest.RunMegabytes(t, func(t *testing.T) runstest.Harness { return awstest.New(t).Harness() })
+}
+
 // TestRoundTrips asserts what the hot transitions cost on the wire.
 func TestRoundTrips(t *testing.T) {
 	aws := awstest.New(t)

@@ -60,6 +60,11 @@ func TestConformance(t *testing.T) {
 	runstest.Run(t, newHarness)
 }
 
+//agentgate:megabytes
+func TestConformanceMegabytes(t *testing.T) {
+	runstest.RunMegabytes(t, newHarness)
+}
+
 func TestOpenLockedFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentgate.db")
 	db, err := Open(path)

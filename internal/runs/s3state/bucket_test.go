@@ -103,6 +103,7 @@ func extractPayload(b []byte) []byte {
 	return b
 }
 
+//agentgate:megabytes
 func TestPutStateRefusesOversizedState(t *testing.T) {
 	w := &wire{answer: ok}
 	_, err := newTestBucket(w, Options{}).PutState(t.Context(), "r1", runstest.Incompressible(runs.MaxStateSize+1))
