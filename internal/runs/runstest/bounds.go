@@ -24,6 +24,18 @@ const ManyApprovers = runs.MaxApprovers
 // through unless the harness says otherwise (Harness.Cycles).
 const DefaultCycles = 30
 
+// DefaultRacers is how many goroutines the concurrency cases race on one
+// run unless the harness says otherwise (Harness.Racers).
+const DefaultRacers = 50
+
+// racers is the harness's racer count.
+func (e *Env) racers() int {
+	if e.H.Racers > 0 {
+		return e.H.Racers
+	}
+	return DefaultRacers
+}
+
 // maxRowGrowth is how much the stored row may grow over the cycles: a few
 // more digits in its version, sequence and ids, never a list.
 const maxRowGrowth = 128

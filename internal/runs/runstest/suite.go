@@ -44,6 +44,12 @@ type Harness struct {
 	// (0: DefaultCycles); an emulator that copies its table in every
 	// transaction (moto) takes fewer.
 	Cycles int
+	// Racers is how many goroutines the concurrency cases race on one run
+	// (0: DefaultRacers); a harness that sends one request at a time
+	// (awstest over moto, whose writes are not atomic under concurrency)
+	// gets no more interleavings from 50 than from a dozen, only a longer
+	// queue.
+	Racers int
 }
 
 // Options the suite builds its stores with.
@@ -1406,7 +1412,7 @@ func testPurge(t *testing.T, e *Env) {
 func testConcurrentDecide(t *testing.T, e *Env) {
 	ctx := t.Context()
 	r, _ := e.Waiting(t)
-	const n = 50
+	n := e.racers()
 	var wins atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -1443,7 +1449,7 @@ func testConcurrentLinkDecide(t *testing.T, e *Env) {
 		require.NoError(t, err)
 		toks[i] = tok
 	}
-	const n = 50
+	n := e.racers()
 	var wins atomic.Int64
 	var wg sync.WaitGroup
 	for i := range n {
@@ -1472,7 +1478,7 @@ func testConcurrentLinkDecide(t *testing.T, e *Env) {
 func testConcurrentClaim(t *testing.T, e *Env) {
 	ctx := t.Context()
 	q := e.Queued(t)
-	const n = 50
+	n := e.racers()
 	var mu sync.Mutex
 	var winners []string
 	var wg sync.WaitGroup

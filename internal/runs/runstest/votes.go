@@ -171,7 +171,7 @@ func testVoteThroughLinks(t *testing.T, e *Env) {
 func testConcurrentVotes(t *testing.T, e *Env) {
 	ctx := t.Context()
 	r := e.waitingTwoCalls(t, 2, 2)
-	const n = 50
+	n := e.racers()
 	voters := []string{"ann", "bob", "carol", "dave", "erin"}
 	var wins, transitions atomic.Int64
 	var wg sync.WaitGroup
