@@ -17,4 +17,6 @@ func TestWrite60KBOnAWS(t *testing.T) { runLargeWrite(t, 60<<10, onAWS(t)) }
 func TestWriteOfTheLargestDocumentOnAWS(t *testing.T) {
 	runLargeWrite(t, docstore.MaxDocumentBytes, onAWS(t))
 }
+
+//agentgate:megabytes
 func TestStateOverTheLimitOnAWS(t *testing.T) { runStateTooLarge(t, onAWS(t)) }

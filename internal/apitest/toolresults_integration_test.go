@@ -16,6 +16,8 @@ func TestClientToolsExpireOnAWS(t *testing.T) { runClientToolsExpire(t, onAWS(t)
 
 // The large client calls on DynamoDB+S3: the row keeps the summary, the
 // state blob in S3 the whole inputs.
+//
+//agentgate:megabytes
 func TestClientCallOf1MiBOnAWS(t *testing.T) { runLargeClientCall(t, 1<<20, onAWS(t)) }
 
 // Group tool executors on DynamoDB+S3: the run row keeps the group entry,
