@@ -82,7 +82,7 @@ go_timeout=30m
 # its func) moves megabytes of state through the store or the API, at the
 # limits and past them. Under the race detector every byte copied is
 # checked, which makes such a test 15 to 25 times slower (the embedded
-# store's megabyte conformance cases: 70 s instead of 3.5 s; apitest's four:
+# store's megabyte conformance cases: 70 s instead of 5 s; apitest's four:
 # 100 s instead of 4.3 s), and those bytes are copied by one goroutine: the
 # same code with small states runs under -race in the other tests. So the
 # -race passes skip them (go test -skip) and they run in a pass of their own

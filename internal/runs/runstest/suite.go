@@ -147,7 +147,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 // past them. They are a test of their own in each adapter's package
 // (TestConformanceMegabytes) so that scripts/test.sh can run them without
 // the race detector, which checks every byte copied and makes them about 17
-// times slower (46 s instead of 2.8 s on the embedded store); the cases with
+// times slower (about 70 s instead of 5 s on the embedded store); the cases with
 // small states in Run cover the same code under -race.
 func RunMegabytes(t *testing.T, newHarness func(t *testing.T) Harness) {
 	runCases(t, newHarness, []suiteCase{
