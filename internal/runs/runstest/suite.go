@@ -146,8 +146,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 // store: held turns and hand-overs at the row's and the state's limits and
 // past them. They are a test of their own in each adapter's package
 // (TestConformanceMegabytes) so that scripts/test.sh can run them without
-// the race detector, which checks every byte copied and makes them about 17
-// times slower (about 70 s instead of 5 s on the embedded store); the cases with
+// the race detector, which checks every byte copied and makes them about 14
+// times slower (70 s instead of 5 s on the embedded store); the cases with
 // small states in Run cover the same code under -race.
 func RunMegabytes(t *testing.T, newHarness func(t *testing.T) Harness) {
 	runCases(t, newHarness, []suiteCase{
