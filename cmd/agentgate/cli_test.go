@@ -772,7 +772,8 @@ func TestVoteLineWithoutAQuorum(t *testing.T) {
 			{ID: "toolu_a", Tool: "write_document", NeedsApproval: true, Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}},
 			{ID: "toolu_b", Tool: "delete_document", NeedsApproval: true, Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}},
 		}}}
-	if got, want := voteLine(r), "-; 1 more approval(s) for each held call needed"; got != want {
+	// Before any vote: "none yet" (it printed "-").
+	if got, want := voteLine(r), "none yet; 1 more approval(s) for each held call needed"; got != want {
 		t.Errorf("voteLine = %q, want %q", got, want)
 	}
 	r.Pending.Calls[0].Approval = &client.ApprovalRule{Approvals: n(1), ApprovedBy: []string{"ann"}, StillNeeded: n(0)}
