@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/gateway"
+	"github.com/agentgate/agentgate/internal/provider/scripted"
 )
 
 // TestDemoScriptFinishesHonestlyWhateverIsDecided runs the built-in demo
@@ -67,4 +68,19 @@ func TestDemoScriptFinishesHonestlyWhateverIsDecided(t *testing.T) {
 			assert.Contains(t, out.Text, "events", "the final text points to the run's events: %q", out.Text)
 		})
 	}
+}
+
+// TestMCPExampleScriptIsTheREADMEs: README's MCP example runs the scripted
+// model shipped in examples/ (it named only scripted:<file>, which nothing
+// shipped), and the file parses as one. The integration test
+// TestEverythingServerBehindTheGate plays it against the reference server.
+func TestMCPExampleScriptIsTheREADMEs(t *testing.T) {
+	const path = "examples/mcp-everything-script.json"
+	b, err := os.ReadFile(filepath.Join("..", "..", path))
+	require.NoError(t, err)
+	_, err = scripted.Parse(b)
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "--model scripted:"+path)
 }
