@@ -742,8 +742,9 @@ func TestJSONFailuresAreJSON(t *testing.T) {
 	t.Setenv(EnvEndpoint, "")
 	var out, serr bytes.Buffer
 	code = run(context.Background(), []string{"runs", "get", "r1", "--json"}, &out, &serr)
-	if f := decode(t, serr.String()); code != 1 || f.Error.Code != "" || f.Error.Status != 0 || !strings.Contains(f.Error.Message, "no endpoint") {
-		t.Errorf("no endpoint: exit %d, %+v; want exit 1 and the message alone", code, f.Error)
+	// No endpoint is a usage error, found before any request: exit 2.
+	if f := decode(t, serr.String()); code != 2 || f.Error.Code != "" || f.Error.Status != 0 || !strings.Contains(f.Error.Message, "no endpoint") {
+		t.Errorf("no endpoint: exit %d, %+v; want exit 2 and the message alone", code, f.Error)
 	}
 }
 
