@@ -81,7 +81,7 @@ func (g *globalFlags) client() (*client.Client, error) {
 		g.token = os.Getenv(EnvToken)
 	}
 	if g.endpoint == "" {
-		return nil, fmt.Errorf("no endpoint: pass --endpoint or set %s", EnvEndpoint)
+		return nil, usagef("no endpoint: pass --endpoint or set %s", EnvEndpoint)
 	}
 	if err := checkEndpoint(g.endpoint, from); err != nil {
 		return nil, err

@@ -377,7 +377,11 @@ func voteLine(r *client.Run) string {
 	if more == "" {
 		more = fmt.Sprintf("%d more approval(s)", missing)
 	}
-	return fmt.Sprintf("%s; %s needed", orDash(strings.Join(votes, ", ")), one(more))
+	cast := "none yet" // "-" read as a minus or a missing value
+	if len(votes) > 0 {
+		cast = strings.Join(votes, ", ")
+	}
+	return fmt.Sprintf("%s; %s needed", cast, one(more))
 }
 
 // callsProgress is the vote progress of r's held calls as the server

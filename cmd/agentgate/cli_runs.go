@@ -330,11 +330,21 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-func readInput(name string) ([]byte, error) {
+// readInput reads the file flag names (- for standard input). A file that
+// cannot be read is a usage error (exit 2), found before any request, as
+// one whose JSON does not decode is.
+func readInput(flag, name string) ([]byte, error) {
+	var b []byte
+	var err error
 	if name == "-" {
-		return io.ReadAll(cliStdin)
+		b, err = io.ReadAll(cliStdin)
+	} else {
+		b, err = os.ReadFile(name)
 	}
-	return os.ReadFile(name)
+	if err != nil {
+		return nil, usagef("%s: %v", flag, err)
+	}
+	return b, nil
 }
 
 // bodyFields are the flags of `runs start` that set a field of the
@@ -372,7 +382,7 @@ var bodyFields = []struct {
 // the file names. A file that does not decode is a usage error (exit 2),
 // found before any request.
 func (s *startFlags) readBody(req *client.StartRunRequest) error {
-	b, err := readInput(s.body)
+	b, err := readInput("--body", s.body)
 	if err != nil {
 		return err
 	}
@@ -416,7 +426,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		}
 	}
 	if s.promptFile != "" {
-		b, err := readInput(s.promptFile)
+		b, err := readInput("--prompt-file", s.promptFile)
 		if err != nil {
 			return req, err
 		}
@@ -426,7 +436,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		req.Prompt = s.prompt
 	}
 	if s.messagesFile != "" {
-		b, err := readInput(s.messagesFile)
+		b, err := readInput("--messages-file", s.messagesFile)
 		if err != nil {
 			return req, err
 		}
@@ -475,7 +485,7 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 		req.MaxOutputTokens = s.maxOutputTokens
 	}
 	if s.clientTools != "" {
-		b, err := readInput(s.clientTools)
+		b, err := readInput("--client-tools", s.clientTools)
 		if err != nil {
 			return req, err
 		}
@@ -558,7 +568,7 @@ func (d *decideFlags) decision() (client.Decision, error) {
 		return out, usagef("give exactly one of --approve, --deny, --call or --decision-file")
 	}
 	if d.file != "" {
-		b, err := readInput(d.file)
+		b, err := readInput("--decision-file", d.file)
 		if err != nil {
 			return out, err
 		}
@@ -629,7 +639,7 @@ func parseCallDecision(spec string) (client.CallDecision, error) {
 		if !ok || file == "" {
 			return cd, usagef("--call %q: edit takes @file.json with the new arguments", spec)
 		}
-		b, err := readInput(file)
+		b, err := readInput("--call", file)
 		if err != nil {
 			return cd, err
 		}

@@ -161,6 +161,14 @@ func TestCLIRunsAndApprovals(t *testing.T) {
 		{"wait for a status", "alice", []string{"runs", "wait", r.ID, "--status", "waiting_for_approval"}, 0, "WAITING_FOR_APPROVAL", ""},
 		{"wait bad status", "alice", []string{"runs", "wait", r.ID, "--status", "DONE"}, 2, "", "unknown status"},
 		{"unknown verb", "alice", []string{"runs", "frobnicate", "x"}, 2, "", "unknown command"},
+		// A file a flag names that cannot be read is a usage error found
+		// before any request (exit 2), as one whose JSON does not decode;
+		// it was exit 1.
+		{"tool-results missing file", "alice", []string{"runs", "tool-results", r.ID, "--results", "nofile.json"}, 2, "", "--results: open nofile.json"},
+		{"start missing prompt file", "alice", []string{"runs", "start", "--prompt-file", "nofile.txt", "--approver", "bob"}, 2, "", "--prompt-file: open nofile.txt"},
+		{"start missing body file", "alice", []string{"runs", "start", "--body", "nofile.json"}, 2, "", "--body: open nofile.json"},
+		{"decide missing decision file", "bob", []string{"runs", "decide", r.ID, "--decision-file", "nofile.json"}, 2, "", "--decision-file: open nofile.json"},
+		{"decide missing edit file", "bob", []string{"runs", "decide", r.ID, "--digest", digest, "--call", "toolu_demo_write=edit:@nofile.json"}, 2, "", "--call: open nofile.json"},
 		{"cancel", "alice", []string{"runs", "cancel", other.ID}, 0, "CANCELLED", ""},
 		{"cancel again", "alice", []string{"runs", "cancel", other.ID}, 1, "", "HTTP 409 conflict"},
 		{"show not waiting", "alice", []string{"approvals", "show", other.ID}, 1, "", "nothing waits"},
@@ -255,8 +263,9 @@ func TestCLIEnvironment(t *testing.T) {
 	}
 	t.Setenv(EnvEndpoint, "")
 	code = run(context.Background(), []string{"runs", "get", "x"}, &out, &serr)
-	if code != 1 || !strings.Contains(serr.String(), EnvEndpoint) {
-		t.Fatalf("no endpoint: exit %d: %s", code, serr.String())
+	// A usage error found before any request: exit 2 (it was 1).
+	if code != 2 || !strings.Contains(serr.String(), EnvEndpoint) {
+		t.Fatalf("no endpoint: exit %d, want 2: %s", code, serr.String())
 	}
 	// --help never prints the token from the environment.
 	out.Reset()
@@ -733,8 +742,9 @@ func TestJSONFailuresAreJSON(t *testing.T) {
 	t.Setenv(EnvEndpoint, "")
 	var out, serr bytes.Buffer
 	code = run(context.Background(), []string{"runs", "get", "r1", "--json"}, &out, &serr)
-	if f := decode(t, serr.String()); code != 1 || f.Error.Code != "" || f.Error.Status != 0 || !strings.Contains(f.Error.Message, "no endpoint") {
-		t.Errorf("no endpoint: exit %d, %+v; want exit 1 and the message alone", code, f.Error)
+	// No endpoint is a usage error, found before any request: exit 2.
+	if f := decode(t, serr.String()); code != 2 || f.Error.Code != "" || f.Error.Status != 0 || !strings.Contains(f.Error.Message, "no endpoint") {
+		t.Errorf("no endpoint: exit %d, %+v; want exit 2 and the message alone", code, f.Error)
 	}
 }
 
@@ -763,7 +773,8 @@ func TestVoteLineWithoutAQuorum(t *testing.T) {
 			{ID: "toolu_a", Tool: "write_document", NeedsApproval: true, Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}},
 			{ID: "toolu_b", Tool: "delete_document", NeedsApproval: true, Approval: &client.ApprovalRule{Approvals: n(0), StillNeeded: n(1)}},
 		}}}
-	if got, want := voteLine(r), "-; 1 more approval(s) for each held call needed"; got != want {
+	// Before any vote: "none yet" (it printed "-").
+	if got, want := voteLine(r), "none yet; 1 more approval(s) for each held call needed"; got != want {
 		t.Errorf("voteLine = %q, want %q", got, want)
 	}
 	r.Pending.Calls[0].Approval = &client.ApprovalRule{Approvals: n(1), ApprovedBy: []string{"ann"}, StillNeeded: n(0)}

@@ -31,7 +31,7 @@ func toolResultsVerb() subcommand {
 			if file == "" {
 				return usagef("give --results FILE")
 			}
-			b, err := readInput(file)
+			b, err := readInput("--results", file)
 			if err != nil {
 				return err
 			}

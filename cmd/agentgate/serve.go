@@ -424,11 +424,24 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	model := fs.String("model", "", "model spec as the Lambdas take it: scripted:<file>, bedrock:<id>, openai:<model> (AGENTGATE_OPENAI_BASE_URL for compatible servers), anthropic:<model> (default: the built-in demo script)")
 	tools := fs.String("tools", "", "tool-sources file: MCP servers whose tools the model may call, behind the approval gate (see README)")
 	var tokens tokenFlag
-	fs.Var(&tokens, "token", "bearer token as principal=token (repeatable; visible to other local users in the process list: prefer --token-file); default: one generated for principal 'local-user'")
+	// A bad --token or --token-file is kept here and reported after the
+	// parse, not returned from the flag's Set: the flag package would
+	// quote the value, the secret, in its error ("invalid value
+	// \"alice=...\" for flag -token") and print every flag after it.
+	var tokensErr error
+	fs.Func("token", "bearer token as principal=token (repeatable; visible to other local users in the process list: prefer --token-file); default: one generated for principal 'local-user'", func(v string) error {
+		if err := tokens.Set(v); err != nil && tokensErr == nil {
+			tokensErr = tokenArgError(v, err)
+		}
+		return nil
+	})
 	var secretFiles []string // files of tokens and secrets, whose mode is checked
 	fs.Func("token-file", "file of bearer tokens, one principal=token per line (spaces around = are dropped; blank lines and lines starting with # are skipped; repeatable; keep it mode 0600)", func(path string) error {
 		secretFiles = append(secretFiles, path)
-		return tokens.readFile(path)
+		if err := tokens.readFile(path); err != nil && tokensErr == nil {
+			tokensErr = fmt.Errorf("--token-file: %w", err) // readFile names the path and line, never a token
+		}
+		return nil
 	})
 	sweep := fs.Duration("sweep-every", defaultSweepEvery, "how often the purge sweep runs (expiry, reminders, webhook retries, take-over of lost workers, retention), "+sweepEveryRange)
 	retention := fs.Duration("retention", 0, "how long settled runs are kept before the sweep purges them (default: $"+config.EnvRetention+", else 720h)")
@@ -458,6 +471,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Var(&remote, "remote", "run against Lambda bootstraps under the Runtime Interface Emulator: name=url for startrun, resume and purge (repeatable)")
 	if err := parseFlags(fs, args, false, stdout); err != nil {
 		return err
+	}
+	if tokensErr != nil {
+		return &usageError{err: tokensErr}
 	}
 	if *store != "embedded" && *store != "aws" {
 		return usagef("--store %q: want embedded or aws", *store)
@@ -551,7 +567,7 @@ func (t *tokenFlag) Set(v string) error {
 	case strings.ContainsFunc(token, unicode.IsSpace):
 		return errors.New("the token has a space inside: no HTTP client sends it as one token")
 	case len(token) < 16:
-		return fmt.Errorf("want principal=token with a token of at least 16 characters")
+		return errors.New("token shorter than 16 characters")
 	}
 	if *t == nil {
 		*t = tokenFlag{}
@@ -561,6 +577,17 @@ func (t *tokenFlag) Set(v string) error {
 	}
 	(*t)[token] = principal
 	return nil
+}
+
+// tokenArgError is err, of the --token value v, named by v's principal
+// only: v holds the secret, which no error may show. A value without an
+// = has no principal to name (it may be the bare token).
+func tokenArgError(v string, err error) error {
+	principal, _, ok := strings.Cut(v, "=")
+	if principal = strings.TrimSpace(principal); !ok || principal == "" {
+		return fmt.Errorf("--token: %w", err)
+	}
+	return fmt.Errorf("--token for %q: %w", principal, err)
 }
 
 // readFile adds the principal=token lines of the file at path; an error

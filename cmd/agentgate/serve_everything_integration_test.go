@@ -32,12 +32,9 @@ import (
 	"github.com/agentgate/agentgate/internal/provider/scripted"
 )
 
-const everythingScript = `{"turns": [
-  {"content": [{"type": "text", "text": "Let me add the numbers."},
-               {"type": "tool_use", "id": "toolu_sum", "name": "everything__get-sum", "input": {"a": 2, "b": 3}}]},
-  {"content": [{"type": "tool_use", "id": "toolu_log", "name": "everything__toggle-simulated-logging", "input": {}}]},
-  {"content": [{"type": "text", "text": "Sum computed and logging toggled."}]}
-]}`
+// everythingScript is the scripted model README's "Try it with the MCP
+// reference server" runs: add 2 and 3, toggle simulated logging, finish.
+const everythingScript = "../../examples/mcp-everything-script.json"
 
 func startEverything(t *testing.T) string {
 	t.Helper()
@@ -104,7 +101,7 @@ func TestEverythingServerBehindTheGate(t *testing.T) {
 		assert.Contains(t, res.Content, want, tool)
 	}
 
-	model := &recordingModel{model: must(scripted.Parse([]byte(everythingScript)))}
+	model := &recordingModel{model: must(scripted.Parse(must(os.ReadFile(everythingScript))))}
 	alice, bob := serveApp(t, dir, model, catalog, logs)
 
 	var run runJSON
@@ -121,7 +118,7 @@ func TestEverythingServerBehindTheGate(t *testing.T) {
 
 	bob.do(http.MethodPost, "/runs/"+run.ID+"/decision", map[string]any{"turn_digest": run.Pending.TurnDigest, "action": "approve"}, http.StatusAccepted, nil)
 	done := alice.waitStatus(run.ID, "COMPLETED")
-	assert.Contains(t, string(done.Output), "Sum computed and logging toggled.")
+	assert.Contains(t, string(done.Output), "Finished. I added 2 and 3")
 	toggled := model.toolResults("toolu_log")
 	require.NotEmpty(t, toggled)
 	assert.False(t, toggled[0].IsError, toggled[0].Content)

@@ -64,3 +64,47 @@ func TestTokenFile(t *testing.T) {
 		t.Error("a missing file is an error")
 	}
 }
+
+// TestServeBadTokenNamesThePrincipalOnly runs `agentgate serve` with a bad
+// --token or --token-file: it exits 2 with a one-line usage error, as a bad
+// --sweep-every does, that names the principal (or the file's line) and
+// never the secret. The flag package used to quote the whole value
+// ("invalid value \"alice=tooshortsecret\" for flag -token") and print
+// every flag after it.
+func TestServeBadTokenNamesThePrincipalOnly(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("alice=aaaaaaaaaaaaaaaa1111\nbob=tooshortsecret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		secret  string
+		message string
+	}{
+		{"short", []string{"--token", "alice=tooshortsecret"}, "tooshortsecret", `agentgate serve: --token for "alice": token shorter than 16 characters`},
+		{"space inside", []string{"--token", "alice=aaaaaaaaaaaa bbbbbbbbbbbbb"}, "aaaaaaaaaaaa bbbbbbbbbbbbb", `agentgate serve: --token for "alice": the token has a space inside`},
+		{"two principals", []string{"--token", "alice=aaaaaaaaaaaaaaaa2222", "--token", "bob=aaaaaaaaaaaaaaaa2222"}, "aaaaaaaaaaaaaaaa2222", `agentgate serve: --token for "bob": one token is given for two principals (alice and bob)`},
+		{"no principal", []string{"--token", "tooshortsecret"}, "tooshortsecret", `agentgate serve: --token: want principal=token`},
+		{"file", []string{"--token-file", file}, "tooshortsecret", "agentgate serve: --token-file: " + file + " line 2: token shorter than 16 characters"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			args := append([]string{"serve", "--addr", "127.0.0.1:0", "--dir", t.TempDir()}, tt.args...)
+			code := run(t.Context(), args, &stdout, &stderr)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			out := stdout.String() + stderr.String()
+			if strings.Contains(out, tt.secret) {
+				t.Errorf("the output shows the secret:\n%s", out)
+			}
+			if !strings.HasPrefix(stderr.String(), tt.message) {
+				t.Errorf("stderr %q, want it to start with %q", stderr.String(), tt.message)
+			}
+			if want := "usage: agentgate serve -h lists its flags\n"; !strings.HasSuffix(stderr.String(), want) || strings.Count(stderr.String(), "\n") != 2 {
+				t.Errorf("stderr %q, want one line and then %q, as other serve flag errors", stderr.String(), want)
+			}
+		})
+	}
+}

@@ -258,11 +258,29 @@ func decodeJSONGiven(req events.APIGatewayProxyRequest, max int, v any) (givenMe
 	if at, deep := tooDeep(err); deep {
 		return nil, errorf(runs.ETooLarge, "body nests too deeply: its JSON goes more than %d levels of objects and arrays deep (at byte %d), the most a body may", MaxJSONDepth, at)
 	}
+	var re *rangeError
+	if errors.As(err, &re) {
+		side := "more than the largest"
+		if strings.HasPrefix(re.Value, "-") {
+			side = "less than the smallest"
+		}
+		return given, &outOfRangeError{errorf(runs.EInvalid, "field %.80q is out of range: %.40s is %s integer it takes, %s", strictjson.Path(re.Pointer), re.Value, side, re.Bound)}
+	}
 	if err != nil {
 		return nil, errorf(runs.EBadRequest, "body is not valid: %s", jsonProblem(err))
 	}
 	return given, nil
 }
+
+// outOfRangeError is decodeJSONGiven's answer to an integer member written
+// as an integer that its type cannot hold (9223372036854775808 for an
+// int64): a 422, as any number out of its member's range, not a 400. v is
+// filled all the same, the member at its type's bound, so a handler that
+// validates v may refuse it with the member's own range instead.
+type outOfRangeError struct{ err *runs.Error }
+
+func (e *outOfRangeError) Error() string { return e.err.Error() }
+func (e *outOfRangeError) Unwrap() error { return e.err }
 
 // MaxJSONDepth is how many levels of objects and arrays a request body's
 // JSON may nest: the limit of the tokenizer bodies are read with

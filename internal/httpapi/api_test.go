@@ -133,7 +133,16 @@ func TestBadInput(t *testing.T) {
 		{"start: negative ttl overflows to 24 h", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":-18446744013}`), 422, "approval_ttl_seconds"},
 		{"start: negative ttl", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":-1}`), 422, "approval_ttl_seconds"},
 		{"start: ttl too long", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":604801}`), 422, "approval_ttl_seconds"},
-		{"start: ttl beyond int64", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":99999999999999999999}`), 400, "approval_ttl_seconds"},
+		// An integer beyond int64 is out of range like any other (422), with
+		// the member's own range where it has one; it used to be 400 "must be
+		// an integer, not the number 9223372036854775808".
+		{"start: ttl beyond int64", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":99999999999999999999}`), 422, "approval_ttl_seconds must be between 60 and 604800"},
+		{"start: ttl just beyond int64", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":9223372036854775808}`), 422, "approval_ttl_seconds must be between 60 and 604800"},
+		{"start: ttl below int64", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":-9223372036854775809}`), 422, "approval_ttl_seconds must be between 60 and 604800"},
+		{"start: max_iterations beyond int", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"max_iterations":9223372036854775808}`), 422, "max_iterations must be between 0 and 200"},
+		{"start: max_tokens beyond int64 (no range of its own)", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"max_tokens":9223372036854775808}`), 422, `field "max_tokens" is out of range: 9223372036854775808 is more than the largest integer it takes, 9223372036854775807`},
+		{"start: beyond int64 in a body malformed after it", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"max_tokens":9223372036854775808,"colour":1}`), 400, `field "max_tokens" must be an integer, not the number 9223372036854775808`},
+		{"start: not written as an integer", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com"],"approval_ttl_seconds":1e30}`), 400, `field "approval_ttl_seconds" must be an integer, not the number 1e30`},
 		{"start: approver with display name", req("POST", "/runs", alice, `{"prompt":"x","approvers":["Bob <b@example.com>"]}`), 422, "approvers[0]"},
 		{"start: approver with U+2028", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b\u2028@example.com"]}`), 422, "approvers[0]"},
 		{"start: approver with U+0085", req("POST", "/runs", alice, `{"prompt":"x","approvers":["b@example.com\u0085"]}`), 422, "approvers[0]"},

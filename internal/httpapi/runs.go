@@ -203,6 +203,13 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 	}
 	var sr service.StartRequest
 	given, err := decodeJSONGiven(req, routes.MaxStartBody, &sr)
+	// An integer beyond its type is refused after the validation, which
+	// says the member's range where it has one (approval_ttl_seconds must
+	// be between 60 and 604800); sr holds it at the type's bound.
+	var outOfRange *outOfRangeError
+	if errors.As(err, &outOfRange) {
+		err = nil
+	}
 	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
@@ -213,6 +220,9 @@ func (a *API) startRun(ctx context.Context, req events.APIGatewayProxyRequest) (
 		}
 	}
 	in, err := a.judgeStart(ctx, who, &sr, given)
+	if err == nil && outOfRange != nil {
+		err = outOfRange // a member without a range of its own (max_tokens)
+	}
 	if err != nil {
 		if key == "" {
 			return events.APIGatewayProxyResponse{}, err

@@ -47,20 +47,70 @@ type givenMembers map[string]bool
 // decodeStrictGiven is decodeStrict, also returning the members given.
 func decodeStrictGiven(b []byte, v any) (givenMembers, error) {
 	w := walker{dec: jsontext.NewDecoder(bytes.NewReader(b)), given: givenMembers{}}
-	if err := w.value(reflect.TypeOf(v).Elem(), ""); err != nil {
+	err := w.value(reflect.TypeOf(v).Elem(), "")
+	if err == nil {
+		if _, end := w.dec.ReadToken(); !errors.Is(end, io.EOF) {
+			err = errTrailingData
+		}
+	}
+	switch {
+	case err != nil && len(w.overflows) > 0:
+		// A body that is not otherwise sound is refused at its first
+		// overflowing integer, as JSON v2 refuses it.
+		return nil, w.overflows[0].shape
+	case err != nil:
+		return nil, err
+	case len(w.overflows) == 0:
+		return w.given, json.Unmarshal(b, v)
+	}
+	// Fill v with each overflowing integer at its type's bound, so that a
+	// validator can still say the member's range, and report the first.
+	saturated := make([]byte, 0, len(b))
+	last := 0
+	for _, o := range w.overflows {
+		saturated = append(append(saturated, b[last:o.start]...), o.bound...)
+		last = o.end
+	}
+	saturated = append(saturated, b[last:]...)
+	if err := json.Unmarshal(saturated, v); err != nil {
 		return nil, err
 	}
-	if _, err := w.dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return nil, errTrailingData
-	}
-	return w.given, json.Unmarshal(b, v)
+	first := w.overflows[0]
+	return w.given, &rangeError{Pointer: first.ptr, Value: string(b[first.start:first.end]), Bound: first.bound}
+}
+
+// rangeError is an integer written as one, for an integer member, that its
+// Go type cannot hold (9223372036854775808 for an int64): well-formed but
+// out of range, so invalid (422) rather than malformed (400), as any other
+// number out of its member's range. decodeStrict returns it with v filled,
+// the member at its type's bound (Bound), which a validator refuses with
+// the member's own range where it has one.
+type rangeError struct {
+	Pointer jsontext.Pointer
+	Value   string
+	Bound   string
+}
+
+func (e *rangeError) Error() string {
+	return "integer out of range at " + string(e.Pointer)
+}
+
+// overflow is one integer of the body its member cannot hold: its bytes
+// [start, end), the bound they stand for, and the answer to a body not
+// otherwise sound (the kind's refusal JSON v2 gives).
+type overflow struct {
+	ptr        jsontext.Pointer
+	start, end int
+	bound      string
+	shape      *shapeError
 }
 
 // walker reads one JSON value with dec, checking it against a Go type and
 // noting the members given.
 type walker struct {
-	dec   *jsontext.Decoder
-	given givenMembers
+	dec       *jsontext.Decoder
+	given     givenMembers
+	overflows []overflow
 }
 
 // errTrailingData: the body holds more than one JSON value.
@@ -157,6 +207,14 @@ func (w *walker) value(t reflect.Type, ptr jsontext.Pointer) error {
 	if fits(tok, kind, t) {
 		return nil
 	}
+	if bound, ok := integerBound(tok, kind, t); ok {
+		end := int(dec.InputOffset())
+		if start := end - len(tok.String()); start >= 0 {
+			shape := &shapeError{Pointer: ptr, GoType: t, Kind: kind, Value: tok.String()}
+			w.overflows = append(w.overflows, overflow{ptr: ptr, start: start, end: end, bound: bound, shape: shape})
+			return nil
+		}
+	}
 	e := &shapeError{Pointer: ptr, GoType: t, Kind: kind}
 	if kind == '0' {
 		e.Value = tok.String()
@@ -225,6 +283,31 @@ func fits(tok jsontext.Token, kind jsontext.Kind, t reflect.Type) bool {
 		return err == nil
 	}
 	return false
+}
+
+// integerBound says whether a number token that does not fit t is an
+// integer written as one (digits, a leading minus at most) too large for
+// t's integer type, and gives the bound of t on its side.
+func integerBound(tok jsontext.Token, kind jsontext.Kind, t reflect.Type) (string, bool) {
+	if kind != '0' {
+		return "", false
+	}
+	s := tok.String()
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, t.Bits())
+		if !errors.Is(err, strconv.ErrRange) {
+			return "", false
+		}
+		return strconv.FormatInt(n, 10), true // ParseInt's n is the bound
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		n, err := strconv.ParseUint(s, 10, t.Bits())
+		if !errors.Is(err, strconv.ErrRange) {
+			return "", false
+		}
+		return strconv.FormatUint(n, 10), true
+	}
+	return "", false
 }
 
 // fieldCache holds jsonFields' answers per struct type.

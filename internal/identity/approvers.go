@@ -184,6 +184,12 @@ const (
 	ReasonFourEyes       Reason = "four_eyes"       // the initiator's person, by some alias
 )
 
+// ReasonNotToolExecutor is why a submission of client-tool results is
+// refused (runs.MaySubmitResults): the submitter is neither the run's
+// initiator nor one of its tool executors. Only logs carry it; no stored
+// event does.
+const ReasonNotToolExecutor Reason = "not_tool_executor"
+
 // Refusal is the error MayDecide returns; it maps to 403. Message is safe
 // to show to the decider.
 type Refusal struct {

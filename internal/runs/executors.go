@@ -36,7 +36,7 @@ func MaySubmitResults(dir *identity.Directory, r *Run, who string) (string, erro
 	// One message whatever the run names: a refused caller learns nothing
 	// of its executors (whether it names groups, say).
 	msg := who + " is neither the initiator nor a tool executor of run " + r.ID + ", nor now a member of a group it names as tool executors"
-	return "", &identity.Refusal{Reason: identity.ReasonNotApprover, Message: msg}
+	return "", &identity.Refusal{Reason: identity.ReasonNotToolExecutor, Message: msg}
 }
 
 // isToolExecutor reports whether s is r's initiator or one of its tool

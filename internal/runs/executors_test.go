@@ -97,6 +97,8 @@ func TestMaySubmitResultsReadsMembershipAtSubmission(t *testing.T) {
 	_, err = runs.MaySubmitResults(now, r, "ann@example.com")
 	var ref *identity.Refusal
 	require.ErrorAs(t, err, &ref, "ann left the group")
+	// The log's reason: she is no tool executor (it said not_approver).
+	assert.Equal(t, identity.ReasonNotToolExecutor, ref.Reason)
 	assert.Equal(t, "ann@example.com is neither the initiator nor a tool executor of run r1, nor now a member of a group it names as tool executors", ref.Message)
 	assert.False(t, runs.MayRead(now, r, "ann@example.com"), "nor may she read the run")
 

@@ -295,7 +295,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepSummary, error) {
 	pool.wait()
 	sum.secretErr = round.secretError()
 	warnWaitingForSecret(ctx, log, sum)
-	log.InfoContext(ctx, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
+	// A sweep that found nothing to do (every counter zero, as most are
+	// on a quiet server) says so at debug level, not every period at info.
+	level := slog.LevelInfo
+	if sum.idle() {
+		level = slog.LevelDebug
+	}
+	log.Log(ctx, level, "sweep done", "scanned", sum.Scanned, "expired", sum.Expired, "redispatched", sum.Redispatched,
 		"reaped", sum.Reaped, "interrupted_writes", sum.Interrupted, "workers_lost", sum.WorkersLost, "purged", sum.Purged, "reminded", sum.Reminded, "mail_retried", sum.MailRetried, "mail_recovered", sum.MailRecovered,
 		"quorum_checked", sum.QuorumChecked, "approvals_unmeetable", sum.Unmeetable, "votes_resumed", sum.VotesResumed, "deciders_revised", sum.DecidersRevised, "skipped", sum.Skipped, "webhook_attempts", sum.Deliveries, "webhook_runs_queued", sum.Queued, "webhooks_waiting_for_secret", sum.WaitingForSecret,
 		"webhooks_given_up", sum.GivenUp, "errors", sum.Errors, "more", sum.More)
@@ -384,6 +390,12 @@ func (s *Sweeper) logger() *slog.Logger {
 		return s.Logger
 	}
 	return slog.Default()
+}
+
+// idle reports whether every counter of sum is zero (and More unset).
+func (sum SweepSummary) idle() bool {
+	sum.secretErr = nil
+	return sum == SweepSummary{}
 }
 
 func (sum *SweepSummary) add(o SweepSummary) {
