@@ -81,7 +81,7 @@ go_timeout=30m
 # Megabyte tests: a test marked //agentgate:megabytes (the line right above
 # its func) moves megabytes of state through the store or the API, at the
 # limits and past them. Under the race detector every byte copied is
-# checked, which makes such a test 15 to 25 times slower (the embedded
+# checked, which makes such a test 10 to 30 times slower (the embedded
 # store's megabyte conformance cases: 70 s instead of 5 s; apitest's four:
 # 100 s instead of 4.3 s), and those bytes are copied by one goroutine: the
 # same code with small states runs under -race in the other tests. So the
