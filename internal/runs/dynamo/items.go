@@ -1,12 +1,9 @@
 package dynamo
 
 import (
-	"bytes"
-	"compress/flate"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/loop"
@@ -372,29 +369,6 @@ func (it eventItem) events(runID string) ([]runs.Event, error) {
 		out[i] = runs.Event{RunID: runID, Seq: e.Seq, Type: e.Type, At: fromMS(e.At), Actor: e.Actor, Data: e.Data}
 	}
 	return out, nil
-}
-
-// deflateJSON returns the JSON of v, deflated.
-func deflateJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	zw, err := flate.NewWriter(&buf, flate.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.NewEncoder(zw).Encode(v); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// inflateJSON decodes deflated JSON into v.
-func inflateJSON(b []byte, v any) error {
-	zr := flate.NewReader(bytes.NewReader(b))
-	defer zr.Close()
-	return json.NewDecoder(io.LimitReader(zr, MaxItemSize*8)).Decode(v)
 }
 
 // tokenItem is the stored form of an approval token. Its own expiry is

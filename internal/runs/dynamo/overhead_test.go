@@ -87,6 +87,15 @@ func (w *memoryWire) Do(r *http.Request) (*http.Response, error) {
 			if row, ok := w.rows[in.Key.str("pk")]; ok {
 				return reply(200, []byte(`{"Item":`+string(row)+`}`))
 			}
+		case "Query": // a run's row and parts (GetRun): its row, found by the pk among the values
+			var in struct{ ExpressionAttributeValues ddbItem }
+			_ = json.Unmarshal(body, &in)
+			for name := range in.ExpressionAttributeValues {
+				if row, ok := w.rows[in.ExpressionAttributeValues.str(name)]; ok {
+					return reply(200, []byte(`{"Count":1,"ScannedCount":1,"Items":[`+string(row)+`]}`))
+				}
+			}
+			return reply(200, []byte(`{"Count":0,"ScannedCount":0,"Items":[]}`))
 		}
 		return reply(200, []byte(`{}`))
 	}
@@ -152,6 +161,12 @@ func replay(ctx context.Context, ddb *dynamodb.Client, s3c *s3.Client, calls []a
 			if out, err = ddb.GetItem(ctx, in); err == nil {
 				var row map[string]any
 				err = attributevalue.UnmarshalMap(out.Item, &row)
+			}
+		case *dynamodb.QueryInput:
+			var out *dynamodb.QueryOutput
+			if out, err = ddb.Query(ctx, in); err == nil {
+				var rows []map[string]any
+				err = attributevalue.UnmarshalListOfMaps(out.Items, &rows)
 			}
 		default:
 			err = fmt.Errorf("unexpected call %T", c)

@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"bytes"
-	"compress/flate"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -203,14 +202,7 @@ func newRowItem(r *runs.Run, shards int) (rowItem, error) {
 	}
 	var buf bytes.Buffer
 	buf.WriteByte(rowFormat)
-	zw, err := flate.NewWriterDict(&buf, flate.BestCompression, []byte(rowDict))
-	if err != nil {
-		return rowItem{}, err
-	}
-	if _, err := zw.Write(js); err != nil {
-		return rowItem{}, err
-	}
-	if err := zw.Close(); err != nil {
+	if err := deflateTo(&rowWriters, &buf, func(w io.Writer) error { _, err := w.Write(js); return err }); err != nil {
 		return rowItem{}, err
 	}
 	it := rowItem{
@@ -263,9 +255,11 @@ func decodeRowItem(m map[string]types.AttributeValue) (*runs.Run, rowItem, error
 	if len(it.Row) == 0 || it.Row[0] != rowFormat {
 		return nil, rowItem{}, fmt.Errorf("decode run %s: unknown row format", it.PK)
 	}
-	zr := flate.NewReaderDict(bytes.NewReader(it.Row[1:]), []byte(rowDict))
-	defer zr.Close()
-	js, err := io.ReadAll(io.LimitReader(zr, 16*MaxItemSize))
+	var js []byte
+	err := inflateFrom(&rowReaders, rowDict, it.Row[1:], func(r io.Reader) (err error) {
+		js, err = io.ReadAll(io.LimitReader(r, 16*MaxItemSize))
+		return err
+	})
 	if err != nil {
 		return nil, rowItem{}, fmt.Errorf("decode run %s: %w", it.PK, err)
 	}
