@@ -202,7 +202,7 @@ func newRowItem(r *runs.Run, shards int) (rowItem, error) {
 	}
 	var buf bytes.Buffer
 	buf.WriteByte(rowFormat)
-	if err := deflateTo(&rowWriters, &buf, func(w io.Writer) error { _, err := w.Write(js); return err }); err != nil {
+	if err := deflateTo(rowWriters, rowDict, &buf, func(w io.Writer) error { _, err := w.Write(js); return err }); err != nil {
 		return rowItem{}, err
 	}
 	it := rowItem{
@@ -256,7 +256,7 @@ func decodeRowItem(m map[string]types.AttributeValue) (*runs.Run, rowItem, error
 		return nil, rowItem{}, fmt.Errorf("decode run %s: unknown row format", it.PK)
 	}
 	var js []byte
-	err := inflateFrom(&rowReaders, rowDict, it.Row[1:], func(r io.Reader) (err error) {
+	err := inflateFrom(rowReaders, rowDict, it.Row[1:], func(r io.Reader) (err error) {
 		js, err = io.ReadAll(io.LimitReader(r, 16*MaxItemSize))
 		return err
 	})

@@ -1,5 +1,0 @@
-//go:build !race
-
-package dynamo
-
-const raceEnabled = false
