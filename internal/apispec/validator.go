@@ -34,6 +34,7 @@ func init() {
 type Validator struct {
 	doc    *openapi3.T
 	router routers.Router
+	bodies *bodySchemas
 	// errorSchema validates the body of answers to requests no operation
 	// matches (404, 405).
 	errorSchema *openapi3.SchemaRef
@@ -75,7 +76,7 @@ func NewValidatorFor(doc *openapi3.T) (*Validator, error) {
 	if es == nil {
 		return nil, errors.New("the spec has no ErrorResponse schema")
 	}
-	return &Validator{doc: &c, router: r, errorSchema: es, seen: map[string]map[int]int{}}, nil
+	return &Validator{doc: &c, router: r, bodies: bodiesFor(doc), errorSchema: es, seen: map[string]map[int]int{}}, nil
 }
 
 // Exchange is one request and its response.
@@ -118,13 +119,31 @@ func (v *Validator) Check(ctx context.Context, x Exchange) error {
 	v.seen[op][x.Status]++
 	v.mu.Unlock()
 
+	// The bodies are checked by v.bodies (see bodySchemas), the rest by
+	// openapi3filter.
 	opts := &openapi3filter.Options{
 		IncludeResponseStatus: true,
 		MultiError:            true,
 		AuthenticationFunc:    authenticate,
+		ExcludeRequestBody:    true,
+		ExcludeResponseBody:   true,
 	}
 	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
 	reqErr := openapi3filter.ValidateRequest(ctx, in)
+	if rb := route.Operation.RequestBody; rb != nil && rb.Value != nil {
+		var bodyErr error
+		switch {
+		case len(x.RequestBody) == 0 && rb.Value.Required:
+			bodyErr = errors.New("request body has an error: value is required but missing")
+		case len(x.RequestBody) > 0:
+			if err := v.bodies.check(rb.Value.Content, req.Header, x.RequestBody); err != nil {
+				bodyErr = fmt.Errorf("request body has an error: %w", err)
+			}
+		}
+		if bodyErr != nil {
+			reqErr = errors.Join(reqErr, bodyErr)
+		}
+	}
 	if reqErr == nil && !strictJSON(req.Header.Get("Content-Type"), x.RequestBody) {
 		// kin-openapi reads bodies with encoding/json, which takes the last
 		// of two equal member names and replaces invalid UTF-8; the API's
@@ -164,7 +183,11 @@ func (v *Validator) Check(ctx context.Context, x Exchange) error {
 			RequestValidationInput: resIn, Status: x.Status, Header: x.Header, Options: opts,
 		}
 		res.SetBodyBytes(x.Body)
-		if err := openapi3filter.ValidateResponse(ctx, res); err != nil {
+		err := openapi3filter.ValidateResponse(ctx, res)
+		if err == nil {
+			err = v.checkResponseBody(resIn.Request.Method, route, x)
+		}
+		if err != nil {
 			problems = append(problems, fmt.Sprintf("the spec does not describe this response (%d %s): %v", x.Status, x.Header.Get("Content-Type"), oneLine(err)))
 		}
 	}
@@ -173,6 +196,31 @@ func (v *Validator) Check(ctx context.Context, x Exchange) error {
 	}
 	return fmt.Errorf("%s %s (operation %s) answered %d:\n  - %s\n  response: %s", x.Request.Method, x.Request.URL.RequestURI(), op, x.Status,
 		strings.Join(problems, "\n  - "), clip(x.Body))
+}
+
+// checkResponseBody checks the body of x's response to method (a HEAD's
+// as a GET's, see Check) against the media types of the response the spec
+// gives the operation for x's status, the statuses and methods
+// ValidateResponse checks (ExcludeResponseBody leaves it the rest).
+func (v *Validator) checkResponseBody(method string, route *routers.Route, x Exchange) error {
+	switch x.Status {
+	case http.StatusNotModified, http.StatusPermanentRedirect, http.StatusTemporaryRedirect, http.StatusMovedPermanently:
+		return nil
+	}
+	if method == http.MethodHead {
+		return nil
+	}
+	ref := route.Operation.Responses.Status(x.Status)
+	if ref == nil {
+		ref = route.Operation.Responses.Default()
+	}
+	if ref == nil || ref.Value == nil {
+		return nil
+	}
+	if err := v.bodies.check(ref.Value.Content, x.Header, x.Body); err != nil {
+		return fmt.Errorf("response %w", err)
+	}
+	return nil
 }
 
 // notModifiedProblems checks a 304 answer, which openapi3filter skips:

@@ -110,6 +110,21 @@ func TestValidatorCatches(t *testing.T) {
 		{"HEAD with a body", exchange(t, "HEAD", "/approvals/"+strings.Repeat("a", 43), "", 200, pageHeaders(), "<html>"), "HEAD response has a body"},
 		{"page without CSP", exchange(t, "GET", "/approvals/"+strings.Repeat("a", 43), "", 200, http.Header{"Content-Type": {"text/html; charset=utf-8"}}, "<html>"), "missing"},
 		{"page", exchange(t, "GET", "/approvals/"+strings.Repeat("a", 43), "", 200, pageHeaders(), "<html>"), ""},
+		// The bodies are checked apart from openapi3filter (bodySchemas).
+		{"start without a body accepted", exchange(t, "POST", "/runs", "", 202, apiHeaders("Location", "/runs/r1"), runJSON), "value is required but missing"},
+		{"start as text accepted", func() apispec.Exchange {
+			x := exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/runs/r1"), runJSON)
+			x.Request.Header.Set("Content-Type", "text/plain")
+			return x
+		}(), "Content-Type has unexpected value"},
+		{"start with a charset", func() apispec.Exchange {
+			x := exchange(t, "POST", "/runs", start, 202, apiHeaders("Location", "/runs/r1"), runJSON)
+			x.Request.Header.Set("Content-Type", "application/json; charset=utf-8")
+			return x
+		}(), ""},
+		{"a time that is not a date-time", exchange(t, "GET", "/runs/r1", "", 200, runHeaders(),
+			strings.Replace(runJSON, `"created_at":"2026-01-02T03:04:05Z"`, `"created_at":"yesterday"`, 1)), "date-time"},
+		{"a page that is not a string", exchange(t, "GET", "/runs/r1", "", 200, runHeaders(), `[]`), "does not describe this response"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
