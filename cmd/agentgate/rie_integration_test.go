@@ -29,6 +29,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
 	"github.com/agentgate/agentgate/internal/runs/s3state"
 	"github.com/agentgate/agentgate/internal/webhook"
@@ -241,13 +242,13 @@ func TestLambdasUnderRIE(t *testing.T) {
 	a := &apiClient{t: t, base: s.URL, token: alice}
 	b := &apiClient{t: t, base: s.URL, token: bob}
 
-	// A run left to expire, started first: its 60-second approval window
-	// (the shortest allowed) runs out while the cycle below runs.
+	// A run left to expire, started first, with a 60-second approval
+	// window (the shortest allowed); its deadline is moved into the past
+	// below rather than waited out.
 	var exp runJSON
 	a.do("POST", "/runs", map[string]any{"prompt": "again", "approvers": []string{"bob"}, "approval_ttl_seconds": 60}, http.StatusAccepted, &exp)
 	expID := exp.ID
 	a.waitStatus(expID, "WAITING_FOR_APPROVAL")
-	expired := time.Now().Add(61 * time.Second) // the window started before the run was seen waiting
 
 	// start -> suspend
 	var started runJSON
@@ -312,9 +313,9 @@ func TestLambdasUnderRIE(t *testing.T) {
 	a.do("POST", "/runs/"+toCancel.ID+"/cancel", nil, http.StatusOK, nil)
 	require.Equal(t, toCancel.ID, hookTold("run.cancelled").Data.RunID, "from the deliver job")
 
-	// expire and purge: the first run's 60-second window passed without a
-	// decision.
-	time.Sleep(time.Until(expired))
+	// expire and purge: the first run's window passes without a decision.
+	// The purge finds it through the due index and expires it.
+	backdateApproval(ctx, t, dynamodb.NewFromConfig(awsCfg), table, expID)
 	_, err = s.Invoke.Functions["purge"].Invoke(ctx, scheduledEvent())
 	require.NoError(t, err)
 	gone := a.run(expID)
@@ -325,6 +326,26 @@ func TestLambdasUnderRIE(t *testing.T) {
 	require.NoError(t, err)
 	a.do("GET", "/runs/"+expID, nil, http.StatusNotFound, nil)
 	a.do("GET", "/runs/"+id, nil, http.StatusNotFound, nil)
+}
+
+// backdateApproval moves the approval deadline of the waiting run id, and
+// with it the run's due time, a second into the past, in its row on the
+// emulator, as if its window had run out: the test does not wait out the
+// shortest window a request may ask for (60 s; the deadline a window
+// gives is the unit and conformance tests' matter). It writes the row as
+// the functions do, conditional on the version it read.
+func backdateApproval(ctx context.Context, t *testing.T, ddb *dynamodb.Client, table, id string) {
+	t.Helper()
+	rows := dynamo.NewTable(ddb, table, dynamo.Options{})
+	r, err := rows.GetRun(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, runs.StatusWaiting, r.Status)
+	require.True(t, time.Now().Before(r.ApprovalDeadline), "the window has not run out yet")
+	read := r.Version
+	r.Version++
+	r.ApprovalDeadline = time.Now().Add(-time.Second)
+	r.DueAt = r.ApprovalDeadline
+	require.NoError(t, rows.Write(ctx, runs.Write{Run: r, ExpectStatus: runs.StatusWaiting, ExpectVersion: read}))
 }
 
 // requireNotModifiedThroughTheFunction: GET /runs/{id} answered by the
