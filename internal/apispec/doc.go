@@ -1,7 +1,9 @@
 // Package apispec is the test side of openapi.yaml: it loads the spec (whole,
 // or without its planned parts), lists its operations for the tests that
 // compare the route table, the README and the CDK REST API with it, and
-// validates API traffic against it with kin-openapi's openapi3filter.
+// validates API traffic against it with kin-openapi's openapi3filter (the
+// bodies with the JSON Schema library openapi3filter compiles with, each
+// schema compiled once: see bodySchemas).
 //
 // A Validator wraps an API Gateway proxy handler (Handler) or an HTTP
 // client's transport (Transport). Every exchange is checked: the request
