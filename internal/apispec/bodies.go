@@ -32,6 +32,7 @@ type bodySchemas struct {
 	mu       sync.Mutex
 	compiler *jsonschema.Compiler
 	compiled map[*openapi3.SchemaRef]*jsonschema.Schema
+	added    int   // resources added for bodies (each its own URL)
 	err      error // of adding the components
 }
 
@@ -80,7 +81,8 @@ func (b *bodySchemas) schema(ref *openapi3.SchemaRef) (*jsonschema.Schema, error
 	}
 	v = toComponents(v)
 	registerFormats(b.compiler, v)
-	url := fmt.Sprintf("https://agentgate.invalid/body/%d.json", len(b.compiled))
+	b.added++
+	url := fmt.Sprintf("https://agentgate.invalid/body/%d.json", b.added)
 	if err := b.compiler.AddResource(url, v); err != nil {
 		return nil, err
 	}
@@ -92,8 +94,8 @@ func (b *bodySchemas) schema(ref *openapi3.SchemaRef) (*jsonschema.Schema, error
 	return s, nil
 }
 
-// check validates a body sent as contentType against content (the
-// request body's or the response's media types), as openapi3filter does:
+// check validates a body sent with header against content (the request
+// body's or the response's media types), as openapi3filter does:
 // no content declared, or no schema for the media type, accepts any body.
 func (b *bodySchemas) check(content openapi3.Content, header http.Header, body []byte) error {
 	if len(content) == 0 {
