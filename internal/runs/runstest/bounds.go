@@ -1,6 +1,7 @@
 package runstest
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"testing"
@@ -172,15 +173,23 @@ func testTokensOnOldRows(t *testing.T, e *Env) {
 	e.Unchanged(t, next)
 }
 
-// writeRow writes w through the adapter as the Store does: a refused
-// condition whose row now holds w's write id is our own write, landed,
-// whose response was lost (an emulator that cut the response short, seen
-// as a checksum mismatch, and the SDK's retry then failed its condition).
+// writeRow writes w through the adapter as the Store does (WriteRow).
 func (e *Env) writeRow(t *testing.T, w runs.Write) error {
 	t.Helper()
-	err := e.H.Rows.Write(t.Context(), w)
-	if runs.ErrorCode(err) == runs.EConflict {
-		if got, gerr := e.H.Rows.GetRun(t.Context(), w.Run.ID); gerr == nil && got.WriteID == w.Run.WriteID {
+	return WriteRow(t.Context(), e.H.Rows, w)
+}
+
+// WriteRow writes w through rows as runs.Store does: a refused condition
+// whose row now holds w's write id (w.Run.WriteID, which must be set:
+// runs.SealWriteID) is w's own write, landed, whose answer was lost, and
+// the SDK's retry of it then failed its condition: that is success.
+// DynamoDB deduplicates such a retry by its request token; moto ignores the
+// token, and now and then its answer is cut off on the way (the SDK logs
+// "response did not match expected checksum ..., 0").
+func WriteRow(ctx context.Context, rows runs.RowStore, w runs.Write) error {
+	err := rows.Write(ctx, w)
+	if runs.ErrorCode(err) == runs.EConflict && w.Run.WriteID != "" {
+		if got, gerr := rows.GetRun(ctx, w.Run.ID); gerr == nil && got.WriteID == w.Run.WriteID {
 			return nil
 		}
 	}

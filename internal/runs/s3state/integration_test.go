@@ -62,7 +62,9 @@ func TestDeleteRunStatesInBatches(t *testing.T) {
 	require.Len(t, e.Keys(t, runs.RunPrefix("big")), n)
 
 	trips := e.Counter.Measure(func() { require.NoError(t, e.Bucket.DeleteRunStates(ctx, "big")) })
-	assert.Equal(t, 2, trips["S3.DeleteObjects"], "1001 keys = 2 DeleteObjects calls of at most 1000")
+	if awstest.Exact(t, e.Counter) {
+		assert.Equal(t, 2, trips["S3.DeleteObjects"], "1001 keys = 2 DeleteObjects calls of at most 1000")
+	}
 	assert.Empty(t, e.Keys(t, runs.RunPrefix("big")))
 	assert.Len(t, e.Keys(t, runs.RunPrefix("other")), 1, "other runs' blobs stay")
 	require.NoError(t, e.Bucket.DeleteRunStates(ctx, "big"), "deleting an empty prefix is fine")
@@ -84,7 +86,7 @@ func TestDeleteStatesByKey(t *testing.T) {
 	trips := e.Counter.Measure(func() {
 		require.NoError(t, e.Bucket.DeleteStates(ctx, state, runs.StateRef{}, checkpoint, state))
 	})
-	assert.Equal(t, map[string]int{"S3.DeleteObjects": 1}, trips)
+	awstest.AssertTrips(t, e.Counter, map[string]int{"S3.DeleteObjects": 1}, trips)
 	assert.Equal(t, []string{older.Key}, e.Keys(t, runs.RunPrefix("r1")), "only the blobs named are deleted")
 
 	trips = e.Counter.Measure(func() { require.NoError(t, e.Bucket.DeleteStates(ctx)) })

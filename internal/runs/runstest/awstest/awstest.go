@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -19,7 +20,9 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/internal/runs/dynamo"
@@ -173,6 +176,34 @@ func (l *wireLock) Register(stack *middleware.Stack) error {
 		}), middleware.After)
 }
 
+// Exact reports whether the round trips c counted since its last Reset are
+// all the code's own: no attempt lost its answer (roundtrip.Counter.Lost).
+// moto now and then cuts an answer off on the way back (the SDK logs
+// "failed to close HTTP response body ... response did not match expected
+// checksum, N, 0"; a few times in the thousands of requests of runs/dynamo's
+// suite on a loaded CI machine, on TransactWriteItems and PutItem, never in
+// a loop of 5,600 here). The SDK then sends the request again, and a write
+// that landed is recovered as the store recovers it, with round trips the
+// code did not plan. A test that compares exact counts compares them only
+// when Exact holds, and says so when it does not.
+func Exact(tb testing.TB, c *roundtrip.Counter) bool {
+	tb.Helper()
+	if n := c.Lost(); n > 0 {
+		tb.Logf("%d answer(s) lost on the way back; the counts (%v) are not compared", n, c.ByOperation())
+		return false
+	}
+	return true
+}
+
+// AssertTrips asserts that got, the counts of a c.Measure, equal want, when
+// Exact holds.
+func AssertTrips(tb testing.TB, c *roundtrip.Counter, want, got map[string]int, msgAndArgs ...any) {
+	tb.Helper()
+	if Exact(tb, c) {
+		assert.Equal(tb, want, got, msgAndArgs...)
+	}
+}
+
 // Harness returns the adapter pair with raw bucket access for runstest.
 func (e *Env) Harness() runstest.Harness {
 	bucket := e.Bucket.Name()
@@ -244,7 +275,8 @@ func (e *Env) HeadSSE(tb testing.TB, key string) s3types.ServerSideEncryption {
 	return out.ServerSideEncryption
 }
 
-// Faults fails chosen operations before they reach the wire. A retryable
+// Faults fails chosen operations before they reach the wire (Fail), or
+// loses their answers after they took effect (LoseAnswer). A retryable
 // fault is what the SDK retries (like a 500 or a throttle); a permanent one
 // is returned to the caller.
 type Faults struct {
@@ -255,6 +287,8 @@ type Faults struct {
 type plan struct {
 	left      int
 	retryable bool
+	// lose: the attempt goes to the emulator and its answer is lost.
+	lose bool
 }
 
 // Fail makes the next times attempts of operation (e.g. "PutObject",
@@ -266,6 +300,20 @@ func (f *Faults) Fail(operation string, times int, retryable bool) {
 		f.plans = map[string]*plan{}
 	}
 	f.plans[operation] = &plan{left: times, retryable: retryable}
+}
+
+// LoseAnswer makes the next times attempts of operation reach the emulator
+// and then lose their answer, as a connection closed mid-answer does: the
+// request takes effect, and the SDK gets the error of an answer cut off
+// (a DeserializationError over net.ErrClosed, which it retries, and which
+// roundtrip.Counter counts as lost).
+func (f *Faults) LoseAnswer(operation string, times int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.plans == nil {
+		f.plans = map[string]*plan{}
+	}
+	f.plans[operation] = &plan{left: times, lose: true}
 }
 
 // Clear removes every planned fault.
@@ -297,13 +345,21 @@ func (f *Faults) Register(stack *middleware.Stack) error {
 			f.mu.Lock()
 			p := f.plans[op]
 			fail := p != nil && p.left != 0
-			retryable := false
+			retryable, lose := false, false
 			if fail {
 				p.left--
-				retryable = p.retryable
+				retryable, lose = p.retryable, p.lose
 			}
 			f.mu.Unlock()
-			if fail {
+			switch {
+			case lose:
+				out, md, err := next.HandleFinalize(ctx, in)
+				if err != nil {
+					return out, md, err
+				}
+				return middleware.FinalizeOutput{}, md, &smithy.DeserializationError{
+					Err: fmt.Errorf("injected: the answer of %s was cut off: %w", op, net.ErrClosed)}
+			case fail:
 				return middleware.FinalizeOutput{}, middleware.Metadata{}, &InjectedError{Operation: op, Retryable: retryable}
 			}
 			return next.HandleFinalize(ctx, in)
