@@ -282,6 +282,8 @@ type startFlags struct {
 	denialEndsRun, fourEyes, wait          bool
 	timeout                                time.Duration
 	idempotencyKey                         string
+	webhookURL                             string
+	webhookEvents                          listFlag
 	fs                                     *flag.FlagSet // to tell a flag given as 0 from one not given
 }
 
@@ -305,6 +307,8 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.clientTools, "client-tools", "", "tools you execute yourself: a JSON array of {name, description, input_schema, effect, requires_approval} (- for standard input)")
 	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you: a principal, or group:<name> for the members of a directory group (repeatable)")
 	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results ("+toolResultsTTLRange+"; default "+shortDuration(service.DefaultToolResultsTTL)+")")
+	fs.StringVar(&s.webhookURL, "webhook-url", "", "where agentgate POSTs signed webhooks about the run (https; see \"Webhooks\")")
+	fs.Var(&s.webhookEvents, "webhook-event", "an event type to be told of, e.g. run.completed (repeatable; default all); needs --webhook-url")
 	fs.StringVar(&s.idempotencyKey, "idempotency-key", "", "start the run at most once under this key (such as a UUID): run again with the same key and request, the command prints the run the first created (see \"Starting a run at most once\")")
 	fs.BoolVar(&s.wait, "wait", false, "wait until the run needs a decision or tool results, or ends; exit 1 if it ends other than COMPLETED")
 	fs.DurationVar(&s.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (0: wait without a limit)")
@@ -375,6 +379,8 @@ var bodyFields = []struct {
 	{"client-tools", []string{"client_tools"}},
 	{"tool-executor", []string{"tool_executors"}},
 	{"tool-results-ttl", []string{"tool_results_ttl_seconds"}},
+	{"webhook-url", []string{"webhook_url"}},
+	{"webhook-event", []string{"webhook_events"}},
 }
 
 // readBody reads the --body file into req: strictly (an unknown field is
@@ -515,6 +521,20 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 				return req, usagef("--%s needs --client-tools (or client_tools in --body)", name)
 			}
 		}
+	}
+	if s.given("webhook-url") {
+		if s.webhookURL == "" {
+			// The server refuses an empty webhook_url (422); leaving the
+			// flag out is how a run asks for no webhooks.
+			return req, usagef("--webhook-url is empty: leave it out for no webhooks")
+		}
+		req.WebhookURL = s.webhookURL
+	}
+	if len(s.webhookEvents) > 0 {
+		if req.WebhookURL == "" {
+			return req, usagef("--webhook-event needs --webhook-url (or webhook_url in --body)")
+		}
+		req.WebhookEvents = s.webhookEvents
 	}
 	req.DenialEndsRun = req.DenialEndsRun || s.denialEndsRun
 	if s.fourEyes {
