@@ -362,9 +362,9 @@ func TestWaitRetriesTransientErrors(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"r1","status":"RUNNING"}`))
 	}))
 	defer running.Close()
-	c, _ = client.New(running.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, time.Millisecond))
-	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancel()
+	short := newExpiring() // its deadline passes once the first answer is read
+	c, _ = client.New(running.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, time.Millisecond),
+		client.WithHTTPClient(expireAfter(short, 1)))
 	r, err = c.Wait(short, "r1")
 	if !errors.Is(err, context.DeadlineExceeded) || r == nil || r.Status != client.StatusRunning {
 		t.Fatalf("a run that never ends: %+v %v", r, err)

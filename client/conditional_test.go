@@ -107,12 +107,12 @@ func TestWaitAsksConditionally(t *testing.T) {
 	f := &taggedRuns{bodies: []string{running}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, time.Millisecond))
+	short := newExpiring() // its deadline passes once the run and one 304 are read
+	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, time.Millisecond),
+		client.WithHTTPClient(expireAfter(short, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
-	defer cancel()
 	r, err := c.Wait(short, "r1", client.StatusWaiting)
 	if !errors.Is(err, context.DeadlineExceeded) || r == nil || r.ID != "r1" || r.Version != 3 || r.Status != client.StatusRunning {
 		t.Fatalf("a run that never changes: %+v, %v; want the run read first and the deadline", r, err)

@@ -196,12 +196,12 @@ func TestStartRunRetries(t *testing.T) {
 	mu.Lock()
 	requests, answers = nil, []int{503, 503, 503, 503}
 	mu.Unlock()
-	slow, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Hour, time.Hour))
+	short := newExpiring() // its deadline passes once the first answer is read
+	slow, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Hour, time.Hour),
+		client.WithHTTPClient(expireAfter(short, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
 	_, err = slow.StartRun(short, req)
 	mu.Lock()
 	attempts := len(requests)
