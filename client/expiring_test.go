@@ -38,12 +38,12 @@ func (e *expiring) expire() { e.once.Do(func() { close(e.done) }) }
 // expireAfter returns an HTTP client that expires ctx when the caller has
 // read and closed n answers.
 func expireAfter(ctx *expiring, n int) *http.Client {
-	var closed atomic.Int32
+	var closed atomic.Int64
 	return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		resp, err := http.DefaultTransport.RoundTrip(r)
 		if err == nil {
 			resp.Body = &onClose{ReadCloser: resp.Body, fn: func() {
-				if closed.Add(1) == int32(n) {
+				if closed.Add(1) == int64(n) {
 					ctx.expire()
 				}
 			}}
