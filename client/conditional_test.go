@@ -234,7 +234,7 @@ func TestWaitHonoursRetryAfter(t *testing.T) {
 	}{
 		{"429, seconds", 429, "2", 0, 3, 2 * time.Second, 2 * time.Second, 0},
 		{"503, seconds", 503, "3", 0, 3, 3 * time.Second, 3 * time.Second, 0},
-		{"an HTTP date", 503, time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat), 0, 3, time.Second, 3 * time.Second, 0},
+		{"an HTTP date", 503, time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat), 0, 3, 20 * time.Second, 30 * time.Second, 0}, // 20 s: the date has whole seconds, and the machine may stall
 		{"past ctx's deadline", 429, "30", 10 * time.Second, 2, 0, 0, 30 * time.Second},
 		{"longer than Wait waits", 503, "3600", 0, 2, 0, 0, time.Hour},
 	}

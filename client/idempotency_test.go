@@ -251,7 +251,7 @@ func TestStartRunHonoursRetryAfter(t *testing.T) {
 		errAfter   time.Duration
 	}{
 		{"seconds", []string{"2"}, 0, 2, 2 * time.Second, 2 * time.Second, 0, 0},
-		{"an HTTP date", []string{time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)}, 0, 2, time.Second, 3 * time.Second, 0, 0},
+		{"an HTTP date", []string{time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)}, 0, 2, 20 * time.Second, 30 * time.Second, 0, 0}, // 20 s: the date has whole seconds, and the machine may stall
 		{"past ctx's deadline", []string{"30"}, 10 * time.Second, 1, 0, 0, 429, 30 * time.Second},
 		{"longer than StartRun waits", []string{"3600"}, 0, 1, 0, 0, 429, time.Hour},
 		{"shorter than the backoff", []string{"0"}, 0, 2, time.Millisecond / 2, time.Millisecond, 0, 0},
