@@ -97,10 +97,31 @@ func TestBodyFieldsAreFieldsOfTheRequest(t *testing.T) {
 	var s startFlags
 	fs := flag.NewFlagSet("runs start", flag.ContinueOnError)
 	s.register(fs)
+	covered := map[string]bool{}
 	for _, bf := range bodyFields {
 		assert.NotNil(t, fs.Lookup(bf.flag), "--%s is a flag of runs start", bf.flag)
 		for _, f := range bf.fields {
 			assert.True(t, slices.Contains(tags, f), "%s (of --%s) is a field of the request", f, bf.flag)
+			covered[f] = true
 		}
 	}
+	for _, f := range tags {
+		assert.True(t, covered[f], "the request's %s has a flag of runs start (add it, and to bodyFields)", f)
+	}
+}
+
+// TestCLIStartQuorumAndRequireApproval: --required-approvals and
+// --require-approval (repeatable) are the request's required_approvals and
+// require_approval: the read the policy lets run is held, and the held turn
+// needs two approvals.
+func TestCLIStartQuorumAndRequireApproval(t *testing.T) {
+	e := startCLIEnv(t)
+	r := e.waiting("--approver", "carol", "--required-approvals", "2", "--require-approval", "read_document", "--require-approval", "list_*")
+	require.NotNil(t, r.VotesNeeded)
+	assert.Equal(t, 2, *r.VotesNeeded, "two approvals needed")
+	held := map[string]bool{}
+	for _, c := range r.Pending.Calls {
+		held[c.Tool] = c.NeedsApproval
+	}
+	assert.Equal(t, map[string]bool{"search_documents": false, "read_document": true}, held, "the read is held, the search runs")
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/client"
+	"github.com/agentgate/agentgate/internal/policy"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/service"
 )
@@ -284,6 +285,8 @@ type startFlags struct {
 	idempotencyKey                         string
 	webhookURL                             string
 	webhookEvents                          listFlag
+	requiredApprovals                      int
+	requireApproval                        listFlag
 	fs                                     *flag.FlagSet // to tell a flag given as 0 from one not given
 }
 
@@ -307,6 +310,8 @@ func (s *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.clientTools, "client-tools", "", "tools you execute yourself: a JSON array of {name, description, input_schema, effect, requires_approval} (- for standard input)")
 	fs.Var(&s.executors, "tool-executor", "who may submit client-tool results besides you: a principal, or group:<name> for the members of a directory group (repeatable)")
 	fs.DurationVar(&s.toolResultsTTL, "tool-results-ttl", 0, "how long you have to submit client-tool results ("+toolResultsTTLRange+"; default "+shortDuration(service.DefaultToolResultsTTL)+")")
+	fs.IntVar(&s.requiredApprovals, "required-approvals", 0, fmt.Sprintf("distinct persons who must approve each held call (1 to %d; at least the deployment policy's)", policy.MaxRequiredApprovals))
+	fs.Var(&s.requireApproval, "require-approval", "a tool pattern (a name, <server>__<tool>, a * glob) whose calls need approval in this run even where the policy allows them (repeatable)")
 	fs.StringVar(&s.webhookURL, "webhook-url", "", "where agentgate POSTs signed webhooks about the run (https; see \"Webhooks\")")
 	fs.Var(&s.webhookEvents, "webhook-event", "an event type to be told of, e.g. run.completed (repeatable; default all); needs --webhook-url")
 	fs.StringVar(&s.idempotencyKey, "idempotency-key", "", "start the run at most once under this key (such as a UUID): run again with the same key and request, the command prints the run the first created (see \"Starting a run at most once\")")
@@ -379,6 +384,8 @@ var bodyFields = []struct {
 	{"client-tools", []string{"client_tools"}},
 	{"tool-executor", []string{"tool_executors"}},
 	{"tool-results-ttl", []string{"tool_results_ttl_seconds"}},
+	{"required-approvals", []string{"required_approvals"}},
+	{"require-approval", []string{"require_approval"}},
 	{"webhook-url", []string{"webhook_url"}},
 	{"webhook-event", []string{"webhook_events"}},
 }
@@ -521,6 +528,15 @@ func (s *startFlags) request() (client.StartRunRequest, error) {
 				return req, usagef("--%s needs --client-tools (or client_tools in --body)", name)
 			}
 		}
+	}
+	if s.given("required-approvals") {
+		if s.requiredApprovals < 1 || s.requiredApprovals > policy.MaxRequiredApprovals {
+			return req, usagef("--required-approvals %d: want 1 to %d", s.requiredApprovals, policy.MaxRequiredApprovals)
+		}
+		req.RequiredApprovals = s.requiredApprovals
+	}
+	if len(s.requireApproval) > 0 {
+		req.RequireApproval = s.requireApproval
 	}
 	if s.given("webhook-url") {
 		if s.webhookURL == "" {

@@ -428,6 +428,8 @@ func TestConflictingOrInvalidFlagsAreRefused(t *testing.T) {
 		{[]string{"runs", "start", "--body", bodyApprovers, "--meta", "k=w"}, "--meta and --body: the body gives metadata"},
 		{[]string{"runs", "start", "--body", bodyUnknown}, `--body: json: unknown field "colour"`},
 		{[]string{"runs", "start", "--prompt", "x", "--approver", "bob", "--webhook-event", "run.completed"}, "--webhook-event needs --webhook-url"},
+		{[]string{"runs", "start", "--prompt", "x", "--approver", "bob", "--required-approvals", "0"}, "--required-approvals 0: want 1 to 20"},
+		{[]string{"runs", "start", "--prompt", "x", "--approver", "bob", "--required-approvals", "21"}, "--required-approvals 21: want 1 to 20"},
 		{[]string{"runs", "start", "--prompt", "x", "--approver", "bob", "--webhook-url", ""}, "--webhook-url is empty: leave it out for no webhooks"},
 		{[]string{"runs", "start", "--body", write("body-hook.json", `{"prompt":"p","approvers":["bob"],"webhook_url":"https://h.example/x"}`), "--webhook-url", "https://h.example/y"}, "--webhook-url and --body: the body gives webhook_url"},
 		{[]string{"runs", "start", "--prompt", "x", "--approver", "bob", "--client-tools", write("ct.json", `[{"name":"t","colour":"red"}]`)}, `--client-tools: json: unknown field "colour"`},
