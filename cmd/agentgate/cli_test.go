@@ -53,10 +53,20 @@ func startCLIEnv(t *testing.T) *cliEnv { t.Helper(); return startCLIEnvOn(t, "")
 // (names and endpoint from the environment).
 func startCLIEnvOn(t *testing.T, store string) *cliEnv {
 	t.Helper()
-	s, err := startLocal(context.Background(), serveOptions{
-		addr: "127.0.0.1:0", dir: t.TempDir(), tokens: cliTokens, mailOut: io.Discard, store: store,
-		logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-	})
+	return startCLIEnvWith(t, serveOptions{store: store})
+}
+
+// startCLIEnvWith starts the server with o, on a loopback port of its own,
+// in a new folder unless o gives one, with cliTokens, mail and log
+// discarded, and points the CLI at it.
+func startCLIEnvWith(t *testing.T, o serveOptions) *cliEnv {
+	t.Helper()
+	o.addr, o.tokens, o.mailOut = "127.0.0.1:0", cliTokens, io.Discard
+	o.logger = slog.New(slog.DiscardHandler)
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	s, err := startLocal(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,20 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentgate/agentgate/client"
-	"github.com/agentgate/agentgate/internal/apispec"
 )
 
 // clientToolCLIScript hands the caller's lookup over at once (a read), then
@@ -32,20 +26,7 @@ func startCLIEnvScripted(t *testing.T, script string) *cliEnv {
 	if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := startLocal(context.Background(), serveOptions{
-		addr: "127.0.0.1:0", dir: dir, tokens: cliTokens, mailOut: io.Discard, model: "scripted:" + file,
-		logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	v := apispec.MustValidator(t)
-	prev, prevTerm, prevIn := cliHTTPClient, cliIsTerminal, cliStdin
-	cliHTTPClient = &http.Client{Transport: v.Transport(t, nil), Timeout: 30 * time.Second}
-	cliIsTerminal, cliStdin = func(any) bool { return false }, strings.NewReader("")
-	t.Cleanup(func() { cliHTTPClient, cliIsTerminal, cliStdin = prev, prevTerm, prevIn })
-	return &cliEnv{t: t, url: s.URL}
+	return startCLIEnvWith(t, serveOptions{dir: dir, model: "scripted:" + file})
 }
 
 func TestCLIToolResults(t *testing.T) {

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentgate/agentgate/client"
-	"github.com/agentgate/agentgate/internal/apispec"
 	"github.com/agentgate/agentgate/internal/app"
 	"github.com/agentgate/agentgate/internal/webhook"
 )
@@ -39,17 +35,8 @@ func TestCLIStartWithWebhook(t *testing.T) {
 	t.Cleanup(rcv.Close)
 	allow, err := webhook.ParseAllowList("127.0.0.1")
 	require.NoError(t, err)
-	s, err := startLocal(context.Background(), serveOptions{addr: "127.0.0.1:0", dir: t.TempDir(), tokens: cliTokens,
-		sweepEvery: time.Hour, mailOut: io.Discard, logger: slog.New(slog.DiscardHandler),
+	e := startCLIEnvWith(t, serveOptions{sweepEvery: time.Hour,
 		webhooks: &app.Webhooks{Signer: signer, Policy: webhook.Policy{AllowHTTP: true, Allow: allow}}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	v := apispec.MustValidator(t)
-	prev, prevTerm, prevIn := cliHTTPClient, cliIsTerminal, cliStdin
-	cliHTTPClient = &http.Client{Transport: v.Transport(t, nil), Timeout: 30 * time.Second}
-	cliIsTerminal, cliStdin = func(any) bool { return false }, strings.NewReader("")
-	t.Cleanup(func() { cliHTTPClient, cliIsTerminal, cliStdin = prev, prevTerm, prevIn })
-	e := &cliEnv{t: t, url: s.URL}
 
 	hook := rcv.URL + "/agentgate"
 	r := e.waiting("--webhook-url", hook, "--webhook-event", "run.completed")
