@@ -172,6 +172,7 @@ func TestLostAnswers(t *testing.T) {
 	r = lose("PutItem", "lease renewal", func() (*runs.Run, error) { return e.Store.RenewLease(ctx, r, "w2") })
 	events, err := e.Store.Events(ctx, r.ID, 0, 100)
 	require.NoError(t, err)
+	require.Len(t, events, int(r.LastSeq))
 	for i, ev := range events {
 		assert.Equal(t, int64(i+1), ev.Seq, "every event once, in order")
 	}
