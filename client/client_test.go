@@ -362,7 +362,7 @@ func TestWaitRetriesTransientErrors(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"r1","status":"RUNNING"}`))
 	}))
 	defer running.Close()
-	short := newExpiring() // its deadline passes once the first answer is read
+	short := clocktest.NewDeadline() // its deadline passes once the first answer is read
 	c, _ = client.New(running.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, time.Millisecond),
 		client.WithHTTPClient(expireAfter(short, 1)))
 	r, err = c.Wait(short, "r1")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentgate/agentgate/client"
 	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/clocktest"
 )
 
 // taggedRuns serves GET /runs/r1 as agentgate does, from a list of run
@@ -107,7 +108,7 @@ func TestWaitAsksConditionally(t *testing.T) {
 	f := &taggedRuns{bodies: []string{running}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	short := newExpiring() // its deadline passes once the run and one 304 are read
+	short := clocktest.NewDeadline() // its deadline passes once the run and one 304 are read
 	c, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Millisecond, time.Millisecond),
 		client.WithHTTPClient(expireAfter(short, 2)))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentgate/agentgate/client"
 	"github.com/agentgate/agentgate/internal/apitest"
+	"github.com/agentgate/agentgate/internal/clocktest"
 )
 
 // loseFirstAnswer is a transport that delivers every request but drops
@@ -196,7 +197,7 @@ func TestStartRunRetries(t *testing.T) {
 	mu.Lock()
 	requests, answers = nil, []int{503, 503, 503, 503}
 	mu.Unlock()
-	short := newExpiring() // its deadline passes once the first answer is read
+	short := clocktest.NewDeadline() // its deadline passes once the first answer is read
 	slow, err := client.New(srv.URL, client.WithBearerToken("t"), client.WithPollInterval(time.Hour, time.Hour),
 		client.WithHTTPClient(expireAfter(short, 1)))
 	if err != nil {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentgate/agentgate/internal/clocktest"
 	"github.com/agentgate/agentgate/internal/loop"
 )
 
@@ -373,49 +373,16 @@ func TestModelCallOutlivingASegmentIsProviderFailed(t *testing.T) {
 	assert.Contains(t, out.Detail, "did not finish within the time one worker has")
 }
 
-// lapsing is a segment's context whose deadline passes only when the call
-// that outlives it says so (lapse), not after some milliseconds: what runs
-// before that call takes as long as it takes on a loaded machine, and the
-// loop sees context.DeadlineExceeded exactly during the blocked call.
-type lapsing struct {
-	context.Context
-	done chan struct{}
-	once sync.Once
-}
-
-type lapsingKey struct{}
-
-// lapsingContext returns a new segment context that lapse(ctx) expires.
-func lapsingContext() context.Context {
-	c := &lapsing{Context: context.Background(), done: make(chan struct{})}
-	return c
-}
-
-func (c *lapsing) Done() <-chan struct{} { return c.done }
-
-func (c *lapsing) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-func (c *lapsing) Value(key any) any {
-	if key == (lapsingKey{}) {
-		return c
-	}
-	return c.Context.Value(key)
-}
+// lapsingContext returns a new segment context whose deadline passes only
+// when the call that outlives it says so (lapse), not after some
+// milliseconds: what runs before that call takes as long as it takes on a
+// loaded machine, and the loop sees context.DeadlineExceeded exactly during
+// the blocked call.
+func lapsingContext() context.Context { return clocktest.NewDeadline() }
 
 // lapse makes the deadline of ctx's segment pass (ctx is, or is derived
 // from, a lapsingContext) and returns once ctx is done.
 func lapse(ctx context.Context) {
-	c, ok := ctx.Value(lapsingKey{}).(*lapsing)
-	if !ok {
-		panic("lapse: not a lapsingContext")
-	}
-	c.once.Do(func() { close(c.done) })
+	clocktest.PassDeadline(ctx)
 	<-ctx.Done()
 }
