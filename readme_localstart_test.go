@@ -25,7 +25,8 @@ import (
 // says; only `go run ./cmd/agentgate` becomes the built binary and the
 // listen address port 0, so the test needs no free fixed port. The tokens
 // the shell holds must then authenticate alice and bob, and nothing else
-// may.
+// may. AGENTGATE_BIN names an agentgate binary built from this tree to run
+// instead (scripts/test.sh builds one for its own use and passes it on).
 func TestReadmeLocalStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/agentgate and starts it")
@@ -36,9 +37,12 @@ func TestReadmeLocalStart(t *testing.T) {
 	setup, serve := localStartSnippet(t)
 
 	dir := t.TempDir()
-	bin := filepath.Join(t.TempDir(), "agentgate")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/agentgate").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/agentgate: %v\n%s", err, out)
+	bin := os.Getenv("AGENTGATE_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "agentgate")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/agentgate").CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/agentgate: %v\n%s", err, out)
+		}
 	}
 	serve = strings.Replace(serve, "go run ./cmd/agentgate", bin, 1)
 	serve = addrFlag.ReplaceAllString(serve, "--addr 127.0.0.1:0")

@@ -27,10 +27,13 @@ stop)
   # GBs): wait up to 10 s for it to go, then SIGKILL it.
   if [ -f "$PIDFILE" ]; then
     pid="$(cat "$PIDFILE")"
+    # What the emulator cost: its CPU time ([dd-]hh:mm:ss), for the test
+    # tiers' figures (docs/performance.md).
+    cpu="$(ps -o time= -p "$pid" 2>/dev/null | tr -d ' ' || true)"
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; echo "moto.sh: killed (SIGKILL)"; fi
-    rm -f "$PIDFILE"; echo "moto.sh: stopped"
+    rm -f "$PIDFILE"; echo "moto.sh: stopped${cpu:+ (it had used $cpu of CPU)}"
   fi ;;
 *) echo "usage: $0 start|stop" >&2; exit 2 ;;
 esac

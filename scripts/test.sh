@@ -50,6 +50,22 @@ summary() { [ ${#phases[@]} -eq 0 ] || echo "test phases: ${phases[*]}; total $(
 file_list='{{$d := .Dir}}{{range .TestGoFiles}}{{$d}}/{{.}} {{end}}{{range .XTestGoFiles}}{{$d}}/{{.}} {{end}}'
 unit_files="$(go list -f "$file_list" ./... | tr ' ' '\n' | sed '/^$/d' | sort)"
 integration_files="$(comm -13 <(echo "$unit_files") <(go list -tags integration -f "$file_list" ./... | tr ' ' '\n' | sed '/^$/d' | sort))"
+# The packages the integration tag changes: those whose test files differ
+# with -tags integration, and the tests of the tagged files.
+test_files='{{.ImportPath}} {{.TestGoFiles}} {{.XTestGoFiles}}'
+tagged_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -tags integration -f "$test_files" ./... | sort) | awk '{ print $1 }')
+test_names() { # test_names FILE...: the tests the files declare (TestMain is none), one per line
+  [ $# -eq 0 ] || sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' "$@" | grep -vx TestMain | sort -u
+}
+# shellcheck disable=SC2086 # the file lists are split on purpose (no spaces in the tree's paths)
+integration_tests=$(test_names $integration_files | paste -sd'|' -)
+[ -n "$integration_tests" ] || { echo "test.sh: found no tests in integration-tagged files" >&2; exit 1; }
+# shellcheck disable=SC2086
+if same="$(comm -12 <(test_names $unit_files) <(test_names $integration_files) | paste -sd' ' -)" && [ -n "$same" ]; then
+  # The unit tier skips the tagged files' tests by name (see below).
+  echo "test.sh: a test of an integration-tagged file has the name of a unit test: $same" >&2
+  exit 1
+fi
 npm_pid="" npm_name="npm ci" unit_pkgs=""
 if [ "${1:-}" != "integration" ]; then
   unit_pkgs="$(go list ./...)"
@@ -77,6 +93,11 @@ fi
 # the 2 cores with two other builds); the phase times printed at the end
 # show how far a package is from it.
 go_timeout=30m
+# The go commands the tests run build with -trimpath too (GOFLAGS), as
+# TestReadmeLocalStart's go build of cmd/agentgate: without it, a clean clone
+# compiled every package of this module again for it (51 CPU-seconds, 6
+# December), its folder being part of what it compiled.
+export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
 # The unit tests' packages run twice as many at once as the machine has
 # cores (go test's default is as many): they wait on their servers, clocks
 # and subprocesses much of the time, so at one per core the cores idled
@@ -119,15 +140,64 @@ unit_megabytes="$(megabyte_tests $unit_files | alternation)"
 # shellcheck disable=SC2086
 unit_megabyte_dirs="$(megabyte_dirs $unit_files)"
 
+# shellcheck disable=SC2086
+integration_megabytes="$(megabyte_tests $integration_files | alternation)"
+# shellcheck disable=SC2086
+integration_megabyte_dirs="$(megabyte_dirs $integration_files)"
+
+# The unit tier builds every package with the integration tag and skips the
+# tests of the tagged files by name, so that its test binaries are those the
+# integration tier runs: go test -exec scripts/test-exec.sh keeps the
+# binaries of the tagged packages (and, from the megabyte pass, those of the
+# integration megabyte tests), and step 2 runs them in their folders instead
+# of linking them again. Linking those ten race binaries and three plain ones
+# took 60 of the integration tier's 220 CPU-seconds (go test's children
+# timed with -exec /usr/bin/time, 6 December); the tagged files add a second
+# to the unit tier's compiling. `scripts/test.sh integration` alone builds
+# its binaries with go test, as before.
+root="$(pwd -P)"
+module="$(go list -m)"
+rel() { # rel PKG...: each package's folder relative to the root (PKG an import path, ./folder or absolute folder)
+  local p
+  for p; do
+    p="${p#"$root"/}"; p="${p#./}"; p="${p#"$module"/}"
+    { [ "$p" != "$module" ] && [ "$p" != "$root" ]; } || p=.
+    echo "$p"
+  done
+}
+stash="$(mktemp -d)"
+mkdir "$stash/race" "$stash/plain"
+motos_started=0
+finish() {
+  [ "$motos_started" -eq 0 ] || stop_motos
+  summary
+  rm -rf "$stash"
+}
+trap finish EXIT
+kept() { echo "$stash/$1/$(rel "$2" | tr / _).test"; } # kept KIND PKG: where the unit tier kept PKG's binary of KIND (race, plain)
+keep_for() { # keep_for KIND PKG... -- COMMAND...: run COMMAND keeping the binaries of PKG... as KIND
+  local kind="$1" pkgs=(); shift
+  while [ "$1" != -- ]; do pkgs+=("$1"); shift; done
+  shift
+  TEST_EXEC_DIR="$stash/$kind" TEST_EXEC_ROOT="$root" TEST_EXEC_KEEP="$(rel "${pkgs[@]}" | paste -sd' ' -)" "$@" -exec "$root/scripts/test-exec.sh"
+}
+
+# One agentgate binary for the tests that run it (TestReadmeLocalStart, as
+# AGENTGATE_BIN) and for `agentgate init` below: linking it took 8-11
+# CPU-seconds each time.
+go build -ldflags="$link_flags" -o "$stash/agentgate" ./cmd/agentgate
+export AGENTGATE_BIN="$stash/agentgate"
+
 unit_rc=0
 if [ "${1:-}" != "integration" ]; then
-  skip=()
-  [ -z "$unit_megabytes" ] || skip=(-skip "^($unit_megabytes)\$")
+  unit_skip="$integration_tests${unit_megabytes:+|$unit_megabytes}"
   echo "== unit tests (but the megabyte tests)"
-  phase unit go test -race -trimpath -count=1 -timeout $go_timeout -p $unit_parallel -ldflags="$link_flags" "${skip[@]}" $unit_pkgs || unit_rc=$?
+  # shellcheck disable=SC2086
+  phase unit keep_for race $tagged_pkgs -- go test -race -trimpath -count=1 -timeout $go_timeout -p $unit_parallel -ldflags="$link_flags" -tags integration -skip "^($unit_skip)\$" $unit_pkgs || unit_rc=$?
   if [ "$unit_rc" -eq 0 ] && [ -n "$unit_megabytes" ]; then
     echo "== unit megabyte tests, without -race: ${unit_megabytes//|/ }"
-    phase "unit megabyte tests" go test -trimpath -count=1 -timeout $go_timeout -ldflags="$link_flags" -run "^($unit_megabytes)\$" $unit_megabyte_dirs || unit_rc=$?
+    # shellcheck disable=SC2086
+    phase "unit megabyte tests" keep_for plain $integration_megabyte_dirs -- go test -trimpath -count=1 -timeout $go_timeout -ldflags="$link_flags" -tags integration -run "^($unit_megabytes)\$" $(echo $unit_megabyte_dirs $integration_megabyte_dirs | tr ' ' '\n' | sort -u) || unit_rc=$?
   fi
 fi
 
@@ -188,16 +258,12 @@ else
     for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do AWS_ENDPOINT_URL="$e" scripts/moto.sh stop & pids+=($!); done
     wait "${pids[@]}"
   }
-  trap 'stop_motos; summary' EXIT
+  motos_started=1
   phase "moto start" scripts/moto.sh start
   for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do AWS_ENDPOINT_URL="$e" scripts/moto.sh start; done
 fi
-[ -n "$(trap -p EXIT)" ] || trap summary EXIT
-bin="$(mktemp -d)"
-go build -o "$bin/agentgate" ./cmd/agentgate
-phase init "$bin/agentgate" init --endpoint "$AWS_ENDPOINT_URL"
-for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do "$bin/agentgate" init --endpoint "$e"; done
-rm -rf "$bin"
+phase init "$AGENTGATE_BIN" init --endpoint "$AWS_ENDPOINT_URL"
+for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do "$AGENTGATE_BIN" init --endpoint "$e"; done
 # The suites that read sent mail back from moto's /moto-api/data.json run
 # first on their emulator: moto 5.2 answers that endpoint 500 (slowly) once
 # it holds objects of deleted buckets, which other suites leave behind.
@@ -207,9 +273,7 @@ mail_pkgs="./cmd/agentgate ./internal/approval"
 # which step 1 ran with the same environment; running them again here cost
 # 117 s of serial linking and re-runs per `make test` on a loaded 2-core
 # machine, without -race (issue #15).
-test_files='{{.ImportPath}} {{.TestGoFiles}} {{.XTestGoFiles}}'
-integration_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -tags integration -f "$test_files" ./... | sort) |
-  awk '{ print $1 }' | grep -v -e '/cmd/agentgate$' -e '/internal/approval$' || true)
+integration_pkgs=$(echo "$tagged_pkgs" | grep -v -e '/cmd/agentgate$' -e '/internal/approval$' || true)
 # An empty list would make go test test the root package alone and pass.
 [ -n "$integration_pkgs" ] || { echo "test.sh: found no integration packages besides the mail suites" >&2; exit 1; }
 # Only the tests of the integration-tagged files run here: the rest of those
@@ -218,42 +282,82 @@ integration_pkgs=$(comm -13 <(go list -f "$test_files" ./... | sort) <(go list -
 # no init or package variables that could change an untagged test (the one
 # TestMain, cmd/agentgate's, only removes the bootstraps its tests built), so
 # a test's outcome does not depend on the tag.
-integration_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' $integration_files | sort -u | paste -sd'|' -)
-[ -n "$integration_tests" ] || { echo "test.sh: found no tests in integration-tagged files" >&2; exit 1; }
 if [ "${1:-}" = "integration" ] && [ "${2:-}" = "all" ]; then integration_run='.'; else integration_run="^($integration_tests)\$"; fi
 # The integration tier's megabyte tests (see the unit tests above) run in a
 # pass of their own, without -race, after lane 2's packages (the shortest
 # lane), on lane 2's emulator. `scripts/test.sh integration all` runs every
 # test under -race as before.
-integration_megabytes="" integration_megabyte_dirs="" iskip=()
-if [ "$integration_run" != '.' ]; then
-  # shellcheck disable=SC2086
-  integration_megabytes="$(megabyte_tests $integration_files | alternation)"
-  # shellcheck disable=SC2086
-  integration_megabyte_dirs="$(megabyte_dirs $integration_files)"
-  [ -z "$integration_megabytes" ] || iskip=(-skip "^($integration_megabytes)\$")
+iskip=() iskip_re=""
+if [ "$integration_run" = '.' ]; then
+  integration_megabytes="" integration_megabyte_dirs=""
+elif [ -n "$integration_megabytes" ]; then
+  iskip_re="^($integration_megabytes)\$"
+  iskip=(-skip "$iskip_re")
 fi
-# Lane 1: runs/dynamo (the longest package by far) and docstore; lane 2: the
-# mail suites (cmd/agentgate waits out a 60-second approval window under the
-# RIE, whatever the load, idle most of its 95 s), then s3state; lane 3:
-# apitest, then everything else (service the longest). On the quiet 2-core
-# machine in two lanes (the mail suites, then service and the small ones;
-# runs/dynamo, apitest, s3state and docstore) they took 178 s and 180 s:
-# dynamo 108 s, cmd/agentgate 95 s, service 50 s, apitest 43 s, s3state 11 s,
-# docstore 4 s, the three others 5 s. In three lanes, with s3state in lane 1,
-# 133 s, 115 s and 117 s.
-lane1_re='/internal/(runs/dynamo|docstore)$'
-lane2_re='/internal/runs/s3state$'
+# Lane 1: runs/dynamo (the longest package by far); lane 2: the mail suites,
+# then s3state and docstore (then the megabyte tests); lane 3: apitest, then
+# everything else (service the longest). In `make test` on the quiet 2-core
+# machine on 6 December, with the lanes' binaries linked by the unit tier:
+# dynamo 105-123 s, cmd/agentgate 61-83 s, service 57-65 s, apitest 43-55 s,
+# docstore 17-22 s, s3state 12-14 s, the megabyte tests 17-18 s, the four
+# others 10 s; with docstore in lane 1 that lane ended 15-45 s after the
+# others, the cores idling meanwhile.
+lane1_re='/internal/runs/dynamo$'
+lane2_re='/internal/(runs/s3state|docstore)$'
 lane1_pkgs="$(echo "$integration_pkgs" | grep -E "$lane1_re" || true)"
 lane2_pkgs="$(echo "$integration_pkgs" | grep -E "$lane2_re" || true)"
 lane3_pkgs="$(echo "$integration_pkgs" | grep -v -E "$lane1_re|$lane2_re" || true)"
 short() { echo $* | sed 's|github.com/agentgate/agentgate/|./|g'; }
-itest() { go test -race -trimpath -count=1 -timeout $go_timeout -p 1 -ldflags="$link_flags" -tags integration -run "$integration_run" "${iskip[@]}" "$@"; }
+# run_kept KIND RUN SKIP PKG...: run each package's kept binary of KIND in
+# the package's folder, one after the other, with the flags go test passes
+# (-test.run RUN, -test.skip SKIP unless empty), printing what go test -p 1
+# prints: a package's output only when it fails, and its ok or FAIL line.
+run_kept() {
+  local kind="$1" run="$2" skip="$3" p out t0 s st rc=0 note
+  shift 3
+  for p; do
+    out="$(mktemp)" t0=$(date +%s.%N) st=0
+    (cd "$root/$(rel "$p")" && "$(kept "$kind" "$p")" -test.paniconexit0 -test.timeout="$go_timeout" -test.count=1 -test.run="$run" ${skip:+"-test.skip=$skip"}) >"$out" 2>&1 || st=$?
+    s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+    p="$module/$(rel "$p")"; p="${p%/.}"
+    if [ "$st" -eq 0 ]; then
+      note=""
+      ! grep -q '^testing: warning: no tests to run' "$out" || note=" [no tests to run]"
+      printf 'ok  \t%s\t%ss%s\n' "$p" "$s" "$note"
+    else
+      cat "$out"
+      printf 'FAIL\t%s\t%ss\n' "$p" "$s"
+      rc=1
+    fi
+    rm -f "$out"
+  done
+  return $rc
+}
+all_kept() { # all_kept KIND PKG...: whether the unit tier kept every package's binary of KIND
+  local kind="$1" p
+  shift
+  for p; do [ -x "$(kept "$kind" "$p")" ] || return 1; done
+}
+# itest PKG...: the packages' integration tests under -race, one after the
+# other: the binaries the unit tier kept, else go test's.
+itest() {
+  if all_kept race "$@"; then
+    run_kept race "$integration_run" "$iskip_re" "$@"
+  else
+    go test -race -trimpath -count=1 -timeout $go_timeout -p 1 -ldflags="$link_flags" -tags integration -run "$integration_run" "${iskip[@]}" "$@"
+  fi
+}
 itest_megabytes() { # the integration megabyte tests, without -race
   [ -n "$integration_megabytes" ] || return 0
   echo "== integration megabyte tests, without -race: ${integration_megabytes//|/ }"
   # shellcheck disable=SC2086
-  go test -trimpath -count=1 -timeout $go_timeout -p 1 -ldflags="$link_flags" -tags integration -run "^($integration_megabytes)\$" $integration_megabyte_dirs
+  if all_kept plain $integration_megabyte_dirs; then
+    # shellcheck disable=SC2086
+    run_kept plain "^($integration_megabytes)\$" "" $integration_megabyte_dirs
+  else
+    # shellcheck disable=SC2086
+    go test -trimpath -count=1 -timeout $go_timeout -p 1 -ldflags="$link_flags" -tags integration -run "^($integration_megabytes)\$" $integration_megabyte_dirs
+  fi
 }
 if [ ${#lane_endpoints[@]} -eq 0 ]; then
   echo "== integration packages: $mail_pkgs, then $(short $lane3_pkgs $lane2_pkgs $lane1_pkgs)"

@@ -25,16 +25,16 @@ import (
 	"github.com/agentgate/agentgate/internal/runs/runstest/awstest"
 )
 
-// TestConformance runs the suite on the dynamo + s3state pair, each subtest on
+// TestConformanceOnAWS runs the suite on the dynamo + s3state pair, each subtest on
 // its own table and bucket.
-func TestConformance(t *testing.T) {
+func TestConformanceOnAWS(t *testing.T) {
 	runstest.Run(t, func(t *testing.T) runstest.Harness { return awstest.New(t).Harness() })
 }
 
-// TestConformanceMegabytes runs the suite's megabyte cases on the pair.
+// TestConformanceMegabytesOnAWS runs the suite's megabyte cases on the pair.
 //
 //agentgate:megabytes
-func TestConformanceMegabytes(t *testing.T) {
+func TestConformanceMegabytesOnAWS(t *testing.T) {
 	runstest.RunMegabytes(t, func(t *testing.T) runstest.Harness { return awstest.New(t).Harness() })
 }
 

@@ -145,7 +145,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 // RunMegabytes runs the conformance cases that move megabytes through the
 // store: held turns and hand-overs at the row's and the state's limits and
 // past them. They are a test of their own in each adapter's package
-// (TestConformanceMegabytes) so that scripts/test.sh can run them without
+// (TestConformanceMegabytes, TestConformanceMegabytesOnAWS) so that scripts/test.sh can run them without
 // the race detector, which checks every byte copied and makes them about 14
 // times slower (70 s instead of 5 s on the embedded store); the cases with
 // small states in Run cover the same code under -race.
