@@ -50,6 +50,7 @@ summary() { [ ${#phases[@]} -eq 0 ] || echo "test phases: ${phases[*]}; total $(
 file_list='{{$d := .Dir}}{{range .TestGoFiles}}{{$d}}/{{.}} {{end}}{{range .XTestGoFiles}}{{$d}}/{{.}} {{end}}'
 unit_files="$(go list -f "$file_list" ./... | tr ' ' '\n' | sed '/^$/d' | sort)"
 integration_files="$(comm -13 <(echo "$unit_files") <(go list -tags integration -f "$file_list" ./... | tr ' ' '\n' | sed '/^$/d' | sort))"
+module="$(go list -m)"
 # The packages the integration tag changes: those whose test files differ
 # with -tags integration, and the tests of the tagged files.
 test_files='{{.ImportPath}} {{.TestGoFiles}} {{.XTestGoFiles}}'
@@ -68,7 +69,16 @@ if same="$(comm -12 <(test_names $unit_files) <(test_names $integration_files) |
 fi
 npm_pid="" npm_name="npm ci" unit_pkgs=""
 if [ "${1:-}" != "integration" ]; then
-  unit_pkgs="$(go list ./...)"
+  # The longest packages first: go test builds and runs the packages in the
+  # order given, -p at a time, and a long package that started last ran on
+  # alone, the other core idle (service started at 112 s of a 140-s unit
+  # tier, runs/embedded at 101 s; 6 December). The list is a guess that may
+  # age; a package missing from it only runs later.
+  long_pkgs="internal/service internal/runs/embedded internal/apitest cmd/agentgate . internal/mcptool client internal/httpapi internal/runs internal/docstore internal/loop"
+  all_pkgs="$(go list ./...)"
+  unit_pkgs="$(for p in $long_pkgs; do p="$module/$p"; p="${p%/.}"; ! grep -qx "$p" <<<"$all_pkgs" || echo "$p"; done)"
+  unit_pkgs="$unit_pkgs
+$(grep -vxF "$unit_pkgs" <<<"$all_pkgs")"
   npm_name="npm ci (at the same time)"
 fi
 if command -v npm >/dev/null 2>&1; then
@@ -111,6 +121,17 @@ export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
 # background while the integration tier ran was no faster: 362.4 s, against
 # 352.6 s one after the other; the two cores were busy.)
 unit_parallel=$(( $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2) * 2 ))
+# Each test process runs its tests with GOMAXPROCS=1 (go test -cpu 1;
+# TEST_CPU overrides it): the tiers run several test processes at once on
+# every core, and a race-instrumented process whose threads ran on both
+# cores spent a third of its time in the kernel, in page faults whose TLB
+# flushes interrupt the other core (apitest's unit tests alone: 32-43
+# CPU-seconds at GOMAXPROCS=2, 21.5 at 1, in the same wall time; 6
+# December). Goroutines still interleave (they are preempted, and block on
+# I/O), and the race detector finds races by what happened before what, not
+# by accesses at the same instant; `make test-unit` runs the unit tests at
+# the machine's parallelism.
+test_cpu="${TEST_CPU:-1}"
 link_flags='-s -w'
 
 # Megabyte tests: a test marked //agentgate:megabytes (the line right above
@@ -151,12 +172,10 @@ integration_megabyte_dirs="$(megabyte_dirs $integration_files)"
 # binaries of the tagged packages (and, from the megabyte pass, those of the
 # integration megabyte tests), and step 2 runs them in their folders instead
 # of linking them again. Linking those ten race binaries and three plain ones
-# took 60 of the integration tier's 220 CPU-seconds (go test's children
-# timed with -exec /usr/bin/time, 6 December); the tagged files add a second
-# to the unit tier's compiling. `scripts/test.sh integration` alone builds
-# its binaries with go test, as before.
+# took 39 CPU-seconds (go test -run '^$' on them, 6 December); the tag adds
+# 10 to the unit tier's (85 without it). `scripts/test.sh integration` alone
+# builds its binaries with go test, as before.
 root="$(pwd -P)"
-module="$(go list -m)"
 rel() { # rel PKG...: each package's folder relative to the root (PKG an import path, ./folder or absolute folder)
   local p
   for p; do
@@ -193,11 +212,11 @@ if [ "${1:-}" != "integration" ]; then
   unit_skip="$integration_tests${unit_megabytes:+|$unit_megabytes}"
   echo "== unit tests (but the megabyte tests)"
   # shellcheck disable=SC2086
-  phase unit keep_for race $tagged_pkgs -- go test -race -trimpath -count=1 -timeout $go_timeout -p $unit_parallel -ldflags="$link_flags" -tags integration -skip "^($unit_skip)\$" $unit_pkgs || unit_rc=$?
+  phase unit keep_for race $tagged_pkgs -- go test -race -trimpath -count=1 -timeout $go_timeout -p $unit_parallel -cpu $test_cpu -ldflags="$link_flags" -tags integration -skip "^($unit_skip)\$" $unit_pkgs || unit_rc=$?
   if [ "$unit_rc" -eq 0 ] && [ -n "$unit_megabytes" ]; then
     echo "== unit megabyte tests, without -race: ${unit_megabytes//|/ }"
     # shellcheck disable=SC2086
-    phase "unit megabyte tests" keep_for plain $integration_megabyte_dirs -- go test -trimpath -count=1 -timeout $go_timeout -ldflags="$link_flags" -tags integration -run "^($unit_megabytes)\$" $(echo $unit_megabyte_dirs $integration_megabyte_dirs | tr ' ' '\n' | sort -u) || unit_rc=$?
+    phase "unit megabyte tests" keep_for plain $integration_megabyte_dirs -- go test -trimpath -count=1 -timeout $go_timeout -cpu $test_cpu -ldflags="$link_flags" -tags integration -run "^($unit_megabytes)\$" $(echo $unit_megabyte_dirs $integration_megabyte_dirs | tr ' ' '\n' | sort -u) || unit_rc=$?
   fi
 fi
 
@@ -317,7 +336,7 @@ run_kept() {
   shift 3
   for p; do
     out="$(mktemp)" t0=$(date +%s.%N) st=0
-    (cd "$root/$(rel "$p")" && "$(kept "$kind" "$p")" -test.paniconexit0 -test.timeout="$go_timeout" -test.count=1 -test.run="$run" ${skip:+"-test.skip=$skip"}) >"$out" 2>&1 || st=$?
+    (cd "$root/$(rel "$p")" && "$(kept "$kind" "$p")" -test.paniconexit0 -test.timeout="$go_timeout" -test.count=1 -test.cpu="$test_cpu" -test.run="$run" ${skip:+"-test.skip=$skip"}) >"$out" 2>&1 || st=$?
     s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
     p="$module/$(rel "$p")"; p="${p%/.}"
     if [ "$st" -eq 0 ]; then
@@ -344,7 +363,7 @@ itest() {
   if all_kept race "$@"; then
     run_kept race "$integration_run" "$iskip_re" "$@"
   else
-    go test -race -trimpath -count=1 -timeout $go_timeout -p 1 -ldflags="$link_flags" -tags integration -run "$integration_run" "${iskip[@]}" "$@"
+    go test -race -trimpath -count=1 -timeout $go_timeout -p 1 -cpu $test_cpu -ldflags="$link_flags" -tags integration -run "$integration_run" "${iskip[@]}" "$@"
   fi
 }
 itest_megabytes() { # the integration megabyte tests, without -race
@@ -356,7 +375,7 @@ itest_megabytes() { # the integration megabyte tests, without -race
     run_kept plain "^($integration_megabytes)\$" "" $integration_megabyte_dirs
   else
     # shellcheck disable=SC2086
-    go test -trimpath -count=1 -timeout $go_timeout -p 1 -ldflags="$link_flags" -tags integration -run "^($integration_megabytes)\$" $integration_megabyte_dirs
+    go test -trimpath -count=1 -timeout $go_timeout -p 1 -cpu $test_cpu -ldflags="$link_flags" -tags integration -run "^($integration_megabytes)\$" $integration_megabyte_dirs
   fi
 }
 if [ ${#lane_endpoints[@]} -eq 0 ]; then
