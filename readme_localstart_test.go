@@ -44,7 +44,8 @@ func TestReadmeLocalStart(t *testing.T) {
 			t.Fatalf("go build ./cmd/agentgate: %v\n%s", err, out)
 		}
 	}
-	serve = strings.Replace(serve, "go run ./cmd/agentgate", bin, 1)
+	// The binary's path reaches the shell as a variable, not as code.
+	serve = strings.Replace(serve, "go run ./cmd/agentgate", `"$AGENTGATE_UNDER_TEST"`, 1)
 	serve = addrFlag.ReplaceAllString(serve, "--addr 127.0.0.1:0")
 
 	// The setup lines run as they are, in one shell with the server, which
@@ -53,6 +54,7 @@ func TestReadmeLocalStart(t *testing.T) {
 	script := "set -eu\n" + setup + "\nprintf 'ALICE=%s\\nBOB=%s\\n' \"$ALICE\" \"$BOB\"\nexec " + serve + "\n"
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "AGENTGATE_UNDER_TEST="+bin)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
