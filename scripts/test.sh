@@ -2,7 +2,9 @@
 # The project's test command (`make test`, called by .ci/run):
 #   1. unit tests (no services), under the race detector, while npm ci
 #      installs the node servers of step 2 (tools/npm); then the megabyte
-#      tests (marked //agentgate:megabytes, see below) without it;
+#      tests (marked //agentgate:megabytes, see below) without it; built
+#      with -tags integration, the tagged files' tests skipped, so that step
+#      2 runs the test binaries step 1 linked (scripts/test-exec.sh);
 #   2. the integration suite (//go:build integration; only the packages that
 #      have such tests) against AWS_ENDPOINT_URL, under the race detector,
 #      starting a moto server on its port when nothing answers there, and
