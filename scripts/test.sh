@@ -173,7 +173,7 @@ integration_megabyte_dirs="$(megabyte_dirs $integration_files)"
 # integration tier runs: go test -exec scripts/test-exec.sh keeps the
 # binaries of the tagged packages (and, from the megabyte pass, those of the
 # integration megabyte tests), and step 2 runs them in their folders instead
-# of linking them again. Linking those ten race binaries and three plain ones
+# of linking them again. Linking those nine race binaries and three plain ones
 # took 39 CPU-seconds (go test -run '^$' on them, 6 December); the tag adds
 # 10 to the unit tier's (85 without it). `scripts/test.sh integration` alone
 # builds its binaries with go test, as before.
@@ -328,7 +328,7 @@ lane2_re='/internal/(runs/s3state|docstore)$'
 lane1_pkgs="$(echo "$integration_pkgs" | grep -E "$lane1_re" || true)"
 lane2_pkgs="$(echo "$integration_pkgs" | grep -E "$lane2_re" || true)"
 lane3_pkgs="$(echo "$integration_pkgs" | grep -v -E "$lane1_re|$lane2_re" || true)"
-short() { echo $* | sed 's|github.com/agentgate/agentgate/|./|g'; }
+short() { echo $* | sed "s|$module/|./|g"; }
 # run_kept KIND RUN SKIP PKG...: run each package's kept binary of KIND in
 # the package's folder, one after the other, with the flags go test passes
 # (-test.run RUN, -test.skip SKIP unless empty), printing what go test -p 1
