@@ -43,12 +43,21 @@ func endpoint() string {
 	return "http://localhost:4566"
 }
 
-func freePort(t *testing.T) string {
+// freePorts picks n distinct loopback addresses for processes that bind
+// them themselves: the listeners are all held until every port is picked
+// (a port closed and picked again could be handed out twice), then closed.
+// Another process can still take one before its owner binds it; startRIE
+// starts again on new ports when that happens.
+func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs
 }
 
 // The bootstraps and the RIE are built once per test binary, into a folder
@@ -134,22 +143,54 @@ func build(t *testing.T) (map[string]string, error) {
 	return out, nil
 }
 
-// startRIE runs one bootstrap under the emulator and waits until it answers.
-func startRIE(t *testing.T, rie, bootstrap, addr, runtimeAPI string, env []string, logs io.Writer) {
+// startRIE runs one bootstrap under the emulator, on two ports of its own
+// (the invoke address and the runtime API's), and returns the invoke
+// address once the emulator answers there. An emulator that stops before
+// it answers because a port was taken in between (it panics with "address
+// already in use") is started again on two other ports; any other early
+// stop fails the test with the emulator's output.
+func startRIE(t *testing.T, rie, bootstrap string, env []string, logs io.Writer) string {
 	t.Helper()
-	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", runtimeAPI, bootstrap)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for attempt := 1; ; attempt++ {
+		ports := freePorts(t, 2)
+		addr := ports[0]
+		var own syncBuffer
+		cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", ports[1], bootstrap)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout = io.MultiWriter(logs, &own)
+		cmd.Stderr = cmd.Stdout
+		require.NoError(t, cmd.Start())
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+		if answered(addr, exited) {
+			return addr
+		}
+		if !strings.Contains(own.String(), "address already in use") || attempt == 3 {
+			t.Fatalf("RIE for %s stopped, or did not answer, on %s (attempt %d):\n%s", filepath.Base(bootstrap), addr, attempt, own.String())
+		}
+		t.Logf("RIE for %s: a port was taken before it bound it; starting it on other ports", filepath.Base(bootstrap))
+	}
+}
+
+// answered waits until addr accepts a connection; false when the emulator
+// that is to listen there stopped first. (A process that took the port
+// would answer too; the emulator then stops at once, and the test fails
+// with its "address already in use" in the function logs.)
+func answered(addr string, exited <-chan struct{}) bool {
 	for i := 0; i < 100; i++ {
+		select {
+		case <-exited:
+			return false
+		default:
+		}
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return
+			return true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("RIE on %s did not start", addr)
+	return false
 }
 
 // TestLambdasUnderRIE runs the three real bootstrap binaries under the Lambda
@@ -210,8 +251,11 @@ func TestLambdasUnderRIE(t *testing.T) {
 	certFile := filepath.Join(dir, "receiver.pem")
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: receiver.Certificate().Raw}), 0o600))
 
-	serverAddr := freePort(t)
-	addrs := map[string]string{"startrun": freePort(t), "resume": freePort(t), "purge": freePort(t)}
+	// The server's port is bound here and handed to it: the functions'
+	// environment names it before the server starts.
+	serverLn, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	serverAddr := serverLn.Addr().String()
 	// The emulators' output and the server's log go here from several
 	// goroutines (one copier per process stream): a locked buffer.
 	var logs syncBuffer
@@ -229,12 +273,13 @@ func TestLambdasUnderRIE(t *testing.T) {
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"AGENTGATE_WEBHOOK_SECRET=" + *secretOut.ARN, "AGENTGATE_WEBHOOK_ALLOW=127.0.0.1", "SSL_CERT_FILE=" + certFile,
 	}
-	for fn, addr := range addrs {
-		startRIE(t, bins["rie"], bins[fn], addr, freePort(t), append(env, "AWS_LAMBDA_FUNCTION_NAME="+fn), &logs)
+	addrs := map[string]string{}
+	for _, fn := range []string{"startrun", "resume", "purge"} {
+		addrs[fn] = startRIE(t, bins["rie"], bins[fn], append(env, "AWS_LAMBDA_FUNCTION_NAME="+fn), &logs)
 	}
 	alice, bob := "alice-token-0123456789", "bob-token-0123456789ab"
 	s, err := startLocal(ctx, serveOptions{
-		addr: serverAddr, tokens: map[string]string{alice: "alice", bob: "bob"},
+		listener: serverLn, tokens: map[string]string{alice: "alice", bob: "bob"},
 		logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 		remote: map[string]string{"startrun": "http://" + addrs["startrun"], "resume": "http://" + addrs["resume"], "purge": "http://" + addrs["purge"]},
 	})

@@ -53,6 +53,12 @@ func init() {
 // serveOptions configure a local server.
 type serveOptions struct {
 	addr string
+	// listener, when set, is where the server accepts (addr is then
+	// ignored); the server owns and closes it. A caller that must know
+	// the address before the server starts (tests that hand it to the
+	// Lambda bootstraps) binds it first instead of picking a port that
+	// another process could take in between.
+	listener net.Listener
 	// publicURL is the base of the approval links ("": the listen
 	// address, with localhost for an unspecified host).
 	publicURL string
@@ -108,7 +114,15 @@ type localServer struct {
 	stop   context.CancelFunc
 }
 
-func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
+func startLocal(ctx context.Context, o serveOptions) (_ *localServer, err error) {
+	if o.listener != nil {
+		// A listener handed over is closed on every failed start.
+		defer func() {
+			if err != nil {
+				_ = o.listener.Close()
+			}
+		}()
+	}
 	// The files (--directory, --policy, --tools, a scripted --model) are
 	// read before the port is taken: a broken one is told as such, not
 	// hidden behind a busy port. The tools' servers are connected to
@@ -117,7 +131,6 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 	var model loop.Model
 	var toolFile *mcptool.File
 	if len(o.remote) == 0 {
-		var err error
 		if gov, err = app.LoadGovernance(o.directory, o.policy); err != nil {
 			return nil, err
 		}
@@ -128,9 +141,11 @@ func startLocal(ctx context.Context, o serveOptions) (*localServer, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", o.addr, err)
+	ln := o.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", o.addr); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", o.addr, err)
+		}
 	}
 	base := "http://" + ln.Addr().String()
 	if len(o.remote) > 0 {
