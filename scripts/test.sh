@@ -271,20 +271,22 @@ else
     fi
   done
   # Stop the emulators afterwards only if this script started them, all at
-  # once: a moto that ran a lane takes seconds to exit (9.5 s and 2.9 s
-  # after one run), and the total includes it.
-  stop_motos() {
-    local pids=() e
-    scripts/moto.sh stop & pids+=($!)
-    for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do AWS_ENDPOINT_URL="$e" scripts/moto.sh stop & pids+=($!); done
-    wait "${pids[@]}"
-  }
+  # once (scripts/moto.sh stop kills them: the busiest took over 10 s to
+  # exit on SIGTERM, and the total includes it).
+  stop_motos() { every_endpoint scripts/moto.sh stop; }
   motos_started=1
-  phase "moto start" scripts/moto.sh start
-  for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do AWS_ENDPOINT_URL="$e" scripts/moto.sh start; done
 fi
-phase init "$AGENTGATE_BIN" init --endpoint "$AWS_ENDPOINT_URL"
-for e in ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do "$AGENTGATE_BIN" init --endpoint "$e"; done
+# every_endpoint COMMAND...: run COMMAND once per emulator, all at once (a
+# moto server takes 1.4 s to come up, mostly Python's imports), with
+# AWS_ENDPOINT_URL naming it; fails when one fails.
+every_endpoint() {
+  local pids=() e rc=0 p
+  for e in "$AWS_ENDPOINT_URL" ${lane_endpoints[@]+"${lane_endpoints[@]}"}; do AWS_ENDPOINT_URL="$e" "$@" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  return "$rc"
+}
+[ "$motos_started" -eq 0 ] || phase "moto start" every_endpoint scripts/moto.sh start
+phase init every_endpoint sh -c '"$AGENTGATE_BIN" init --endpoint "$AWS_ENDPOINT_URL"'
 # The suites that read sent mail back from moto's /moto-api/data.json run
 # first on their emulator: moto 5.2 answers that endpoint 500 (slowly) once
 # it holds objects of deleted buckets, which other suites leave behind.
